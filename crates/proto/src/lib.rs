@@ -1,0 +1,24 @@
+//! Spindle's wire types: the JSON shapes of Spin Cycle's v2 HTTP API.
+//!
+//! Every type here serializes with exactly Spin Cycle's field names (including its odd
+//! capitalized ones such as `JobChain` and `RequestArg`'s `Name`), so that Spin Cycle's
+//! clients and Job Runners can talk to Spindle. States keep their numeric values. This
+//! crate knows nothing of HTTP, SQL or YAML.
+
+pub mod duration;
+mod filter;
+mod state;
+mod types;
+
+pub use filter::{FilterError, RequestFilter};
+pub use state::{State, UnknownState};
+pub use types::{
+    CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, Request,
+    RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, SuspendedJobChain,
+};
+
+/// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.
+pub const SPIN_CYCLE_API_VERSION: &str = "2.1.1";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,371 @@
+//! The JSON objects of Spin Cycle's v2 API (api.md section 6), field for field.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::State;
+
+/// Job args (RM side, while building the chain) and job data (JR side, at run time): a map
+/// of names to arbitrary JSON values.
+pub type JobArgs = Map<String, Value>;
+
+/// A request: one run of a request type with its args.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    /// 20-character sortable unique id.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub request_type: String,
+    pub state: State,
+    /// The authenticated caller who created the request; always present, may be empty.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub user: String,
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub args: Vec<RequestArg>,
+    pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Spin Cycle capitalizes this one key.
+    #[serde(rename = "JobChain", default, skip_serializing_if = "Option::is_none")]
+    pub job_chain: Option<JobChain>,
+    #[serde(default)]
+    pub total_jobs: u64,
+    #[serde(default)]
+    pub finished_jobs: u64,
+    /// Base URL of the Job Runner running the request; empty when none does.
+    #[serde(rename = "jrURL", default, skip_serializing_if = "String::is_empty")]
+    pub jr_url: String,
+}
+
+/// How a request arg is declared in the request's spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestArgType {
+    Required,
+    Optional,
+    Static,
+}
+
+/// One request arg as recorded for a request, or as listed in a [`RequestSpec`].
+/// Spin Cycle sends these with capitalized keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RequestArg {
+    /// Index among the args of the same type.
+    #[serde(default)]
+    pub pos: u32,
+    pub name: String,
+    #[serde(default)]
+    pub desc: String,
+    #[serde(rename = "Type")]
+    pub arg_type: RequestArgType,
+    /// Whether the caller gave a value.
+    #[serde(default)]
+    pub given: bool,
+    /// The spec's default (optional args); null when there is none.
+    #[serde(default)]
+    pub default: Value,
+    /// The value used; null in a [`RequestSpec`].
+    #[serde(default)]
+    pub value: Value,
+}
+
+/// A request type that callers can start, with its args (`GET /api/v1/request-list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub args: Vec<RequestArg>,
+}
+
+/// A request's immutable DAG of jobs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobChain {
+    pub request_id: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub jobs: BTreeMap<String, Job>,
+    /// Job id to the ids of the jobs that run after it. Jobs without successors may be absent.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub adjacency_list: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub state: State,
+    #[serde(default)]
+    pub finished_jobs: u64,
+}
+
+/// One job of a chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    /// 4 alphanumeric characters, unique within the request.
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(rename = "type")]
+    pub job_type: String,
+    /// The job's own serialized form, made on the RM side and read back on the JR side;
+    /// base64 in JSON.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "base64_encode",
+        deserialize_with = "base64_decode"
+    )]
+    pub bytes: Vec<u8>,
+    #[serde(default)]
+    pub state: State,
+    /// The job's input snapshot, taken before the job's create step.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Map::is_empty"
+    )]
+    pub args: JobArgs,
+    /// Run-time job data.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Map::is_empty"
+    )]
+    pub data: JobArgs,
+    /// Tries after the first failed one.
+    #[serde(default)]
+    pub retry: u32,
+    /// Go duration string, such as `5s`.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub retry_wait: String,
+    /// Id of the first (begin) job of the innermost sequence this job belongs to.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub sequence_id: String,
+    /// Sequence retries; set on a sequence's begin job only.
+    #[serde(default)]
+    pub sequence_retry: u32,
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub sequence_retry_wait: String,
+}
+
+/// One try of one job. Every key is always present.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobLog {
+    #[serde(default)]
+    pub request_id: String,
+    pub job_id: String,
+    /// 1-based, monotonic per job across sequence retries and resumes.
+    #[serde(default)]
+    pub r#try: u32,
+    #[serde(default)]
+    pub name: String,
+    #[serde(rename = "type", default)]
+    pub job_type: String,
+    /// Unix nanoseconds.
+    #[serde(default)]
+    pub started_at: i64,
+    /// Unix nanoseconds.
+    #[serde(default)]
+    pub finished_at: i64,
+    #[serde(default)]
+    pub state: State,
+    #[serde(default)]
+    pub exit: i64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub error: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub stdout: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub stderr: String,
+}
+
+/// A running job as a Job Runner reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStatus {
+    pub request_id: String,
+    pub job_id: String,
+    #[serde(rename = "type", default)]
+    pub job_type: String,
+    #[serde(default)]
+    pub name: String,
+    /// Unix nanoseconds.
+    #[serde(default)]
+    pub started_at: i64,
+    #[serde(default)]
+    pub state: State,
+    /// The job's live status line.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub status: String,
+    #[serde(default)]
+    pub r#try: u32,
+}
+
+/// Running jobs across Job Runners, with their requests.
+/// Unlike Spin Cycle, Spindle sends `[]` and `{}` (never `null`) when nothing runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunningStatus {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub jobs: Vec<JobStatus>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub requests: BTreeMap<String, Request>,
+}
+
+/// A chain handed back by a Job Runner that shut down, with its try counters, so that
+/// another Job Runner resumes it where it left off.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspendedJobChain {
+    pub request_id: String,
+    pub job_chain: JobChain,
+    /// Per job: tries over all sequence tries and resumes (the job log's try number).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub total_job_tries: BTreeMap<String, u32>,
+    /// Per job: tries in the current sequence try.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub latest_run_job_tries: BTreeMap<String, u32>,
+    /// Per sequence begin job: tries of the sequence.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub sequence_tries: BTreeMap<String, u32>,
+}
+
+/// The final state of a chain, sent by a Job Runner (`PUT .../finish`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishRequest {
+    #[serde(default)]
+    pub request_id: String,
+    pub state: State,
+    pub finished_at: DateTime<Utc>,
+    #[serde(default)]
+    pub finished_jobs: u64,
+}
+
+/// The number of finished jobs of a running request (`PUT .../progress`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestProgress {
+    pub request_id: String,
+    #[serde(default)]
+    pub finished_jobs: u64,
+}
+
+/// The body of `POST /api/v1/requests`. Spin Cycle's clients send `Type`, `Args` and
+/// `User` (capitalized); as in Spin Cycle, keys are matched case-insensitively on input.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CreateRequest {
+    #[serde(rename = "Type")]
+    pub request_type: String,
+    pub args: JobArgs,
+    /// Ignored by the server, which uses the authenticated caller's name.
+    pub user: String,
+}
+
+impl<'de> Deserialize<'de> for CreateRequest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<CreateRequest, D::Error> {
+        use serde::de::Error as _;
+        let object = Option::<Map<String, Value>>::deserialize(deserializer)?.unwrap_or_default();
+        let mut create_request = CreateRequest::default();
+        // An exact-case key wins over a case-insensitive match, as in Go's decoder.
+        let find = |name: &str| {
+            object.get(name).or_else(|| {
+                object
+                    .iter()
+                    .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                    .map(|(_, value)| value)
+            })
+        };
+        match find("Type") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => create_request.request_type = text.clone(),
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "field Type: expected a string (the request type), got {}",
+                    kind(other)
+                )));
+            }
+        }
+        match find("Args") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(args)) => create_request.args = args.clone(),
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "field Args: expected an object of arg names to values, got {}",
+                    kind(other)
+                )));
+            }
+        }
+        if let Some(Value::String(user)) = find("User") {
+            create_request.user = user.clone();
+        }
+        Ok(create_request)
+    }
+}
+
+/// The API's error body. Framework errors carry only `message`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Error {
+    pub message: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub request_id: String,
+    #[serde(default)]
+    pub http_status: u16,
+}
+
+/// The JSON kind of a value, for error messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Go encodes empty maps, slices and strings as `null`; read those as the empty value.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+fn base64_encode<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+fn base64_decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(Vec::new());
+    };
+    base64::engine::general_purpose::STANDARD
+        .decode(text.as_bytes())
+        .map_err(|err| serde::de::Error::custom(format!("field bytes: invalid base64: {err}")))
+}
