@@ -35,8 +35,8 @@ pub fn parse(text: &str) -> Result<Duration, ParseError> {
     }
     if let Some(stripped) = rest.strip_prefix('+') {
         rest = stripped;
-    } else if rest.starts_with('-') {
-        if rest[1..].chars().all(|c| c == '0' || c == '.') && rest.len() > 1 {
+    } else if let Some(magnitude) = rest.strip_prefix('-') {
+        if !magnitude.is_empty() && magnitude.chars().all(|c| c == '0' || c == '.') {
             return Ok(Duration::ZERO);
         }
         return Err(ParseError::Negative(text.to_owned()));

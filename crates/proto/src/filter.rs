@@ -80,10 +80,8 @@ impl RequestFilter {
             }
         }
         // The offset is only read (and checked) when a limit is given.
-        if filter.limit > 0 {
-            if let Some(value) = offset {
-                filter.offset = parse_uint("offset", value)?;
-            }
+        if let Some(value) = offset.filter(|_| filter.limit > 0) {
+            filter.offset = parse_uint("offset", value)?;
         }
         Ok(filter)
     }

@@ -1,0 +1,101 @@
+//! `spindle lint`: prints every diagnostic of the specs under the given paths.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anstyle::{AnsiColor, Style};
+use spec::{Diagnostic, Severity};
+
+use crate::{Format, LintArgs, Outcome};
+
+pub(crate) fn run(args: &LintArgs) -> anyhow::Result<Outcome> {
+    let mut report = spec::lint(&args.paths)?;
+    for diagnostic in &mut report.diagnostics {
+        if let Some(file) = &diagnostic.file {
+            diagnostic.file = Some(tidy_path(file));
+        }
+        if args.strict {
+            diagnostic.severity = Severity::Error;
+        }
+    }
+    let failed = report.has_errors();
+    let mut stdout = anstream::stdout().lock();
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &report.diagnostics)?;
+            writeln!(stdout)?;
+        }
+        Format::Human => {
+            for diagnostic in &report.diagnostics {
+                write_human(&mut stdout, diagnostic)?;
+            }
+            writeln!(stdout, "{}", summary(&report, failed))?;
+        }
+    }
+    Ok(if failed {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+/// `./specs/a.yaml` reads better as `specs/a.yaml`.
+fn tidy_path(path: &Path) -> PathBuf {
+    path.strip_prefix(".")
+        .map_or_else(|_| path.to_path_buf(), Path::to_path_buf)
+}
+
+fn write_human(out: &mut impl Write, diagnostic: &Diagnostic) -> std::io::Result<()> {
+    let (label, color) = match diagnostic.severity {
+        Severity::Error => ("error", AnsiColor::Red),
+        Severity::Warning => ("warning", AnsiColor::Yellow),
+    };
+    let severity_style = Style::new().bold().fg_color(Some(color.into()));
+    let place_style = Style::new().bold();
+    let mut place = String::new();
+    if let Some(file) = &diagnostic.file {
+        place.push_str(&file.display().to_string());
+        for number in [diagnostic.line, diagnostic.column].into_iter().flatten() {
+            place.push_str(&format!(":{number}"));
+        }
+        place.push_str(": ");
+    }
+    write!(
+        out,
+        "{place_style}{place}{place_style:#}{severity_style}{label}{severity_style:#}: "
+    )?;
+    if let Some(context) = diagnostic.context() {
+        write!(out, "{context}: ")?;
+    }
+    writeln!(out, "{} [{}]", diagnostic.message, diagnostic.code)
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+fn summary(report: &spec::Report, failed: bool) -> String {
+    let scope = format!(
+        "{}, {}",
+        plural(report.n_files, "file"),
+        plural(report.specs.len(), "sequence")
+    );
+    let (n_errors, n_warnings) = (report.n_errors(), report.n_warnings());
+    let style = if failed {
+        Style::new().bold().fg_color(Some(AnsiColor::Red.into()))
+    } else {
+        Style::new().bold().fg_color(Some(AnsiColor::Green.into()))
+    };
+    let verdict = if failed { "failed" } else { "ok" };
+    let found = match (n_errors, n_warnings) {
+        (0, 0) => "no errors or warnings".to_owned(),
+        (0, w) => plural(w, "warning"),
+        (e, 0) => plural(e, "error"),
+        (e, w) => format!("{}, {}", plural(e, "error"), plural(w, "warning")),
+    };
+    format!("{style}{verdict}{style:#}: {scope}: {found}")
+}

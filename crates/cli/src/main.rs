@@ -1,0 +1,93 @@
+//! The `spindle` binary: command-line parsing, and the one place that picks exit codes.
+
+mod lint;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Spindle: job orchestration that reads Spin Cycle's request specs.
+#[derive(Debug, Parser)]
+#[command(name = "spindle", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (lint: no errors)
+  1  lint found errors (or warnings, with --strict)
+  2  usage error, or a path that cannot be read";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check request specs and print every problem found, like a compiler
+    Lint(LintArgs),
+    /// Print Spindle's version and the Spin Cycle API version it speaks
+    Version,
+}
+
+#[derive(Debug, clap::Args)]
+struct LintArgs {
+    /// Spec files or directories (walked recursively for .yaml and .yml files)
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
+    /// Treat warnings as errors
+    #[arg(long, short = 's')]
+    strict: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// `file:line:col: error: message` lines and a summary
+    Human,
+    /// A JSON array of diagnostics
+    Json,
+}
+
+/// What a command asks the process to exit with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Success,
+    Failure,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Lint(args) => lint::run(&args),
+        Command::Version => {
+            version();
+            Ok(Outcome::Success)
+        }
+    };
+    match res {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => ExitCode::from(1),
+        Err(err) => {
+            let mut stderr = anstream::stderr();
+            let style = anstyle::Style::new()
+                .bold()
+                .fg_color(Some(anstyle::AnsiColor::Red.into()));
+            let _ = std::io::Write::write_fmt(
+                &mut stderr,
+                format_args!("{style}error{style:#}: {err:#}\n"),
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[allow(clippy::print_stdout, reason = "the version is this command's output")]
+fn version() {
+    println!(
+        "spindle {} (Spin Cycle API {})",
+        env!("CARGO_PKG_VERSION"),
+        proto::SPIN_CYCLE_API_VERSION
+    );
+}

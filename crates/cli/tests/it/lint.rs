@@ -1,0 +1,251 @@
+//! `spindle lint` against Spin Cycle's fixtures (the verdicts of EXPECTED.md), its output
+//! formats and exit codes.
+
+use serde_json::Value;
+
+use crate::{fixtures, run, spindle};
+
+/// (severity, code, line) of every diagnostic, from the JSON output.
+fn verdict(file: &str) -> (Vec<(String, String, u64)>, i32) {
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--format", "json", file]));
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).expect("JSON output");
+    let found = diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d["severity"].as_str().unwrap().to_owned(),
+                d["code"].as_str().unwrap().to_owned(),
+                d["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (found, code)
+}
+
+fn owned(expected: &[(&str, &str, u64)]) -> Vec<(String, String, u64)> {
+    expected
+        .iter()
+        .map(|(s, c, l)| ((*s).to_owned(), (*c).to_owned(), *l))
+        .collect()
+}
+
+/// (severity, code, line) of one expected diagnostic.
+type Expected = (&'static str, &'static str, u64);
+
+#[test]
+fn expected_verdicts_of_spin_cycle_fixtures() {
+    let cases: &[(&str, &[Expected], i32)] = &[
+        ("a-b-c.yaml", &[], 0),
+        ("opt-args.yaml", &[], 0),
+        ("dev-test.yaml", &[], 0),
+        (
+            "decomm.yaml",
+            &[
+                ("warning", "NW3", 40),
+                ("warning", "NW5", 45),
+                ("warning", "NW3", 53),
+                ("warning", "NW5", 56),
+            ],
+            0,
+        ),
+        (
+            "bad-each.yaml",
+            &[("warning", "NW3", 19), ("warning", "NW5", 22)],
+            0,
+        ),
+        (
+            "cond-args.yaml",
+            &[("error", "N3", 17), ("warning", "NW5", 22)],
+            1,
+        ),
+        ("fail-parse-spec.yaml", &[("error", "type", 14)], 1),
+        (
+            "warn-parse-spec.yaml",
+            &[("warning", "duplicate-key", 10)],
+            0,
+        ),
+        (
+            "unexpected-field.yaml",
+            &[
+                ("error", "S1", 7),
+                ("error", "S10", 7),
+                ("warning", "unknown-field", 13),
+            ],
+            1,
+        ),
+    ];
+    for (file, expected, expected_code) in cases {
+        let (found, code) = verdict(file);
+        assert_eq!(found, owned(expected), "{file}");
+        assert_eq!(code, *expected_code, "{file}");
+    }
+}
+
+#[test]
+fn fixture_details_match_expected_md() {
+    let (stdout, _, _) =
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "fail-parse-spec.yaml"]));
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics[0]["field"], "retry");
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("non-negative integer")
+    );
+
+    let (stdout, _, _) =
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "cond-args.yaml"]));
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics[0]["node"], "job1name");
+    assert_eq!(diagnostics[0]["field"], "eq");
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`yesJob`")
+    );
+    assert!(
+        diagnostics[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`foo`")
+    );
+}
+
+#[test]
+fn json_diagnostics_carry_every_field() {
+    let (stdout, _, code) =
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "unexpected-field.yaml"]));
+    assert_eq!(code, 1);
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    insta::assert_json_snapshot!(diagnostics, @r###"
+    [
+      {
+        "severity": "error",
+        "file": "unexpected-field.yaml",
+        "line": 7,
+        "column": 11,
+        "sequence": "seq-a",
+        "node": null,
+        "field": "args.required.name",
+        "message": "required arg has no `name`; expected `- name: <arg name>`",
+        "code": "S1"
+      },
+      {
+        "severity": "error",
+        "file": "unexpected-field.yaml",
+        "line": 7,
+        "column": 20,
+        "sequence": "seq-a",
+        "node": null,
+        "field": "args.required.default",
+        "message": "required arg (unnamed) has a default (`100`); expected no default, since the caller must give a required arg (make it optional to give it a default)",
+        "code": "S10"
+      },
+      {
+        "severity": "warning",
+        "file": "unexpected-field.yaml",
+        "line": 13,
+        "column": 9,
+        "sequence": "seq-a",
+        "node": "node-a",
+        "field": "alice",
+        "message": "unknown field `alice` in a node; expected one of: category, type, args, sets, deps, retry, retryWait, each, parallel, if, eq",
+        "code": "unknown-field"
+      }
+    ]
+    "###);
+}
+
+#[test]
+fn human_output_of_a_directory() {
+    let (stdout, stderr, code) = run(spindle(&fixtures()).args(["lint", "parse-specs-dir"]));
+    assert_eq!(code, 1);
+    assert_eq!(stderr, "");
+    // non-yaml.txt is never read; each file's diagnostics are reported.
+    insta::assert_snapshot!(stdout, @r###"
+    parse-specs-dir/cond-args.yaml:17:16: error: sequence `request-name`, node `job1name`, field `eq`: sequence `yesJob` in `eq` does not exist; expected names of sequences in the specs (or the built-in `noop`) [N3]
+    parse-specs-dir/cond-args.yaml:22:23: warning: sequence `request-name`, node `job1name`, field `args`: `foo` passed to sequence `defaultSeq`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    parse-specs-dir/decomm.yaml:40:9: warning: sequence `decommission-cluster`, node `pre-flight-checks`, field `each`: list `instances` is expanded by `each` and also passed whole in `args`; expected one or the other (each expansion gets one element) [NW3]
+    parse-specs-dir/decomm.yaml:45:23: warning: sequence `decommission-cluster`, node `pre-flight-checks`, field `args`: `instances` passed to sequence `check-instance-is-ok`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    parse-specs-dir/decomm.yaml:53:9: warning: sequence `decommission-cluster`, node `decommission-instances`, field `each`: list `instances` is expanded by `each` and also passed whole in `args`; expected one or the other (each expansion gets one element) [NW3]
+    parse-specs-dir/decomm.yaml:56:23: warning: sequence `decommission-cluster`, node `decommission-instances`, field `args`: `instances` passed to sequence `decommission-instance`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    parse-specs-dir/warn-parse-spec.yaml:10:9: warning: sequence `seq-a`, node `node-a`, field `category`: field `category` is given twice in a node (first at line 9); the last one is used [duplicate-key]
+    failed: 5 files, 9 sequences: 1 error, 6 warnings
+    "###);
+}
+
+#[test]
+fn clean_and_warning_summaries() {
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "a-b-c.yaml", "dev-test.yaml"]));
+    assert_eq!(code, 0);
+    insta::assert_snapshot!(stdout, @"ok: 2 files, 4 sequences: no errors or warnings");
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "warn-parse-spec.yaml"]));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.ends_with("ok: 1 file, 1 sequence: 1 warning\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn strict_makes_warnings_errors() {
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--strict", "bad-each.yaml"]));
+    assert_eq!(code, 1);
+    assert!(stdout.contains("bad-each.yaml:19:9: error:"), "{stdout}");
+    assert!(
+        stdout.ends_with("failed: 1 file, 2 sequences: 2 errors\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn sequences_defined_twice_name_both_files() {
+    let (stdout, _, code) =
+        run(spindle(&fixtures()).args(["lint", "a-b-c.yaml", "parse-specs-dir/a-b-c.yaml"]));
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("parse-specs-dir/a-b-c.yaml:3:3: error: sequence `retry-three-nodes`: sequence `retry-three-nodes` is already defined in a-b-c.yaml at line 3"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn usage_errors_and_unreadable_paths_exit_2() {
+    let (_, stderr, code) = run(spindle(&fixtures()).args(["lint", "no-such-dir"]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read no-such-dir"), "{stderr}");
+    let (_, _, code) = run(spindle(&fixtures()).args(["lint", "--format", "xml"]));
+    assert_eq!(code, 2);
+    let (_, _, code) = run(spindle(&fixtures()).args(["lint", "--bogus"]));
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn default_path_is_the_current_directory_and_yml_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("nested")).unwrap();
+    std::fs::write(
+        dir.path().join("nested/one.YML"),
+        "sequences:\n  s:\n    nodes:\n      a:\n        category: job\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not: [yaml").unwrap();
+    std::fs::write(dir.path().join("broken.yaml"), [0xff, 0xfe, 0x00]).unwrap();
+    let (stdout, _, code) = run(spindle(dir.path()).arg("lint"));
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stdout, @r###"
+    broken.yaml: error: cannot read spec file: not UTF-8 text (invalid byte at offset 0); expected a YAML file [io]
+    nested/one.YML:4:7: error: sequence `s`, node `a`, field `type`: job node has no `type`; expected the job type to run [N12]
+    failed: 2 files, 1 sequence: 2 errors
+    "###);
+}
+
+#[test]
+fn shipped_example_specs_are_clean() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let (stdout, _, code) = run(spindle(&root).args(["lint", "--strict", "examples/specs"]));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.starts_with("ok: "), "{stdout}");
+}

@@ -1,0 +1,89 @@
+//! Request specs: loading YAML spec files, the spec model, and every linter check.
+//!
+//! The flow is `load` (files → [`Specs`] plus parse diagnostics) → `check` (static checks
+//! of every sequence and node) → `graph` (dependency and arg-flow checks over sequence
+//! graphs). [`lint`] runs all three and returns every [`Diagnostic`], sorted by place:
+//! one bad node or one unreadable file never hides the others.
+//!
+//! The model keeps Spin Cycle's spec format unchanged, with one deliberate addition: the
+//! built-in sequence `noop`, which does nothing (see [`BUILTIN_NOOP`]).
+
+mod check;
+mod diagnostic;
+mod graph;
+mod load;
+mod model;
+mod yaml;
+
+use std::path::{Path, PathBuf};
+
+pub use diagnostic::{Diagnostic, Pos, Severity};
+pub use graph::SequenceGraph;
+pub use load::LoadError;
+pub use model::{
+    Acl, ArgDecl, Category, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
+};
+
+/// The built-in sequence that does nothing, so that a conditional can say `default: noop`.
+/// A sequence of that name in the specs takes its place.
+pub const BUILTIN_NOOP: &str = "noop";
+
+/// The result of linting: the specs as read, and every diagnostic sorted by file and line.
+#[derive(Debug)]
+pub struct Report {
+    pub specs: Specs,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Spec files read.
+    pub n_files: usize,
+}
+
+impl Report {
+    pub fn n_errors(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.severity == Severity::Error)
+            .count()
+    }
+
+    pub fn n_warnings(&self) -> usize {
+        self.diagnostics.len() - self.n_errors()
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.n_errors() > 0
+    }
+}
+
+/// Loads every spec file under `paths` (files are read whatever their name; directories
+/// are walked for `.yaml`/`.yml` files) and runs every check.
+///
+/// Fails only when a path itself cannot be read; problems inside files are diagnostics.
+pub fn lint(paths: &[PathBuf]) -> Result<Report, LoadError> {
+    let loaded = load::load_paths(paths)?;
+    Ok(check_loaded(loaded))
+}
+
+/// Lints one spec held in memory, as if read from `file`.
+pub fn lint_str(file: &Path, text: &str) -> Report {
+    check_loaded(load::load_str(file, text))
+}
+
+fn check_loaded(loaded: load::Loaded) -> Report {
+    let load::Loaded {
+        specs,
+        mut diagnostics,
+        n_files,
+    } = loaded;
+    diagnostics.extend(check::check(&specs));
+    let graph_diagnostics = graph::check(&specs, &diagnostics);
+    diagnostics.extend(graph_diagnostics);
+    diagnostics.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    Report {
+        specs,
+        diagnostics,
+        n_files,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,334 @@
+//! The spec model: sequences, their args and ACLs, and their nodes, as written in the
+//! files (normalization is applied through accessors such as [`NodeArg::given`]), with the
+//! position of everything a diagnostic may point at.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{BUILTIN_NOOP, Pos};
+
+/// A value with the position it was written at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub pos: Pos,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, pos: Pos) -> Spanned<T> {
+        Spanned { value, pos }
+    }
+}
+
+/// Every sequence of a set of spec files, in the order they were read.
+#[derive(Debug, Default)]
+pub struct Specs {
+    sequences: Vec<Sequence>,
+    index: HashMap<String, usize>,
+}
+
+impl Specs {
+    /// Adds a sequence; a sequence of the same name is returned in the error.
+    pub(crate) fn insert(&mut self, sequence: Sequence) -> Result<(), Box<Sequence>> {
+        if self.index.contains_key(&sequence.name) {
+            return Err(Box::new(sequence));
+        }
+        self.index
+            .insert(sequence.name.clone(), self.sequences.len());
+        self.sequences.push(sequence);
+        Ok(())
+    }
+
+    pub fn sequences(&self) -> &[Sequence] {
+        &self.sequences
+    }
+
+    /// A sequence defined in the specs (not the built-in `noop`).
+    pub fn get(&self, name: &str) -> Option<&Sequence> {
+        self.index.get(name).map(|&idx| &self.sequences[idx])
+    }
+
+    /// Whether a node may call `name`: a sequence of the specs or the built-in `noop`.
+    pub fn exists(&self, name: &str) -> bool {
+        name == BUILTIN_NOOP || self.index.contains_key(name)
+    }
+
+    /// The request types: sequences with `request: true`, sorted by name.
+    pub fn requests(&self) -> Vec<&Sequence> {
+        let mut requests: Vec<&Sequence> = self.sequences.iter().filter(|s| s.request).collect();
+        requests.sort_by(|a, b| a.name.cmp(&b.name));
+        requests
+    }
+
+    pub fn len(&self) -> usize {
+        self.sequences.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sequences.is_empty()
+    }
+}
+
+/// A named set of nodes; with `request: true`, a request type.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    pub name: String,
+    /// The file that defines it, as given to the loader.
+    pub file: Arc<PathBuf>,
+    /// Where the sequence's name is written.
+    pub pos: Pos,
+    pub request: bool,
+    pub args: SequenceArgs,
+    pub acl: Vec<Acl>,
+    /// In file order.
+    pub nodes: Vec<Node>,
+    /// Positions of the fields written, by field name.
+    pub field_pos: BTreeMap<&'static str, Pos>,
+}
+
+impl Sequence {
+    /// Where `field` is written, or the sequence's own position when it is not.
+    pub fn pos_of(&self, field: &str) -> Pos {
+        self.field_pos.get(field).copied().unwrap_or(self.pos)
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|node| node.name == name)
+    }
+
+    /// Names of all required, optional and static args.
+    pub fn arg_names(&self) -> impl Iterator<Item = &str> {
+        self.args.all().filter_map(|(_, arg)| arg.name())
+    }
+}
+
+/// The three kinds of sequence args, each in spec order.
+#[derive(Debug, Clone, Default)]
+pub struct SequenceArgs {
+    pub required: Vec<ArgDecl>,
+    pub optional: Vec<ArgDecl>,
+    pub statics: Vec<ArgDecl>,
+}
+
+impl SequenceArgs {
+    /// Every arg with its kind (`required`, `optional`, `static`), required first.
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, &ArgDecl)> {
+        let required = self.required.iter().map(|arg| ("required", arg));
+        let optional = self.optional.iter().map(|arg| ("optional", arg));
+        let statics = self.statics.iter().map(|arg| ("static", arg));
+        required.chain(optional).chain(statics)
+    }
+
+    pub fn is_required(&self, name: &str) -> bool {
+        self.required.iter().any(|arg| arg.name() == Some(name))
+    }
+
+    pub fn is_optional(&self, name: &str) -> bool {
+        self.optional.iter().any(|arg| arg.name() == Some(name))
+    }
+}
+
+/// A declared sequence arg.
+#[derive(Debug, Clone)]
+pub struct ArgDecl {
+    pub name: Option<Spanned<String>>,
+    pub desc: String,
+    /// Any YAML value; scalars are kept as the text written (`175` is "175").
+    pub default: Option<Spanned<Value>>,
+    /// Where the entry starts.
+    pub pos: Pos,
+}
+
+impl ArgDecl {
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_ref().map(|name| name.value.as_str())
+    }
+}
+
+/// An ACL entry of a request type.
+#[derive(Debug, Clone)]
+pub struct Acl {
+    pub role: Option<Spanned<String>>,
+    pub admin: Option<Spanned<bool>>,
+    pub ops: Vec<Spanned<String>>,
+    pub pos: Pos,
+}
+
+/// A node's category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    Job,
+    Sequence,
+    Conditional,
+}
+
+impl Category {
+    pub fn parse(text: &str) -> Option<Category> {
+        match text {
+            "job" => Some(Category::Job),
+            "sequence" => Some(Category::Sequence),
+            "conditional" => Some(Category::Conditional),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Category::Job => "job",
+            Category::Sequence => "sequence",
+            Category::Conditional => "conditional",
+        })
+    }
+}
+
+/// One node of a sequence.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    /// Where the node's name is written.
+    pub pos: Pos,
+    /// As written; [`Node::category`] reads it.
+    pub category: Option<Spanned<String>>,
+    /// Job type, or the sequence a sequence node runs.
+    pub node_type: Option<Spanned<String>>,
+    /// `None` items are null entries (`- ~`).
+    pub args: Vec<Spanned<Option<NodeArg>>>,
+    pub sets: Vec<Spanned<Option<NodeSet>>>,
+    pub deps: Vec<Spanned<String>>,
+    pub retry: Option<Spanned<u32>>,
+    pub retry_wait: Option<Spanned<String>>,
+    /// `list:element` entries, as written.
+    pub each: Vec<Spanned<String>>,
+    pub parallel: Option<Spanned<u32>>,
+    pub if_arg: Option<Spanned<String>>,
+    /// Branch value to sequence name, in file order.
+    pub eq: Vec<(Spanned<String>, Spanned<String>)>,
+    /// Positions of the fields written, by field name.
+    pub field_pos: BTreeMap<&'static str, Pos>,
+}
+
+impl Node {
+    /// Where `field` is written, or the node's own position when it is not.
+    pub fn pos_of(&self, field: &str) -> Pos {
+        self.field_pos.get(field).copied().unwrap_or(self.pos)
+    }
+
+    pub fn category(&self) -> Option<Category> {
+        self.category
+            .as_ref()
+            .and_then(|category| Category::parse(&category.value))
+    }
+
+    pub fn node_type(&self) -> Option<&str> {
+        self.node_type.as_ref().map(|t| t.value.as_str())
+    }
+
+    pub fn retry(&self) -> u32 {
+        self.retry.as_ref().map_or(0, |retry| retry.value)
+    }
+
+    /// The wait between tries; normalization gives `0s` when `retry` is set without it.
+    pub fn retry_wait(&self) -> Option<Duration> {
+        match &self.retry_wait {
+            Some(wait) => proto::duration::parse(&wait.value).ok(),
+            None => Some(Duration::ZERO),
+        }
+    }
+
+    /// Well-formed `each` entries split into `(list, element)`.
+    pub fn each_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.each
+            .iter()
+            .filter_map(|entry| split_each(&entry.value))
+    }
+
+    /// The args entries that are not null.
+    pub fn node_args(&self) -> impl Iterator<Item = &NodeArg> {
+        self.args.iter().filter_map(|arg| arg.value.as_ref())
+    }
+
+    /// The sets entries that are not null.
+    pub fn node_sets(&self) -> impl Iterator<Item = &NodeSet> {
+        self.sets.iter().filter_map(|set| set.value.as_ref())
+    }
+
+    /// The sequences this node calls: its `type` for a sequence node, every `eq` target
+    /// for a conditional (in file order, without repeats). Job nodes call none.
+    pub fn called_sequences(&self) -> Vec<&str> {
+        match self.category() {
+            Some(Category::Sequence) => self.node_type().into_iter().collect(),
+            Some(Category::Conditional) => {
+                let mut called: Vec<&str> = Vec::new();
+                for (_, target) in &self.eq {
+                    if !called.contains(&target.value.as_str()) {
+                        called.push(&target.value);
+                    }
+                }
+                called
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The names this node passes in: every `args.expected` and every `each` element.
+    pub fn declared_inputs(&self) -> Vec<&str> {
+        let expected = self.node_args().filter_map(NodeArg::expected);
+        let elements = self.each_pairs().map(|(_, element)| element);
+        expected.chain(elements).collect()
+    }
+}
+
+/// Splits `list:element`; `None` unless there is exactly one colon.
+pub(crate) fn split_each(entry: &str) -> Option<(&str, &str)> {
+    let (list, element) = entry.split_once(':')?;
+    (!element.contains(':')).then_some((list, element))
+}
+
+/// One `args` entry of a node: the job or sub-sequence sees `given`'s value as `expected`.
+#[derive(Debug, Clone)]
+pub struct NodeArg {
+    pub expected: Option<Spanned<String>>,
+    pub given: Option<Spanned<String>>,
+}
+
+impl NodeArg {
+    pub fn expected(&self) -> Option<&str> {
+        self.expected.as_ref().map(|e| e.value.as_str())
+    }
+
+    /// `given`, defaulting to `expected`.
+    pub fn given(&self) -> Option<&str> {
+        self.given
+            .as_ref()
+            .or(self.expected.as_ref())
+            .map(|g| g.value.as_str())
+    }
+}
+
+/// One `sets` entry of a node: the job sets `arg`, the sequence sees it as `as`.
+#[derive(Debug, Clone)]
+pub struct NodeSet {
+    pub arg: Option<Spanned<String>>,
+    pub r#as: Option<Spanned<String>>,
+}
+
+impl NodeSet {
+    pub fn arg(&self) -> Option<&str> {
+        self.arg.as_ref().map(|a| a.value.as_str())
+    }
+
+    /// `as`, defaulting to `arg`.
+    pub fn r#as(&self) -> Option<&str> {
+        self.r#as
+            .as_ref()
+            .or(self.arg.as_ref())
+            .map(|a| a.value.as_str())
+    }
+}
