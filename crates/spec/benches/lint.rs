@@ -6,7 +6,11 @@
 //! Prints the median of several runs of loading and checking each (what `spindle lint`
 //! does, less printing).
 
-#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark prints its table")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its table"
+)]
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

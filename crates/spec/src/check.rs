@@ -59,17 +59,13 @@ impl Checker<'_> {
         pos: Pos,
         message: String,
     ) {
-        self.out.push(Diagnostic {
-            severity,
-            file: Some(sequence.file.to_path_buf()),
-            line: Some(pos.line),
-            column: Some(pos.column),
-            sequence: Some(sequence.name.clone()),
-            node: node.map(|node| node.name.clone()),
-            field: (!field.is_empty()).then(|| field.to_owned()),
-            message,
-            code,
-        });
+        let place = SpecPlace {
+            sequence,
+            node,
+            field,
+            pos,
+        };
+        self.out.push(place.diagnostic(severity, code, message));
     }
 
     fn sequence(&mut self, seq: &Sequence) {
@@ -692,5 +688,35 @@ fn shown_value(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(text) => format!("`{text}`"),
         other => format!("`{other}`"),
+    }
+}
+
+/// A place in a sequence that a diagnostic points at.
+pub(crate) struct SpecPlace<'a> {
+    pub(crate) sequence: &'a Sequence,
+    pub(crate) node: Option<&'a Node>,
+    /// Empty when the diagnostic is about no field in particular.
+    pub(crate) field: &'a str,
+    pub(crate) pos: Pos,
+}
+
+impl SpecPlace<'_> {
+    pub(crate) fn diagnostic(
+        &self,
+        severity: Severity,
+        code: &'static str,
+        message: String,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity,
+            file: Some(self.sequence.file.to_path_buf()),
+            line: Some(self.pos.line),
+            column: Some(self.pos.column),
+            sequence: Some(self.sequence.name.clone()),
+            node: self.node.map(|node| node.name.clone()),
+            field: (!self.field.is_empty()).then(|| self.field.to_owned()),
+            message,
+            code,
+        }
     }
 }

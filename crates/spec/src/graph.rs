@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
-use crate::check::quoted;
+use crate::check::{SpecPlace, quoted};
 use crate::model::{Category, Node, Sequence, Specs};
 use crate::{BUILTIN_NOOP, Diagnostic, Pos, Severity};
 
@@ -145,17 +145,14 @@ impl<'s> GraphChecker<'s> {
         pos: Pos,
         message: String,
     ) {
-        self.out.push(Diagnostic {
-            severity: Severity::Error,
-            file: Some(seq.file.to_path_buf()),
-            line: Some(pos.line),
-            column: Some(pos.column),
-            sequence: Some(seq.name.clone()),
-            node: node.map(|node| node.name.clone()),
-            field: (!field.is_empty()).then(|| field.to_owned()),
-            message,
-            code,
-        });
+        let place = SpecPlace {
+            sequence: seq,
+            node,
+            field,
+            pos,
+        };
+        self.out
+            .push(place.diagnostic(Severity::Error, code, message));
     }
 
     /// G1, G3, G4 for one sequence. Returns whether it passed.
