@@ -45,7 +45,7 @@ fn tidy_path(path: &Path) -> PathBuf {
         .map_or_else(|_| path.to_path_buf(), Path::to_path_buf)
 }
 
-fn write_human(out: &mut impl Write, diagnostic: &Diagnostic) -> std::io::Result<()> {
+pub(crate) fn write_human(out: &mut impl Write, diagnostic: &Diagnostic) -> std::io::Result<()> {
     let (label, color) = match diagnostic.severity {
         Severity::Error => ("error", AnsiColor::Red),
         Severity::Warning => ("warning", AnsiColor::Yellow),

@@ -1,5 +1,7 @@
 //! The `spindle` binary: command-line parsing, and the one place that picks exit codes.
 
+mod dot;
+mod graph;
 mod lint;
 
 use std::path::PathBuf;
@@ -18,13 +20,15 @@ struct Cli {
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success (lint: no errors)
-  1  lint found errors (or warnings, with --strict)
+  1  lint found errors (or warnings, with --strict); graph could not build the chain
   2  usage error, or a path that cannot be read";
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Check request specs and print every problem found, like a compiler
     Lint(LintArgs),
+    /// Build a request's job chain from specs and print it, without running anything
+    Graph(GraphArgs),
     /// Print Spindle's version and the Spin Cycle API version it speaks
     Version,
 }
@@ -40,6 +44,33 @@ struct LintArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+struct GraphArgs {
+    /// Directory (or file) of request specs
+    #[arg(long, env = "SPINDLE_SPECS", default_value = ".")]
+    specs: PathBuf,
+    /// The request type to build
+    request: String,
+    /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
+    /// is passed as that value, anything else as a string
+    args: Vec<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = GraphFormat::Json)]
+    format: GraphFormat,
+    /// Show job types this binary does not know as placeholders (the chain is for looking
+    /// at, not for running)
+    #[arg(long)]
+    preview: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GraphFormat {
+    /// Spin Cycle's JobChain JSON (`requestId`, `jobs`, `adjacencyList`, ...)
+    Json,
+    /// Graphviz DOT, each sequence a cluster
+    Dot,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,6 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Lint(args) => lint::run(&args),
+        Command::Graph(args) => graph::run(&args),
         Command::Version => {
             version();
             Ok(Outcome::Success)

@@ -163,6 +163,16 @@ pub struct Job {
         skip_serializing_if = "String::is_empty"
     )]
     pub sequence_retry_wait: String,
+    /// Spindle's addition, absent from Spin Cycle's chains: on the begin wrapper of an
+    /// `each:` expansion (`repeat_<node>_begin`), at most this many of its successors'
+    /// sub-graphs (the expansions) run at any moment, a new one starting as soon as one
+    /// ends. 0 (omitted) means no limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parallel: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One try of one job. Every key is always present.

@@ -1,5 +1,6 @@
 //! Integration tests of the `spindle` binary: each test runs the real binary.
 
+mod graph;
 mod lint;
 
 use std::path::{Path, PathBuf};

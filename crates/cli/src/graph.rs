@@ -1,0 +1,138 @@
+//! `spindle graph`: builds a request's job chain from specs and prints it without running
+//! anything.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use job::{CreateContext, Factory, Job, JobId, Outcome, Registry, RunContext};
+use proto::JobArgs;
+use serde_json::Value;
+
+use crate::{GraphArgs, GraphFormat, Outcome as Exit, lint};
+
+/// Parses `name=value` request args: a value that reads as a JSON list or object is that
+/// value, anything else is a string.
+pub(crate) fn parse_request_args(pairs: &[String]) -> anyhow::Result<JobArgs> {
+    let mut args = JobArgs::new();
+    for pair in pairs {
+        let Some((name, value)) = pair.split_once('=') else {
+            anyhow::bail!("request arg {pair:?} is not of the form name=value");
+        };
+        if name.is_empty() {
+            anyhow::bail!("request arg {pair:?} has no name; expected name=value");
+        }
+        let trimmed = value.trim_start();
+        let parsed = if trimmed.starts_with('[') || trimmed.starts_with('{') {
+            serde_json::from_str::<Value>(value).with_context(|| {
+                format!("request arg `{name}`: {value:?} starts like JSON but is not valid JSON")
+            })?
+        } else {
+            Value::String(value.to_owned())
+        };
+        args.insert(name.to_owned(), parsed);
+    }
+    Ok(args)
+}
+
+/// For `--preview`: job types this binary does not know become placeholders, so that a
+/// spec written for another job factory can be looked at.
+struct PreviewFactory(Registry);
+
+/// A placeholder for a job type this binary does not know. It sets each arg its node
+/// declares in `sets` to a one-element list describing the value, so that expansions
+/// over it appear once. Its chain is for looking at, not for running.
+struct PreviewJob {
+    job_type: String,
+}
+
+#[async_trait::async_trait]
+impl Job for PreviewJob {
+    fn create(&mut self, args: &mut JobArgs, ctx: &CreateContext) -> Result<(), job::Error> {
+        for name in &ctx.sets {
+            let text = format!("<{name}: set by a {} job at run time>", self.job_type);
+            args.insert(name.clone(), Value::Array(vec![Value::String(text)]));
+        }
+        Ok(())
+    }
+
+    fn serialize(&self) -> Result<Vec<u8>, job::Error> {
+        Ok(Vec::new())
+    }
+
+    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
+        Ok(())
+    }
+
+    async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
+        Outcome::failed(format!(
+            "job type `{}` is a preview placeholder and cannot run",
+            self.job_type
+        ))
+    }
+}
+
+impl Factory for PreviewFactory {
+    fn make(&self, id: &JobId) -> Result<Box<dyn Job>, job::Error> {
+        if self.0.contains(&id.job_type) {
+            return self.0.make(id);
+        }
+        Ok(Box::new(PreviewJob {
+            job_type: id.job_type.clone(),
+        }))
+    }
+}
+
+pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Exit> {
+    let request_args = parse_request_args(&args.args)?;
+    let report = spec::lint(std::slice::from_ref(&args.specs))?;
+    if report.has_errors() {
+        let mut stderr = anstream::stderr().lock();
+        for diagnostic in report
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == spec::Severity::Error)
+        {
+            lint::write_human(&mut stderr, diagnostic)?;
+        }
+        writeln!(
+            stderr,
+            "error: the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
+            args.specs.display(),
+            args.specs.display()
+        )?;
+        return Ok(Exit::Failure);
+    }
+    let registry = Registry::builtin();
+    let factory: Arc<dyn Factory> = if args.preview {
+        Arc::new(PreviewFactory(registry))
+    } else {
+        Arc::new(registry)
+    };
+    let grapher = graph::Grapher::new(report.specs, factory);
+    let created = match grapher.create(&args.request, &request_args) {
+        Ok(created) => created,
+        Err(err) => {
+            let mut stderr = anstream::stderr().lock();
+            writeln!(stderr, "error: {err}")?;
+            if let graph::Error::Job { source, .. } = &err
+                && matches!(**source, job::Error::UnknownType { .. })
+            {
+                writeln!(
+                    stderr,
+                    "hint: `--preview` shows job types this binary does not know as placeholders"
+                )?;
+            }
+            return Ok(Exit::Failure);
+        }
+    };
+    let mut stdout = anstream::stdout().lock();
+    match args.format {
+        GraphFormat::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &created.job_chain)?;
+            writeln!(stdout)?;
+        }
+        GraphFormat::Dot => write!(stdout, "{}", crate::dot::render(&created.job_chain))?,
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,610 @@
+//! Building one request's chain: sequences inlined recursively, nodes expanded over
+//! `each:` lists, conditionals resolved, every job made by the factory (grapher.md §4-§9).
+
+use std::collections::{BTreeMap, HashSet};
+
+use job::{CreateContext, Job, JobId, NoopJob};
+use proto::{JobArgs, JobChain, State};
+use rand::RngExt as _;
+use serde_json::Value;
+use spec::{BUILTIN_NOOP, Category, Node, Sequence, SequenceGraph};
+
+use crate::{Error, Grapher};
+
+/// Builds the chain of request type `request_type` from its top-level job args.
+pub(crate) fn build_chain(
+    grapher: &Grapher,
+    request_id: &str,
+    request_type: &str,
+    mut job_args: JobArgs,
+) -> Result<JobChain, Error> {
+    let mut builder = Builder {
+        grapher,
+        request_id,
+        jobs: Vec::new(),
+        succs: Vec::new(),
+        ids: HashSet::new(),
+        rng: rand::rng(),
+    };
+    let graph_name = format!("request_{request_type}");
+    let piece = builder.sequence(&graph_name, request_type, &mut job_args, 0, "0s")?;
+    debug_assert_eq!(piece.begin, 0);
+    let jobs = &builder.jobs;
+    let adjacency_list: BTreeMap<String, Vec<String>> = builder
+        .succs
+        .iter()
+        .enumerate()
+        .filter(|(_, succs)| !succs.is_empty())
+        .map(|(idx, succs)| {
+            let ids = succs.iter().map(|&succ| jobs[succ].id.clone()).collect();
+            (jobs[idx].id.clone(), ids)
+        })
+        .collect();
+    // Jobs are large: sort their positions by id, then move each job once into the map
+    // (collecting from sorted input builds the map without further moves).
+    let mut order: Vec<usize> = (0..builder.jobs.len()).collect();
+    order.sort_unstable_by(|&a, &b| builder.jobs[a].id.cmp(&builder.jobs[b].id));
+    let mut slots: Vec<Option<proto::Job>> = builder.jobs.into_iter().map(Some).collect();
+    let jobs: BTreeMap<String, proto::Job> = order
+        .into_iter()
+        .filter_map(|idx| slots[idx].take())
+        .map(|job| (job.id.clone(), job))
+        .collect();
+    Ok(JobChain {
+        request_id: request_id.to_owned(),
+        jobs,
+        adjacency_list,
+        state: State::Pending,
+        finished_jobs: 0,
+    })
+}
+
+/// A sub-graph with one entry and one exit job (indices into `Builder::jobs`).
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    begin: usize,
+    end: usize,
+}
+
+/// One slot of a sequence graph: the sequence's own begin and end noop nodes around its
+/// user nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Begin,
+    Node(usize),
+    End,
+}
+
+/// The edges into a sub-graph's end job, which splicing adds and removes; kept apart so
+/// that removing one is O(1), and written out in the order they were added.
+#[derive(Debug, Default)]
+struct EdgesToEnd {
+    order: Vec<usize>,
+    present: HashSet<usize>,
+}
+
+impl EdgesToEnd {
+    fn add(&mut self, from: usize) {
+        if self.present.insert(from) {
+            self.order.push(from);
+        }
+    }
+
+    fn remove(&mut self, from: usize) {
+        self.present.remove(&from);
+    }
+}
+
+struct Builder<'g> {
+    grapher: &'g Grapher,
+    request_id: &'g str,
+    jobs: Vec<proto::Job>,
+    succs: Vec<Vec<usize>>,
+    /// Job ids used so far, packed into integers.
+    ids: HashSet<u64>,
+    rng: rand::rngs::ThreadRng,
+}
+
+const ID_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+impl Builder<'_> {
+    /// A job id unique in the request: 4 random alphanumerics, as Spin Cycle's; a fifth
+    /// character once the request holds so many jobs that 4 keep colliding.
+    fn new_id(&mut self) -> String {
+        let len = if self.ids.len() > 2_000_000 { 6 } else { 4 };
+        loop {
+            let mut packed: u64 = len;
+            let mut id = String::with_capacity(len as usize);
+            for _ in 0..len {
+                let idx = self.rng.random_range(0..ID_CHARS.len());
+                packed = packed << 8 | ID_CHARS[idx] as u64;
+                id.push(char::from(ID_CHARS[idx]));
+            }
+            if self.ids.insert(packed) {
+                return id;
+            }
+        }
+    }
+
+    /// Makes, creates and serializes one job, and adds it to the chain.
+    #[allow(clippy::too_many_arguments, reason = "the fields of one job")]
+    fn job(
+        &mut self,
+        place: (&str, &str),
+        job_type: &str,
+        name: &str,
+        args: &mut JobArgs,
+        sets: Vec<String>,
+        keep_args: bool,
+        retry: (u32, String),
+    ) -> Result<usize, Error> {
+        let id = self.new_id();
+        let job_id = JobId {
+            job_type: job_type.to_owned(),
+            name: name.to_owned(),
+            id: id.clone(),
+            request_id: self.request_id.to_owned(),
+        };
+        let fail = |source: job::Error| Error::Job {
+            sequence: place.0.to_owned(),
+            node: place.1.to_owned(),
+            job_name: name.to_owned(),
+            job_type: job_type.to_owned(),
+            source: Box::new(source),
+        };
+        let mut made: Box<dyn Job> = match self.grapher.factory.make(&job_id) {
+            Ok(made) => made,
+            // Wrappers and sequences' own begin and end jobs work without a factory that
+            // knows `noop`.
+            Err(job::Error::UnknownType { .. }) if job_type == BUILTIN_NOOP => Box::new(NoopJob),
+            Err(err) => return Err(fail(err)),
+        };
+        let snapshot = if keep_args {
+            args.clone()
+        } else {
+            JobArgs::new()
+        };
+        made.create(args, &CreateContext { sets }).map_err(fail)?;
+        let bytes = made.serialize().map_err(fail)?;
+        self.jobs.push(proto::Job {
+            id,
+            name: name.to_owned(),
+            job_type: job_type.to_owned(),
+            bytes,
+            state: State::Pending,
+            args: snapshot,
+            data: JobArgs::new(),
+            retry: retry.0,
+            retry_wait: retry.1,
+            sequence_id: String::new(),
+            sequence_retry: 0,
+            sequence_retry_wait: String::new(),
+            parallel: 0,
+        });
+        self.succs.push(Vec::new());
+        Ok(self.jobs.len() - 1)
+    }
+
+    /// A begin/end pair of noop wrapper jobs, `<prefix>_begin → <prefix>_end`.
+    fn wrappers(&mut self, place: (&str, &str), prefix: &str) -> Result<Piece, Error> {
+        let mut empty = JobArgs::new();
+        let no_retry = || (0, String::new());
+        let begin = self.job(
+            place,
+            BUILTIN_NOOP,
+            &format!("{prefix}_begin"),
+            &mut empty,
+            Vec::new(),
+            false,
+            no_retry(),
+        )?;
+        let end = self.job(
+            place,
+            BUILTIN_NOOP,
+            &format!("{prefix}_end"),
+            &mut empty,
+            Vec::new(),
+            false,
+            no_retry(),
+        )?;
+        Ok(Piece { begin, end })
+    }
+
+    fn edge(&mut self, from: usize, to: usize) {
+        self.succs[from].push(to);
+    }
+
+    /// Builds sequence `seq_name` between wrappers named `graph_name`; returns its piece.
+    fn sequence(
+        &mut self,
+        graph_name: &str,
+        seq_name: &str,
+        job_args: &mut JobArgs,
+        seq_retry: u32,
+        seq_retry_wait: &str,
+    ) -> Result<Piece, Error> {
+        let first_job = self.jobs.len();
+        let seq: Option<&Sequence> = self.grapher.specs.get(seq_name);
+        let graph: Option<&SequenceGraph> = self.grapher.graphs.get(seq_name);
+        let (seq, graph) = match (seq, graph) {
+            (Some(seq), Some(graph)) => (Some(seq), Some(graph)),
+            (None, _) if seq_name == BUILTIN_NOOP => (None, None),
+            (None, _) => {
+                return Err(Error::Spec {
+                    sequence: seq_name.to_owned(),
+                    message: "no such sequence in the specs".to_owned(),
+                });
+            }
+            (Some(_), None) => {
+                return Err(Error::Spec {
+                    sequence: seq_name.to_owned(),
+                    message:
+                        "its nodes' deps do not form a graph without cycles (run `spindle lint`)"
+                            .to_owned(),
+                });
+            }
+        };
+        // Optional and static args the caller or parent did not give get their defaults.
+        if let Some(seq) = seq {
+            for (kind, decl) in seq.args.all() {
+                if kind == "required" {
+                    continue;
+                }
+                if let (Some(name), Some(default)) = (decl.name(), &decl.default) {
+                    job_args
+                        .entry(name.to_owned())
+                        .or_insert_with(|| default.value.clone());
+                }
+            }
+        }
+        let place_name = seq.map_or(BUILTIN_NOOP, |seq| seq.name.as_str());
+        let outer = self.wrappers((place_name, ""), graph_name)?;
+        let mut to_end = EdgesToEnd::default();
+        to_end.add(outer.begin);
+
+        // The slots in order: begin, the user nodes in dependency order, end.
+        let nodes: &[Node] = seq.map_or(&[], |seq| seq.nodes.as_slice());
+        let order: Vec<usize> = graph.map_or_else(Vec::new, |graph| graph.order.clone());
+        let mut has_succ = vec![false; nodes.len()];
+        if let Some(graph) = graph {
+            for preds in &graph.preds {
+                for &pred in preds {
+                    has_succ[pred] = true;
+                }
+            }
+        }
+        let slots = std::iter::once(Slot::Begin)
+            .chain(order.iter().map(|&idx| Slot::Node(idx)))
+            .chain(std::iter::once(Slot::End));
+        let mut pieces: Vec<Option<Piece>> = vec![None; nodes.len()];
+        let mut begin_piece = None;
+        for slot in slots {
+            let (piece, preds): (Piece, Vec<Piece>) = match slot {
+                Slot::Begin => {
+                    let job = self.noop_node(place_name, &format!("{place_name}_begin"))?;
+                    (
+                        Piece {
+                            begin: job,
+                            end: job,
+                        },
+                        Vec::new(),
+                    )
+                }
+                Slot::End => {
+                    let job = self.noop_node(place_name, &format!("{place_name}_end"))?;
+                    let mut preds: Vec<Piece> = (0..nodes.len())
+                        .filter(|&idx| !has_succ[idx])
+                        .filter_map(|idx| pieces[idx])
+                        .collect();
+                    if preds.is_empty() {
+                        preds.extend(begin_piece);
+                    }
+                    (
+                        Piece {
+                            begin: job,
+                            end: job,
+                        },
+                        preds,
+                    )
+                }
+                Slot::Node(idx) => {
+                    let node = &nodes[idx];
+                    let seq = seq.expect("a sequence with nodes is in the specs");
+                    let piece = self.node(seq, node, job_args)?;
+                    let preds: Vec<Piece> = match graph.map(|g| g.preds[idx].as_slice()) {
+                        Some([]) | None => begin_piece.into_iter().collect(),
+                        Some(preds) => preds.iter().filter_map(|&p| pieces[p]).collect(),
+                    };
+                    pieces[idx] = Some(piece);
+                    (piece, preds)
+                }
+            };
+            if slot == Slot::Begin {
+                begin_piece = Some(piece);
+            }
+            // Splice the piece in: after each predecessor's end, before the sub-graph's end.
+            if preds.is_empty() {
+                self.edge(outer.begin, piece.begin);
+                to_end.remove(outer.begin);
+            } else {
+                for pred in &preds {
+                    self.edge(pred.end, piece.begin);
+                    to_end.remove(pred.end);
+                }
+            }
+            to_end.add(piece.end);
+        }
+        for from in to_end.order {
+            if to_end.present.contains(&from) {
+                self.edge(from, outer.end);
+            }
+        }
+        // Jobs of this sequence (not of sequences inside it) belong to it.
+        let sequence_id = self.jobs[outer.begin].id.clone();
+        for job in &mut self.jobs[first_job..] {
+            if job.sequence_id.is_empty() {
+                job.sequence_id = sequence_id.clone();
+            }
+        }
+        let begin = &mut self.jobs[outer.begin];
+        begin.sequence_retry = seq_retry;
+        begin.sequence_retry_wait = seq_retry_wait.to_owned();
+        Ok(outer)
+    }
+
+    /// A sequence's own begin or end node: a `noop` job with empty args.
+    fn noop_node(&mut self, sequence: &str, name: &str) -> Result<usize, Error> {
+        self.job(
+            (sequence, name),
+            BUILTIN_NOOP,
+            name,
+            &mut JobArgs::new(),
+            Vec::new(),
+            true,
+            (0, String::new()),
+        )
+    }
+
+    /// One node, expanded over its `each:` lists; returns the piece to splice in.
+    fn node(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        job_args: &mut JobArgs,
+    ) -> Result<Piece, Error> {
+        let value_error = |message: String| Error::Value {
+            sequence: seq.name.clone(),
+            node: node.name.clone(),
+            message,
+        };
+        // The lists to expand over, all of one length.
+        let mut lists: Vec<(&str, &str, Vec<Value>)> = Vec::new();
+        for (list, element) in node.each_pairs() {
+            match job_args.get(list) {
+                None => {
+                    return Err(value_error(format!(
+                        "`each: {list}:{element}`: arg `{list}` is not set; expected a list"
+                    )));
+                }
+                Some(Value::Array(items)) => lists.push((list, element, items.clone())),
+                Some(other) => {
+                    return Err(value_error(format!(
+                        "`each: {list}:{element}`: arg `{list}` is {}, expected a list",
+                        kind(other)
+                    )));
+                }
+            }
+        }
+        let n_iterations = match lists.first() {
+            None => 1,
+            Some((_, _, first)) => {
+                if let Some((list, _, items)) = lists
+                    .iter()
+                    .find(|(_, _, items)| items.len() != first.len())
+                {
+                    return Err(value_error(format!(
+                        "`each:` lists have different lengths: `{}` has {} elements, `{list}` has {}; expected lists of equal length",
+                        lists[0].0,
+                        first.len(),
+                        items.len()
+                    )));
+                }
+                first.len()
+            }
+        };
+        let mut iteration_pieces = Vec::with_capacity(n_iterations);
+        for iteration in 0..n_iterations {
+            let mut inputs = JobArgs::new();
+            for arg in node.node_args() {
+                let (Some(expected), Some(given)) = (arg.expected(), arg.given()) else {
+                    continue;
+                };
+                match job_args.get(given) {
+                    Some(value) => inputs.insert(expected.to_owned(), value.clone()),
+                    None => {
+                        return Err(value_error(format!(
+                            "arg `{given}` (passed as `{expected}`) is not set; expected it to be a request arg or set by an earlier node"
+                        )));
+                    }
+                };
+            }
+            for (_, element, items) in &lists {
+                inputs.insert((*element).to_owned(), items[iteration].clone());
+            }
+            let piece = match node.category() {
+                Some(Category::Job) => {
+                    let job_type = node.node_type().unwrap_or_default();
+                    let sets = node
+                        .node_sets()
+                        .filter_map(|set| set.arg().map(str::to_owned))
+                        .collect();
+                    let retry_wait = match (&node.retry_wait, node.retry()) {
+                        (Some(wait), _) => wait.value.clone(),
+                        (None, 0) => String::new(),
+                        (None, _) => "0s".to_owned(),
+                    };
+                    let job = self.job(
+                        (&seq.name, &node.name),
+                        job_type,
+                        &node.name,
+                        &mut inputs,
+                        sets,
+                        true,
+                        (node.retry(), retry_wait),
+                    )?;
+                    Piece {
+                        begin: job,
+                        end: job,
+                    }
+                }
+                Some(Category::Sequence) => {
+                    let (retry, wait) = sequence_retry(node);
+                    let called = node.node_type().unwrap_or_default();
+                    self.sequence(
+                        &format!("sequence_{}", node.name),
+                        called,
+                        &mut inputs,
+                        retry,
+                        &wait,
+                    )?
+                }
+                Some(Category::Conditional) => {
+                    let chosen = choose_branch(node, job_args, &mut inputs).map_err(value_error)?;
+                    let (retry, wait) = sequence_retry(node);
+                    self.sequence(
+                        &format!("conditional_{}", node.name),
+                        &chosen,
+                        &mut inputs,
+                        retry,
+                        &wait,
+                    )?
+                }
+                None => {
+                    return Err(Error::Spec {
+                        sequence: seq.name.clone(),
+                        message: format!(
+                            "node `{}` has no valid category (run `spindle lint`)",
+                            node.name
+                        ),
+                    });
+                }
+            };
+            // Outputs: what the job (or the nodes of the sub-sequence) set. With several
+            // iterations the last one wins, as in Spin Cycle.
+            for set in node.node_sets() {
+                let (Some(arg), Some(as_name)) = (set.arg(), set.r#as()) else {
+                    continue;
+                };
+                match inputs.get(arg) {
+                    Some(value) => {
+                        job_args.insert(as_name.to_owned(), value.clone());
+                    }
+                    None => {
+                        return Err(value_error(format!(
+                            "the {} did not set `{arg}`, which the node's `sets` declares",
+                            match node.category() {
+                                Some(Category::Job) =>
+                                    format!("job (type `{}`)", node.node_type().unwrap_or_default()),
+                                _ => "called sequence".to_owned(),
+                            }
+                        )));
+                    }
+                }
+            }
+            iteration_pieces.push(piece);
+        }
+        let place = (seq.name.as_str(), node.name.as_str());
+        match iteration_pieces.as_slice() {
+            [] => {
+                let pair = self.wrappers(place, &format!("noop_{}", node.name))?;
+                self.edge(pair.begin, pair.end);
+                Ok(pair)
+            }
+            [one] => Ok(*one),
+            many => {
+                let many = many.to_vec();
+                let outer = self.wrappers(place, &format!("repeat_{}", node.name))?;
+                for piece in &many {
+                    self.edge(outer.begin, piece.begin);
+                    self.edge(piece.end, outer.end);
+                }
+                if let Some(parallel) = node.parallel.as_ref().map(|p| p.value)
+                    && (parallel as usize) < many.len()
+                {
+                    self.jobs[outer.begin].parallel = parallel;
+                }
+                Ok(outer)
+            }
+        }
+    }
+}
+
+/// The sequence retry settings a sequence or conditional node gives its sequence.
+fn sequence_retry(node: &Node) -> (u32, String) {
+    let wait = match (&node.retry_wait, node.retry()) {
+        (Some(wait), _) => wait.value.clone(),
+        (None, 0) => String::new(),
+        (None, _) => "0s".to_owned(),
+    };
+    (node.retry(), wait)
+}
+
+/// Picks a conditional's sequence from its `if` arg; the arg is passed on under its name.
+fn choose_branch(node: &Node, job_args: &JobArgs, inputs: &mut JobArgs) -> Result<String, String> {
+    let Some(if_arg) = node.if_arg.as_ref().map(|arg| arg.value.as_str()) else {
+        return Err(
+            "conditional node has no `if`; expected the name of the arg that picks the branch"
+                .to_owned(),
+        );
+    };
+    let options = || {
+        let mut keys: Vec<&str> = node.eq.iter().map(|(key, _)| key.value.as_str()).collect();
+        keys.sort_unstable();
+        keys.join(", ")
+    };
+    let value = match job_args.get(if_arg) {
+        None | Some(Value::Null) => {
+            return Err(format!(
+                "`if: {if_arg}`: arg `{if_arg}` is not set; expected one of: {}",
+                options()
+            ));
+        }
+        Some(value) => value.clone(),
+    };
+    let text = match &value {
+        Value::String(text) => text.clone(),
+        Value::Bool(_) | Value::Number(_) => value.to_string(),
+        other => {
+            return Err(format!(
+                "`if: {if_arg}`: arg `{if_arg}` is {}; expected a string, one of: {}",
+                kind(other),
+                options()
+            ));
+        }
+    };
+    inputs.insert(if_arg.to_owned(), value);
+    let branch = |key: &str| {
+        node.eq
+            .iter()
+            .find(|(k, _)| k.value == key)
+            .map(|(_, target)| target.value.clone())
+    };
+    match branch(&text).or_else(|| branch("default")) {
+        Some(chosen) => Ok(chosen),
+        None => Err(format!(
+            "`if: {if_arg}`: value {text:?} matches no branch and there is no `default`; expected one of: {}",
+            options()
+        )),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}

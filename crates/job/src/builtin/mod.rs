@@ -1,0 +1,107 @@
+//! Spindle's built-in job types, so that a team can use Spindle from YAML alone.
+
+mod shell;
+
+use std::time::Duration;
+
+use proto::JobArgs;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{CreateContext, Error, Job, Outcome, RunContext};
+
+#[cfg(test)]
+pub(crate) use shell::arg_env_name;
+pub use shell::{ShellArgsJob, ShellCommandJob};
+
+pub(crate) const NOOP: &str = "noop";
+pub(crate) const SLEEP: &str = "sleep";
+pub(crate) const SHELL_COMMAND: &str = "shell-command";
+pub(crate) const SHELL_ARGS: &str = "shell-args";
+
+/// `noop`: completes at once. Also the type of the chain's begin and end wrapper jobs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopJob;
+
+#[async_trait::async_trait]
+impl Job for NoopJob {
+    fn create(&mut self, _args: &mut JobArgs, _ctx: &CreateContext) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn serialize(&self) -> Result<Vec<u8>, Error> {
+        Ok(Vec::new())
+    }
+
+    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
+        Outcome::complete()
+    }
+}
+
+/// `sleep`: waits `duration`, ending early (STOPPED) when stopped.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SleepJob {
+    /// Go duration string, as stored in the chain.
+    duration: String,
+}
+
+/// Reads a sleep duration as Spin Cycle's dev jobs take it — milliseconds, as a number or
+/// a string of digits — or as a Go duration such as `500ms`, `1.5s` or `1h2m`.
+pub fn parse_sleep_duration(value: &Value) -> Result<Duration, String> {
+    let expected = "expected milliseconds (such as 1000) or a duration (such as 500ms, 1.5s, 1h2m)";
+    match value {
+        Value::Number(number) => match number.as_u64() {
+            Some(millis) => Ok(Duration::from_millis(millis)),
+            None => Err(format!(
+                "{number} is not a whole number of milliseconds; {expected}"
+            )),
+        },
+        Value::String(text) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => text
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|err| format!("{text:?}: {err}; {expected}")),
+        Value::String(text) => proto::duration::parse(text).map_err(|err| format!("{err}")),
+        other => Err(format!("found {other}; {expected}")),
+    }
+}
+
+#[async_trait::async_trait]
+impl Job for SleepJob {
+    fn create(&mut self, args: &mut JobArgs, _ctx: &CreateContext) -> Result<(), Error> {
+        let Some(value) = args.get("duration") else {
+            return Err(Error::Args(
+                "job arg `duration` is missing; expected milliseconds (such as 1000) or a duration (such as 500ms)"
+                    .to_owned(),
+            ));
+        };
+        let duration = parse_sleep_duration(value)
+            .map_err(|err| Error::Args(format!("job arg `duration`: {err}")))?;
+        self.duration = proto::duration::format(duration);
+        Ok(())
+    }
+
+    fn serialize(&self) -> Result<Vec<u8>, Error> {
+        serde_json::to_vec(self).map_err(|err| Error::Serialize(err.to_string()))
+    }
+
+    fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
+        Ok(())
+    }
+
+    async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
+        let duration = match proto::duration::parse(&self.duration) {
+            Ok(duration) => duration,
+            Err(err) => return Outcome::failed(format!("invalid stored duration: {err}")),
+        };
+        ctx.status.set(format!("sleeping {}", self.duration));
+        tokio::select! {
+            () = tokio::time::sleep(duration) => Outcome::complete(),
+            () = ctx.cancel.cancelled() => Outcome::stopped(),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Jobs: the [`Job`] and [`Factory`] traits, the factory [`Registry`] and the built-in job
+//! types (`noop`, `sleep`, `shell-command`, `shell-args`).
+//!
+//! A job lives twice. On the Request Manager side the grapher makes it from its job args
+//! ([`Job::create`], which may set new args for later nodes) and stores its
+//! [`Job::serialize`]d bytes in the chain. On the Job Runner side it is made again from
+//! the chain, [`Job::deserialize`]d, and [`Job::run`] with the run-time job data, a
+//! cancellation token and a handle for its live status line.
+
+mod builtin;
+mod registry;
+
+use std::sync::{Arc, Mutex};
+
+use proto::{JobArgs, State};
+use tokio_util::sync::CancellationToken;
+
+pub use builtin::{NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration};
+pub use registry::{Maker, Registry};
+
+/// What a factory is asked to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobId {
+    pub job_type: String,
+    pub name: String,
+    pub id: String,
+    pub request_id: String,
+}
+
+/// Why a job could not be made, created, serialized or deserialized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("unknown job type `{job_type}`; expected one of: {known}")]
+    UnknownType { job_type: String, known: String },
+    /// A job arg is missing or has the wrong shape; the text says which and what was
+    /// expected.
+    #[error("{0}")]
+    Args(String),
+    /// Running something at create time failed (shell-args); the text quotes its output.
+    #[error("{0}")]
+    Create(String),
+    #[error("cannot serialize the job: {0}")]
+    Serialize(String),
+    #[error("cannot read the job's stored bytes: {0}")]
+    Deserialize(String),
+}
+
+/// What the grapher tells a job when creating it, besides its args.
+#[derive(Debug, Clone, Default)]
+pub struct CreateContext {
+    /// The names (`sets[].arg`) the node declares that this job sets.
+    pub sets: Vec<String>,
+}
+
+/// The end of one try of a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// COMPLETE on success; FAIL (or anything but COMPLETE and STOPPED) is a failed try;
+    /// STOPPED when the job ended because it was cancelled.
+    pub state: State,
+    pub exit: i64,
+    pub error: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    pub fn complete() -> Outcome {
+        Outcome {
+            state: State::Complete,
+            ..Outcome::default()
+        }
+    }
+
+    pub fn failed(error: impl Into<String>) -> Outcome {
+        Outcome {
+            state: State::Fail,
+            exit: 1,
+            error: error.into(),
+            ..Outcome::default()
+        }
+    }
+
+    pub fn stopped() -> Outcome {
+        Outcome {
+            state: State::Stopped,
+            error: "stopped".to_owned(),
+            ..Outcome::default()
+        }
+    }
+}
+
+/// A job's live status line, readable while it runs (`spindle ps`, running status).
+#[derive(Debug, Clone, Default)]
+pub struct Status(Arc<Mutex<String>>);
+
+impl Status {
+    pub fn set(&self, line: impl Into<String>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = line.into();
+    }
+
+    pub fn get(&self) -> String {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// What a job gets to run one try.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// Cancelled when the job must stop (user stop or runner shutdown); the job should
+    /// return promptly with [`State::Stopped`].
+    pub cancel: CancellationToken,
+    pub status: Status,
+}
+
+/// A job. See the crate documentation for its two lives.
+#[async_trait::async_trait]
+pub trait Job: Send + Sync {
+    /// RM side: reads the job's args and may add or change args; the node's `sets` are
+    /// read from the map afterwards.
+    fn create(&mut self, args: &mut JobArgs, ctx: &CreateContext) -> Result<(), Error>;
+
+    /// RM side: the bytes stored in the chain for the JR side. May be empty.
+    fn serialize(&self) -> Result<Vec<u8>, Error>;
+
+    /// JR side: restores what `serialize` wrote.
+    fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error>;
+
+    /// JR side: one try. `data` is the job's run-time data, which it may change; on
+    /// success it flows to the jobs that run after it.
+    async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome;
+}
+
+/// Makes jobs by type. Implemented by [`Registry`]; a user's binary registers its own job
+/// types there next to the built-ins.
+pub trait Factory: Send + Sync {
+    fn make(&self, id: &JobId) -> Result<Box<dyn Job>, Error>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! The factory registry: job type name → maker.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{Error, Factory, Job, JobId, builtin};
+
+/// Makes one job type.
+pub type Maker = Arc<dyn Fn(&JobId) -> Box<dyn Job> + Send + Sync>;
+
+/// A [`Factory`] that knows job types by name. [`Registry::builtin`] knows Spindle's own;
+/// add yours with [`Registry::register`].
+#[derive(Clone, Default)]
+pub struct Registry {
+    makers: BTreeMap<String, Maker>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("types", &self.makers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// The built-in types: `noop`, `sleep`, `shell-command`, `shell-args`.
+    pub fn builtin() -> Registry {
+        let mut registry = Registry::new();
+        registry.register(builtin::NOOP, |_| Box::new(builtin::NoopJob));
+        registry.register(builtin::SLEEP, |_| Box::<builtin::SleepJob>::default());
+        registry.register(builtin::SHELL_COMMAND, |_| {
+            Box::<builtin::ShellCommandJob>::default()
+        });
+        registry.register(builtin::SHELL_ARGS, |_| {
+            Box::<builtin::ShellArgsJob>::default()
+        });
+        registry
+    }
+
+    /// Adds (or replaces) a job type.
+    pub fn register<F>(&mut self, job_type: &str, maker: F) -> &mut Registry
+    where
+        F: Fn(&JobId) -> Box<dyn Job> + Send + Sync + 'static,
+    {
+        self.makers.insert(job_type.to_owned(), Arc::new(maker));
+        self
+    }
+
+    pub fn contains(&self, job_type: &str) -> bool {
+        self.makers.contains_key(job_type)
+    }
+
+    /// The registered type names, sorted.
+    pub fn types(&self) -> impl Iterator<Item = &str> {
+        self.makers.keys().map(String::as_str)
+    }
+}
+
+impl Factory for Registry {
+    fn make(&self, id: &JobId) -> Result<Box<dyn Job>, Error> {
+        match self.makers.get(&id.job_type) {
+            Some(maker) => Ok(maker(id)),
+            None => Err(Error::UnknownType {
+                job_type: id.job_type.clone(),
+                known: self.types().collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+}

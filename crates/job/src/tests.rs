@@ -1,0 +1,380 @@
+//! Tests of the registry and the built-in job types (real processes for the shell jobs).
+
+use std::time::Duration;
+
+use proto::{JobArgs, State};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::builtin::arg_env_name;
+use crate::*;
+
+fn args(value: Value) -> JobArgs {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("args are an object"),
+    }
+}
+
+fn id(job_type: &str) -> JobId {
+    JobId {
+        job_type: job_type.to_owned(),
+        name: "n".to_owned(),
+        id: "abcd".to_owned(),
+        request_id: "r".to_owned(),
+    }
+}
+
+fn ctx() -> RunContext {
+    RunContext {
+        cancel: CancellationToken::new(),
+        status: Status::default(),
+    }
+}
+
+/// Makes a built-in job, creates it from `job_args`, and round-trips it through its
+/// bytes as the RM and the JR do.
+fn made(job_type: &str, job_args: Value) -> Result<Box<dyn Job>, Error> {
+    let registry = Registry::builtin();
+    let mut job = registry.make(&id(job_type))?;
+    let mut job_args = args(job_args);
+    job.create(&mut job_args, &CreateContext::default())?;
+    let bytes = job.serialize()?;
+    let mut runner_side = registry.make(&id(job_type))?;
+    runner_side.deserialize(&bytes)?;
+    Ok(runner_side)
+}
+
+async fn run(job_type: &str, job_args: Value) -> Outcome {
+    made(job_type, job_args)
+        .expect("job is made")
+        .run(&mut JobArgs::new(), ctx())
+        .await
+}
+
+#[test]
+fn registry_lists_known_types_for_an_unknown_one() {
+    let registry = Registry::builtin();
+    let types: Vec<&str> = registry.types().collect();
+    assert_eq!(types, ["noop", "shell-args", "shell-command", "sleep"]);
+    let err = registry.make(&id("nope")).err().expect("unknown type");
+    assert_eq!(
+        err.to_string(),
+        "unknown job type `nope`; expected one of: noop, shell-args, shell-command, sleep"
+    );
+    let mut custom = Registry::builtin();
+    custom.register("mine", |_| Box::new(NoopJob));
+    assert!(custom.make(&id("mine")).is_ok());
+}
+
+#[tokio::test]
+async fn noop_completes() {
+    assert_eq!(run("noop", json!({})).await.state, State::Complete);
+}
+
+#[test]
+fn sleep_durations() {
+    for (value, expected) in [
+        (json!(1500), Duration::from_millis(1500)),
+        (json!("1000"), Duration::from_secs(1)),
+        (json!("500ms"), Duration::from_millis(500)),
+        (json!("1.5s"), Duration::from_millis(1500)),
+        (json!("1h2m"), Duration::from_secs(3720)),
+    ] {
+        assert_eq!(parse_sleep_duration(&value), Ok(expected), "{value}");
+    }
+    for bad in [
+        json!(-1),
+        json!(1.5),
+        json!("soon"),
+        json!([1]),
+        json!(null),
+    ] {
+        assert!(parse_sleep_duration(&bad).is_err(), "{bad}");
+    }
+    let err = made("sleep", json!({})).err().unwrap();
+    assert!(err.to_string().contains("`duration` is missing"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sleep_sleeps_and_stops_promptly() {
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        run("sleep", json!({"duration": "2s"})).await.state,
+        State::Complete
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+
+    let mut job = made("sleep", json!({"duration": "1h"})).unwrap();
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    let status = context.status.clone();
+    let handle = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(status.get(), "sleeping 1h0m0s");
+    cancel.cancel();
+    let outcome = handle.await.unwrap();
+    assert_eq!(outcome.state, State::Stopped);
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn env_names_of_job_args() {
+    assert_eq!(arg_env_name("host"), "SPINDLE_ARG_HOST");
+    assert_eq!(arg_env_name("dst-addr.v2"), "SPINDLE_ARG_DST_ADDR_V2");
+}
+
+#[tokio::test]
+async fn shell_command_runs_a_program_with_argv_and_env() {
+    let outcome = run(
+        "shell-command",
+        json!({
+            "cmd": "sh",
+            "args": ["-c", "printf '%s|' \"$0\" \"$SPINDLE_ARG_HOST\" \"$SPINDLE_ARG_PORTS\" \"$GREETING\"", "$(touch /tmp/nope)"],
+            "env": {"GREETING": "hi"},
+            "host": "db1; rm -rf /",
+            "ports": [1, 2]
+        }),
+    )
+    .await;
+    assert_eq!(outcome.state, State::Complete, "{outcome:?}");
+    assert_eq!(outcome.exit, 0);
+    // User values arrive as data, never as shell text.
+    assert_eq!(outcome.stdout, "$(touch /tmp/nope)|db1; rm -rf /|[1,2]|hi|");
+}
+
+#[tokio::test]
+async fn shell_command_args_string_is_split_on_white_space() {
+    let outcome = run("shell-command", json!({"cmd": "echo", "args": "a  b\tc"})).await;
+    assert_eq!(outcome.stdout, "a b c\n");
+}
+
+#[tokio::test]
+async fn shell_command_failures() {
+    let outcome = run(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", "echo oops >&2; exit 3"]}),
+    )
+    .await;
+    assert_eq!(outcome.state, State::Fail);
+    assert_eq!(outcome.exit, 3);
+    assert_eq!(outcome.stderr, "oops\n");
+    assert!(
+        outcome.error.contains("exited with status 3"),
+        "{}",
+        outcome.error
+    );
+
+    let outcome = run("shell-command", json!({"cmd": "/no/such/program"})).await;
+    assert_eq!(outcome.state, State::Fail);
+    assert_eq!(outcome.exit, 127);
+    assert!(
+        outcome.error.contains("cannot start `/no/such/program`"),
+        "{}",
+        outcome.error
+    );
+
+    let outcome = run(
+        "shell-command",
+        json!({"cmd": "sleep", "args": ["30"], "timeout": "200ms"}),
+    )
+    .await;
+    assert_eq!(outcome.state, State::Fail);
+    assert!(
+        outcome.error.contains("timed out after 200ms"),
+        "{}",
+        outcome.error
+    );
+
+    let err = made("shell-command", json!({"args": ["x"]})).err().unwrap();
+    assert!(
+        err.to_string().contains("job arg `cmd` is missing"),
+        "{err}"
+    );
+    let err = made("shell-command", json!({"cmd": "echo", "args": {"a": 1}}))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("expected a list of arguments"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn shell_command_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(
+        "shell-command",
+        json!({"cmd": "pwd", "dir": dir.path().to_str().unwrap()}),
+    )
+    .await;
+    let expected = dir.path().canonicalize().unwrap();
+    assert_eq!(outcome.stdout.trim_end(), expected.to_str().unwrap());
+}
+
+#[tokio::test]
+async fn shell_command_output_is_cut_at_one_mib() {
+    let outcome = run(
+        "shell-command",
+        json!({"cmd": "head", "args": ["-c", "3000000", "/dev/zero"]}),
+    )
+    .await;
+    assert_eq!(outcome.state, State::Complete);
+    assert!(outcome.stdout.ends_with("[spindle: output cut at 1 MiB]\n"));
+    assert!(outcome.stdout.len() < 1024 * 1024 + 100);
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+#[tokio::test]
+async fn stopping_shell_command_ends_the_process_group() {
+    // The shell starts a background child and prints its pid; stop must end both.
+    let mut job = made(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", "sleep 30 & echo $!; wait"]}),
+    )
+    .unwrap();
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    let handle = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), handle)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.state, State::Stopped);
+    let child: i32 = outcome
+        .stdout
+        .trim()
+        .parse()
+        .expect("the background child's pid");
+    // SIGTERM reached the whole group.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive(child) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(child), "background child {child} survived the stop");
+}
+
+#[tokio::test]
+async fn stopping_a_program_that_ignores_term_kills_it() {
+    let mut job = made(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", "trap '' TERM; echo ready; while true; do sleep 0.05; done"]}),
+    )
+    .unwrap();
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    let handle = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(15), handle)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.state, State::Stopped);
+    assert_eq!(outcome.stdout, "ready\n");
+}
+
+fn shell_args(job_args: Value, sets: &[&str]) -> Result<JobArgs, Error> {
+    let registry = Registry::builtin();
+    let mut job = registry.make(&id("shell-args"))?;
+    let mut job_args = args(job_args);
+    let ctx = CreateContext {
+        sets: sets.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    job.create(&mut job_args, &ctx)?;
+    Ok(job_args)
+}
+
+#[test]
+fn shell_args_sets_declared_args_from_json_output() {
+    let job_args = shell_args(
+        json!({"cmd": "sh", "args": ["-c", "echo \"{\\\"hosts\\\": [\\\"a\\\", \\\"$SPINDLE_ARG_ZONE\\\"], \\\"n\\\": 2}\""], "zone": "z1"}),
+        &["hosts"],
+    )
+    .unwrap();
+    assert_eq!(job_args["hosts"], json!(["a", "z1"]));
+    // Only the declared sets are set.
+    assert!(!job_args.contains_key("n"));
+}
+
+#[test]
+fn shell_args_errors_name_the_problem_and_quote_the_output() {
+    let err = shell_args(json!({"cmd": "echo", "args": ["{\"a\": 1}"]}), &["hosts"]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("has no key `hosts`")
+            && text.contains("it has: a")
+            && text.contains("{\\\"a\\\": 1}"),
+        "{text}"
+    );
+
+    let err = shell_args(json!({"cmd": "echo", "args": ["not json"]}), &["hosts"]).unwrap_err();
+    assert!(
+        err.to_string().contains("is not JSON") && err.to_string().contains("not json"),
+        "{err}"
+    );
+
+    let err = shell_args(json!({"cmd": "echo", "args": ["[1, 2]"]}), &["hosts"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("printed a list, not a JSON object"),
+        "{err}"
+    );
+
+    let err = shell_args(
+        json!({"cmd": "sh", "args": ["-c", "echo bad >&2; exit 4"]}),
+        &["hosts"],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("exited with status 4") && err.to_string().contains("bad"),
+        "{err}"
+    );
+
+    let err = shell_args(
+        json!({"cmd": "sleep", "args": ["5"], "timeout": "100ms"}),
+        &["hosts"],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("did not finish within 100ms"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn shell_args_job_completes_at_run_time_with_its_output() {
+    let registry = Registry::builtin();
+    let mut job = registry.make(&id("shell-args")).unwrap();
+    let mut job_args = args(json!({"cmd": "echo", "args": ["{\"x\": 1}"]}));
+    job.create(
+        &mut job_args,
+        &CreateContext {
+            sets: vec!["x".to_owned()],
+        },
+    )
+    .unwrap();
+    let bytes = job.serialize().unwrap();
+    let mut runner_side = registry.make(&id("shell-args")).unwrap();
+    runner_side.deserialize(&bytes).unwrap();
+    let outcome = runner_side.run(&mut JobArgs::new(), ctx()).await;
+    assert_eq!(outcome.state, State::Complete);
+    assert_eq!(outcome.stdout, "{\"x\": 1}\n");
+}
+
+#[test]
+fn bad_bytes_are_a_deserialize_error() {
+    let registry = Registry::builtin();
+    for job_type in ["sleep", "shell-command", "shell-args"] {
+        let mut job = registry.make(&id(job_type)).unwrap();
+        assert!(
+            matches!(job.deserialize(b"{not json"), Err(Error::Deserialize(_))),
+            "{job_type}"
+        );
+    }
+}
