@@ -83,7 +83,7 @@ impl Factory for PreviewFactory {
     }
 }
 
-pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: &GraphArgs, registry: Registry) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
     let report = spec::lint(std::slice::from_ref(&args.specs))?;
     if report.has_errors() {
@@ -103,7 +103,6 @@ pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Exit> {
         )?;
         return Ok(Exit::Failure);
     }
-    let registry = Registry::builtin();
     let factory: Arc<dyn Factory> = if args.preview {
         Arc::new(PreviewFactory(registry))
     } else {

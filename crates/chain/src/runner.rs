@@ -1,0 +1,232 @@
+//! Runs one dispatched job: makes it from the chain, then runs its tries (job-level
+//! retries, runner.md §5), sending a job log entry per try. Its end goes back to the
+//! traverser as an event.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::FutureExt as _;
+use job::{Factory, Job, JobId, Outcome, RunContext, Status};
+use proto::{JobArgs, JobLog, State};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::reporter::Report;
+use crate::traverser::Event;
+
+/// Unix nanoseconds now.
+pub(crate) fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The end of a dispatched job: its final state and how its counters moved.
+#[derive(Debug)]
+pub(crate) struct JobDone {
+    pub(crate) idx: usize,
+    pub(crate) state: State,
+    pub(crate) data: JobArgs,
+    /// Added to the job's latest-run tries (includes a try stopped in its retry wait).
+    pub(crate) latest_tries: u32,
+    /// Added to the job's total tries: tries that ran and were logged.
+    pub(crate) total_tries: u32,
+}
+
+/// What a job's runner shares with the traverser while it runs, for running status.
+pub(crate) type Live = Arc<LiveState>;
+
+#[derive(Debug, Default)]
+pub(crate) struct LiveState {
+    pub(crate) status: Status,
+    /// The try running now (its job log number).
+    pub(crate) try_no: AtomicU32,
+    /// Waiting between tries.
+    pub(crate) sleeping: AtomicBool,
+}
+
+/// Everything a runner needs; built by the traverser when it dispatches a job.
+pub(crate) struct Dispatch {
+    pub(crate) idx: usize,
+    pub(crate) request_id: Arc<str>,
+    pub(crate) job: Arc<proto::Job>,
+    pub(crate) data: JobArgs,
+    pub(crate) prev_latest: u32,
+    pub(crate) prev_total: u32,
+    pub(crate) factory: Arc<dyn Factory>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) live: Live,
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+    pub(crate) reports: mpsc::UnboundedSender<Report>,
+}
+
+fn make(
+    factory: &dyn Factory,
+    request_id: &str,
+    job: &proto::Job,
+) -> Result<Box<dyn Job>, job::Error> {
+    let id = JobId {
+        job_type: job.job_type.clone(),
+        name: job.name.clone(),
+        id: job.id.clone(),
+        request_id: request_id.to_owned(),
+    };
+    let mut made = factory.make(&id)?;
+    made.deserialize(&job.bytes)?;
+    Ok(made)
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-text panic payload".to_owned()
+    }
+}
+
+/// Runs a dispatched job. The dispatch is boxed so that each job's task stays small
+/// (a fan-out starts thousands of them at once).
+pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
+    let Dispatch {
+        idx,
+        ref request_id,
+        ref job,
+        ref mut data,
+        prev_latest,
+        prev_total,
+        ref factory,
+        ref cancel,
+        ref live,
+        ref events,
+        ref reports,
+    } = *dispatch;
+    let log = |try_no: u32, started_at: i64, finished_at: i64, outcome: &Outcome| JobLog {
+        request_id: request_id.to_string(),
+        job_id: job.id.clone(),
+        r#try: try_no,
+        name: job.name.clone(),
+        job_type: job.job_type.clone(),
+        started_at,
+        finished_at,
+        state: outcome.state,
+        exit: outcome.exit,
+        error: outcome.error.clone(),
+        stdout: outcome.stdout.clone(),
+        stderr: outcome.stderr.clone(),
+    };
+    let max_tries = 1 + job.retry;
+    let retry_wait = proto::duration::parse(&job.retry_wait).unwrap_or(Duration::ZERO);
+    let mut latest = prev_latest;
+    let mut total = prev_total;
+    let mut made: Option<Box<dyn Job>> = None;
+    let mut state = State::Fail;
+    let mut stopped_in_wait = false;
+    while latest < max_tries {
+        if cancel.is_cancelled() {
+            state = State::Stopped;
+            break;
+        }
+        let try_no = total + 1;
+        live.try_no.store(try_no, Ordering::Relaxed);
+        let started_at = now_nanos();
+        if made.is_none() {
+            match make(&**factory, request_id, job) {
+                Ok(job) => made = Some(job),
+                Err(err) => {
+                    // A try that could not even start: logged, so the numbers stay whole.
+                    latest += 1;
+                    total += 1;
+                    let outcome = Outcome::failed(format!("problem creating job runner: {err}"));
+                    let _ =
+                        reports.send(Report::Log(log(try_no, started_at, now_nanos(), &outcome)));
+                    state = State::Fail;
+                    break;
+                }
+            }
+        }
+        let job_to_run = made.as_mut().expect("made above");
+        let ctx = RunContext {
+            cancel: cancel.clone(),
+            status: live.status.clone(),
+        };
+        let mut outcome = match AssertUnwindSafe(job_to_run.run(data, ctx))
+            .catch_unwind()
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                // The job may be half-changed: the next try makes it anew.
+                made = None;
+                Outcome::failed(format!("panic from job.Run: {}", panic_text(&*payload)))
+            }
+        };
+        latest += 1;
+        total += 1;
+        if cancel.is_cancelled() && !matches!(outcome.state, State::Stopped | State::Complete) {
+            outcome.state = State::Stopped;
+        }
+        let _ = reports.send(Report::Log(log(try_no, started_at, now_nanos(), &outcome)));
+        state = outcome.state;
+        if matches!(state, State::Complete | State::Stopped) || latest >= max_tries {
+            break;
+        }
+        live.sleeping.store(true, Ordering::Relaxed);
+        // Boxed: the wait is rare, and keeping it out of this future keeps every job's
+        // task small.
+        let stopped = Box::pin(async {
+            tokio::select! {
+                () = tokio::time::sleep(retry_wait) => false,
+                () = cancel.cancelled() => true,
+            }
+        })
+        .await;
+        live.sleeping.store(false, Ordering::Relaxed);
+        if stopped {
+            state = State::Stopped;
+            stopped_in_wait = true;
+            break;
+        }
+    }
+    // A try stopped in its wait counts toward the latest run, so that resuming (which
+    // gives back the try a job was stopped on) restores the budget exactly.
+    let latest_tries = latest - prev_latest + u32::from(stopped_in_wait);
+    let data = std::mem::take(data);
+    let _ = events.send(Event::Done(JobDone {
+        idx,
+        state,
+        data,
+        latest_tries,
+        total_tries: total - prev_total,
+    }));
+}
+
+#[cfg(test)]
+mod size {
+    /// A fan-out starts thousands of runner tasks at once: their futures must stay small
+    /// (BENCHMARKS.md's memory per job depends on it).
+    #[test]
+    fn a_runner_future_stays_small() {
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let (reports, _) = tokio::sync::mpsc::unbounded_channel();
+        let dispatch = super::Dispatch {
+            idx: 0,
+            request_id: std::sync::Arc::from(""),
+            job: std::sync::Arc::new(proto::Job::default()),
+            data: Default::default(),
+            prev_latest: 0,
+            prev_total: 0,
+            factory: std::sync::Arc::new(job::Registry::builtin()),
+            cancel: Default::default(),
+            live: Default::default(),
+            events,
+            reports,
+        };
+        let future = super::run(Box::new(dispatch));
+        let size = std::mem::size_of_val(&future);
+        assert!(size <= 320, "runner future grew to {size} bytes");
+    }
+}

@@ -1,0 +1,1206 @@
+//! The runner behaviours of test-cases.md (J, K, L, M) and the race cases, with fake jobs
+//! whose outcome is scripted per try and a paused tokio clock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use job::{CreateContext, Factory, Job, JobId, Outcome, RunContext};
+use proto::{FinishRequest, JobArgs, JobChain, JobLog, RequestProgress, State, SuspendedJobChain};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::{Options, ReportError, Reporter, RetryPolicy, StopError, resume, run};
+
+/// What a fake job does on one try.
+#[derive(Debug, Clone)]
+enum Step {
+    Complete,
+    Fail,
+    Unknown,
+    /// Returns STOPPED without being asked to stop.
+    Stopped,
+    Panic,
+    /// Sleeps, then does the next step; a stop ends the sleep with STOPPED.
+    Sleep(u64, Box<Step>),
+    /// Waits for a stop, then keeps going for this many ms and returns FAIL (a job that
+    /// is slow to stop).
+    SlowToStop(u64),
+    /// Adds `key: value` to its job data, then does the next step.
+    Data(&'static str, &'static str, Box<Step>),
+    /// Sets its live status line, then does the next step.
+    Status(&'static str, Box<Step>),
+}
+
+fn sleep(ms: u64, then: Step) -> Step {
+    Step::Sleep(ms, Box::new(then))
+}
+
+/// Scripted jobs: each job id has a list of steps, one per try (the last repeats), and
+/// the factory counts concurrency and makes.
+#[derive(Default)]
+struct Fakes {
+    scripts: Mutex<HashMap<String, Vec<Step>>>,
+    tries: Mutex<HashMap<String, usize>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    broken: Mutex<Vec<String>>,
+    /// Data each job saw when it ran, by job id (last try).
+    seen_data: Mutex<HashMap<String, JobArgs>>,
+}
+
+impl Fakes {
+    fn script(&self, job_id: &str, steps: Vec<Step>) -> &Fakes {
+        self.scripts
+            .lock()
+            .unwrap()
+            .insert(job_id.to_owned(), steps);
+        self
+    }
+
+    fn max_running(&self) -> usize {
+        self.max_running.load(Ordering::SeqCst)
+    }
+}
+
+struct FakeFactory(Arc<Fakes>);
+
+impl Factory for FakeFactory {
+    fn make(&self, id: &JobId) -> Result<Box<dyn Job>, job::Error> {
+        if self.0.broken.lock().unwrap().contains(&id.id) {
+            return Err(job::Error::UnknownType {
+                job_type: id.job_type.clone(),
+                known: "fake".to_owned(),
+            });
+        }
+        Ok(Box::new(FakeJob {
+            id: id.id.clone(),
+            fakes: Arc::clone(&self.0),
+        }))
+    }
+}
+
+struct FakeJob {
+    id: String,
+    fakes: Arc<Fakes>,
+}
+
+impl FakeJob {
+    async fn step(&self, step: &Step, data: &mut JobArgs, ctx: &RunContext) -> Outcome {
+        let mut step = step.clone();
+        loop {
+            match step {
+                Step::Complete => return Outcome::complete(),
+                Step::Fail => return Outcome::failed("scripted failure"),
+                Step::Unknown => {
+                    return Outcome {
+                        state: State::Unknown,
+                        ..Outcome::default()
+                    };
+                }
+                Step::Stopped => return Outcome::stopped(),
+                Step::Panic => panic!("forced job.Run panic"),
+                Step::Sleep(ms, then) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(ms)) => step = *then,
+                        () = ctx.cancel.cancelled() => return Outcome::stopped(),
+                    }
+                }
+                Step::SlowToStop(ms) => {
+                    ctx.cancel.cancelled().await;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    return Outcome::failed("stopped slowly");
+                }
+                Step::Data(key, value, then) => {
+                    data.insert(key.to_owned(), json!(value));
+                    step = *then;
+                }
+                Step::Status(line, then) => {
+                    ctx.status.set(line);
+                    step = *then;
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Job for FakeJob {
+    fn create(&mut self, _args: &mut JobArgs, _ctx: &CreateContext) -> Result<(), job::Error> {
+        Ok(())
+    }
+    fn serialize(&self) -> Result<Vec<u8>, job::Error> {
+        Ok(Vec::new())
+    }
+    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
+        Ok(())
+    }
+    async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome {
+        let try_idx = {
+            let mut tries = self.fakes.tries.lock().unwrap();
+            let n = tries.entry(self.id.clone()).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        self.fakes
+            .seen_data
+            .lock()
+            .unwrap()
+            .insert(self.id.clone(), data.clone());
+        let step = {
+            let scripts = self.fakes.scripts.lock().unwrap();
+            match scripts.get(&self.id) {
+                Some(steps) => steps[try_idx.min(steps.len() - 1)].clone(),
+                None => Step::Complete,
+            }
+        };
+        let now = self.fakes.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.fakes.max_running.fetch_max(now, Ordering::SeqCst);
+        struct Leave<'a>(&'a AtomicUsize);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let _leave = Leave(&self.fakes.running);
+        self.step(&step, data, &ctx).await
+    }
+}
+
+/// Records every report; can be told to fail transiently or to be slow.
+#[derive(Default)]
+struct Recorder {
+    logs: Mutex<Vec<JobLog>>,
+    finishes: Mutex<Vec<FinishRequest>>,
+    suspended: Mutex<Vec<SuspendedJobChain>>,
+    progress: Mutex<Vec<u64>>,
+    /// Transient failures of the next `job_logs` calls.
+    fail_logs: AtomicUsize,
+    /// Each call takes this long.
+    delay_ms: AtomicUsize,
+}
+
+impl Recorder {
+    /// (job id, try, state) of every entry, in order.
+    fn tries(&self) -> Vec<(String, u32, State)> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| (l.job_id.clone(), l.r#try, l.state))
+            .collect()
+    }
+
+    fn tries_of(&self, job_id: &str) -> Vec<(u32, State)> {
+        self.tries()
+            .into_iter()
+            .filter(|(id, ..)| id == job_id)
+            .map(|(_, t, s)| (t, s))
+            .collect()
+    }
+
+    fn finishes(&self) -> Vec<State> {
+        self.finishes
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|f| f.state)
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl Reporter for Recorder {
+    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        if self.fail_logs.load(Ordering::SeqCst) > 0 {
+            self.fail_logs.fetch_sub(1, Ordering::SeqCst);
+            return Err(ReportError::transient("request manager unavailable"));
+        }
+        self.logs.lock().unwrap().extend_from_slice(entries);
+        Ok(())
+    }
+    async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
+        self.progress.lock().unwrap().push(progress.finished_jobs);
+        Ok(())
+    }
+    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        self.finishes.lock().unwrap().push(finish.clone());
+        Ok(())
+    }
+    async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
+        self.suspended.lock().unwrap().push(suspended.clone());
+        Ok(())
+    }
+}
+
+/// A chain from `"1>2,3 2>4 3>4"`: jobs `j1`.., all in sequence `j1`, PENDING.
+fn chain(edges: &str) -> JobChain {
+    let mut jobs = BTreeMap::new();
+    let mut adjacency_list: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut add = |id: &str| {
+        jobs.entry(format!("j{id}")).or_insert_with(|| proto::Job {
+            id: format!("j{id}"),
+            name: format!("job{id}"),
+            job_type: "fake".to_owned(),
+            state: State::Pending,
+            sequence_id: "j1".to_owned(),
+            ..proto::Job::default()
+        });
+    };
+    for edge in edges.split_whitespace() {
+        match edge.split_once('>') {
+            Some((from, tos)) => {
+                add(from);
+                for to in tos.split(',') {
+                    add(to);
+                    adjacency_list
+                        .entry(format!("j{from}"))
+                        .or_default()
+                        .push(format!("j{to}"));
+                }
+            }
+            None => add(edge),
+        }
+    }
+    JobChain {
+        request_id: "req".to_owned(),
+        jobs,
+        adjacency_list,
+        state: State::Pending,
+        finished_jobs: 0,
+    }
+}
+
+fn job<'a>(chain: &'a mut JobChain, id: &str) -> &'a mut proto::Job {
+    chain.jobs.get_mut(&format!("j{id}")).unwrap()
+}
+
+fn options() -> Options {
+    Options {
+        stop_timeout: Duration::from_secs(10),
+        retry: RetryPolicy::default(),
+    }
+}
+
+fn start(chain: JobChain, fakes: &Arc<Fakes>, recorder: &Arc<Recorder>) -> crate::Handle {
+    run(
+        chain,
+        Arc::new(FakeFactory(Arc::clone(fakes))),
+        recorder.clone(),
+        options(),
+    )
+    .expect("valid chain")
+}
+
+fn t(id: &str, try_no: u32, state: State) -> (String, u32, State) {
+    (format!("j{id}"), try_no, state)
+}
+
+// ---- J. chain validation ----
+
+#[test]
+fn validation_of_new_and_resumed_chains() {
+    assert!(crate::validate::new_chain(&chain("1>2,3 2>4 3>4")).is_ok());
+    let mut bad = chain("1>2,3 2>4 3>4");
+    bad.adjacency_list
+        .get_mut("j3")
+        .unwrap()
+        .push("j7".to_owned());
+    let err = crate::validate::new_chain(&bad).unwrap_err();
+    assert!(
+        err.is_invalid_chain() && err.message.starts_with("invalid adjacency list"),
+        "{err}"
+    );
+    let err = crate::validate::new_chain(&chain("1>3 2>3")).unwrap_err();
+    assert!(err.message.contains("2 start jobs"), "{err}");
+    let err = crate::validate::new_chain(&chain("1>2,3")).unwrap_err();
+    assert!(err.message.contains("2 end jobs"), "{err}");
+    let mut cyclic = chain("1>2 2>3 3>4");
+    cyclic
+        .adjacency_list
+        .get_mut("j3")
+        .unwrap()
+        .push("j2".to_owned());
+    let err = crate::validate::new_chain(&cyclic).unwrap_err();
+    assert_eq!(err.message, "chain is cyclic");
+    let mut running = chain("1>2");
+    job(&mut running, "2").state = State::Running;
+    let err = crate::validate::new_chain(&running).unwrap_err();
+    assert!(!err.is_invalid_chain());
+    assert!(
+        err.message
+            .contains("invalid job state for new job chain: RUNNING (2), job job2 (ID j2)"),
+        "{err}"
+    );
+    let mut resumed = chain("1>2");
+    job(&mut resumed, "1").state = State::Complete;
+    assert!(
+        crate::validate::resumed_chain(&resumed).is_err(),
+        "finishedJobs must match"
+    );
+    resumed.finished_jobs = 1;
+    assert!(crate::validate::resumed_chain(&resumed).is_ok());
+    job(&mut resumed, "2").state = State::Fail;
+    assert!(
+        crate::validate::resumed_chain(&resumed)
+            .unwrap_err()
+            .message
+            .contains("must be PENDING, COMPLETE, or STOPPED")
+    );
+}
+
+#[test]
+fn runnable_and_sequence_helpers() {
+    let mut c = chain("1>2,3 2>4,5 3>4");
+    for (id, state) in [
+        ("1", State::Complete),
+        ("2", State::Complete),
+        ("3", State::Stopped),
+    ] {
+        job(&mut c, id).state = state;
+    }
+    c.finished_jobs = 2;
+    let state = crate::state::Chain::new(
+        c,
+        BTreeMap::new(),
+        BTreeMap::new(),
+        BTreeMap::from([("j1".to_owned(), 3)]),
+    );
+    let runnable: Vec<usize> = (0..state.len()).filter(|&i| state.is_runnable(i)).collect();
+    let ids: Vec<&str> = runnable
+        .iter()
+        .map(|&i| state.jobs[i].id.as_str())
+        .collect();
+    assert_eq!(ids, ["j5"]);
+    let j2 = state.jobs.iter().position(|j| j.id == "j2").unwrap();
+    let j1 = state.jobs.iter().position(|j| j.id == "j1").unwrap();
+    assert_eq!(state.sequence_of[j2], Some(j1));
+    assert!(state.is_sequence_start(j1) && !state.is_sequence_start(j2));
+    // sequenceRetry 0, 3 tries: cannot retry.
+    assert!(!state.can_retry(Some(j1)));
+}
+
+// ---- L. traversal ----
+
+#[tokio::test(start_paused = true)]
+async fn diamond_completes_with_one_entry_per_job() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j2", vec![sleep(100, Step::Complete)])
+        .script("j3", vec![sleep(100, Step::Complete)]);
+    let handle = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder);
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(end.finished_jobs, 4);
+    let mut tries = recorder.tries();
+    tries.sort();
+    assert_eq!(
+        tries,
+        [
+            t("1", 1, State::Complete),
+            t("2", 1, State::Complete),
+            t("3", 1, State::Complete),
+            t("4", 1, State::Complete)
+        ]
+    );
+    assert_eq!(recorder.finishes(), [State::Complete]);
+    assert_eq!(recorder.finishes.lock().unwrap()[0].finished_jobs, 4);
+    assert_eq!(recorder.progress.lock().unwrap().last(), Some(&4));
+    // Both branches ran at once.
+    assert_eq!(fakes.max_running(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_ends_the_chain_after_independent_branches_finish() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j3", vec![Step::Fail])
+        .script("j2", vec![sleep(5_000, Step::Complete)]);
+    let started = Instant::now();
+    let end = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder)
+        .wait()
+        .await;
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(5),
+        "job2 finished first"
+    );
+    assert_eq!(recorder.tries_of("j2"), [(1, State::Complete)]);
+    assert_eq!(recorder.tries_of("j3"), [(1, State::Fail)]);
+    assert!(recorder.tries_of("j4").is_empty(), "job4 never ran");
+    assert_eq!(recorder.finishes(), [State::Fail]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn empty_chain_completes_at_once() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let empty = JobChain {
+        request_id: "req".to_owned(),
+        ..JobChain::default()
+    };
+    let end = start(empty, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+}
+
+// ---- K. job retries ----
+
+#[tokio::test(start_paused = true)]
+async fn job_retries_until_out_of_tries() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 2;
+    job(&mut c, "2").retry_wait = "30s".to_owned();
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Fail), (2, State::Fail), (3, State::Fail)]
+    );
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(60),
+        "two waits of 30s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn job_succeeds_on_its_fourth_try() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script(
+        "j1",
+        vec![Step::Fail, Step::Fail, Step::Unknown, Step::Complete],
+    );
+    let mut c = chain("1");
+    job(&mut c, "1").retry = 4;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(
+        recorder.tries_of("j1"),
+        [
+            (1, State::Fail),
+            (2, State::Fail),
+            (3, State::Unknown),
+            (4, State::Complete)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_job_is_a_failed_try() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j1", vec![Step::Panic]);
+    let mut c = chain("1");
+    job(&mut c, "1").retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    let logs = recorder.logs.lock().unwrap().clone();
+    assert_eq!(logs.len(), 2);
+    for (idx, log) in logs.iter().enumerate() {
+        assert_eq!(log.r#try, idx as u32 + 1);
+        assert_eq!((log.state, log.exit), (State::Fail, 1));
+        assert_eq!(log.error, "panic from job.Run: forced job.Run panic");
+        assert!(log.started_at > 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_cannot_be_made_fails_with_a_log_entry() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.broken.lock().unwrap().push("j1".to_owned());
+    let end = start(chain("1"), &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    let logs = recorder.logs.lock().unwrap().clone();
+    assert_eq!(logs.len(), 1);
+    assert_eq!((logs[0].r#try, logs[0].state), (1, State::Fail));
+    assert!(
+        logs[0]
+            .error
+            .starts_with("problem creating job runner: unknown job type `fake`"),
+        "{}",
+        logs[0].error
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_is_handled_like_fail() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Unknown, Step::Complete]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "1").sequence_retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(
+        end.state,
+        State::Complete,
+        "UNKNOWN triggered the sequence retry"
+    );
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Unknown), (2, State::Complete)]
+    );
+    assert_eq!(
+        recorder.tries_of("j1"),
+        [(1, State::Complete), (2, State::Complete)]
+    );
+}
+
+// ---- data ----
+
+#[tokio::test(start_paused = true)]
+async fn job_data_flows_from_parents_to_children() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j1", vec![Step::Data("k1", "v1", Box::new(Step::Complete))])
+        .script("j2", vec![Step::Data("k2", "v2", Box::new(Step::Complete))])
+        .script("j3", vec![Step::Data("k3", "v3", Box::new(Step::Fail))]);
+    let end = start(chain("1>2,3 2>4 3>4 4>5"), &fakes, &recorder)
+        .wait()
+        .await;
+    assert_eq!(end.state, State::Fail);
+    let seen = fakes.seen_data.lock().unwrap();
+    assert_eq!(seen["j2"], json!({"k1": "v1"}).as_object().unwrap().clone());
+    assert_eq!(seen["j3"], json!({"k1": "v1"}).as_object().unwrap().clone());
+    assert!(!seen.contains_key("j4"), "job4 waits on the failed job3");
+}
+
+// ---- §7 sequence retries ----
+
+#[tokio::test(start_paused = true)]
+async fn sequence_retry_counter_example_of_runner_md() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "1").sequence_retry_wait = "2s".to_owned();
+    job(&mut c, "2").retry = 2;
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(
+        recorder.tries_of("j1"),
+        [(1, State::Complete), (2, State::Complete)]
+    );
+    let b: Vec<u32> = recorder
+        .tries_of("j2")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        b,
+        [1, 2, 3, 4, 5, 6],
+        "try numbers continue across the sequence retry"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(
+        end.finished_jobs, 1,
+        "job1 completed on the retry; job3 never ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sequence_retry_without_wait_is_immediate_and_can_succeed() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "1").sequence_retry_wait = "0s".to_owned();
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(end.finished_jobs, 3);
+}
+
+/// Spin Cycle reset a sibling that was still running; Spindle stops it first.
+#[tokio::test(start_paused = true)]
+async fn a_job_failing_while_a_sibling_in_its_sequence_runs() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j2", vec![sleep(100, Step::Fail), Step::Complete])
+        .script(
+            "j3",
+            vec![sleep(60_000, Step::Complete), sleep(1_000, Step::Complete)],
+        );
+    let mut c = chain("1>2,3 2>4 3>4");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "1").sequence_retry_wait = "1s".to_owned();
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(
+        recorder.tries_of("j3"),
+        [(1, State::Stopped), (2, State::Complete)]
+    );
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Fail), (2, State::Complete)]
+    );
+    assert_eq!(recorder.tries_of("j4"), [(1, State::Complete)]);
+    // 0.1s to the failure, 1s wait, 1s for job3's second run.
+    assert_eq!(started.elapsed(), Duration::from_millis(2_100));
+    assert_eq!(end.finished_jobs, 4);
+}
+
+/// Outer sequence j1 (retry 1) holds inner sequence j3 (retry 1, jobs j3 → j4 → j5) and
+/// job j6 after it. The inner budget is spent once, then the outer sequence restarts
+/// (j6 fails once) and the inner budget is whole again.
+#[tokio::test(start_paused = true)]
+async fn nested_sequence_budgets_reset_when_the_outer_sequence_restarts() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script(
+            "j4",
+            vec![Step::Fail, Step::Complete, Step::Fail, Step::Complete],
+        )
+        .script("j6", vec![Step::Fail, Step::Complete]);
+    let mut c = chain("1>2 2>3 3>4 4>5 5>6 6>7");
+    job(&mut c, "1").sequence_retry = 1;
+    for id in ["3", "4", "5"] {
+        job(&mut c, id).sequence_id = "j3".to_owned();
+    }
+    job(&mut c, "3").sequence_retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    let j4: Vec<(u32, State)> = recorder.tries_of("j4");
+    assert_eq!(
+        j4,
+        [
+            (1, State::Fail),
+            (2, State::Complete),
+            (3, State::Fail),
+            (4, State::Complete)
+        ]
+    );
+    assert_eq!(
+        recorder.tries_of("j6"),
+        [(1, State::Fail), (2, State::Complete)]
+    );
+}
+
+// ---- parallel windows ----
+
+#[tokio::test(start_paused = true)]
+async fn parallel_is_a_sliding_window() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    // j1 → j2 (repeat begin, parallel 2) → pieces j3..j7 → j8 (repeat end) → j9
+    let mut c = chain("1>2 2>3,4,5,6,7 3>8 4>8 5>8 6>8 7>8 8>9");
+    job(&mut c, "2").parallel = 2;
+    fakes.script("j3", vec![sleep(3_000, Step::Complete)]);
+    for id in ["j4", "j5", "j6", "j7"] {
+        fakes.script(id, vec![sleep(1_000, Step::Complete)]);
+    }
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(fakes.max_running(), 2);
+    // Batches of 2 would take 3 + 1 + 1 = 5 s; a sliding window runs the four 1 s
+    // pieces one after another beside the 3 s one.
+    assert_eq!(started.elapsed(), Duration::from_secs(4));
+}
+
+// ---- running status ----
+
+#[tokio::test(start_paused = true)]
+async fn running_status_lists_running_jobs_with_try_and_status_line() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script(
+            "j2",
+            vec![Step::Status(
+                "copying",
+                Box::new(sleep(10_000, Step::Complete)),
+            )],
+        )
+        .script(
+            "j3",
+            vec![
+                Step::Status("checking", Box::new(Step::Fail)),
+                sleep(10_000, Step::Complete),
+            ],
+        );
+    let mut c = chain("1>2,3 2>4 3>4");
+    job(&mut c, "3").retry = 1;
+    job(&mut c, "3").retry_wait = "2s".to_owned();
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let running = handle.running().await;
+    let summary: Vec<(String, u32, State, String)> = running
+        .iter()
+        .map(|s| (s.job_id.clone(), s.r#try, s.state, s.status.clone()))
+        .collect();
+    assert_eq!(summary.len(), 2, "{summary:?}");
+    assert!(summary.contains(&("j2".to_owned(), 1, State::Running, "copying".to_owned())));
+    assert!(summary.contains(&(
+        "j3".to_owned(),
+        1,
+        State::Running,
+        "(retry sleep) checking".to_owned()
+    )));
+    assert!(
+        running
+            .iter()
+            .all(|s| s.started_at > 0 && s.request_id == "req")
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let running = handle.running().await;
+    let j3 = running.iter().find(|s| s.job_id == "j3").unwrap();
+    assert_eq!(j3.r#try, 2);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert!(handle.running().await.is_empty());
+}
+
+// ---- §9 stop ----
+
+#[tokio::test(start_paused = true)]
+async fn stop_cancels_running_jobs_and_reports_stopped() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j2", vec![sleep(60_000, Step::Complete)])
+        .script("j3", vec![sleep(60_000, Step::Complete)]);
+    let handle = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let end = handle.stop().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(end.state, State::Stopped);
+    assert_eq!(recorder.tries_of("j2"), [(1, State::Stopped)]);
+    assert_eq!(recorder.tries_of("j3"), [(1, State::Stopped)]);
+    assert!(recorder.tries_of("j4").is_empty());
+    assert_eq!(recorder.finishes(), [State::Stopped]);
+    // Stopping again is a no-op.
+    assert_eq!(handle.stop().await.unwrap().state, State::Stopped);
+    assert_eq!(recorder.finishes(), [State::Stopped]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_while_a_job_ignores_it_for_a_while() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::SlowToStop(3_000)]);
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let end = handle.stop().await.unwrap();
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(3),
+        "stop waits for the job"
+    );
+    assert_eq!(
+        end.state,
+        State::Stopped,
+        "a FAIL after a stop counts as stopped"
+    );
+    assert_eq!(recorder.tries_of("j2"), [(1, State::Stopped)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_with_a_job_that_ignores_it_past_the_timeout_fails_the_chain() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j3", vec![Step::SlowToStop(3_600_000)])
+        .script("j2", vec![sleep(60_000, Step::Complete)]);
+    let handle = run(
+        chain("1>2,3 2>4 3>4"),
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder.clone(),
+        Options {
+            stop_timeout: Duration::from_millis(100),
+            ..options()
+        },
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let end = handle.stop().await.unwrap();
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(recorder.tries_of("j2"), [(1, State::Stopped)]);
+    let j3 = recorder
+        .logs
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.job_id == "j3")
+        .cloned()
+        .unwrap();
+    assert_eq!((j3.r#try, j3.state), (1, State::Fail));
+    assert!(
+        j3.error.contains("did not stop within 100ms"),
+        "{}",
+        j3.error
+    );
+    assert_eq!(recorder.finishes(), [State::Fail]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_during_a_job_retry_wait() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 3;
+    job(&mut c, "2").retry_wait = "1m".to_owned();
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let end = handle.stop().await.unwrap();
+    assert_eq!(end.state, State::Stopped);
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Fail)],
+        "no entry for the try never run"
+    );
+    assert_eq!(recorder.finishes(), [State::Stopped]);
+}
+
+/// Spin Cycle lost the final state here: nothing runs during a sequence retry wait.
+#[tokio::test(start_paused = true)]
+async fn stop_during_a_sequence_retry_wait_reports_stopped() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "1").sequence_retry_wait = "1h".to_owned();
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(handle.running().await.is_empty());
+    let end = handle.stop().await.unwrap();
+    assert_eq!(end.state, State::Stopped);
+    assert_eq!(recorder.finishes(), [State::Stopped]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_after_the_chain_completed() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let handle = start(chain("1>2"), &fakes, &recorder);
+    handle.wait().await;
+    assert_eq!(handle.stop().await.unwrap().state, State::Complete);
+    assert_eq!(recorder.finishes(), [State::Complete]);
+}
+
+// ---- §10 suspend, §11 resume ----
+
+#[tokio::test(start_paused = true)]
+async fn suspend_hands_back_the_chain_with_its_counters() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script(
+            "j1",
+            vec![Step::Data("data1", "1", Box::new(Step::Complete))],
+        )
+        .script(
+            "j2",
+            vec![
+                Step::Data("data2", "2", Box::new(Step::SlowToStop(0))),
+                Step::Complete,
+            ],
+        )
+        .script(
+            "j3",
+            vec![Step::Fail, sleep(60_000, Step::Complete), Step::Complete],
+        );
+    let mut c = chain("1>2,3 2>4 3>5 4>6 5>6");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "3").retry = 2;
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    handle.suspend();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Suspended);
+    assert!(recorder.finishes().is_empty());
+    let sjc = recorder.suspended.lock().unwrap()[0].clone();
+    let states: BTreeMap<&str, State> = sjc
+        .job_chain
+        .jobs
+        .iter()
+        .map(|(id, j)| (id.as_str(), j.state))
+        .collect();
+    assert_eq!(
+        states,
+        BTreeMap::from([
+            ("j1", State::Complete),
+            ("j2", State::Stopped),
+            ("j3", State::Stopped),
+            ("j4", State::Pending),
+            ("j5", State::Pending),
+            ("j6", State::Pending),
+        ])
+    );
+    assert_eq!(sjc.job_chain.state, State::Suspended);
+    assert_eq!(sjc.job_chain.finished_jobs, 1);
+    assert_eq!(
+        sjc.total_job_tries,
+        BTreeMap::from([("j1".into(), 1), ("j2".into(), 1), ("j3".into(), 2)])
+    );
+    assert_eq!(
+        sjc.latest_run_job_tries,
+        BTreeMap::from([("j1".into(), 1), ("j2".into(), 1), ("j3".into(), 2)])
+    );
+    assert_eq!(sjc.sequence_tries, BTreeMap::from([("j1".into(), 1)]));
+    assert_eq!(
+        sjc.job_chain.jobs["j3"].data,
+        json!({"data1": "1"}).as_object().unwrap().clone()
+    );
+
+    // Resume: job2 and job3 run again with the next try numbers; job3 keeps its budget.
+    let recorder2 = Arc::new(Recorder::default());
+    let handle = resume(
+        sjc,
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder2.clone(),
+        options(),
+    )
+    .unwrap();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(end.finished_jobs, 6);
+    assert_eq!(recorder2.tries_of("j2"), [(2, State::Complete)]);
+    assert_eq!(recorder2.tries_of("j3"), [(3, State::Complete)]);
+    assert!(recorder2.tries_of("j1").is_empty());
+    assert_eq!(recorder2.finishes(), [State::Complete]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_example_of_runner_md() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let mut c = chain("1>2,3 2>4,5 3>4 4>6 5>6");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "3").retry = 2;
+    for (id, state) in [
+        ("1", State::Complete),
+        ("2", State::Complete),
+        ("3", State::Stopped),
+    ] {
+        job(&mut c, id).state = state;
+    }
+    c.finished_jobs = 2;
+    c.state = State::Suspended;
+    let ids = |pairs: &[(&str, u32)]| {
+        pairs
+            .iter()
+            .map(|(id, n)| ((*id).to_owned(), *n))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let sjc = SuspendedJobChain {
+        request_id: "req".to_owned(),
+        job_chain: c,
+        total_job_tries: ids(&[("j1", 2), ("j2", 2), ("j3", 3), ("j4", 1)]),
+        latest_run_job_tries: ids(&[("j1", 1), ("j2", 1), ("j3", 1), ("j4", 1)]),
+        sequence_tries: ids(&[("j1", 2)]),
+    };
+    let recorder2 = recorder.clone();
+    let handle = resume(
+        sjc,
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder2,
+        options(),
+    )
+    .unwrap();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Complete, "{:?}", recorder.tries());
+    let mut tries = recorder.tries();
+    tries.sort();
+    assert_eq!(
+        tries,
+        [
+            t("3", 4, State::Complete),
+            t("4", 2, State::Complete),
+            t("5", 1, State::Complete),
+            t("6", 1, State::Complete)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn suspend_during_a_sequence_retry_and_resume() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "1").sequence_retry = 1;
+    job(&mut c, "1").sequence_retry_wait = "30s".to_owned();
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    handle.suspend();
+    assert_eq!(handle.wait().await.state, State::Suspended);
+    let sjc = recorder.suspended.lock().unwrap()[0].clone();
+    assert!(
+        sjc.job_chain
+            .jobs
+            .values()
+            .all(|j| j.state == State::Pending),
+        "the sequence was reset"
+    );
+    assert_eq!(sjc.job_chain.finished_jobs, 0);
+    assert_eq!(sjc.sequence_tries["j1"], 1);
+    assert_eq!(sjc.total_job_tries["j2"], 1);
+
+    let recorder2 = Arc::new(Recorder::default());
+    let started = Instant::now();
+    let handle = resume(
+        sjc,
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder2.clone(),
+        options(),
+    )
+    .unwrap();
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(30),
+        "the resumed sequence waits its retry wait"
+    );
+    assert_eq!(recorder2.tries_of("j1"), [(2, State::Complete)]);
+    assert_eq!(recorder2.tries_of("j2"), [(2, State::Complete)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn suspend_while_nothing_runs_still_hands_back_the_chain() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail]);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 1;
+    job(&mut c, "2").retry_wait = "1h".to_owned();
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    handle.suspend();
+    assert_eq!(handle.wait().await.state, State::Suspended);
+    let sjc = recorder.suspended.lock().unwrap()[0].clone();
+    // Stopped in its retry wait: one try logged, and the pending try is given back on resume.
+    assert_eq!(sjc.total_job_tries["j2"], 1);
+    assert_eq!(sjc.latest_run_job_tries["j2"], 2);
+    let recorder2 = Arc::new(Recorder::default());
+    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    let handle = resume(
+        sjc,
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder2.clone(),
+        options(),
+    )
+    .unwrap();
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(
+        recorder2.tries_of("j2"),
+        [(2, State::Complete)],
+        "try 2, its last retry"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_while_suspending_is_refused() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::SlowToStop(2_000)]);
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    handle.suspend();
+    tokio::task::yield_now().await;
+    assert_eq!(handle.stop().await, Err(StopError::ShuttingDown));
+    assert_eq!(handle.wait().await.state, State::Suspended);
+    assert!(recorder.finishes().is_empty());
+}
+
+// ---- reporting ----
+
+#[tokio::test(start_paused = true)]
+async fn transient_report_failures_are_retried_without_loss_or_duplicates() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.fail_logs.store(3, Ordering::SeqCst);
+    let end = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder)
+        .wait()
+        .await;
+    assert_eq!(end.state, State::Complete);
+    let mut tries = recorder.tries();
+    tries.sort();
+    assert_eq!(
+        tries,
+        [
+            t("1", 1, State::Complete),
+            t("2", 1, State::Complete),
+            t("3", 1, State::Complete),
+            t("4", 1, State::Complete)
+        ]
+    );
+    assert_eq!(recorder.finishes(), [State::Complete]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_reporter_does_not_slow_the_chain() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.delay_ms.store(1_000, Ordering::SeqCst);
+    for id in ["j1", "j2", "j3", "j4", "j5"] {
+        fakes.script(id, vec![sleep(100, Step::Complete)]);
+    }
+    let handle = start(chain("1>2 2>3 3>4 4>5"), &fakes, &recorder);
+    // The jobs take 0.5 s; the reporter takes 1 s a call, but batches what queued meanwhile.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        fakes.tries.lock().unwrap().len(),
+        5,
+        "every job ran while the reporter was busy"
+    );
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(recorder.tries().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_reports_completed_jobs() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.delay_ms.store(0, Ordering::SeqCst);
+    start(chain("1>2 2>3"), &fakes, &recorder).wait().await;
+    let progress = recorder.progress.lock().unwrap().clone();
+    assert_eq!(progress.last(), Some(&3));
+    assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+}
+
+#[test]
+fn report_errors_say_whether_to_retry() {
+    assert!(ReportError::transient("x").is_transient());
+    assert!(!ReportError::permanent("x").is_transient());
+    let _: Value = json!(null);
+}
+
+/// test-cases.md 89: a job that returns STOPPED on its own (no stop asked) blocks its
+/// descendants, and the chain ends FAIL once nothing else can run.
+#[tokio::test(start_paused = true)]
+async fn a_job_stopping_by_itself_ends_the_chain_as_failed() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j2", vec![sleep(1_000, Step::Complete)])
+        .script("j3", vec![Step::Stopped]);
+    let end = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder)
+        .wait()
+        .await;
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(recorder.tries_of("j3"), [(1, State::Stopped)]);
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Complete)],
+        "the other branch finished"
+    );
+    assert!(recorder.tries_of("j4").is_empty());
+    assert_eq!(recorder.finishes(), [State::Fail]);
+}
+
+/// test-cases.md 115: a sequence retry puts every job of the sequence back, including a
+/// completed job in another branch, and restarts from the sequence's first job.
+#[tokio::test(start_paused = true)]
+async fn a_sequence_retry_resets_completed_jobs_of_every_branch() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![sleep(1_000, Step::Fail), Step::Complete]);
+    let mut c = chain("1>2,4 2>3 4>3");
+    job(&mut c, "1").sequence_retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(
+        recorder.tries_of("j4"),
+        [(1, State::Complete), (2, State::Complete)],
+        "job4 ran again"
+    );
+    assert_eq!(
+        recorder.tries_of("j1"),
+        [(1, State::Complete), (2, State::Complete)]
+    );
+    assert_eq!(end.finished_jobs, 4);
+}

@@ -1,0 +1,579 @@
+//! The traverser: one task that owns a chain's state and reacts to events — a job's
+//! tries ended, a sequence-retry wait ended, a command arrived — until nothing can run.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use job::Factory;
+use proto::{FinishRequest, JobLog, JobStatus, State};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::reporter::{self, Report, Reporter};
+use crate::runner::{self, Dispatch, JobDone, Live};
+use crate::state::Chain;
+use crate::{Command, Final, Handle, Options, StopError};
+
+/// What the traverser's tasks tell it.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Done(JobDone),
+    /// A sequence's retry wait ended: start its first job again.
+    RetryWaitOver(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Running,
+    Stopping,
+    Suspending,
+}
+
+/// A job being run.
+struct Active {
+    live: Live,
+    /// When its runner was created (Unix ns); spans all its tries.
+    started_at: i64,
+    task: JoinHandle<()>,
+}
+
+struct Traverser {
+    request_id: Arc<str>,
+    chain: Chain,
+    factory: Arc<dyn Factory>,
+    options: Options,
+    mode: Mode,
+    running: HashMap<usize, Active>,
+    /// Sequence start jobs waiting out their `sequenceRetryWait`.
+    retry_waits: HashMap<usize, JoinHandle<()>>,
+    /// Sequences to reset for a retry once none of their jobs runs any more.
+    retrying: HashSet<usize>,
+    /// Cancels every job (stop, suspend).
+    cancel_all: CancellationToken,
+    /// Per sequence (by start job), a child of its enclosing sequence's token: cancelling
+    /// it stops the jobs of that sequence and of the sequences inside it. One token per
+    /// sequence rather than per job keeps a fan-out of thousands of jobs light.
+    sequence_cancel: HashMap<usize, CancellationToken>,
+    events_tx: mpsc::UnboundedSender<Event>,
+    reports: mpsc::UnboundedSender<Report>,
+    stop_waiters: Vec<oneshot::Sender<Result<(), StopError>>>,
+    deadline: Option<tokio::time::Instant>,
+}
+
+pub(crate) fn spawn(
+    chain: Chain,
+    factory: Arc<dyn Factory>,
+    reporter: Arc<dyn Reporter>,
+    options: Options,
+) -> Handle {
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+    let (done_tx, done_rx) = watch::channel(None);
+    let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
+    let delivery = tokio::spawn(reporter::deliver(
+        reporter,
+        options.retry.clone(),
+        chain.request_id.clone(),
+        reports_rx,
+    ));
+    let traverser = Traverser {
+        request_id: Arc::clone(&request_id),
+        chain,
+        factory,
+        options,
+        mode: Mode::Running,
+        running: HashMap::new(),
+        retry_waits: HashMap::new(),
+        retrying: HashSet::new(),
+        cancel_all: CancellationToken::new(),
+        sequence_cancel: HashMap::new(),
+        events_tx,
+        reports: reports_tx,
+        stop_waiters: Vec::new(),
+        deadline: None,
+    };
+    tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
+    Handle {
+        request_id,
+        commands: commands_tx,
+        done: done_rx,
+    }
+}
+
+impl Traverser {
+    async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        delivery: JoinHandle<bool>,
+        done: watch::Sender<Option<Final>>,
+    ) {
+        for idx in 0..self.chain.len() {
+            if self.chain.is_runnable(idx) {
+                self.dispatch(idx);
+            }
+        }
+        let mut commands_open = true;
+        while !self.is_done() {
+            let deadline = self.deadline;
+            tokio::select! {
+                Some(event) = events.recv() => self.on_event(event),
+                command = commands.recv(), if commands_open => match command {
+                    Some(command) => self.on_command(command),
+                    None => commands_open = false,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => self.abandon_running(),
+            }
+        }
+        let final_state = self.finalize();
+        let Traverser {
+            reports,
+            stop_waiters,
+            ..
+        } = self;
+        // Closing the channel lets the delivery task finish once everything is sent.
+        drop(reports);
+        let suspend_failed = delivery.await.unwrap_or(false);
+        let final_state = if suspend_failed {
+            Final {
+                state: State::Fail,
+                ..final_state
+            }
+        } else {
+            final_state
+        };
+        let _ = done.send(Some(final_state));
+        for waiter in stop_waiters {
+            let _ = waiter.send(Ok(()));
+        }
+        // Commands that arrive from now on find the channel closed.
+        drop(commands);
+    }
+
+    fn is_done(&self) -> bool {
+        self.running.is_empty() && self.retry_waits.is_empty() && self.retrying.is_empty()
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Running(reply) => {
+                let _ = reply.send(self.running_status());
+            }
+            Command::Stop(reply) => match self.mode {
+                Mode::Suspending => {
+                    let _ = reply.send(Err(StopError::ShuttingDown));
+                }
+                Mode::Stopping => self.stop_waiters.push(reply),
+                Mode::Running => {
+                    self.stop_waiters.push(reply);
+                    self.wind_down(Mode::Stopping);
+                }
+            },
+            Command::Suspend => {
+                if self.mode == Mode::Running {
+                    self.wind_down(Mode::Suspending);
+                }
+            }
+        }
+    }
+
+    /// Stop or suspend: cancel every running job, start nothing new.
+    fn wind_down(&mut self, mode: Mode) {
+        self.mode = mode;
+        self.deadline = Some(tokio::time::Instant::now() + self.options.stop_timeout);
+        self.cancel_all.cancel();
+        // A sequence waiting to restart stays PENDING with its tries as they were.
+        for (_, wait) in self.retry_waits.drain() {
+            wait.abort();
+        }
+        if mode == Mode::Stopping {
+            self.retrying.clear();
+        } else {
+            // Sequences being reset for a retry are reset now if nothing of theirs runs,
+            // so that a resumed chain restarts them.
+            let retrying: Vec<usize> = self.retrying.iter().copied().collect();
+            for sequence in retrying {
+                self.reset_if_idle(sequence);
+            }
+        }
+    }
+
+    /// Jobs that did not return within the stop timeout are abandoned as failed.
+    fn abandon_running(&mut self) {
+        self.deadline = None;
+        let now = runner::now_nanos();
+        for (idx, active) in self.running.drain() {
+            active.task.abort();
+            let try_no = active.live.try_no.load(Ordering::Relaxed).max(1);
+            let job = &self.chain.jobs[idx];
+            let _ = self.reports.send(Report::Log(JobLog {
+                request_id: self.chain.request_id.clone(),
+                job_id: job.id.clone(),
+                r#try: try_no,
+                name: job.name.clone(),
+                job_type: job.job_type.clone(),
+                started_at: active.started_at,
+                finished_at: now,
+                state: State::Fail,
+                exit: 1,
+                error: format!(
+                    "job did not stop within {} of being asked to; abandoned",
+                    proto::duration::format(self.options.stop_timeout)
+                ),
+                stdout: String::new(),
+                stderr: String::new(),
+            }));
+            self.chain.total_tries[idx] = self.chain.total_tries[idx].max(try_no);
+            self.chain.set_state(idx, State::Fail);
+        }
+        self.retrying.clear();
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Done(done) => self.on_job_done(done),
+            Event::RetryWaitOver(start) => {
+                self.retry_waits.remove(&start);
+                if self.mode == Mode::Running && self.chain.is_runnable(start) {
+                    self.chain.sequence_tries[start] += 1;
+                    self.start(start);
+                }
+            }
+        }
+    }
+
+    fn on_job_done(&mut self, done: JobDone) {
+        let JobDone {
+            idx,
+            state,
+            data,
+            latest_tries,
+            total_tries,
+        } = done;
+        self.running.remove(&idx);
+        self.chain.latest_tries[idx] += latest_tries;
+        self.chain.total_tries[idx] += total_tries;
+        self.chain.data[idx] = data;
+        // Anything but COMPLETE, STOPPED and UNKNOWN from a job is a failure.
+        let state = match state {
+            State::Complete | State::Stopped | State::Unknown => state,
+            _ => State::Fail,
+        };
+        self.chain.set_state(idx, state);
+        if state == State::Complete {
+            let _ = self
+                .reports
+                .send(Report::Progress(self.chain.finished_jobs));
+        }
+        // A job of a sequence that is being reset only counts toward the reset.
+        if let Some(sequence) = self.retrying_sequence_of(idx) {
+            self.reset_if_idle(sequence);
+            return;
+        }
+        match (self.mode, state) {
+            (Mode::Stopping, _) => {}
+            (_, State::Complete) => {
+                self.chain.pass_data(idx);
+                if self.mode == Mode::Running {
+                    self.release_window_slot(idx);
+                    for i in 0..self.chain.succs[idx].len() {
+                        let succ = self.chain.succs[idx][i];
+                        self.dispatch(succ);
+                    }
+                }
+            }
+            (_, State::Stopped) => {}
+            (_, _) => {
+                let sequence = self.chain.sequence_of[idx];
+                if self.chain.can_retry(sequence) {
+                    let sequence = sequence.expect("can_retry checked it");
+                    self.begin_sequence_retry(sequence);
+                }
+            }
+        }
+    }
+
+    /// The outermost sequence being reset that job `idx` belongs to.
+    fn retrying_sequence_of(&self, idx: usize) -> Option<usize> {
+        self.retrying
+            .iter()
+            .copied()
+            .filter(|&sequence| self.chain.in_sequence(idx, sequence))
+            .find(|&sequence| {
+                !self
+                    .retrying
+                    .iter()
+                    .any(|&other| other != sequence && self.chain.in_sequence(sequence, other))
+            })
+    }
+
+    /// A job of `sequence` failed and the sequence may run again: stop what still runs
+    /// of it, then (once nothing of it runs) reset it and restart it after its wait.
+    fn begin_sequence_retry(&mut self, sequence: usize) {
+        // A retry of an enclosing sequence replaces retries of sequences inside it.
+        let chain = &self.chain;
+        self.retrying
+            .retain(|&other| !chain.in_sequence(other, sequence));
+        self.retrying.insert(sequence);
+        // Stop what still runs of the sequence; its next try gets fresh tokens.
+        let chain = &self.chain;
+        self.sequence_cancel.retain(|&other, token| {
+            if other == sequence || chain.in_sequence(other, sequence) {
+                token.cancel();
+                false
+            } else {
+                true
+            }
+        });
+        let waiting: Vec<usize> = self
+            .retry_waits
+            .keys()
+            .copied()
+            .filter(|&start| self.chain.in_sequence(start, sequence))
+            .collect();
+        for start in waiting {
+            if let Some(wait) = self.retry_waits.remove(&start) {
+                wait.abort();
+            }
+        }
+        for window in self.chain.windows.values_mut() {
+            window.waiting.retain(|&piece| {
+                !chain_in_sequence(
+                    &self.chain.sequence_of,
+                    &self.chain.parent_sequence,
+                    piece,
+                    sequence,
+                )
+            });
+        }
+        self.reset_if_idle(sequence);
+    }
+
+    /// Resets a sequence being retried once none of its jobs runs; when running (not
+    /// suspending), restarts it.
+    fn reset_if_idle(&mut self, sequence: usize) {
+        if self
+            .running
+            .keys()
+            .any(|&idx| self.chain.in_sequence(idx, sequence))
+        {
+            return;
+        }
+        self.retrying.remove(&sequence);
+        self.chain.reset_sequence(sequence);
+        let _ = self
+            .reports
+            .send(Report::Progress(self.chain.finished_jobs));
+        if self.mode == Mode::Running {
+            self.dispatch(sequence);
+        }
+    }
+
+    /// Starts a runnable job, or holds it: behind a full `parallel` window, or for the
+    /// retry wait of a sequence that runs again.
+    fn dispatch(&mut self, idx: usize) {
+        if self.mode != Mode::Running
+            || !self.chain.is_runnable(idx)
+            || self.running.contains_key(&idx)
+        {
+            return;
+        }
+        if self.retrying_sequence_of(idx).is_some() {
+            return;
+        }
+        if let Some(&window_idx) = self.chain.window_of_piece.get(&idx) {
+            let window = self
+                .chain
+                .windows
+                .get_mut(&window_idx)
+                .expect("pieces belong to windows");
+            if !window.active.contains(&idx) {
+                if window.active.len() >= window.limit {
+                    if !window.waiting.contains(&idx) {
+                        window.waiting.push_back(idx);
+                    }
+                    return;
+                }
+                window.active.insert(idx);
+            }
+        }
+        if self.chain.is_sequence_start(idx) {
+            if self.chain.sequence_tries[idx] > 0 {
+                // A retry of the sequence: wait first (a resumed chain waits too).
+                if self.retry_waits.contains_key(&idx) {
+                    return;
+                }
+                let wait = proto::duration::parse(&self.chain.jobs[idx].sequence_retry_wait)
+                    .unwrap_or(Duration::ZERO);
+                let events = self.events_tx.clone();
+                let timer = tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let _ = events.send(Event::RetryWaitOver(idx));
+                });
+                self.retry_waits.insert(idx, timer);
+                return;
+            }
+            self.chain.sequence_tries[idx] += 1;
+        }
+        self.start(idx);
+    }
+
+    /// The token that cancels the jobs of `sequence` (the chain-wide one for jobs outside
+    /// any sequence).
+    fn cancel_token(&mut self, sequence: Option<usize>) -> CancellationToken {
+        let Some(sequence) = sequence else {
+            return self.cancel_all.clone();
+        };
+        if let Some(token) = self.sequence_cancel.get(&sequence) {
+            return token.clone();
+        }
+        let parent = self.chain.parent_sequence.get(&sequence).copied();
+        let token = self.cancel_token(parent).child_token();
+        self.sequence_cancel.insert(sequence, token.clone());
+        token
+    }
+
+    fn start(&mut self, idx: usize) {
+        self.chain.set_state(idx, State::Running);
+        let cancel = self.cancel_token(self.chain.sequence_of[idx]);
+        let live = Live::default();
+        let dispatch = Dispatch {
+            idx,
+            request_id: Arc::clone(&self.request_id),
+            job: Arc::clone(&self.chain.jobs[idx]),
+            data: std::mem::take(&mut self.chain.data[idx]),
+            prev_latest: self.chain.latest_tries[idx],
+            prev_total: self.chain.total_tries[idx],
+            factory: Arc::clone(&self.factory),
+            cancel,
+            live: live.clone(),
+            events: self.events_tx.clone(),
+            reports: self.reports.clone(),
+        };
+        let task = tokio::spawn(runner::run(Box::new(dispatch)));
+        self.running.insert(
+            idx,
+            Active {
+                live,
+                started_at: runner::now_nanos(),
+                task,
+            },
+        );
+    }
+
+    /// A completed piece end frees its window's slot for the next waiting piece.
+    fn release_window_slot(&mut self, idx: usize) {
+        let Some(&piece) = self.chain.piece_of_end.get(&idx) else {
+            return;
+        };
+        let Some(&window_idx) = self.chain.window_of_piece.get(&piece) else {
+            return;
+        };
+        let window = self
+            .chain
+            .windows
+            .get_mut(&window_idx)
+            .expect("pieces belong to windows");
+        window.active.remove(&piece);
+        if let Some(next) = window.waiting.pop_front() {
+            self.dispatch(next);
+        }
+    }
+
+    fn running_status(&self) -> Vec<JobStatus> {
+        let mut statuses: Vec<JobStatus> = self
+            .running
+            .iter()
+            .map(|(&idx, active)| {
+                let job = &self.chain.jobs[idx];
+                let mut status = active.live.status.get();
+                if active.live.sleeping.load(Ordering::Relaxed) {
+                    status = format!("(retry sleep) {status}");
+                }
+                JobStatus {
+                    request_id: self.chain.request_id.clone(),
+                    job_id: job.id.clone(),
+                    job_type: job.job_type.clone(),
+                    name: job.name.clone(),
+                    started_at: active.started_at,
+                    state: self.chain.states[idx],
+                    status,
+                    r#try: active.live.try_no.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        statuses.sort_by(|a, b| {
+            a.started_at
+                .cmp(&b.started_at)
+                .then_with(|| a.job_id.cmp(&b.job_id))
+        });
+        statuses
+    }
+
+    /// Decides the chain's final state and hands it (or the suspended chain) to the
+    /// delivery task.
+    fn finalize(&mut self) -> Final {
+        let chain = &self.chain;
+        let all_complete = chain.finished_jobs as usize == chain.len();
+        let failed_for_good = (0..chain.len()).any(|idx| {
+            matches!(chain.state(idx), State::Fail | State::Unknown)
+                && !chain.can_retry(chain.sequence_of[idx])
+        });
+        let any_failed =
+            (0..chain.len()).any(|idx| matches!(chain.state(idx), State::Fail | State::Unknown));
+        let state = match self.mode {
+            _ if all_complete => State::Complete,
+            Mode::Running => State::Fail,
+            Mode::Stopping if failed_for_good => State::Fail,
+            Mode::Stopping => State::Stopped,
+            Mode::Suspending if any_failed => State::Fail,
+            Mode::Suspending => State::Suspended,
+        };
+        let finished_jobs = chain.finished_jobs;
+        if state == State::Suspended {
+            let _ = self
+                .reports
+                .send(Report::Suspend(Box::new(chain.suspended())));
+        } else {
+            let _ = self.reports.send(Report::Finish(FinishRequest {
+                request_id: chain.request_id.clone(),
+                state,
+                finished_at: chrono::Utc::now(),
+                finished_jobs,
+            }));
+        }
+        tracing::info!(request_id = %chain.request_id, state = %state, finished_jobs, "chain ended");
+        Final {
+            state,
+            finished_jobs,
+        }
+    }
+}
+
+/// [`Chain::in_sequence`] on borrowed parts, for use while a window is borrowed mutably.
+fn chain_in_sequence(
+    sequence_of: &[Option<usize>],
+    parent_sequence: &HashMap<usize, usize>,
+    idx: usize,
+    sequence: usize,
+) -> bool {
+    let mut at = sequence_of[idx];
+    while let Some(seq) = at {
+        if seq == sequence {
+            return true;
+        }
+        at = parent_sequence.get(&seq).copied();
+    }
+    false
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,137 @@
+//! The `spindle` command line: parsing, the commands, and the one place that picks exit
+//! codes. `main.rs` runs it with the built-in job types; a user's own binary runs it with
+//! its own [`job::Registry`] (see `examples/custom-job`).
+
+mod dot;
+mod graph;
+mod lint;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Spindle: job orchestration that reads Spin Cycle's request specs.
+#[derive(Debug, Parser)]
+#[command(name = "spindle", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (lint: no errors)
+  1  lint found errors (or warnings, with --strict); graph could not build the chain
+  2  usage error, or a path that cannot be read";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check request specs and print every problem found, like a compiler
+    Lint(LintArgs),
+    /// Build a request's job chain from specs and print it, without running anything
+    Graph(GraphArgs),
+    /// Print Spindle's version and the Spin Cycle API version it speaks
+    Version,
+}
+
+#[derive(Debug, clap::Args)]
+struct LintArgs {
+    /// Spec files or directories (walked recursively for .yaml and .yml files)
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
+    /// Treat warnings as errors
+    #[arg(long, short = 's')]
+    strict: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+struct GraphArgs {
+    /// Directory (or file) of request specs
+    #[arg(long, env = "SPINDLE_SPECS", default_value = ".")]
+    specs: PathBuf,
+    /// The request type to build
+    request: String,
+    /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
+    /// is passed as that value, anything else as a string
+    args: Vec<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = GraphFormat::Json)]
+    format: GraphFormat,
+    /// Show job types this binary does not know as placeholders (the chain is for looking
+    /// at, not for running)
+    #[arg(long)]
+    preview: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GraphFormat {
+    /// Spin Cycle's JobChain JSON (`requestId`, `jobs`, `adjacencyList`, ...)
+    Json,
+    /// Graphviz DOT, each sequence a cluster
+    Dot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// `file:line:col: error: message` lines and a summary
+    Human,
+    /// A JSON array of diagnostics
+    Json,
+}
+
+/// What a command asks the process to exit with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Success,
+    Failure,
+}
+
+/// Runs the `spindle` command line with the job types of `registry`.
+pub fn main(registry: job::Registry) -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Lint(args) => lint::run(&args),
+        Command::Graph(args) => graph::run(&args, registry),
+        Command::Version => {
+            version();
+            Ok(Outcome::Success)
+        }
+    };
+    match res {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => ExitCode::from(1),
+        // A reader that went away (`spindle graph ... | head`) is not an error.
+        Err(err)
+            if err
+                .chain()
+                .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+                .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let mut stderr = anstream::stderr();
+            let style = anstyle::Style::new()
+                .bold()
+                .fg_color(Some(anstyle::AnsiColor::Red.into()));
+            let _ = std::io::Write::write_fmt(
+                &mut stderr,
+                format_args!("{style}error{style:#}: {err:#}\n"),
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[allow(clippy::print_stdout, reason = "the version is this command's output")]
+fn version() {
+    println!(
+        "spindle {} (Spin Cycle API {})",
+        env!("CARGO_PKG_VERSION"),
+        proto::SPIN_CYCLE_API_VERSION
+    );
+}

@@ -1,0 +1,91 @@
+//! Builds a chain from the example spec with the `greet` job type and runs it.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use chain::{ReportError, Reporter};
+use proto::{FinishRequest, JobArgs, JobLog, RequestProgress, State, SuspendedJobChain};
+use serde_json::json;
+
+/// Keeps what the chain reports.
+#[derive(Default)]
+struct Kept {
+    logs: Mutex<Vec<JobLog>>,
+    finish: Mutex<Option<FinishRequest>>,
+}
+
+#[async_trait::async_trait]
+impl Reporter for Kept {
+    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        self.logs.lock().unwrap().extend_from_slice(entries);
+        Ok(())
+    }
+    async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
+        Ok(())
+    }
+    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        *self.finish.lock().unwrap() = Some(finish.clone());
+        Ok(())
+    }
+    async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {
+        Err(ReportError::permanent("this example does not suspend"))
+    }
+}
+
+#[tokio::test]
+async fn a_chain_with_a_custom_job_runs_to_complete() {
+    let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs");
+    let report = spec::lint(&[specs]).unwrap();
+    assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
+    let registry = Arc::new(custom_job::registry());
+    let grapher = graph::Grapher::new(report.specs, registry.clone());
+    let mut args = JobArgs::new();
+    args.insert("people".to_owned(), json!(["ann", "bob", "cy"]));
+    let created = grapher.create("greet-all", &args).unwrap();
+
+    let kept = Arc::new(Kept::default());
+    let handle = chain::run(
+        created.job_chain,
+        registry,
+        kept.clone(),
+        chain::Options::default(),
+    )
+    .unwrap();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(
+        kept.finish.lock().unwrap().as_ref().unwrap().state,
+        State::Complete
+    );
+
+    let logs = kept.logs.lock().unwrap();
+    let mut greetings: Vec<&str> = logs
+        .iter()
+        .filter(|l| l.name == "greet")
+        .map(|l| l.stdout.as_str())
+        .collect();
+    greetings.sort_unstable();
+    assert_eq!(greetings, ["hello, ann\n", "hello, bob\n", "hello, cy\n"]);
+    // The shell-command job printed the greeting the custom job set at create time.
+    let mut echoed: Vec<&str> = logs
+        .iter()
+        .filter(|l| l.name == "echo")
+        .map(|l| l.stdout.as_str())
+        .collect();
+    echoed.sort_unstable();
+    assert_eq!(echoed, ["hello, ann\n", "hello, bob\n", "hello, cy\n"]);
+    assert!(
+        logs.iter()
+            .all(|l| l.r#try == 1 && l.state == State::Complete)
+    );
+}
+
+#[test]
+fn the_custom_binary_knows_the_custom_type() {
+    let registry = custom_job::registry();
+    let types: Vec<&str> = registry.types().collect();
+    assert_eq!(
+        types,
+        ["greet", "noop", "shell-args", "shell-command", "sleep"]
+    );
+}
