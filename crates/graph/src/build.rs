@@ -180,6 +180,7 @@ impl Builder<'_> {
             sequence_retry: 0,
             sequence_retry_wait: String::new(),
             parallel: 0,
+            tries: 0,
         });
         self.succs.push(Vec::new());
         Ok(self.jobs.len() - 1)

@@ -169,6 +169,10 @@ pub struct Job {
     /// ends. 0 (omitted) means no limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub parallel: u32,
+    /// Spindle's addition: in a stored request's chain, how many tries the job has had
+    /// (its latest try number). 0 (omitted) in chains sent to a Job Runner.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tries: u32,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -1,0 +1,213 @@
+//! The embedded store: one SQLite file, WAL journal with full synchronous commits (a
+//! committed transaction survives a crash of the process or the machine), foreign keys
+//! on, a busy timeout, and an application id that marks the file as Spindle's.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::Error;
+
+/// Marks a database file as Spindle's (`PRAGMA application_id`, "SPND").
+const APPLICATION_ID: i64 = 0x5350_4E44;
+const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1397771844";
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// Spindle's store in an SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Claims the oldest unclaimed chain. SQLite runs one writer at a time, so the
+    /// conditional update is the whole claim.
+    pub(crate) const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
+         WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \
+         ORDER BY suspended_at, request_id LIMIT 1) AND rm_host IS NULL \
+         RETURNING suspended_job_chain";
+
+    /// Opens (creating if missing) the database at `path` and brings its schema up to
+    /// date. A file that is not SQLite, or an SQLite database of another application, is
+    /// refused with a message naming the file.
+    pub async fn open(path: &Path) -> Result<SqliteStore, Error> {
+        SqliteStore::open_with_busy_timeout(path, Duration::from_secs(5)).await
+    }
+
+    /// [`SqliteStore::open`], waiting at most `busy_timeout` for a lock held by another
+    /// process before answering [`Error::Unavailable`].
+    pub async fn open_with_busy_timeout(
+        path: &Path,
+        busy_timeout: Duration,
+    ) -> Result<SqliteStore, Error> {
+        let refused = |reason: String| Error::Refused {
+            path: path.display().to_string(),
+            reason,
+        };
+        if let Ok(mut file) = std::fs::File::open(path) {
+            let mut header = [0u8; 16];
+            let n = std::io::Read::read(&mut file, &mut header).unwrap_or(0);
+            if n > 0 && (n < 16 || &header != b"SQLite format 3\0") {
+                return Err(refused("it is not an SQLite database".to_owned()));
+            }
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .map_err(|err| Error::Config(err.to_string()))?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(busy_timeout);
+        // One connection: SQLite has one writer at a time anyway, and a single connection
+        // never meets a busy database inside a transaction.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(|err| match Error::from(err) {
+                Error::Database(reason) | Error::Corrupt(reason) => refused(reason),
+                other => other,
+            })?;
+        let application_id: i64 = sqlx::query_scalar("PRAGMA application_id")
+            .fetch_one(&pool)
+            .await?;
+        let n_tables: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table'")
+                .fetch_one(&pool)
+                .await
+                .map_err(|err| match Error::from(err) {
+                    Error::Database(reason) => refused(reason),
+                    other => other,
+                })?;
+        if n_tables > 0 && application_id != APPLICATION_ID {
+            return Err(refused(format!(
+                "it holds tables of another application (application id {application_id}); expected a Spindle database or a new file"
+            )));
+        }
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|err| refused(format!("its schema cannot be brought up to date: {err}")))?;
+        sqlx::query(SET_APPLICATION_ID).execute(&pool).await?;
+        Ok(SqliteStore {
+            pool,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+crate::backend::impl_store!(SqliteStore, sqlx::Sqlite);
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{Error, SqliteStore, Store};
+
+    #[test]
+    fn the_pragma_sets_the_application_id() {
+        assert!(super::SET_APPLICATION_ID.ends_with(&format!(" {}", super::APPLICATION_ID)));
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_sqlite_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        std::fs::write(&path, "these are my notes, not a database").unwrap();
+        let err = SqliteStore::open(&path).await.unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err}");
+        assert!(
+            err.to_string().contains("notes.db")
+                && err.to_string().contains("not an SQLite database"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "these are my notes, not a database",
+            "left as it was"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_applications_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.db");
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        sqlx::query("CREATE TABLE customers (id INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let err = SqliteStore::open(&path).await.unwrap_err();
+        assert!(
+            err.to_string().contains("other.db") && err.to_string().contains("another application"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn migrations_run_once_and_reopening_keeps_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spindle.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        let (request, create) = crate::tests::sample_request("r1");
+        store.create_request(&request, &create).await.unwrap();
+        // No clean shutdown: the connection is leaked as a crashing process would leave it.
+        std::mem::forget(store);
+        let store = SqliteStore::open(&path).await.unwrap();
+        assert_eq!(
+            store.get_request("r1", true).await.unwrap().job_chain,
+            request.job_chain
+        );
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[tokio::test]
+    async fn a_locked_database_is_a_retryable_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spindle.db");
+        let store = SqliteStore::open_with_busy_timeout(&path, Duration::from_millis(100))
+            .await
+            .unwrap();
+        // Another process (here: another connection) holds the write lock.
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+        let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let (request, create) = crate::tests::sample_request("r1");
+        let err = store.create_request(&request, &create).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        store.create_request(&request, &create).await.unwrap();
+    }
+}

@@ -1,0 +1,919 @@
+//! One backend-agnostic suite, run against SQLite (a temporary file per test) and the
+//! real PostgreSQL server (a schema per test; `SPINDLE_TEST_POSTGRES_URL` overrides
+//! `postgres://postgres@127.0.0.1:5432/test`), so tests run in parallel.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use proto::{
+    CreateRequest, FinishRequest, Job, JobChain, JobLog, Request, RequestArg, RequestArgType,
+    RequestFilter, State, SuspendedJobChain,
+};
+use serde_json::json;
+
+use crate::{Batcher, Error, Finished, Store};
+
+fn at(hour: u32, minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 2, hour, minute, 0).unwrap()
+}
+
+fn chain(request_id: &str) -> JobChain {
+    let jobs: BTreeMap<String, Job> = ["a", "b", "c"]
+        .iter()
+        .map(|id| {
+            let job = Job {
+                id: (*id).to_owned(),
+                name: format!("job-{id}"),
+                job_type: "noop".to_owned(),
+                state: State::Pending,
+                sequence_id: "a".to_owned(),
+                ..Job::default()
+            };
+            ((*id).to_owned(), job)
+        })
+        .collect();
+    JobChain {
+        request_id: request_id.to_owned(),
+        jobs,
+        adjacency_list: BTreeMap::from([
+            ("a".to_owned(), vec!["b".to_owned()]),
+            ("b".to_owned(), vec!["c".to_owned()]),
+        ]),
+        state: State::Pending,
+        finished_jobs: 0,
+    }
+}
+
+/// A new PENDING request with args `host` and `count`.
+fn request(
+    id: &str,
+    request_type: &str,
+    user: &str,
+    created_at: DateTime<Utc>,
+    host: &str,
+) -> (Request, CreateRequest) {
+    let args = vec![
+        RequestArg {
+            pos: 0,
+            name: "host".to_owned(),
+            desc: String::new(),
+            arg_type: RequestArgType::Required,
+            given: true,
+            default: serde_json::Value::Null,
+            value: json!(host),
+        },
+        RequestArg {
+            pos: 0,
+            name: "count".to_owned(),
+            desc: String::new(),
+            arg_type: RequestArgType::Optional,
+            given: false,
+            default: json!("3"),
+            value: json!(3),
+        },
+    ];
+    let request = Request {
+        id: id.to_owned(),
+        request_type: request_type.to_owned(),
+        state: State::Pending,
+        user: user.to_owned(),
+        args,
+        created_at,
+        started_at: None,
+        finished_at: None,
+        job_chain: Some(chain(id)),
+        total_jobs: 3,
+        finished_jobs: 0,
+        jr_url: String::new(),
+    };
+    let mut create_args = proto::JobArgs::new();
+    create_args.insert("host".to_owned(), json!(host));
+    let create = CreateRequest {
+        request_type: request_type.to_owned(),
+        args: create_args,
+        user: user.to_owned(),
+    };
+    (request, create)
+}
+
+/// A request and its create payload, for tests outside the suite.
+pub(crate) fn sample_request(id: &str) -> (Request, CreateRequest) {
+    request(id, "deploy", "ann", at(1, 0), "db1")
+}
+
+async fn create(store: &dyn Store, id: &str) -> Request {
+    let (request, create_request) = request(id, "deploy", "ann", at(1, 0), "db1");
+    store
+        .create_request(&request, &create_request)
+        .await
+        .unwrap();
+    request
+}
+
+fn log(request_id: &str, job_id: &str, try_no: u32, state: State) -> JobLog {
+    JobLog {
+        request_id: request_id.to_owned(),
+        job_id: job_id.to_owned(),
+        r#try: try_no,
+        name: format!("job-{job_id}"),
+        job_type: "noop".to_owned(),
+        started_at: 1_000 + i64::from(try_no),
+        finished_at: 2_000 + i64::from(try_no),
+        state,
+        exit: if state == State::Complete { 0 } else { -1 },
+        error: if state == State::Complete {
+            String::new()
+        } else {
+            "boom".to_owned()
+        },
+        stdout: "out ✓".to_owned(),
+        stderr: String::new(),
+    }
+}
+
+fn sjc(request_id: &str) -> SuspendedJobChain {
+    let mut job_chain = chain(request_id);
+    job_chain.jobs.get_mut("a").unwrap().state = State::Complete;
+    job_chain.jobs.get_mut("b").unwrap().state = State::Stopped;
+    job_chain.finished_jobs = 1;
+    job_chain.state = State::Suspended;
+    SuspendedJobChain {
+        request_id: request_id.to_owned(),
+        job_chain,
+        total_job_tries: BTreeMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)]),
+        latest_run_job_tries: BTreeMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)]),
+        sequence_tries: BTreeMap::from([("a".to_owned(), 1)]),
+    }
+}
+
+async fn running(store: &dyn Store, id: &str) {
+    create(store, id).await;
+    store
+        .start_request(id, "http://jr1:32307", at(1, 1))
+        .await
+        .unwrap();
+}
+
+// ---- the suite ----
+
+async fn create_and_read(store: Arc<dyn Store>, _raw: Raw) {
+    let made = create(&*store, "r1").await;
+    let read = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        read,
+        Request {
+            job_chain: None,
+            ..made.clone()
+        }
+    );
+    let with_chain = store.get_request("r1", true).await.unwrap();
+    assert_eq!(with_chain.job_chain, made.job_chain);
+    assert_eq!(
+        store.job_chain("r1").await.unwrap(),
+        made.job_chain.unwrap()
+    );
+    assert!(matches!(
+        store.get_request("nope", false).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.job_chain("nope").await,
+        Err(Error::NotFound { .. })
+    ));
+    // A request id is stored once.
+    let (again, create_request) = request("r1", "deploy", "ann", at(2, 0), "db2");
+    assert!(store.create_request(&again, &create_request).await.is_err());
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().args[0].value,
+        json!("db1")
+    );
+}
+
+async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
+    create(&*store, "r1").await;
+    store
+        .start_request("r1", "http://jr1:32307", at(1, 1))
+        .await
+        .unwrap();
+    let started = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        (started.state, started.jr_url.as_str(), started.started_at),
+        (State::Running, "http://jr1:32307", Some(at(1, 1)))
+    );
+    let err = store
+        .start_request("r1", "http://jr2", at(1, 2))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request r1 in state RUNNING, expected state PENDING"
+    );
+    assert!(matches!(
+        store.fail_pending("r1", at(1, 2)).await,
+        Err(Error::State { .. })
+    ));
+    assert!(matches!(
+        store.start_request("nope", "x", at(1, 2)).await,
+        Err(Error::NotFound { .. })
+    ));
+
+    store.update_progress("r1", 2).await.unwrap();
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().finished_jobs,
+        2
+    );
+    let finish = FinishRequest {
+        request_id: "r1".to_owned(),
+        state: State::Complete,
+        finished_at: at(1, 5),
+        finished_jobs: 3,
+    };
+    assert_eq!(store.finish_request(&finish).await.unwrap(), Finished::Now);
+    // A second finish changes nothing and says so, even with another state.
+    let again = FinishRequest {
+        state: State::Fail,
+        ..finish.clone()
+    };
+    assert_eq!(
+        store.finish_request(&again).await.unwrap(),
+        Finished::Already(State::Complete)
+    );
+    let done = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        (
+            done.state,
+            done.finished_at,
+            done.finished_jobs,
+            done.jr_url.as_str()
+        ),
+        (State::Complete, Some(at(1, 5)), 3, "")
+    );
+    // Never back to RUNNING, and progress of a finished request is ignored.
+    assert!(store.start_request("r1", "x", at(1, 6)).await.is_err());
+    store.update_progress("r1", 1).await.unwrap();
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().finished_jobs,
+        3
+    );
+
+    create(&*store, "r2").await;
+    let err = store
+        .finish_request(&FinishRequest {
+            request_id: "r2".to_owned(),
+            ..finish.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request r2 in state PENDING, expected state RUNNING"
+    );
+    let err = store
+        .finish_request(&FinishRequest {
+            state: State::Running,
+            ..finish
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    store.fail_pending("r2", at(1, 3)).await.unwrap();
+    let failed = store.get_request("r2", false).await.unwrap();
+    assert_eq!(
+        (failed.state, failed.finished_at),
+        (State::Fail, Some(at(1, 3)))
+    );
+}
+
+async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Raw) {
+    running(&*store, "r1").await;
+    let entries = vec![
+        log("r1", "a", 1, State::Complete),
+        log("r1", "b", 1, State::Fail),
+        log("r1", "b", 2, State::Complete),
+    ];
+    store.insert_job_logs(&entries).await.unwrap();
+    // A re-sent batch (the sender retried after a lost answer) adds nothing.
+    store.insert_job_logs(&entries[1..]).await.unwrap();
+    let stored = store.job_log("r1").await.unwrap();
+    assert_eq!(stored, entries);
+    assert_eq!(store.latest_job_log("r1", "b").await.unwrap(), entries[2]);
+    let err = store.latest_job_log("r1", "zz").await.unwrap_err();
+    assert_eq!(err.to_string(), "job zz of request r1 not found");
+    assert!(store.job_log("nope").await.unwrap().is_empty());
+    // The chain read back carries each job's latest state and try.
+    let chain = store.job_chain("r1").await.unwrap();
+    let states: Vec<(State, u32)> = chain.jobs.values().map(|j| (j.state, j.tries)).collect();
+    assert_eq!(
+        states,
+        [
+            (State::Complete, 1),
+            (State::Complete, 2),
+            (State::Pending, 0)
+        ]
+    );
+    // Large batches go in several statements of one transaction.
+    let many: Vec<JobLog> = (1..=2500).map(|n| log("r1", "c", n, State::Fail)).collect();
+    store.insert_job_logs(&many).await.unwrap();
+    assert_eq!(store.latest_job_log("r1", "c").await.unwrap().r#try, 2500);
+}
+
+async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
+    running(&*store, "r1").await;
+    store.suspend_request(&sjc("r1"), at(2, 0)).await.unwrap();
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().state,
+        State::Suspended
+    );
+    assert!(store.running_jr_urls().await.unwrap().is_empty());
+    // Suspending again: the request is no longer RUNNING and the chain exists.
+    assert!(store.suspend_request(&sjc("r1"), at(2, 1)).await.is_err());
+    create(&*store, "r2").await;
+    let err = store
+        .suspend_request(&sjc("r2"), at(2, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request r2 in state PENDING, expected state RUNNING"
+    );
+    assert!(matches!(
+        store.suspend_request(&sjc("nope"), at(2, 1)).await,
+        Err(Error::NotFound { .. })
+    ));
+
+    // Claimed once; the claim holds the chain exactly as suspended.
+    let claimed = store
+        .claim_suspended("rm-a", at(2, 5))
+        .await
+        .unwrap()
+        .expect("r1's chain is claimable");
+    assert_eq!(claimed, sjc("r1"));
+    assert!(
+        store
+            .claim_suspended("rm-b", at(2, 5))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Someone else's unclaim does nothing; the owner's makes it claimable again.
+    store.unclaim("r1", "rm-b").await.unwrap();
+    assert!(
+        store
+            .claim_suspended("rm-b", at(2, 6))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store.unclaim("r1", "rm-a").await.unwrap();
+    assert!(
+        store
+            .claim_suspended("rm-b", at(2, 6))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .resumed("r1", "rm-a", "http://jr2:32307")
+            .await
+            .is_err(),
+        "not rm-a's claim"
+    );
+    store
+        .resumed("r1", "rm-b", "http://jr2:32307")
+        .await
+        .unwrap();
+    let resumed = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        (resumed.state, resumed.jr_url.as_str()),
+        (State::Running, "http://jr2:32307")
+    );
+    assert_eq!(store.running_jr_urls().await.unwrap(), ["http://jr2:32307"]);
+    assert!(
+        store
+            .claim_suspended("rm-a", at(2, 7))
+            .await
+            .unwrap()
+            .is_none(),
+        "the chain is gone"
+    );
+}
+
+/// A claimed chain whose request moved on is deleted, and the caller learns the state;
+/// a claim not renewed is released, and an old unclaimed chain expires.
+async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
+    running(&*store, "r2").await;
+    store.suspend_request(&sjc("r2"), at(2, 0)).await.unwrap();
+    store
+        .claim_suspended("rm-a", at(2, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    raw.exec("UPDATE requests SET state = 3 WHERE request_id = 'r2'")
+        .await;
+    let err = store.resumed("r2", "rm-a", "http://jr9").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request r2 in state COMPLETE, expected state SUSPENDED"
+    );
+    assert!(
+        store
+            .claim_suspended("rm-a", at(2, 2))
+            .await
+            .unwrap()
+            .is_none(),
+        "the chain was deleted"
+    );
+    assert_eq!(
+        store.get_request("r2", false).await.unwrap().state,
+        State::Complete
+    );
+
+    running(&*store, "r1").await;
+    store.suspend_request(&sjc("r1"), at(2, 0)).await.unwrap();
+    store
+        .claim_suspended("rm-a", at(2, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    store.expire_suspended(at(3, 0), at(3, 0)).await.unwrap();
+    // Claimed chains do not expire.
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().state,
+        State::Suspended
+    );
+    let _ = store.release_stale_claims(at(2, 0)).await.unwrap();
+    assert_eq!(
+        store
+            .release_stale_claims(Utc::now() + Duration::minutes(1))
+            .await
+            .unwrap(),
+        1
+    );
+    let expired = store.expire_suspended(at(3, 0), at(3, 1)).await.unwrap();
+    assert_eq!(expired, ["r1"]);
+    let failed = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        (failed.state, failed.finished_at),
+        (State::Fail, Some(at(3, 1))),
+        "a finish time, unlike Spin Cycle"
+    );
+    assert!(
+        store
+            .claim_suspended("rm-a", at(3, 2))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// storage.md's reference scenario for cleanup (TTL 1 h, claims stale after 5 min).
+async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) {
+    let now = Utc::now();
+    // Claims go oldest first: order the chains so that the ones to leave claimed come first.
+    let chains = [
+        ("old-claimed-s", now - Duration::hours(3)),
+        ("stale-s", now - Duration::minutes(50)),
+        ("stale-r", now - Duration::minutes(49)),
+        ("old-r", now - Duration::hours(2)),
+        ("old-s", now - Duration::hours(2)),
+        ("fresh", now),
+    ];
+    for (id, suspended_at) in chains {
+        running(&*store, id).await;
+        store.suspend_request(&sjc(id), suspended_at).await.unwrap();
+    }
+    // A Request Manager that went away claimed three of them half an hour ago.
+    for _ in 0..3 {
+        store
+            .claim_suspended("gone", now - Duration::minutes(30))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    // Two requests went back to RUNNING while their chains stayed (resumed elsewhere, the
+    // chain not yet deleted).
+    raw.exec("UPDATE requests SET state = 2 WHERE request_id IN ('stale-r', 'old-r')")
+        .await;
+    let released = store
+        .release_stale_claims(now - Duration::minutes(5))
+        .await
+        .unwrap();
+    assert_eq!(released, 3);
+    let mut expired = store
+        .expire_suspended(now - Duration::hours(1), now)
+        .await
+        .unwrap();
+    expired.sort();
+    assert_eq!(expired, ["old-claimed-s", "old-r", "old-s"]);
+    for (id, state) in [
+        ("old-s", State::Fail),
+        ("old-claimed-s", State::Fail),
+        ("old-r", State::Running),
+        ("fresh", State::Suspended),
+        ("stale-s", State::Suspended),
+        ("stale-r", State::Running),
+    ] {
+        assert_eq!(
+            store.get_request(id, false).await.unwrap().state,
+            state,
+            "{id}"
+        );
+    }
+    let mut left = Vec::new();
+    while let Some(claimed) = store.claim_suspended("me", now).await.unwrap() {
+        left.push(claimed.request_id);
+    }
+    left.sort();
+    assert_eq!(left, ["fresh", "stale-r", "stale-s"]);
+    // A second cleanup changes nothing.
+    for id in &left {
+        store.unclaim(id, "me").await.unwrap();
+    }
+    assert_eq!(
+        store
+            .release_stale_claims(now - Duration::minutes(5))
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(
+        store
+            .expire_suspended(now - Duration::hours(1), now)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn claims_race_and_each_chain_is_claimed_once(store: Arc<dyn Store>, _raw: Raw) {
+    let n = 40;
+    for i in 0..n {
+        let id = format!("r{i:03}");
+        running(&*store, &id).await;
+        store
+            .suspend_request(&sjc(&id), at(2, 0) + Duration::seconds(i))
+            .await
+            .unwrap();
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for host in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                match store.claim_suspended(&format!("rm-{host}"), at(3, 0)).await {
+                    Ok(Some(claimed)) => mine.push(claimed.request_id),
+                    Ok(None) => return mine,
+                    Err(err) if err.is_transient() => tokio::task::yield_now().await,
+                    Err(err) => panic!("claim failed: {err}"),
+                }
+            }
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(mine) = tasks.join_next().await {
+        all.extend(mine.unwrap());
+    }
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!(all.len(), n as usize, "every chain claimed");
+    assert_eq!(unique.len(), all.len(), "no chain claimed twice");
+}
+
+async fn search(store: Arc<dyn Store>, _raw: Raw) {
+    // storage.md's example: created 00:00 (pending), 01:00 (running), 02:00 (finished at
+    // 04:00) and 03:00.
+    let rows = [
+        ("p", 0, "deploy", "ann", "db1"),
+        ("r", 1, "deploy", "bob", "db2"),
+        ("f", 2, "stop", "ann", "db1"),
+        ("x", 3, "deploy", "ann", "db3"),
+        ("y", 3, "stop", "cy", "db1"),
+    ];
+    for (id, hour, request_type, user, host) in rows {
+        let (request, create_request) = request(id, request_type, user, at(hour, 0), host);
+        store
+            .create_request(&request, &create_request)
+            .await
+            .unwrap();
+    }
+    store
+        .start_request("r", "http://jr1", at(1, 1))
+        .await
+        .unwrap();
+    store
+        .start_request("f", "http://jr1", at(2, 1))
+        .await
+        .unwrap();
+    let finish = FinishRequest {
+        request_id: "f".to_owned(),
+        state: State::Complete,
+        finished_at: at(4, 0),
+        finished_jobs: 3,
+    };
+    store.finish_request(&finish).await.unwrap();
+    let ids = |found: Vec<Request>| found.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let find = |filter: RequestFilter| {
+        let store = Arc::clone(&store);
+        async move { ids(store.find_requests(&filter).await.unwrap()) }
+    };
+    // Newest first; equal times by id.
+    assert_eq!(
+        find(RequestFilter::default()).await,
+        ["x", "y", "f", "r", "p"]
+    );
+    let found = store
+        .find_requests(&RequestFilter::default())
+        .await
+        .unwrap();
+    assert!(
+        found
+            .iter()
+            .all(|r| r.args.is_empty() && r.job_chain.is_none())
+    );
+    assert_eq!(
+        find(RequestFilter {
+            since: Some(at(2, 15)),
+            until: Some(at(2, 45)),
+            ..Default::default()
+        })
+        .await,
+        ["f", "r", "p"]
+    );
+    assert_eq!(
+        find(RequestFilter {
+            request_type: Some("stop".into()),
+            ..Default::default()
+        })
+        .await,
+        ["y", "f"]
+    );
+    assert_eq!(
+        find(RequestFilter {
+            user: Some("ann".into()),
+            ..Default::default()
+        })
+        .await,
+        ["x", "f", "p"]
+    );
+    assert_eq!(
+        find(RequestFilter {
+            states: vec![State::Pending, State::Complete],
+            ..Default::default()
+        })
+        .await,
+        ["x", "y", "f", "p"]
+    );
+    let args = BTreeMap::from([("host".to_owned(), "db1".to_owned())]);
+    assert_eq!(
+        find(RequestFilter {
+            args: args.clone(),
+            ..Default::default()
+        })
+        .await,
+        ["y", "f", "p"]
+    );
+    // Non-string values compare as their JSON text; every pair must match.
+    let both = BTreeMap::from([
+        ("host".to_owned(), "db1".to_owned()),
+        ("count".to_owned(), "3".to_owned()),
+    ]);
+    assert_eq!(
+        find(RequestFilter {
+            args: both,
+            ..Default::default()
+        })
+        .await,
+        ["y", "f", "p"]
+    );
+    let no_match = BTreeMap::from([("host".to_owned(), "db%".to_owned())]);
+    assert!(
+        find(RequestFilter {
+            args: no_match,
+            ..Default::default()
+        })
+        .await
+        .is_empty(),
+        "no wildcards"
+    );
+    assert_eq!(
+        find(RequestFilter {
+            limit: 2,
+            offset: 2,
+            ..Default::default()
+        })
+        .await,
+        ["f", "r"]
+    );
+    assert_eq!(
+        find(RequestFilter {
+            limit: 2,
+            ..Default::default()
+        })
+        .await,
+        ["x", "y"]
+    );
+    assert!(
+        find(RequestFilter {
+            user: Some("nobody".into()),
+            ..Default::default()
+        })
+        .await
+        .is_empty()
+    );
+}
+
+async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
+    running(&*store, "r1").await;
+    let batcher = Batcher::spawn(Arc::clone(&store), crate::BatchOptions::default());
+    let mut tasks = tokio::task::JoinSet::new();
+    for job in 0..50 {
+        let batcher = batcher.clone();
+        tasks.spawn(async move {
+            for try_no in 1..=4 {
+                let entry = log("r1", &format!("j{job:02}"), try_no, State::Fail);
+                batcher.insert_job_logs(vec![entry]).await.unwrap();
+                batcher
+                    .update_progress("r1", u64::from(try_no))
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    // Acknowledged means committed: everything is readable now.
+    assert_eq!(store.job_log("r1").await.unwrap().len(), 200);
+    assert!((1..=4).contains(&store.get_request("r1", false).await.unwrap().finished_jobs));
+    batcher.update_progress("r1", 7).await.unwrap();
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().finished_jobs,
+        7
+    );
+}
+
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = crate::SqliteStore::open(&dir.path().join("spindle.db")).await.unwrap();
+                    let raw = super::Raw::Sqlite(store.pool.clone());
+                    super::$test(std::sync::Arc::new(store), raw).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let (store, schema) = super::postgres_store().await;
+                    let raw = super::Raw::Postgres(store.pool.clone());
+                    super::$test(std::sync::Arc::new(store), raw).await;
+                    super::drop_schema(&schema).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    create_and_read,
+    state_changes_are_conditional,
+    job_log_entries_are_stored_once_per_try,
+    suspend_claim_and_resume,
+    resuming_a_request_that_moved_on,
+    cleanup_reference_scenario,
+    claims_race_and_each_chain_is_claimed_once,
+    search,
+    batched_writes_from_many_callers,
+);
+
+fn postgres_url() -> String {
+    std::env::var("SPINDLE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A store in a new schema of the test database.
+async fn postgres_store() -> (crate::PostgresStore, String) {
+    let schema = format!("spindle_test_{}", unique_suffix());
+    let admin = sqlx::PgPool::connect(&postgres_url())
+        .await
+        .expect("the test PostgreSQL server answers");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let store = crate::PostgresStore::connect(&postgres_url(), Some(&schema))
+        .await
+        .unwrap();
+    (store, schema)
+}
+
+async fn drop_schema(schema: &str) {
+    if let Ok(admin) = sqlx::PgPool::connect(&postgres_url()).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA \"{schema}\" CASCADE"
+        )))
+        .execute(&admin)
+        .await;
+        admin.close().await;
+    }
+}
+
+/// Unique per process and call: pid, time and a counter.
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{}_{}_{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Direct SQL on a test's database, for states the Store API cannot produce.
+#[derive(Clone)]
+enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    async fn exec(&self, sql: &'static str) {
+        match self {
+            Raw::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
+            Raw::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
+        }
+        .expect("test SQL runs");
+    }
+}
+
+#[tokio::test]
+async fn postgres_migrates_an_empty_schema_once() {
+    let (store, schema) = postgres_store().await;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name",
+    )
+    .fetch_all(&store.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        tables,
+        [
+            "_sqlx_migrations",
+            "job_log",
+            "request_archives",
+            "request_args",
+            "requests",
+            "suspended_job_chains"
+        ]
+    );
+    let again = crate::PostgresStore::connect(&postgres_url(), Some(&schema))
+        .await
+        .unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(&again.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn a_database_that_is_down_is_a_retryable_error() {
+    // Nothing listens on port 1.
+    let err = crate::PostgresStore::connect_with_timeout(
+        "postgres://postgres@127.0.0.1:1/test",
+        None,
+        std::time::Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(err.to_string().starts_with("database unavailable"), "{err}");
+    let err = crate::open("mysql://root@127.0.0.1/test")
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("expected sqlite://PATH or postgres://"),
+        "{err}"
+    );
+}
