@@ -5,6 +5,8 @@
 mod dot;
 mod graph;
 mod lint;
+mod run;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,9 +23,11 @@ struct Cli {
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  success (lint: no errors)
-  1  lint found errors (or warnings, with --strict); graph could not build the chain
-  2  usage error, or a path that cannot be read";
+  0  success (lint: no errors; run: the request completed)
+  1  lint found errors (or warnings, with --strict); graph could not build the chain;
+     run: the request failed; server, rm: the specs have errors
+  2  usage error, a path that cannot be read, or (run) bad input
+  130  run: the request was stopped";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -31,6 +35,15 @@ enum Command {
     Lint(LintArgs),
     /// Build a request's job chain from specs and print it, without running anything
     Graph(GraphArgs),
+    /// Run one request here and now: embedded store, Request Manager and Job Runner in
+    /// this process, a progress bar; Ctrl-C stops it
+    Run(run::RunArgs),
+    /// Serve Spin Cycle's API with the Request Manager and a Job Runner in one process
+    Server(serve::ServeArgs),
+    /// Serve the Request Manager alone; chains go to Job Runners over HTTP (--jr-url)
+    Rm(serve::ServeArgs),
+    /// Serve a Job Runner that reports to a Request Manager over HTTP (--rm-url)
+    Jr(serve::ServeArgs),
     /// Print Spindle's version and the Spin Cycle API version it speaks
     Version,
 }
@@ -88,6 +101,17 @@ enum Format {
 enum Outcome {
     Success,
     Failure,
+    /// A command's own exit code (`spindle run`).
+    Code(u8),
+}
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<Outcome>>>(
+    future: F,
+) -> anyhow::Result<Outcome> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
 }
 
 /// Runs the `spindle` command line with the job types of `registry`.
@@ -96,6 +120,10 @@ pub fn main(registry: job::Registry) -> ExitCode {
     let res = match cli.command {
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args, registry),
+        Command::Run(args) => block_on(run::run(&args, registry)),
+        Command::Server(args) => block_on(serve::server(&args, registry)),
+        Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
+        Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
         Command::Version => {
             version();
             Ok(Outcome::Success)
@@ -104,6 +132,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
     match res {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failure) => ExitCode::from(1),
+        Ok(Outcome::Code(code)) => ExitCode::from(code),
         // A reader that went away (`spindle graph ... | head`) is not an error.
         Err(err)
             if err

@@ -281,6 +281,7 @@ pub struct FinishRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestProgress {
+    #[serde(default)]
     pub request_id: String,
     #[serde(default)]
     pub finished_jobs: u64,

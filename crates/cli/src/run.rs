@@ -1,0 +1,135 @@
+//! `spindle run`: the one-command way to run a request — embedded store, Request Manager
+//! and Job Runner in this process, a live progress bar on stderr, Ctrl-C stops the
+//! request cleanly.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use job::Registry;
+use proto::{CreateRequest, State};
+
+use crate::serve::{eprintln_failure, load_specs, local};
+use crate::{Outcome, graph::parse_request_args};
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Directory (or file) of request specs
+    #[arg(long, env = "SPINDLE_SPECS", default_value = "specs")]
+    specs: PathBuf,
+    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE
+    #[arg(long, env = "SPINDLE_DATABASE", default_value = "sqlite://spindle.db")]
+    database: String,
+    /// The request type to run
+    request: String,
+    /// Request args as name=value; a value that is a JSON list or object is passed as that value
+    args: Vec<String>,
+    /// Output: the request id and final state, or the final request and its job log as JSON
+    #[arg(long, value_enum, default_value_t = RunOutput::Human)]
+    output: RunOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunOutput {
+    Human,
+    Json,
+}
+
+/// Exit codes of `spindle run`.
+const EXIT_FAIL: u8 = 1;
+const EXIT_BAD_INPUT: u8 = 2;
+const EXIT_STOPPED: u8 = 130;
+
+pub(crate) async fn run(args: &RunArgs, registry: Registry) -> anyhow::Result<Outcome> {
+    let request_args = parse_request_args(&args.args)?;
+    let Some(specs) = load_specs(&args.specs)? else {
+        eprintln_failure(&format!(
+            "the specs in {} have errors; fix them first",
+            args.specs.display()
+        ));
+        return Ok(Outcome::Code(EXIT_BAD_INPUT));
+    };
+    let local = local(
+        specs,
+        registry,
+        &args.database,
+        "in-process://spindle-run",
+        Duration::from_secs(1),
+    )
+    .await?;
+    let user = std::env::var("USER").unwrap_or_default();
+    let create_request = CreateRequest {
+        request_type: args.request.clone(),
+        args: request_args,
+        user: user.clone(),
+    };
+    let request = match local.manager.create(create_request, &user).await {
+        Ok(request) => request,
+        Err(rm::Error::BadRequest(message)) => {
+            eprintln_failure(&message);
+            return Ok(Outcome::Code(EXIT_BAD_INPUT));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let bar = ProgressBar::new(request.total_jobs);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} jobs  {wide_msg}",
+        )
+        .expect("the template is valid"),
+    );
+    bar.println(format!("request {} ({})", request.id, request.request_type));
+    let mut interrupted = false;
+    let store = local.manager.store().clone();
+    let final_request = loop {
+        let current = store.get_request(&request.id, false).await?;
+        bar.set_position(current.finished_jobs);
+        if current.state.is_finished() {
+            break current;
+        }
+        let running = local
+            .runner
+            .running(Some(&request.id))
+            .await
+            .unwrap_or_default();
+        let line: Vec<String> = running
+            .iter()
+            .map(|job| {
+                if job.status.is_empty() {
+                    job.name.clone()
+                } else {
+                    format!("{}: {}", job.name, job.status)
+                }
+            })
+            .collect();
+        bar.set_message(line.join(", "));
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                bar.println("stopping the request (Ctrl-C again waits for it)");
+                if let Err(err) = local.manager.stop(&request.id).await {
+                    bar.println(format!("stop: {err}"));
+                }
+            }
+        }
+    };
+    bar.finish_and_clear();
+    let mut stdout = anstream::stdout().lock();
+    match args.output {
+        RunOutput::Human => writeln!(stdout, "{} {}", final_request.id, final_request.state)?,
+        RunOutput::Json => {
+            let request = store.get_request(&request.id, true).await?;
+            let job_log = store.job_log(&request.id).await?;
+            let document = serde_json::json!({"request": request, "jobLog": job_log});
+            serde_json::to_writer_pretty(&mut stdout, &document)?;
+            writeln!(stdout)?;
+        }
+    }
+    Ok(match final_request.state {
+        State::Complete => Outcome::Success,
+        State::Stopped => Outcome::Code(EXIT_STOPPED),
+        _ => Outcome::Code(EXIT_FAIL),
+    })
+}

@@ -1,0 +1,385 @@
+//! `spindle server`, `spindle rm` and `spindle jr`: the services, with their configuration
+//! from a YAML file, environment variables and flags (in that order of precedence).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use job::Registry;
+use proto::{JobChain, JobStatus, SuspendedJobChain};
+use rm::{ClientError, JrClient, Manager};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Outcome, lint};
+
+/// Settings shared by the three commands; `None` means "not given here".
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    pub(crate) listen: Option<String>,
+    pub(crate) specs: Option<PathBuf>,
+    pub(crate) database: Option<String>,
+    pub(crate) jr_url: Option<String>,
+    pub(crate) rm_url: Option<String>,
+    /// Go-style duration: how long a Job Runner has to hand back its chains at shutdown.
+    pub(crate) shutdown_timeout: Option<String>,
+    /// Go-style duration: how often PENDING requests and suspended chains are retried.
+    pub(crate) interval: Option<String>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval
+    #[arg(long, env = "SPINDLE_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Address to listen on
+    #[arg(long, env = "SPINDLE_LISTEN")]
+    pub(crate) listen: Option<String>,
+    /// Directory of request specs (Request Manager)
+    #[arg(long, env = "SPINDLE_SPECS")]
+    pub(crate) specs: Option<PathBuf>,
+    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE (Request Manager)
+    #[arg(long, env = "SPINDLE_DATABASE")]
+    pub(crate) database: Option<String>,
+    /// Where to send chains: a Job Runner or a load balancer before several (spindle rm)
+    #[arg(long, env = "SPINDLE_JR_URL")]
+    pub(crate) jr_url: Option<String>,
+    /// The Request Manager to report to (spindle jr)
+    #[arg(long, env = "SPINDLE_RM_URL")]
+    pub(crate) rm_url: Option<String>,
+    /// How long running chains have to be handed back at shutdown (Go duration)
+    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
+    pub(crate) shutdown_timeout: Option<String>,
+    /// How often PENDING requests and suspended chains are retried (Go duration)
+    #[arg(long, env = "SPINDLE_INTERVAL")]
+    pub(crate) interval: Option<String>,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) listen: SocketAddr,
+    pub(crate) specs: PathBuf,
+    pub(crate) database: String,
+    pub(crate) jr_url: String,
+    pub(crate) rm_url: String,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) interval: Duration,
+}
+
+fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
+    proto::duration::parse(text)
+        .with_context(|| format!("{name}: {text:?} is not a duration; expected such as 30s or 1m"))
+}
+
+impl ServeArgs {
+    /// Flags and environment over the file over the defaults; every value checked.
+    pub(crate) fn settings(&self, default_listen: &str) -> anyhow::Result<Settings> {
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                serde_saphyr::from_str::<FileConfig>(&text)
+                    .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let pick = |flag: &Option<String>, from_file: &Option<String>, default: &str| {
+            flag.clone()
+                .or_else(|| from_file.clone())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        let listen = pick(&self.listen, &file.listen, default_listen);
+        let listen: SocketAddr = listen.parse().with_context(|| {
+            format!(
+                "listen: {listen:?} is not an address; expected IP:PORT such as 127.0.0.1:32308"
+            )
+        })?;
+        let database = pick(&self.database, &file.database, "sqlite://spindle.db");
+        if !(database.starts_with("sqlite:")
+            || database.starts_with("postgres://")
+            || database.starts_with("postgresql://"))
+        {
+            anyhow::bail!(
+                "database: {database:?}; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
+            );
+        }
+        let url = |name: &str, value: String| -> anyhow::Result<String> {
+            if !(value.starts_with("http://") || value.starts_with("https://")) {
+                anyhow::bail!("{name}: {value:?} is not a URL; expected http://HOST:PORT");
+            }
+            Ok(value)
+        };
+        Ok(Settings {
+            listen,
+            specs: self
+                .specs
+                .clone()
+                .or(file.specs)
+                .unwrap_or_else(|| PathBuf::from("specs")),
+            database,
+            jr_url: url(
+                "jr_url",
+                pick(&self.jr_url, &file.jr_url, "http://127.0.0.1:32307"),
+            )?,
+            rm_url: url(
+                "rm_url",
+                pick(&self.rm_url, &file.rm_url, "http://127.0.0.1:32308"),
+            )?,
+            shutdown_timeout: duration(
+                "shutdown_timeout",
+                &pick(&self.shutdown_timeout, &file.shutdown_timeout, "20s"),
+            )?,
+            interval: duration("interval", &pick(&self.interval, &file.interval, "10s"))?,
+        })
+    }
+}
+
+/// Lints the specs; prints the errors and returns `None` when there are any.
+pub(crate) fn load_specs(path: &Path) -> anyhow::Result<Option<spec::Specs>> {
+    let report = spec::lint(&[path.to_path_buf()])?;
+    if report.has_errors() {
+        let mut stderr = anstream::stderr().lock();
+        for diagnostic in report
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == spec::Severity::Error)
+        {
+            lint::write_human(&mut stderr, diagnostic)?;
+        }
+        return Ok(None);
+    }
+    Ok(Some(report.specs))
+}
+
+/// The Job Runner in the same process: RM and JR call each other directly.
+#[derive(Debug, Default)]
+pub(crate) struct InProcessJr {
+    runner: OnceLock<Arc<jr::Runner>>,
+}
+
+impl InProcessJr {
+    fn runner(&self) -> Result<&Arc<jr::Runner>, ClientError> {
+        self.runner
+            .get()
+            .ok_or_else(|| ClientError::Unavailable("the job runner is not started yet".to_owned()))
+    }
+}
+
+fn client_error(err: jr::Error) -> ClientError {
+    match err.status() {
+        500 | 503 => ClientError::Unavailable(err.to_string()),
+        status => ClientError::Refused {
+            status,
+            message: err.to_string(),
+        },
+    }
+}
+
+#[async_trait::async_trait]
+impl JrClient for InProcessJr {
+    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
+        let runner = self.runner()?;
+        runner.run_chain(job_chain.clone()).map_err(client_error)?;
+        Ok(runner.base_url().to_owned())
+    }
+
+    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
+        let runner = self.runner()?;
+        runner.resume(suspended.clone()).map_err(client_error)?;
+        Ok(runner.base_url().to_owned())
+    }
+
+    async fn stop(&self, _jr_url: &str, request_id: &str) -> Result<(), ClientError> {
+        self.runner()?.stop(request_id).await.map_err(client_error)
+    }
+
+    async fn running(
+        &self,
+        _jr_url: &str,
+        request_id: Option<&str>,
+    ) -> Result<Vec<JobStatus>, ClientError> {
+        self.runner()?
+            .running(request_id)
+            .await
+            .map_err(client_error)
+    }
+}
+
+/// A Request Manager and a Job Runner wired together in this process.
+pub(crate) struct Local {
+    pub(crate) manager: Arc<Manager>,
+    pub(crate) runner: Arc<jr::Runner>,
+}
+
+pub(crate) async fn local(
+    specs: spec::Specs,
+    registry: Registry,
+    database: &str,
+    base_url: &str,
+    interval: Duration,
+) -> anyhow::Result<Local> {
+    let store = store::open(database).await?;
+    let registry = Arc::new(registry);
+    let grapher = graph::Grapher::new(specs, registry.clone());
+    let jr = Arc::new(InProcessJr::default());
+    let options = rm::Options {
+        interval,
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        ..rm::Options::default()
+    };
+    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
+    let runner = jr::Runner::new(
+        registry,
+        manager.clone(),
+        base_url,
+        chain::Options::default(),
+    );
+    let _ = jr.runner.set(runner.clone());
+    Ok(Local { manager, runner })
+}
+
+/// SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM can be watched");
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn serve(
+    listen: SocketAddr,
+    router: axum::Router,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(%listen, "listening");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await?;
+    Ok(())
+}
+
+/// `spindle server`: Request Manager and Job Runner in one process.
+pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Result<Outcome> {
+    init_logging();
+    let settings = args.settings("127.0.0.1:32308")?;
+    let Some(specs) = load_specs(&settings.specs)? else {
+        eprintln_failure("the specs have errors; not starting");
+        return Ok(Outcome::Failure);
+    };
+    let base_url = format!("http://{}", settings.listen);
+    let local = local(
+        specs,
+        registry,
+        &settings.database,
+        &base_url,
+        settings.interval,
+    )
+    .await?;
+    let stop = CancellationToken::new();
+    let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
+    let router = rm::router(local.manager.clone());
+    let server = tokio::spawn(serve(settings.listen, router, stop.clone()));
+    shutdown_signal().await;
+    tracing::info!("shutting down: suspending running chains");
+    local.manager.shut_down();
+    local.runner.shut_down(settings.shutdown_timeout).await;
+    stop.cancel();
+    let _ = background.await;
+    server.await??;
+    Ok(Outcome::Success)
+}
+
+/// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
+pub(crate) async fn request_manager(
+    args: &ServeArgs,
+    registry: Registry,
+) -> anyhow::Result<Outcome> {
+    init_logging();
+    let settings = args.settings("127.0.0.1:32308")?;
+    let Some(specs) = load_specs(&settings.specs)? else {
+        eprintln_failure("the specs have errors; not starting");
+        return Ok(Outcome::Failure);
+    };
+    let store = store::open(&settings.database).await?;
+    let grapher = graph::Grapher::new(specs, Arc::new(registry));
+    let options = rm::Options {
+        interval: settings.interval,
+        host: format!(
+            "{}:{}",
+            gethostname::gethostname().to_string_lossy(),
+            settings.listen.port()
+        ),
+        ..rm::Options::default()
+    };
+    let manager = Arc::new(Manager::new(
+        grapher,
+        store,
+        Arc::new(rm::HttpJrClient::new(&settings.jr_url)),
+        options,
+    ));
+    let stop = CancellationToken::new();
+    let background = tokio::spawn(manager.clone().run_background(stop.clone()));
+    let server = tokio::spawn(serve(
+        settings.listen,
+        rm::router(manager.clone()),
+        stop.clone(),
+    ));
+    shutdown_signal().await;
+    manager.shut_down();
+    stop.cancel();
+    let _ = background.await;
+    server.await??;
+    Ok(Outcome::Success)
+}
+
+/// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
+pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::Result<Outcome> {
+    init_logging();
+    let settings = args.settings("127.0.0.1:32307")?;
+    let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url));
+    let base_url = format!("http://{}", settings.listen);
+    let runner = jr::Runner::new(
+        Arc::new(registry),
+        reporter,
+        &base_url,
+        chain::Options::default(),
+    );
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve(
+        settings.listen,
+        jr::router(runner.clone(), &rm::version()),
+        stop.clone(),
+    ));
+    shutdown_signal().await;
+    tracing::info!(
+        n_chains = runner.n_chains(),
+        "shutting down: suspending running chains"
+    );
+    runner.shut_down(settings.shutdown_timeout).await;
+    stop.cancel();
+    server.await??;
+    Ok(Outcome::Success)
+}
+
+#[allow(clippy::print_stderr, reason = "a one-line message before exiting")]
+pub(crate) fn eprintln_failure(message: &str) {
+    eprintln!("error: {message}");
+}

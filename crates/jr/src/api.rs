@@ -1,0 +1,89 @@
+//! Spin Cycle's v2 Job Runner API (api.md §5) over axum. Errors are `{"message": ...}`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use proto::{JobChain, SuspendedJobChain};
+
+use crate::{Error, Runner};
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            Json(serde_json::json!({"message": self.to_string()})),
+        )
+            .into_response()
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|err| Error::Invalid(format!("invalid {what}: {err}")))
+}
+
+/// Builds the router; every response carries `X-Spincycle-Version`.
+pub fn router(runner: Arc<Runner>, version: &str) -> Router {
+    let version = HeaderValue::from_str(version).expect("the version is a valid header value");
+    let version_text = version.to_str().unwrap_or_default().to_owned();
+    Router::new()
+        .route("/api/v1/job-chains", post(new_chain))
+        .route("/api/v1/job-chains/resume", post(resume))
+        .route("/api/v1/job-chains/{id}/stop", put(stop))
+        .route("/api/v1/status/running", get(running))
+        .route("/version", get(move || async move { version_text }))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(serde_json::json!({"message": "Not Found"})),
+            )
+        })
+        .layer(axum::middleware::map_response(
+            move |mut response: Response| {
+                let version = version.clone();
+                async move {
+                    response
+                        .headers_mut()
+                        .insert("x-spincycle-version", version);
+                    response
+                }
+            },
+        ))
+        .with_state(runner)
+}
+
+type Shared = State<Arc<Runner>>;
+
+async fn new_chain(State(runner): Shared, body: Bytes) -> Result<Response, Error> {
+    let job_chain: JobChain = decode(&body, "job chain")?;
+    let location = runner.location(&job_chain.request_id);
+    runner.run_chain(job_chain)?;
+    Ok((StatusCode::OK, [(header::LOCATION, location)]).into_response())
+}
+
+async fn resume(State(runner): Shared, body: Bytes) -> Result<Response, Error> {
+    let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
+    let location = runner.location(&suspended.request_id);
+    runner.resume(suspended)?;
+    Ok((StatusCode::OK, [(header::LOCATION, location)]).into_response())
+}
+
+async fn stop(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+    runner.stop(&id).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn running(State(runner): Shared, RawQuery(query): RawQuery) -> Result<Response, Error> {
+    let query = query.unwrap_or_default();
+    let request_id = url::form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "requestId")
+        .map(|(_, value)| value.into_owned())
+        .filter(|id| !id.is_empty());
+    Ok(Json(runner.running(request_id.as_deref()).await?).into_response())
+}

@@ -1,0 +1,79 @@
+//! Reporting to a Request Manager over HTTP: `chain::Reporter` on its API.
+
+use std::time::Duration;
+
+use chain::{ReportError, Reporter};
+use proto::{FinishRequest, JobLog, RequestProgress, SuspendedJobChain};
+
+/// Sends a chain's reports to the Request Manager at `url`. Connection failures and 5xx
+/// answers are transient (the chain crate retries them); 4xx answers are not.
+#[derive(Debug, Clone)]
+pub struct HttpRmClient {
+    url: String,
+    http: reqwest::Client,
+}
+
+impl HttpRmClient {
+    pub fn new(url: &str) -> HttpRmClient {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("a plain HTTP client builds");
+        HttpRmClient {
+            url: url.trim_end_matches('/').to_owned(),
+            http,
+        }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(), ReportError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|err| ReportError::transient(err.to_string()))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = response.text().await.unwrap_or_default();
+        let message = format!("request manager answered HTTP {}: {body}", status.as_u16());
+        if status.is_server_error() {
+            Err(ReportError::transient(message))
+        } else {
+            Err(ReportError::permanent(message))
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Reporter for HttpRmClient {
+    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/job-logs", self.url))
+                .json(entries),
+        )
+        .await
+    }
+
+    async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
+        let url = format!(
+            "{}/api/v1/requests/{}/progress",
+            self.url, progress.request_id
+        );
+        self.send(self.http.put(url).json(progress)).await
+    }
+
+    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        let url = format!("{}/api/v1/requests/{}/finish", self.url, finish.request_id);
+        self.send(self.http.put(url).json(finish)).await
+    }
+
+    async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
+        let url = format!(
+            "{}/api/v1/requests/{}/suspend",
+            self.url, suspended.request_id
+        );
+        self.send(self.http.put(url).json(suspended)).await
+    }
+}

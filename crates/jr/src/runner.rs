@@ -1,0 +1,205 @@
+//! The Job Runner's chains: a map of request id to running chain, nothing else.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chain::{Handle, Reporter};
+use job::Factory;
+use proto::{JobChain, JobStatus, SuspendedJobChain};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Job Runner is shutting down - no new job chains are being started")]
+    ShuttingDown,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("request {0} is already running on this Job Runner")]
+    AlreadyRunning(String),
+    #[error("request {0} is not running on this Job Runner")]
+    NotFound(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::ShuttingDown => 503,
+            Error::Invalid(_) => 400,
+            Error::AlreadyRunning(_) => 409,
+            Error::NotFound(_) => 404,
+            Error::Internal(_) => 500,
+        }
+    }
+}
+
+/// The Job Runner.
+pub struct Runner {
+    factory: Arc<dyn Factory>,
+    reporter: Arc<dyn Reporter>,
+    /// This Job Runner's base URL, as the Request Manager reaches it.
+    base_url: String,
+    options: chain::Options,
+    chains: Mutex<HashMap<String, Handle>>,
+    shutting_down: AtomicBool,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    pub fn new(
+        factory: Arc<dyn Factory>,
+        reporter: Arc<dyn Reporter>,
+        base_url: &str,
+        options: chain::Options,
+    ) -> Arc<Runner> {
+        Arc::new(Runner {
+            factory,
+            reporter,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            options,
+            chains: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Where a chain's resource lives, for the `Location` header.
+    pub fn location(&self, request_id: &str) -> String {
+        format!("{}/api/v1/job-chains/{request_id}", self.base_url)
+    }
+
+    fn chains(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
+        self.chains
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn start(
+        self: &Arc<Self>,
+        request_id: &str,
+        run: impl FnOnce() -> Result<Handle, chain::ValidationError>,
+    ) -> Result<(), Error> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(Error::ShuttingDown);
+        }
+        let mut chains = self.chains();
+        if chains.contains_key(request_id) {
+            return Err(Error::AlreadyRunning(request_id.to_owned()));
+        }
+        let handle = run().map_err(|err| {
+            if err.is_invalid_chain() {
+                Error::Invalid(err.to_string())
+            } else {
+                Error::Internal(err.to_string())
+            }
+        })?;
+        chains.insert(request_id.to_owned(), handle.clone());
+        drop(chains);
+        // Forget the chain once it ended and reported.
+        let runner = Arc::clone(self);
+        let request_id = request_id.to_owned();
+        tokio::spawn(async move {
+            let end = handle.wait().await;
+            tracing::info!(request_id, state = %end.state, "chain ended");
+            runner.chains().remove(&request_id);
+        });
+        Ok(())
+    }
+
+    /// Runs a new chain.
+    pub fn run_chain(self: &Arc<Self>, job_chain: JobChain) -> Result<(), Error> {
+        let request_id = job_chain.request_id.clone();
+        let (factory, reporter, options) = (
+            Arc::clone(&self.factory),
+            Arc::clone(&self.reporter),
+            self.options.clone(),
+        );
+        self.start(&request_id, move || {
+            chain::run(job_chain, factory, reporter, options)
+        })
+    }
+
+    /// Resumes a suspended chain.
+    pub fn resume(self: &Arc<Self>, suspended: SuspendedJobChain) -> Result<(), Error> {
+        let request_id = suspended.request_id.clone();
+        let (factory, reporter, options) = (
+            Arc::clone(&self.factory),
+            Arc::clone(&self.reporter),
+            self.options.clone(),
+        );
+        self.start(&request_id, move || {
+            chain::resume(suspended, factory, reporter, options)
+        })
+    }
+
+    /// Stops a chain; returns once its final state was reported.
+    pub async fn stop(&self, request_id: &str) -> Result<(), Error> {
+        let handle = self.chains().get(request_id).cloned();
+        let Some(handle) = handle else {
+            return Err(Error::NotFound(request_id.to_owned()));
+        };
+        handle
+            .stop()
+            .await
+            .map_err(|err| Error::Internal(err.to_string()))?;
+        self.chains().remove(request_id);
+        Ok(())
+    }
+
+    /// Running jobs, of one request or of all.
+    pub async fn running(&self, request_id: Option<&str>) -> Result<Vec<JobStatus>, Error> {
+        let handles: Vec<Handle> = match request_id {
+            Some(id) => vec![
+                self.chains()
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| Error::NotFound(id.to_owned()))?,
+            ],
+            None => self.chains().values().cloned().collect(),
+        };
+        let mut jobs = Vec::new();
+        for handle in handles {
+            jobs.extend(handle.running().await);
+        }
+        jobs.sort_by_key(|job| job.started_at);
+        Ok(jobs)
+    }
+
+    /// How many chains run now.
+    pub fn n_chains(&self) -> usize {
+        self.chains().len()
+    }
+
+    /// Refuses new chains, suspends every running one and waits (at most `timeout`) until
+    /// each was handed back.
+    pub async fn shut_down(&self, timeout: Duration) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let handles: Vec<Handle> = self.chains().values().cloned().collect();
+        for handle in &handles {
+            handle.suspend();
+        }
+        let all = async {
+            for handle in &handles {
+                handle.wait().await;
+            }
+        };
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            tracing::error!(
+                n_chains = handles.len(),
+                "not every chain was handed back before the shutdown timeout"
+            );
+        }
+    }
+}

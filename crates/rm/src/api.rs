@@ -1,0 +1,242 @@
+//! Spin Cycle's v2 Request Manager API over axum (api.md §3-§4), with Spindle's fixes:
+//! bad input is 400 with a message, an unknown id 404, a state conflict 409, shutting
+//! down 503, and empty lists are `[]`. Plus one addition: `POST /api/v1/job-logs` takes
+//! a batch of entries (Spindle's Job Runners send those; Spin Cycle's send one at a time
+//! to `POST .../log`, which works too).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use proto::{
+    CreateRequest, FinishRequest, JobLog, RequestFilter, RequestProgress, SuspendedJobChain,
+};
+use serde::de::DeserializeOwned;
+
+use crate::{Error, Manager};
+
+/// Who created a request: there is no authentication yet, so the caller may say.
+const USER_HEADER: &str = "x-spindle-user";
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let message = match &self {
+            Error::Internal(detail) => {
+                tracing::error!(error = %detail, "request failed");
+                "internal error; the Request Manager's log has the details".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let body = proto::Error {
+            message,
+            request_id: String::new(),
+            http_status: status.as_u16(),
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+/// Decodes a JSON body with a message that says what was wrong.
+fn decode<T: DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, Error> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest(format!(
+            "the request body is empty; expected {what} as JSON"
+        )));
+    }
+    serde_json::from_slice(body).map_err(|err| Error::BadRequest(format!("invalid {what}: {err}")))
+}
+
+/// Builds the router; every response carries `X-Spincycle-Version`.
+pub fn router(manager: Arc<Manager>) -> Router {
+    let version =
+        HeaderValue::from_str(&crate::version()).expect("the version is a valid header value");
+    Router::new()
+        .route("/api/v1/requests", post(create).get(find))
+        .route("/api/v1/requests/{id}", get(get_request))
+        .route("/api/v1/requests/{id}/start", put(start))
+        .route("/api/v1/requests/{id}/stop", put(stop))
+        .route("/api/v1/requests/{id}/job-chain", get(job_chain))
+        .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
+        .route("/api/v1/requests/{id}/log/{job_id}", get(latest_log))
+        .route("/api/v1/requests/{id}/finish", put(finish))
+        .route("/api/v1/requests/{id}/suspend", put(suspend))
+        .route("/api/v1/requests/{id}/progress", put(progress))
+        .route("/api/v1/job-logs", post(add_logs))
+        .route("/api/v1/request-list", get(request_list))
+        .route("/api/v1/status/running", get(running))
+        .route("/version", get(|| async { crate::version() }))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(serde_json::json!({"message": "Not Found"})),
+            )
+        })
+        .layer(axum::middleware::map_response(
+            move |mut response: Response| {
+                let version = version.clone();
+                async move {
+                    response
+                        .headers_mut()
+                        .insert("x-spincycle-version", version);
+                    response
+                }
+            },
+        ))
+        .with_state(manager)
+}
+
+type Shared = State<Arc<Manager>>;
+
+async fn create(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let create_request: CreateRequest =
+        decode(&body, "create request ({\"type\": ..., \"args\": {...}})")?;
+    if create_request.request_type.is_empty() {
+        return Err(Error::BadRequest(
+            "Type is empty, must be a request name".to_owned(),
+        ));
+    }
+    let user = headers
+        .get(USER_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+        .unwrap_or_else(|| create_request.user.clone());
+    let request = manager.create(create_request, &user).await?;
+    let location = format!("/api/v1/requests/{}", request.id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(request),
+    )
+        .into_response())
+}
+
+async fn find(State(manager): Shared, RawQuery(query): RawQuery) -> Result<Response, Error> {
+    let query = query.unwrap_or_default();
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let filter = RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|err| Error::BadRequest(err.to_string()))?;
+    Ok(Json(manager.find(&filter).await?).into_response())
+}
+
+async fn get_request(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
+    Ok(Json(manager.get(&id).await?).into_response())
+}
+
+async fn start(State(manager): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+    manager.start(&id).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn stop(State(manager): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+    manager.stop(&id).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn job_chain(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
+    Ok(Json(manager.job_chain(&id).await?).into_response())
+}
+
+async fn job_log(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
+    Ok(Json(manager.job_log(&id).await?).into_response())
+}
+
+async fn latest_log(
+    State(manager): Shared,
+    Path((id, job_id)): Path<(String, String)>,
+) -> Result<Response, Error> {
+    Ok(Json(manager.latest_job_log(&id, &job_id).await?).into_response())
+}
+
+async fn add_log(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let mut entry: JobLog = decode(&body, "job log entry")?;
+    entry.request_id = id;
+    manager.add_job_logs(vec![entry.clone()]).await?;
+    Ok((StatusCode::CREATED, Json(entry)).into_response())
+}
+
+async fn add_logs(State(manager): Shared, body: Bytes) -> Result<StatusCode, Error> {
+    let entries: Vec<JobLog> = decode(&body, "list of job log entries")?;
+    if let Some(entry) = entries
+        .iter()
+        .find(|entry| entry.request_id.is_empty() || entry.job_id.is_empty())
+    {
+        return Err(Error::BadRequest(format!(
+            "job log entry of job {:?} has no requestId or jobId; expected both",
+            entry.job_id
+        )));
+    }
+    manager.add_job_logs(entries).await?;
+    Ok(StatusCode::CREATED)
+}
+
+async fn finish(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
+    let finish: FinishRequest = decode(
+        &body,
+        "finish request ({\"state\": ..., \"finishedAt\": ...})",
+    )?;
+    manager.finish(&id, &finish).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn suspend(State(manager): Shared, body: Bytes) -> Result<StatusCode, Error> {
+    let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
+    manager.suspend(&suspended).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn progress(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let progress: RequestProgress = decode(
+        &body,
+        "progress ({\"requestId\": ..., \"finishedJobs\": ...})",
+    )?;
+    manager.progress(&id, &progress).await?;
+    Ok(Json(serde_json::Value::Null).into_response())
+}
+
+async fn request_list(State(manager): Shared) -> Response {
+    Json(manager.request_specs()).into_response()
+}
+
+#[derive(Debug)]
+struct RunningQuery {
+    request_id: Option<String>,
+}
+
+async fn running(State(manager): Shared, RawQuery(query): RawQuery) -> Result<Response, Error> {
+    let query: RunningQuery = running_query(query.as_deref().unwrap_or_default());
+    let request_id = query.request_id.filter(|id| !id.is_empty());
+    Ok(Json(manager.running(request_id.as_deref()).await?).into_response())
+}
+
+/// Reads `requestId` from a query string (other parameters, such as `orderBy`, are
+/// accepted and ignored).
+fn running_query(query: &str) -> RunningQuery {
+    let request_id = url::form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "requestId")
+        .map(|(_, value)| value.into_owned());
+    RunningQuery { request_id }
+}

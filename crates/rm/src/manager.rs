@@ -1,0 +1,494 @@
+//! The Request Manager's logic, free of HTTP: create, start, stop, read; what Job
+//! Runners report; the background loops that start PENDING requests once a Job Runner
+//! answers and resume suspended chains.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chain::{ReportError, Reporter};
+use chrono::Utc;
+use graph::Grapher;
+use proto::{
+    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestProgress,
+    RequestSpec, RunningStatus, State, SuspendedJobChain,
+};
+use store::{Batcher, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::{ClientError, Error, JrClient};
+
+/// Knobs of the Request Manager.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How often PENDING requests are offered to a Job Runner again, and suspended chains
+    /// resumed.
+    pub interval: Duration,
+    /// Suspended chains not resumed within this time fail their request.
+    pub suspended_ttl: Duration,
+    /// A claim on a suspended chain not renewed for this long is released.
+    pub stale_claim: Duration,
+    /// This instance's name in claims.
+    pub host: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            interval: Duration::from_secs(10),
+            suspended_ttl: Duration::from_secs(3600),
+            stale_claim: Duration::from_secs(300),
+            host: "localhost".to_owned(),
+        }
+    }
+}
+
+/// The Request Manager. Cheap to share behind an `Arc`.
+pub struct Manager {
+    grapher: Grapher,
+    store: Arc<dyn Store>,
+    batcher: Batcher,
+    jr: Arc<dyn JrClient>,
+    options: Options,
+    shutting_down: AtomicBool,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn chrono_duration(duration: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
+}
+
+impl Manager {
+    /// A manager over specs that passed the linter. Must be made inside a tokio runtime.
+    pub fn new(
+        grapher: Grapher,
+        store: Arc<dyn Store>,
+        jr: Arc<dyn JrClient>,
+        options: Options,
+    ) -> Manager {
+        let batcher = Batcher::spawn(Arc::clone(&store), store::BatchOptions::default());
+        Manager {
+            grapher,
+            store,
+            batcher,
+            jr,
+            options,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Refuses new requests from now on (HTTP 503).
+    pub fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable(
+                "Request Manager is shutting down - no new requests are being started".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates a request and hands it to a Job Runner. If no Job Runner answers, the
+    /// request is kept PENDING and started by the background loop once one does.
+    /// Returns the request as created (PENDING, without its chain), as Spin Cycle does.
+    pub async fn create(
+        &self,
+        create_request: CreateRequest,
+        user: &str,
+    ) -> Result<Request, Error> {
+        self.check_open()?;
+        let created = self
+            .grapher
+            .create(&create_request.request_type, &create_request.args)?;
+        let request = Request {
+            id: created.request_id.clone(),
+            request_type: create_request.request_type.clone(),
+            state: State::Pending,
+            user: user.to_owned(),
+            args: created.args,
+            created_at: Utc::now(),
+            started_at: None,
+            finished_at: None,
+            total_jobs: created.job_chain.jobs.len() as u64,
+            finished_jobs: 0,
+            job_chain: Some(created.job_chain),
+            jr_url: String::new(),
+        };
+        let stored = CreateRequest {
+            user: user.to_owned(),
+            ..create_request
+        };
+        self.store.create_request(&request, &stored).await?;
+        let job_chain = request.job_chain.as_ref().expect("set above");
+        self.send_to_jr(&request.id, job_chain).await?;
+        Ok(Request {
+            job_chain: None,
+            ..request
+        })
+    }
+
+    /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
+    /// that does not answer leaves it PENDING (not an error); one that refuses the chain
+    /// fails the request.
+    async fn send_to_jr(&self, request_id: &str, job_chain: &JobChain) -> Result<(), Error> {
+        match self.jr.new_chain(job_chain).await {
+            Ok(jr_url) => match self
+                .store
+                .start_request(request_id, &jr_url, Utc::now())
+                .await
+            {
+                // The chain may have finished (or been started by another loop) already.
+                Ok(()) | Err(store::Error::State { .. }) => Ok(()),
+                Err(err) => Err(err.into()),
+            },
+            Err(err) if err.is_transient() || err.is_already_running() => {
+                tracing::warn!(request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
+                Ok(())
+            }
+            Err(err) => {
+                self.store.fail_pending(request_id, Utc::now()).await?;
+                Err(Error::Internal(format!(
+                    "job runner refused request {request_id}: {err}"
+                )))
+            }
+        }
+    }
+
+    /// `PUT .../start`: offers a PENDING request to a Job Runner now.
+    pub async fn start(&self, request_id: &str) -> Result<(), Error> {
+        self.check_open()?;
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state != State::Pending {
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, expected state PENDING",
+                request.state
+            )));
+        }
+        let job_chain = self.store.job_chain(request_id).await?;
+        self.send_to_jr(request_id, &job_chain).await
+    }
+
+    /// Stops a RUNNING request; returns once its Job Runner stopped it.
+    pub async fn stop(&self, request_id: &str) -> Result<(), Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state != State::Running {
+            let why = match request.state {
+                State::Complete | State::Fail | State::Stopped => "it has finished",
+                State::Suspended => {
+                    "it is suspended and will be resumed by another Job Runner; stop it then"
+                }
+                _ => "it has not started",
+            };
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, expected state RUNNING: {why}",
+                request.state
+            )));
+        }
+        self.jr
+            .stop(&request.jr_url, request_id)
+            .await
+            .map_err(|err| match err {
+                ClientError::Refused { status: 404, .. } => Error::Conflict(format!(
+                    "request {request_id} is not running on its Job Runner {} any more",
+                    request.jr_url
+                )),
+                err => Error::Internal(format!("error stopping request in Job Runner: {err}")),
+            })
+    }
+
+    pub async fn get(&self, request_id: &str) -> Result<Request, Error> {
+        Ok(self.store.get_request(request_id, true).await?)
+    }
+
+    pub async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+        Ok(self.store.job_chain(request_id).await?)
+    }
+
+    pub async fn find(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
+        Ok(self.store.find_requests(filter).await?)
+    }
+
+    pub async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
+        Ok(self.store.job_log(request_id).await?)
+    }
+
+    pub async fn latest_job_log(&self, request_id: &str, job_id: &str) -> Result<JobLog, Error> {
+        Ok(self.store.latest_job_log(request_id, job_id).await?)
+    }
+
+    pub fn request_specs(&self) -> Vec<RequestSpec> {
+        self.grapher.request_specs()
+    }
+
+    /// Job log entries from a Job Runner; a re-sent entry is stored once.
+    pub async fn add_job_logs(&self, entries: Vec<JobLog>) -> Result<(), Error> {
+        self.batcher
+            .insert_job_logs(entries)
+            .await
+            .map_err(|err| store_error(&err))
+    }
+
+    pub async fn progress(
+        &self,
+        request_id: &str,
+        progress: &RequestProgress,
+    ) -> Result<(), Error> {
+        if progress.request_id.is_empty() {
+            return Err(Error::BadRequest(
+                "invalid proto.StatusProgress: RequestId is empty, must be set".to_owned(),
+            ));
+        }
+        if progress.request_id != request_id {
+            return Err(Error::BadRequest(format!(
+                "invalid proto.StatusProgress: RequestId={} does not match request ID in URL: {request_id}",
+                progress.request_id
+            )));
+        }
+        self.batcher
+            .update_progress(request_id, progress.finished_jobs)
+            .await
+            .map_err(|err| store_error(&err))
+    }
+
+    /// The final state from a Job Runner. A second report is a no-op. A chain that ended
+    /// before the request was marked RUNNING (a very fast chain) is marked first.
+    pub async fn finish(&self, request_id: &str, finish: &FinishRequest) -> Result<(), Error> {
+        let finish = FinishRequest {
+            request_id: request_id.to_owned(),
+            ..finish.clone()
+        };
+        match self.store.finish_request(&finish).await {
+            Ok(_) => Ok(()),
+            Err(store::Error::State {
+                actual: State::Pending,
+                ..
+            }) => {
+                self.store.start_request(request_id, "", Utc::now()).await?;
+                self.store.finish_request(&finish).await?;
+                Ok(())
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// A chain handed back by a Job Runner that is shutting down.
+    pub async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), Error> {
+        match self.store.suspend_request(suspended, Utc::now()).await {
+            Ok(()) => Ok(()),
+            Err(store::Error::State {
+                actual: State::Pending,
+                ..
+            }) => {
+                self.store
+                    .start_request(&suspended.request_id, "", Utc::now())
+                    .await?;
+                Ok(self.store.suspend_request(suspended, Utc::now()).await?)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Running jobs across the Job Runners of RUNNING requests, oldest first, with their
+    /// requests. A Job Runner that does not answer is left out.
+    pub async fn running(&self, request_id: Option<&str>) -> Result<RunningStatus, Error> {
+        let mut jobs = Vec::new();
+        for jr_url in self.store.running_jr_urls().await? {
+            if jr_url.is_empty() {
+                continue;
+            }
+            match self.jr.running(&jr_url, request_id).await {
+                Ok(found) => jobs.extend(found),
+                Err(err) => {
+                    tracing::warn!(jr_url, error = %err, "job runner did not report its running jobs")
+                }
+            }
+        }
+        jobs.sort_by_key(|job| job.started_at);
+        let mut requests = BTreeMap::new();
+        for job in &jobs {
+            if !requests.contains_key(&job.request_id)
+                && let Ok(request) = self.store.get_request(&job.request_id, false).await
+            {
+                requests.insert(
+                    job.request_id.clone(),
+                    Request {
+                        args: Vec::new(),
+                        ..request
+                    },
+                );
+            }
+        }
+        Ok(RunningStatus { jobs, requests })
+    }
+
+    /// Offers PENDING requests (older than a few seconds, so not ones being created) to a
+    /// Job Runner again; stops at the first that finds none.
+    pub async fn start_pending(&self) {
+        let filter = RequestFilter {
+            states: vec![State::Pending],
+            until: Some(Utc::now() - chrono::Duration::seconds(2)),
+            limit: 100,
+            ..RequestFilter::default()
+        };
+        let Ok(pending) = self.store.find_requests(&filter).await else {
+            return;
+        };
+        for request in pending.into_iter().rev() {
+            let Ok(job_chain) = self.store.job_chain(&request.id).await else {
+                continue;
+            };
+            match self.jr.new_chain(&job_chain).await {
+                Ok(jr_url) => {
+                    let _ = self
+                        .store
+                        .start_request(&request.id, &jr_url, Utc::now())
+                        .await;
+                }
+                Err(err) if err.is_transient() => return,
+                Err(err) if err.is_already_running() => {}
+                Err(err) => {
+                    tracing::error!(request_id = %request.id, error = %err, "job runner refused the request");
+                    let _ = self.store.fail_pending(&request.id, Utc::now()).await;
+                }
+            }
+        }
+    }
+
+    /// Resumes suspended chains on a Job Runner, then releases abandoned claims and fails
+    /// requests whose chains waited too long (storage.md §5).
+    pub async fn resume_suspended(&self) {
+        let host = &self.options.host;
+        loop {
+            if self.shutting_down.load(Ordering::SeqCst) {
+                return;
+            }
+            let suspended = match self.store.claim_suspended(host, Utc::now()).await {
+                Ok(Some(suspended)) => suspended,
+                Ok(None) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claiming suspended chains failed");
+                    break;
+                }
+            };
+            let request_id = suspended.request_id.clone();
+            let state = self
+                .store
+                .get_request(&request_id, false)
+                .await
+                .map(|r| r.state);
+            if !matches!(state, Ok(State::Suspended)) {
+                // Resumed already, or gone on: only the chain is left to delete.
+                let _ = self.store.resumed(&request_id, host, "").await;
+                continue;
+            }
+            match self.jr.resume(&suspended).await {
+                Ok(jr_url) => {
+                    if let Err(err) = self.store.resumed(&request_id, host, &jr_url).await {
+                        tracing::error!(request_id, error = %err, "resumed, but recording it failed");
+                    } else {
+                        tracing::info!(request_id, jr_url, "resumed suspended chain");
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err, "no job runner resumed the chain; trying again later");
+                    let _ = self.store.unclaim(&request_id, host).await;
+                    break;
+                }
+            }
+        }
+        let now = Utc::now();
+        if let Err(err) = self
+            .store
+            .release_stale_claims(now - chrono_duration(self.options.stale_claim))
+            .await
+        {
+            tracing::warn!(error = %err, "releasing stale claims failed");
+        }
+        match self
+            .store
+            .expire_suspended(now - chrono_duration(self.options.suspended_ttl), now)
+            .await
+        {
+            Ok(expired) => {
+                for request_id in expired {
+                    tracing::warn!(request_id, "suspended chain expired; request failed");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
+        }
+    }
+
+    /// Runs the background loops until `cancel` fires.
+    pub async fn run_background(self: Arc<Self>, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(self.options.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => {
+                    self.start_pending().await;
+                    self.resume_suspended().await;
+                }
+            }
+        }
+    }
+}
+
+fn store_error(err: &Arc<store::Error>) -> Error {
+    if err.is_transient() {
+        Error::Unavailable(err.to_string())
+    } else {
+        Error::Internal(err.to_string())
+    }
+}
+
+fn report_error(err: Error) -> ReportError {
+    match err {
+        Error::Unavailable(message) | Error::Internal(message) => ReportError::transient(message),
+        other => ReportError::permanent(other.to_string()),
+    }
+}
+
+/// In-process Job Runners report straight to the manager.
+#[async_trait::async_trait]
+impl Reporter for Manager {
+    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        self.add_job_logs(entries.to_vec())
+            .await
+            .map_err(report_error)
+    }
+
+    async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
+        Manager::progress(self, &progress.request_id, progress)
+            .await
+            .map_err(report_error)
+    }
+
+    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        Manager::finish(self, &finish.request_id, finish)
+            .await
+            .map_err(report_error)
+    }
+
+    async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
+        Manager::suspend(self, suspended)
+            .await
+            .map_err(report_error)
+    }
+}

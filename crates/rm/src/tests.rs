@@ -1,0 +1,548 @@
+//! The Request Manager's API, tested without sockets: a real SQLite store, a fake Job
+//! Runner client.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Method, Request as HttpRequest, StatusCode};
+use http_body_util::BodyExt as _;
+use proto::{JobChain, JobStatus, State, SuspendedJobChain};
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use crate::{ClientError, JrClient, Manager, Options};
+
+const SPECS: &str = "sequences:
+  deploy:
+    request: true
+    args:
+      required:
+        - name: host
+          desc: Host to deploy to
+      optional:
+        - name: wait
+          default: 10ms
+    nodes:
+      pause:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: wait}]
+";
+
+/// A Job Runner client that records what it is asked and answers as told.
+#[derive(Default)]
+struct FakeJr {
+    chains: Mutex<Vec<JobChain>>,
+    resumed: Mutex<Vec<SuspendedJobChain>>,
+    stopped: Mutex<Vec<String>>,
+    /// 0: accept; 503: unavailable; other: refuse with that status.
+    answer: AtomicU16,
+}
+
+impl FakeJr {
+    fn result(&self) -> Result<String, ClientError> {
+        match self.answer.load(Ordering::SeqCst) {
+            0 => Ok("http://jr1:32307".to_owned()),
+            503 => Err(ClientError::Unavailable("connection refused".to_owned())),
+            status => Err(ClientError::Refused {
+                status,
+                message: "invalid chain".to_owned(),
+            }),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl JrClient for FakeJr {
+    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
+        let res = self.result();
+        if res.is_ok() {
+            self.chains.lock().unwrap().push(job_chain.clone());
+        }
+        res
+    }
+    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
+        let res = self.result();
+        if res.is_ok() {
+            self.resumed.lock().unwrap().push(suspended.clone());
+        }
+        res
+    }
+    async fn stop(&self, _jr_url: &str, request_id: &str) -> Result<(), ClientError> {
+        self.stopped.lock().unwrap().push(request_id.to_owned());
+        Ok(())
+    }
+    async fn running(
+        &self,
+        _jr_url: &str,
+        request_id: Option<&str>,
+    ) -> Result<Vec<JobStatus>, ClientError> {
+        let chains = self.chains.lock().unwrap();
+        Ok(chains
+            .iter()
+            .filter(|c| request_id.is_none_or(|id| id == c.request_id))
+            .map(|c| JobStatus {
+                request_id: c.request_id.clone(),
+                job_id: "abcd".to_owned(),
+                job_type: "sleep".to_owned(),
+                name: "pause".to_owned(),
+                started_at: 1,
+                state: State::Running,
+                status: "sleeping".to_owned(),
+                r#try: 1,
+            })
+            .collect())
+    }
+}
+
+struct Env {
+    manager: Arc<Manager>,
+    jr: Arc<FakeJr>,
+    router: axum::Router,
+    _dir: tempfile::TempDir,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        store::SqliteStore::open(&dir.path().join("rm.db"))
+            .await
+            .unwrap(),
+    );
+    let report = spec::lint_str(Path::new("specs.yaml"), SPECS);
+    assert!(!report.has_errors());
+    let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
+    let jr = Arc::new(FakeJr::default());
+    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), Options::default()));
+    let router = crate::router(manager.clone());
+    Env {
+        manager,
+        jr,
+        router,
+        _dir: dir,
+    }
+}
+
+/// Sends a request; returns status, the body as JSON (null when empty) and the headers.
+async fn call(
+    router: &axum::Router,
+    method: Method,
+    uri: &str,
+    body: Option<&str>,
+) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let mut request = HttpRequest::builder().method(method).uri(uri);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(Body::from(body.unwrap_or_default().to_owned()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    (status, body, headers)
+}
+
+async fn create(env: &Env) -> String {
+    let (status, body, headers) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        headers["location"],
+        format!("/api/v1/requests/{id}").as_str()
+    );
+    id
+}
+
+#[tokio::test]
+async fn create_hands_the_chain_to_a_job_runner() {
+    let env = env().await;
+    let (status, body, headers) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"Type": "deploy", "Args": {"host": "db1"}, "User": "eve"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        headers["x-spincycle-version"]
+            .to_str()
+            .unwrap()
+            .starts_with("2.1.1")
+    );
+    assert_eq!(
+        body["state"], 1,
+        "the request as created, as Spin Cycle answers"
+    );
+    assert_eq!(body["type"], "deploy");
+    assert_eq!(body["user"], "eve");
+    assert!(body.get("JobChain").is_none());
+    let id = body["id"].as_str().unwrap();
+    assert_eq!(env.jr.chains.lock().unwrap()[0].request_id, id);
+    let (status, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(stored["state"], 2);
+    assert_eq!(stored["jrURL"], "http://jr1:32307");
+    assert_eq!(stored["totalJobs"], 5);
+    assert_eq!(stored["JobChain"]["jobs"].as_object().unwrap().len(), 5);
+    let args: Vec<&str> = stored["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["Name"].as_str().unwrap())
+        .collect();
+    assert_eq!(args, ["host", "wait"]);
+}
+
+#[tokio::test]
+async fn bad_input_is_400_with_a_message() {
+    let env = env().await;
+    for (body, expected) in [
+        ("{not json", "invalid create request"),
+        ("", "the request body is empty"),
+        (r#"{"args": {}}"#, "Type is empty, must be a request name"),
+        (
+            r#"{"type": "deplo"}"#,
+            "unknown request type `deplo`; expected one of: deploy",
+        ),
+        (
+            r#"{"type": "deploy", "args": {"hots": "x"}}"#,
+            "missing required arg `host`",
+        ),
+        (r#"{"type": 7}"#, "field Type: expected a string"),
+    ] {
+        let (status, answer, _) =
+            call(&env.router, Method::POST, "/api/v1/requests", Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            answer["message"].as_str().unwrap().contains(expected),
+            "{body}: {answer}"
+        );
+        assert_eq!(answer["httpStatus"], 400);
+    }
+    let (status, answer, _) = call(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests?state=BOGUS",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        answer["message"],
+        "invalid 'state' parameter: \"BOGUS\" is not a valid state name"
+    );
+    assert!(env.jr.chains.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn unknown_ids_are_404_and_empty_lists_are_empty() {
+    let env = env().await;
+    for uri in [
+        "/api/v1/requests/nope",
+        "/api/v1/requests/nope/job-chain",
+        "/api/v1/requests/nope/log/abcd",
+        "/no/such/route",
+    ] {
+        let (status, body, headers) = call(&env.router, Method::GET, uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(body["message"].is_string(), "{uri}: {body}");
+        assert!(headers.contains_key("x-spincycle-version"));
+    }
+    let (status, body, _) = call(&env.router, Method::GET, "/api/v1/requests", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!([])));
+    let (_, body, _) = call(&env.router, Method::GET, "/api/v1/requests/nope/log", None).await;
+    assert_eq!(body, json!([]));
+    let (_, body, _) = call(&env.router, Method::GET, "/api/v1/status/running", None).await;
+    assert_eq!(body, json!({"jobs": [], "requests": {}}));
+    let (status, body, _) =
+        call(&env.router, Method::PUT, "/api/v1/requests/nope/stop", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn a_request_waits_pending_until_a_job_runner_answers() {
+    let env = env().await;
+    env.jr.answer.store(503, Ordering::SeqCst);
+    let id = create(&env).await;
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(stored["state"], 1);
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(stored["state"], 2);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+}
+
+#[tokio::test]
+async fn a_chain_the_job_runner_refuses_fails_the_request() {
+    let env = env().await;
+    env.jr.answer.store(400, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(!body["message"].as_str().unwrap().contains("SQL"));
+    let failed = env
+        .manager
+        .find(&proto::RequestFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(failed[0].state, State::Fail);
+}
+
+#[tokio::test]
+async fn job_runner_reports_log_progress_and_finish() {
+    let env = env().await;
+    let id = create(&env).await;
+    let entry = json!({"jobId": "abcd", "try": 1, "name": "pause", "type": "sleep", "startedAt": 1, "finishedAt": 2, "state": 3, "exit": 0, "error": "", "stdout": "", "stderr": ""});
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        &format!("/api/v1/requests/{id}/log"),
+        Some(&entry.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(body["requestId"], id.as_str());
+    let batch = json!([{"requestId": id, "jobId": "efgh", "try": 1, "name": "x", "type": "noop", "state": 3}]);
+    let (status, _, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&batch.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, log, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}/log"),
+        None,
+    )
+    .await;
+    assert_eq!(log.as_array().unwrap().len(), 2);
+    let (status, latest, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}/log/abcd"),
+        None,
+    )
+    .await;
+    assert_eq!((status, latest["try"].clone()), (StatusCode::OK, json!(1)));
+
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/progress"),
+        Some(r#"{"finishedJobs": 2}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["message"],
+        "invalid proto.StatusProgress: RequestId is empty, must be set"
+    );
+    let progress = json!({"requestId": id, "finishedJobs": 2}).to_string();
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/progress"),
+        Some(&progress),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, Value::Null));
+    let finish = json!({"requestId": id, "state": 3, "finishedAt": "2026-01-01T00:00:00Z", "finishedJobs": 5}).to_string();
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // A repeated finish (a retried send) is accepted and changes nothing.
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (stored["state"].clone(), stored["finishedJobs"].clone()),
+        (json!(3), json!(5))
+    );
+    // The chain shows each job's latest state from the log.
+    assert_eq!(stored["JobChain"]["jobs"]["abcd"], Value::Null);
+    // Stopping a finished request is a conflict.
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/stop"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("it has finished")
+    );
+}
+
+#[tokio::test]
+async fn stop_asks_the_job_runner_that_runs_the_request() {
+    let env = env().await;
+    let id = create(&env).await;
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/stop"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        env.jr.stopped.lock().unwrap().as_slice(),
+        std::slice::from_ref(&id)
+    );
+    let (status, body, _) = call(&env.router, Method::GET, "/api/v1/status/running", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["jobs"][0]["requestId"], id.as_str());
+    assert_eq!(body["requests"][id.as_str()]["type"], "deploy");
+}
+
+#[tokio::test]
+async fn suspended_chains_are_stored_and_resumed() {
+    let env = env().await;
+    let id = create(&env).await;
+    let mut job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    job_chain.state = State::Suspended;
+    let suspended = SuspendedJobChain {
+        request_id: id.clone(),
+        job_chain,
+        ..SuspendedJobChain::default()
+    };
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/suspend"),
+        Some(&serde_json::to_string(&suspended).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(stored["state"], 7);
+    // A suspended request cannot be stopped; it is resumed by the background loop.
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/stop"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    env.manager.resume_suspended().await;
+    assert_eq!(env.jr.resumed.lock().unwrap()[0], suspended);
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (stored["state"].clone(), stored["jrURL"].clone()),
+        (json!(2), json!("http://jr1:32307"))
+    );
+}
+
+#[tokio::test]
+async fn request_list_and_version() {
+    let env = env().await;
+    let (status, body, _) = call(&env.router, Method::GET, "/api/v1/request-list", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body[0]["Name"], "deploy");
+    assert_eq!(body[0]["Args"][1]["Default"], "10ms");
+    let (status, body, _) = call(&env.router, Method::GET, "/version", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, Value::String(crate::version()));
+    env.manager.shut_down();
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body["message"].as_str().unwrap().contains("shutting down"));
+}
