@@ -2,6 +2,7 @@
 
 mod graph;
 mod lint;
+mod services;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

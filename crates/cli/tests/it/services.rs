@@ -1,0 +1,565 @@
+//! End-to-end: real `spindle` processes on free ports talking HTTP — a request runs to
+//! COMPLETE, a stop, a Job Runner suspending on SIGTERM and another resuming, and two
+//! Request Managers on one PostgreSQL database resuming each chain once.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// gen_specs.py's `sleep-chain`: noop → sleep → noop → sleep → noop.
+const SLEEP_CHAIN: &str = "sequences:
+  sleep-chain:
+    request: true
+    args:
+      optional:
+        - name: sleepTime
+          desc: milliseconds each sleep job sleeps
+          default: \"60000\"
+    nodes:
+      first:
+        category: job
+        type: noop
+      sleep-1:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: sleepTime}]
+        deps: [first]
+      middle:
+        category: job
+        type: noop
+        deps: [sleep-1]
+      sleep-2:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: sleepTime}]
+        deps: [middle]
+      last:
+        category: job
+        type: noop
+        deps: [sleep-2]
+";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A spindle process, killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    fn start(dir: &Path, args: &[&str]) -> Process {
+        let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spindle starts");
+        Process(child)
+    }
+
+    /// SIGTERM, then wait for the process to exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.0.wait().unwrap()
+    }
+}
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(port: u16) -> Api {
+        Api {
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn wait_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .http
+            .get(format!("{}/version", self.base))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "{} did not come up", self.base);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn create(&self, args: Value) -> String {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/requests", self.base))
+            .json(&json!({"type": "sleep-chain", "args": args}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.unwrap();
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        response.json().await.unwrap()
+    }
+
+    async fn state(&self, id: &str) -> u64 {
+        self.get(&format!("/api/v1/requests/{id}")).await["state"]
+            .as_u64()
+            .unwrap()
+    }
+
+    async fn wait_state(&self, id: &str, state: u64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = self.state(id).await;
+            if now == state {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "request {id} stayed in state {now}, expected {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until a job of the request runs on some Job Runner.
+    async fn wait_running_job(&self, id: &str, job: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let running = self
+                .get(&format!("/api/v1/status/running?requestId={id}"))
+                .await;
+            if running["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j["name"] == job)
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{job} of {id} never ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// (job name, try, state) of every entry, sorted.
+    async fn log(&self, id: &str) -> Vec<(String, u64, u64)> {
+        let log = self.get(&format!("/api/v1/requests/{id}/log")).await;
+        let mut entries: Vec<(String, u64, u64)> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["try"].as_u64().unwrap(),
+                    e["state"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+}
+
+fn specs_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/sleep-chain.yaml"), SLEEP_CHAIN).unwrap();
+    dir
+}
+
+fn entry(name: &str, try_no: u64, state: u64) -> (String, u64, u64) {
+    (name.to_owned(), try_no, state)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_runs_a_request_to_complete_and_stops_another() {
+    let dir = specs_dir();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _server = Process::start(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            &listen,
+            "--specs",
+            "specs",
+            "--database",
+            "sqlite://spindle.db",
+        ],
+    );
+    let api = Api::new(port);
+    api.wait_up().await;
+
+    let id = api.create(json!({"sleepTime": "20"})).await;
+    api.wait_state(&id, 3).await;
+    let log = api.log(&id).await;
+    let names: Vec<&str> = log.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(log.len(), 9, "every job once, wrappers included: {names:?}");
+    assert!(
+        log.iter()
+            .all(|(_, try_no, state)| *try_no == 1 && *state == 3),
+        "{log:?}"
+    );
+    let request = api.get(&format!("/api/v1/requests/{id}")).await;
+    assert_eq!(request["finishedJobs"], 9);
+    assert!(
+        request["JobChain"]["jobs"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|j| j["state"] == 3 && j["tries"] == 1)
+    );
+
+    let id = api.create(json!({})).await;
+    api.wait_running_job(&id, "sleep-1").await;
+    let response = api
+        .http
+        .put(format!("{}/api/v1/requests/{id}/stop", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    api.wait_state(&id, 6).await;
+    let log = api.log(&id).await;
+    assert!(log.contains(&entry("sleep-1", 1, 6)), "{log:?}");
+    assert!(!log.iter().any(|(name, ..)| name == "sleep-2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
+    let dir = specs_dir();
+    let (rm_port, jr_port) = (free_port(), free_port());
+    let (rm_url, jr_url) = (
+        format!("http://127.0.0.1:{rm_port}"),
+        format!("http://127.0.0.1:{jr_port}"),
+    );
+    let rm_listen = format!("127.0.0.1:{rm_port}");
+    let jr_listen = format!("127.0.0.1:{jr_port}");
+    let _rm = Process::start(
+        dir.path(),
+        &[
+            "rm",
+            "--listen",
+            &rm_listen,
+            "--specs",
+            "specs",
+            "--database",
+            "sqlite://spindle.db",
+            "--jr-url",
+            &jr_url,
+            "--interval",
+            "200ms",
+        ],
+    );
+    let mut jr_a = Process::start(
+        dir.path(),
+        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
+    );
+    let api = Api::new(rm_port);
+    api.wait_up().await;
+    Api::new(jr_port).wait_up().await;
+
+    let id = api.create(json!({"sleepTime": "800"})).await;
+    api.wait_running_job(&id, "sleep-1").await;
+    let status = jr_a.terminate();
+    assert!(status.success(), "the job runner exits cleanly: {status:?}");
+    api.wait_state(&id, 7).await;
+
+    let _jr_b = Process::start(
+        dir.path(),
+        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
+    );
+    api.wait_state(&id, 3).await;
+    let log = api.log(&id).await;
+    // The interrupted sleep ran again as try 2; nothing else ran twice.
+    assert!(log.contains(&entry("sleep-1", 1, 6)), "{log:?}");
+    assert!(log.contains(&entry("sleep-1", 2, 3)), "{log:?}");
+    assert_eq!(
+        log.iter().filter(|(name, ..)| name == "sleep-2").count(),
+        1,
+        "{log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|(name, ..)| name == "first").count(),
+        1,
+        "{log:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_request_managers_on_postgres_resume_each_chain_once() {
+    let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let database = format!("spindle_e2e_{}_{}", std::process::id(), free_port());
+    let admin = sqlx::PgPool::connect(&admin_url)
+        .await
+        .expect("the test PostgreSQL server answers");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{database}\""
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let url = url_with_database(&admin_url, &database);
+
+    let dir = specs_dir();
+    let (rm1_port, rm2_port, jr_port) = (free_port(), free_port(), free_port());
+    let jr_url = format!("http://127.0.0.1:{jr_port}");
+    let rm1_url = format!("http://127.0.0.1:{rm1_port}");
+    let rm_args = |port: u16| -> Vec<String> {
+        [
+            "rm",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--specs",
+            "specs",
+            "--database",
+            &url,
+            "--jr-url",
+            &jr_url,
+            "--interval",
+            "100ms",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let args1 = rm_args(rm1_port);
+    let args2 = rm_args(rm2_port);
+    let _rm1 = Process::start(
+        dir.path(),
+        &args1.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let api = Api::new(rm1_port);
+    api.wait_up().await;
+    let _rm2 = Process::start(
+        dir.path(),
+        &args2.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    Api::new(rm2_port).wait_up().await;
+    let jr_listen = format!("127.0.0.1:{jr_port}");
+    let mut jr_a = Process::start(
+        dir.path(),
+        &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
+    );
+    Api::new(jr_port).wait_up().await;
+
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(api.create(json!({"sleepTime": "700"})).await);
+    }
+    for id in &ids {
+        api.wait_running_job(id, "sleep-1").await;
+    }
+    assert!(jr_a.terminate().success());
+    for id in &ids {
+        api.wait_state(id, 7).await;
+    }
+    let _jr_b = Process::start(
+        dir.path(),
+        &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
+    );
+    for id in &ids {
+        api.wait_state(id, 3).await;
+        let log = api.log(id).await;
+        assert_eq!(
+            log.iter()
+                .filter(|(name, _, state)| name == "sleep-1" && *state == 3)
+                .count(),
+            1,
+            "{log:?}"
+        );
+        assert_eq!(
+            log.iter().filter(|(name, ..)| name == "sleep-2").count(),
+            1,
+            "{log:?}"
+        );
+    }
+    drop((_jr_b, _rm1, _rm2));
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{database}\" WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await;
+}
+
+/// The same server URL with another database.
+fn url_with_database(url: &str, database: &str) -> String {
+    match url.rfind('/') {
+        Some(slash) if slash > "postgres://".len() => format!("{}/{database}", &url[..slash]),
+        _ => format!("{url}/{database}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_created_while_no_job_runner_answers_waits_pending() {
+    let dir = specs_dir();
+    let (rm_port, jr_port) = (free_port(), free_port());
+    let rm_listen = format!("127.0.0.1:{rm_port}");
+    let jr_listen = format!("127.0.0.1:{jr_port}");
+    let jr_url = format!("http://127.0.0.1:{jr_port}");
+    let rm_url = format!("http://127.0.0.1:{rm_port}");
+    let _rm = Process::start(
+        dir.path(),
+        &[
+            "rm",
+            "--listen",
+            &rm_listen,
+            "--specs",
+            "specs",
+            "--database",
+            "sqlite://spindle.db",
+            "--jr-url",
+            &jr_url,
+            "--interval",
+            "100ms",
+        ],
+    );
+    let api = Api::new(rm_port);
+    api.wait_up().await;
+    let started = Instant::now();
+    let id = api.create(json!({"sleepTime": "10"})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "accepted without waiting for a job runner"
+    );
+    assert_eq!(api.state(&id).await, 1);
+    let _jr = Process::start(
+        dir.path(),
+        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
+    );
+    api.wait_state(&id, 3).await;
+}
+
+#[test]
+fn spindle_run_exit_codes_and_json_output() {
+    let dir = specs_dir();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["run", "--specs", "specs", "--database", "sqlite://run.db"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let done = run(&["sleep-chain", "sleepTime=10"]);
+    assert_eq!(done.status.code(), Some(0));
+    let line = String::from_utf8(done.stdout).unwrap();
+    assert!(line.trim_end().ends_with(" COMPLETE"), "{line}");
+    let json = run(&["sleep-chain", "sleepTime=10", "--output", "json"]);
+    assert_eq!(json.status.code(), Some(0));
+    let document: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(document["request"]["state"], 3);
+    assert_eq!(document["jobLog"].as_array().unwrap().len(), 9);
+    let bad = run(&["sleep-chain", "colour=red"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("`colour` is not an arg of request `sleep-chain`")
+    );
+    let failed = run(&["sleep-chain", "sleepTime=soon"]);
+    assert_eq!(
+        failed.status.code(),
+        Some(2),
+        "a sleep job refuses its duration when the request is created"
+    );
+}
+
+#[test]
+fn service_settings_are_checked_at_start() {
+    let dir = specs_dir();
+    std::fs::write(dir.path().join("bad.yaml"), "listen: [1, 2]\n").unwrap();
+    std::fs::write(dir.path().join("typo.yaml"), "lisen: 127.0.0.1:1\n").unwrap();
+    let start = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command.args(args).current_dir(dir.path());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command.output().unwrap()
+    };
+    let out = start(&["server", "--config", "bad.yaml"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config file bad.yaml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = start(&["server", "--config", "typo.yaml"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lisen"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The environment overrides the file, and a flag overrides the environment.
+    std::fs::write(
+        dir.path().join("ok.yaml"),
+        "listen: 127.0.0.1:1\ninterval: 5s\n",
+    )
+    .unwrap();
+    let out = start(
+        &["server", "--config", "ok.yaml"],
+        &[("SPINDLE_LISTEN", "nonsense")],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("listen: \"nonsense\" is not an address"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = start(
+        &["server", "--config", "ok.yaml", "--interval", "often"],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interval: \"often\" is not a duration"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = start(&["server", "--specs", "missing"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = start(&["rm", "--jr-url", "jr:32307"], &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("jr_url: \"jr:32307\" is not a URL"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
