@@ -15,11 +15,13 @@ pub struct HttpRmClient {
 
 impl HttpRmClient {
     pub fn new(url: &str) -> HttpRmClient {
+        // HTTPS with rustls on ring; a provider installed by the binary is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()
-            .expect("a plain HTTP client builds");
+            .expect("an HTTP client with the rustls provider builds");
         HttpRmClient {
             url: url.trim_end_matches('/').to_owned(),
             http,

@@ -55,18 +55,43 @@ pub struct HttpJrClient {
 
 impl HttpJrClient {
     pub fn new(url: &str) -> HttpJrClient {
+        // HTTPS with rustls on ring; a provider installed by the binary is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()
-            .expect("a plain HTTP client builds");
+            .expect("an HTTP client with the rustls provider builds");
         HttpJrClient {
             url: url.trim_end_matches('/').to_owned(),
             http,
         }
     }
 
+    /// Sends, retrying transient failures twice with backoff (100 ms, then 400 ms).
     async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut delay = Duration::from_millis(100);
+        let mut attempt = 1;
+        loop {
+            let Some(this_try) = request.try_clone() else {
+                return self.send_once(request).await;
+            };
+            match self.send_once(this_try).await {
+                Err(err) if err.is_transient() && attempt < 3 => {
+                    tracing::debug!(attempt, error = %err, "job runner call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 4;
+                    attempt += 1;
+                }
+                res => return res,
+            }
+        }
+    }
+
+    async fn send_once(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, ClientError> {

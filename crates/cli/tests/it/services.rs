@@ -88,6 +88,7 @@ struct Api {
 
 impl Api {
     fn new(port: u16) -> Api {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             base: format!("http://127.0.0.1:{port}"),
             http: reqwest::Client::new(),

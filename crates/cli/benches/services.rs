@@ -1,0 +1,273 @@
+//! End-to-end benchmark of the services: `cargo bench -p cli --bench services`.
+//!
+//! Real `spindle` processes, no-op jobs:
+//! - a 10,000-job fan-out with `spindle run` on SQLite (process start to exit);
+//! - the same fan-out from POST to COMPLETE with `spindle rm` + `spindle jr` over HTTP on
+//!   PostgreSQL (`SPINDLE_TEST_POSTGRES_URL`, default postgres://postgres@127.0.0.1:5432/test;
+//!   a fresh database);
+//! - creating a 10-job request (grapher.md §7's example), median of 200 POSTs;
+//! - 100 concurrent requests of 100 jobs each, POST to all COMPLETE;
+//!
+//! It also reports the peak resident memory (VmHWM) of each process.
+
+#![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
+
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn fanout_spec(name: &str, n: usize) -> String {
+    let mut out = format!(
+        "sequences:\n  {name}:\n    request: true\n    nodes:\n      start:\n        category: job\n        type: noop\n"
+    );
+    let mut ends = Vec::new();
+    for i in 0..n {
+        let _ = write!(
+            out,
+            "      j{i}:\n        category: job\n        type: noop\n        deps: [start]\n"
+        );
+        ends.push(format!("j{i}"));
+    }
+    let _ = write!(
+        out,
+        "      end:\n        category: job\n        type: noop\n        deps: [{}]\n",
+        ends.join(", ")
+    );
+    out
+}
+
+const TEN_JOBS: &str = "sequences:
+  ten:
+    request: true
+    nodes:
+      a:
+        category: job
+        type: noop
+      s:
+        category: sequence
+        type: sub
+        deps: [a]
+  sub:
+    nodes:
+      b:
+        category: job
+        type: noop
+";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Process(Child);
+
+impl Process {
+    fn start(dir: &Path, args: &[&str]) -> Process {
+        Process(
+            Command::new(env!("CARGO_BIN_EXE_spindle"))
+                .args(args)
+                .current_dir(dir)
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    /// Peak resident memory in MiB.
+    fn peak_mib(&self) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        let kib: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        kib / 1024.0
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_up(http: &reqwest::Client, base: &str) {
+    while http.get(format!("{base}/version")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn create(http: &reqwest::Client, base: &str, request_type: &str) -> String {
+    let response = http
+        .post(format!("{base}/api/v1/requests"))
+        .json(&json!({"type": request_type, "args": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    body["id"].as_str().unwrap().to_owned()
+}
+
+async fn wait_complete(http: &reqwest::Client, base: &str, id: &str) {
+    loop {
+        let request: Value = http
+            .get(format!("{base}/api/v1/requests/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        match request["state"].as_u64() {
+            Some(3) => return,
+            Some(4 | 6) => panic!("request {id} ended in state {}", request["state"]),
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = dir.path().join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    std::fs::write(
+        specs.join("fanout-10000.yaml"),
+        fanout_spec("fanout-10000", 10_000),
+    )
+    .unwrap();
+    std::fs::write(specs.join("fanout-98.yaml"), fanout_spec("fanout-98", 98)).unwrap();
+    std::fs::write(specs.join("ten.yaml"), TEN_JOBS).unwrap();
+    println!("| workload | result | peak memory |");
+    println!("|---|---:|---:|");
+
+    // spindle run, SQLite: process start to exit, median of 3.
+    let mut samples = Vec::new();
+    for round in 0..3 {
+        let start = Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args([
+                "run",
+                "--specs",
+                "specs",
+                "--database",
+                &format!("sqlite://run-{round}.db"),
+                "fanout-10000",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        samples.push(start.elapsed());
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let peak = {
+        let output = Command::new("/usr/bin/time")
+            .args([
+                "-f",
+                "%M",
+                env!("CARGO_BIN_EXE_spindle"),
+                "run",
+                "--specs",
+                "specs",
+                "--database",
+                "sqlite://run-mem.db",
+                "fanout-10000",
+            ])
+            .current_dir(dir.path())
+            .output();
+        output
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stderr)
+                    .trim()
+                    .lines()
+                    .last()
+                    .and_then(|l| l.parse::<f64>().ok())
+            })
+            .map_or("—".to_owned(), |kib| format!("{:.0} MiB", kib / 1024.0))
+    };
+    println!(
+        "| `spindle run`, 10,004-job fan-out, SQLite (process start to exit, median of 3) | {:.0} ms | {peak} |",
+        median(samples).as_secs_f64() * 1e3
+    );
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let database = format!("spindle_bench_{}", std::process::id());
+        let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{database}\""))).execute(&admin).await.unwrap();
+        let slash = admin_url.rfind('/').unwrap();
+        let url = format!("{}/{database}", &admin_url[..slash]);
+        let (rm_port, jr_port) = (free_port(), free_port());
+        let (rm_base, jr_base) = (format!("http://127.0.0.1:{rm_port}"), format!("http://127.0.0.1:{jr_port}"));
+        let rm = Process::start(
+            dir.path(),
+            &["rm", "--listen", &format!("127.0.0.1:{rm_port}"), "--specs", "specs", "--database", &url, "--jr-url", &jr_base],
+        );
+        let jr = Process::start(dir.path(), &["jr", "--listen", &format!("127.0.0.1:{jr_port}"), "--rm-url", &rm_base]);
+        let http = reqwest::Client::new();
+        wait_up(&http, &rm_base).await;
+        wait_up(&http, &jr_base).await;
+
+        let mut samples = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            let id = create(&http, &rm_base, "fanout-10000").await;
+            wait_complete(&http, &rm_base, &id).await;
+            samples.push(start.elapsed());
+        }
+        println!("| `spindle rm` + `spindle jr` over HTTP, PostgreSQL: 10,004-job fan-out, POST to COMPLETE (median of 3) | {:.0} ms | |", median(samples).as_secs_f64() * 1e3);
+
+        let mut samples = Vec::new();
+        for _ in 0..200 {
+            let start = Instant::now();
+            create(&http, &rm_base, "ten").await;
+            samples.push(start.elapsed());
+        }
+        println!("| create a 10-job request (POST answered), median of 200 | {:.2} ms | |", median(samples).as_secs_f64() * 1e3);
+
+        let start = Instant::now();
+        let mut ids = Vec::new();
+        let mut creating = tokio::task::JoinSet::new();
+        for _ in 0..100 {
+            let (http, base) = (http.clone(), rm_base.clone());
+            creating.spawn(async move { create(&http, &base, "fanout-98").await });
+        }
+        while let Some(id) = creating.join_next().await {
+            ids.push(id.unwrap());
+        }
+        for id in &ids {
+            wait_complete(&http, &rm_base, id).await;
+        }
+        println!("| 100 concurrent requests of 100 jobs, POST to all COMPLETE | {:.0} ms | |", start.elapsed().as_secs_f64() * 1e3);
+        println!("| peak memory: `spindle rm` / `spindle jr` after all of the above | | {:.0} MiB / {:.0} MiB |", rm.peak_mib(), jr.peak_mib());
+        drop((rm, jr));
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE \"{database}\" WITH (FORCE)"))).execute(&admin).await;
+    });
+}
