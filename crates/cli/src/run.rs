@@ -56,6 +56,7 @@ pub(crate) async fn run(args: &RunArgs, registry: Registry) -> anyhow::Result<Ou
         &args.database,
         "in-process://spindle-run",
         Duration::from_secs(1),
+        Duration::from_secs(3600),
     )
     .await?;
     let user = std::env::var("USER").unwrap_or_default();

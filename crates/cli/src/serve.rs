@@ -27,11 +27,13 @@ pub(crate) struct FileConfig {
     pub(crate) shutdown_timeout: Option<String>,
     /// Go-style duration: how often PENDING requests and suspended chains are retried.
     pub(crate) interval: Option<String>,
+    /// Go-style duration: suspended chains not resumed within it fail their request.
+    pub(crate) suspended_ttl: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval
+    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval, suspended_ttl
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Address to listen on
@@ -55,6 +57,9 @@ pub(crate) struct ServeArgs {
     /// How often PENDING requests and suspended chains are retried (Go duration)
     #[arg(long, env = "SPINDLE_INTERVAL")]
     pub(crate) interval: Option<String>,
+    /// Suspended chains not resumed within this time fail their request (Go duration)
+    #[arg(long, env = "SPINDLE_SUSPENDED_TTL")]
+    pub(crate) suspended_ttl: Option<String>,
 }
 
 /// Validated settings.
@@ -67,6 +72,7 @@ pub(crate) struct Settings {
     pub(crate) rm_url: String,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) interval: Duration,
+    pub(crate) suspended_ttl: Duration,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -133,6 +139,10 @@ impl ServeArgs {
                 &pick(&self.shutdown_timeout, &file.shutdown_timeout, "20s"),
             )?,
             interval: duration("interval", &pick(&self.interval, &file.interval, "10s"))?,
+            suspended_ttl: duration(
+                "suspended_ttl",
+                &pick(&self.suspended_ttl, &file.suspended_ttl, "1h"),
+            )?,
         })
     }
 }
@@ -220,6 +230,7 @@ pub(crate) async fn local(
     database: &str,
     base_url: &str,
     interval: Duration,
+    suspended_ttl: Duration,
 ) -> anyhow::Result<Local> {
     let store = store::open(database).await?;
     let registry = Arc::new(registry);
@@ -227,6 +238,7 @@ pub(crate) async fn local(
     let jr = Arc::new(InProcessJr::default());
     let options = rm::Options {
         interval,
+        suspended_ttl,
         host: gethostname::gethostname().to_string_lossy().into_owned(),
         ..rm::Options::default()
     };
@@ -291,6 +303,7 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
         &settings.database,
         &base_url,
         settings.interval,
+        settings.suspended_ttl,
     )
     .await?;
     let stop = CancellationToken::new();
@@ -322,6 +335,7 @@ pub(crate) async fn request_manager(
     let grapher = graph::Grapher::new(specs, Arc::new(registry));
     let options = rm::Options {
         interval: settings.interval,
+        suspended_ttl: settings.suspended_ttl,
         host: format!(
             "{}:{}",
             gethostname::gethostname().to_string_lossy(),

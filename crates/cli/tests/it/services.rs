@@ -298,7 +298,7 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     api.wait_up().await;
     Api::new(jr_port).wait_up().await;
 
-    let id = api.create(json!({"sleepTime": "800"})).await;
+    let id = api.create(json!({"sleepTime": "3000"})).await;
     api.wait_running_job(&id, "sleep-1").await;
     let status = jr_a.terminate();
     assert!(status.success(), "the job runner exits cleanly: {status:?}");
@@ -385,7 +385,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
 
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(api.create(json!({"sleepTime": "700"})).await);
+        ids.push(api.create(json!({"sleepTime": "3000"})).await);
     }
     for id in &ids {
         api.wait_running_job(id, "sleep-1").await;
