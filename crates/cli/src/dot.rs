@@ -89,6 +89,9 @@ pub(crate) fn render(chain: &JobChain) -> String {
             if job.parallel > 0 {
                 let _ = write!(job_label, "\nat most {} at once", job.parallel);
             }
+            if job.tries > 0 {
+                let _ = write!(job_label, "\n{} (try {})", job.state, job.tries);
+            }
             let _ = writeln!(
                 out,
                 "{indent}  {} [label={}];",

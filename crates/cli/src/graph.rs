@@ -83,9 +83,17 @@ impl Factory for PreviewFactory {
     }
 }
 
-pub(crate) fn run(args: &GraphArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) fn run(
+    args: &GraphArgs,
+    registry: Registry,
+    client: &crate::spinc::ClientArgs,
+) -> anyhow::Result<Exit> {
+    let Some(specs) = &args.specs else {
+        let dot = args.format == GraphFormat::Dot;
+        return crate::block_on(crate::spinc::stored_graph(client, &args.request, dot));
+    };
     let request_args = parse_request_args(&args.args)?;
-    let report = spec::lint(std::slice::from_ref(&args.specs))?;
+    let report = spec::lint(std::slice::from_ref(specs))?;
     if report.has_errors() {
         let mut stderr = anstream::stderr().lock();
         for diagnostic in report
@@ -98,8 +106,8 @@ pub(crate) fn run(args: &GraphArgs, registry: Registry) -> anyhow::Result<Exit> 
         writeln!(
             stderr,
             "error: the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
-            args.specs.display(),
-            args.specs.display()
+            specs.display(),
+            specs.display()
         )?;
         return Ok(Exit::Failure);
     }

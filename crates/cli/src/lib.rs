@@ -2,23 +2,28 @@
 //! codes. `main.rs` runs it with the built-in job types; a user's own binary runs it with
 //! its own [`job::Registry`] (see `examples/custom-job`).
 
+mod client;
 mod dot;
 mod graph;
 mod lint;
 mod run;
 mod serve;
+mod spinc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 
 /// Spindle: job orchestration that reads Spin Cycle's request specs.
 #[derive(Debug, Parser)]
-#[command(name = "spindle", version, about, after_help = EXIT_CODES)]
+#[command(name = "spindle", version, about, after_help = EXIT_CODES, disable_help_subcommand = true)]
 struct Cli {
+    #[command(flatten)]
+    client: spinc::ClientArgs,
+    /// Without a command: the request types of the server at --addr
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 const EXIT_CODES: &str = "\
@@ -27,6 +32,10 @@ Exit codes:
   1  lint found errors (or warnings, with --strict); graph could not build the chain;
      run: the request failed; server, rm: the specs have errors
   2  usage error, a path that cannot be read, or (run) bad input
+  3  watch, start --watch: the request was STOPPED
+  4  the request (or request type) does not exist
+  5  the Request Manager cannot be reached (--addr, SPINDLE_ADDR, addr: in ~/.spindle.yaml)
+  6  the Request Manager did not answer within --timeout
   130  run: the request was stopped";
 
 #[derive(Debug, Subcommand)]
@@ -46,6 +55,31 @@ enum Command {
     Jr(serve::ServeArgs),
     /// Print Spindle's version and the Spin Cycle API version it speaks
     Version,
+    /// Help for a command, or a request type's args (from the server)
+    Help {
+        /// A command or a request type
+        topic: Option<String>,
+    },
+    /// Start a request (prompts for missing args on a terminal, then asks to confirm)
+    Start(spinc::StartArgs),
+    /// A request's state, progress and runtime
+    Status { id: String },
+    /// Everything about a request
+    Info { id: String },
+    /// A request's job log: every try, oldest first
+    Log(spinc::LogArgs),
+    /// Running requests and jobs with their live status line
+    Ps { id: Option<String> },
+    /// Exit 0 while a request is PENDING, RUNNING or SUSPENDED, else 1 (for shell loops)
+    Running { id: String },
+    /// Stop a running request
+    Stop { id: String },
+    /// Find requests: type=, states=A,B, user=, args=k=v,k2=v2, since=, until=, limit=, offset=
+    Find { filters: Vec<String> },
+    /// Show a request's progress and running jobs until it ends (exit 0 COMPLETE, 1 FAIL, 3 STOPPED)
+    Watch { id: String },
+    /// Print shell completions
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Debug, clap::Args)]
@@ -63,10 +97,11 @@ struct LintArgs {
 
 #[derive(Debug, clap::Args)]
 struct GraphArgs {
-    /// Directory (or file) of request specs
-    #[arg(long, env = "SPINDLE_SPECS", default_value = ".")]
-    specs: PathBuf,
-    /// The request type to build
+    /// Directory (or file) of request specs to build the chain from; without it,
+    /// REQUEST is the id of a stored request, whose chain is printed with each job's state
+    #[arg(long, env = "SPINDLE_SPECS")]
+    specs: Option<PathBuf>,
+    /// The request type to build (or, without --specs, a request id)
     request: String,
     /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
     /// is passed as that value, anything else as a string
@@ -117,17 +152,52 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<Outcome>>>(
 /// Runs the `spindle` command line with the job types of `registry`.
 pub fn main(registry: job::Registry) -> ExitCode {
     let cli = Cli::parse();
+    let client = cli.client.clone();
     let res = match cli.command {
-        Command::Lint(args) => lint::run(&args),
-        Command::Graph(args) => graph::run(&args, registry),
-        Command::Run(args) => block_on(run::run(&args, registry)),
-        Command::Server(args) => block_on(serve::server(&args, registry)),
-        Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
-        Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
-        Command::Version => {
-            version();
-            Ok(Outcome::Success)
-        }
+        None => block_on(spinc::list(&client)),
+        Some(command) => match command {
+            Command::Lint(args) => lint::run(&args),
+            Command::Graph(args) => graph::run(&args, registry, &client),
+            Command::Run(args) => block_on(run::run(&args, registry)),
+            Command::Server(args) => block_on(serve::server(&args, registry)),
+            Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
+            Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
+            Command::Version => {
+                version();
+                Ok(Outcome::Success)
+            }
+            Command::Help { topic: None } => Cli::command()
+                .print_long_help()
+                .map(|()| Outcome::Success)
+                .map_err(Into::into),
+            Command::Help { topic: Some(topic) } => {
+                match Cli::command().find_subcommand_mut(&topic) {
+                    Some(command) => command
+                        .print_long_help()
+                        .map(|()| Outcome::Success)
+                        .map_err(Into::into),
+                    None => block_on(spinc::help_request(&client, &topic)),
+                }
+            }
+            Command::Start(args) => block_on(spinc::start(&client, &args)),
+            Command::Status { id } => block_on(spinc::status(&client, &id)),
+            Command::Info { id } => block_on(spinc::info(&client, &id)),
+            Command::Log(args) => block_on(spinc::log(&client, &args)),
+            Command::Ps { id } => block_on(spinc::ps(&client, id.as_deref())),
+            Command::Running { id } => block_on(spinc::running(&client, &id)),
+            Command::Stop { id } => block_on(spinc::stop(&client, &id)),
+            Command::Find { filters } => block_on(spinc::find(&client, &filters)),
+            Command::Watch { id } => block_on(spinc::watch(&client, &id)),
+            Command::Completions { shell } => {
+                clap_complete::generate(
+                    shell,
+                    &mut Cli::command(),
+                    "spindle",
+                    &mut std::io::stdout(),
+                );
+                Ok(Outcome::Success)
+            }
+        },
     };
     match res {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

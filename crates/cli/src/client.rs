@@ -1,0 +1,181 @@
+//! A client of the Request Manager's API for the user-facing commands. It speaks only
+//! `proto` types, and sorts failures into the few kinds the exit codes tell apart.
+
+use std::time::Duration;
+
+use proto::{CreateRequest, JobChain, JobLog, Request, RequestFilter, RequestSpec, RunningStatus};
+use serde::de::DeserializeOwned;
+
+/// Exit codes of the client commands (also listed in `spindle --help`).
+pub(crate) const EXIT_NOT_FOUND: u8 = 4;
+pub(crate) const EXIT_UNREACHABLE: u8 = 5;
+pub(crate) const EXIT_TIMEOUT: u8 = 6;
+
+/// Why a call to the Request Manager failed.
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    NotFound(String),
+    Unreachable { addr: String, detail: String },
+    Timeout { addr: String, timeout: Duration },
+    Api { status: u16, message: String },
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::NotFound(message) => write!(f, "{message}"),
+            ClientError::Unreachable { addr, detail } => write!(
+                f,
+                "cannot reach the Request Manager at {addr} ({detail}); check --addr (or SPINDLE_ADDR) and that `spindle server` runs there"
+            ),
+            ClientError::Timeout { addr, timeout } => write!(
+                f,
+                "the Request Manager at {addr} did not answer within {}; try a longer --timeout",
+                proto::duration::format(*timeout)
+            ),
+            ClientError::Api { status, message } => write!(f, "{message} (HTTP {status})"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl ClientError {
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::NotFound(_) => EXIT_NOT_FOUND,
+            ClientError::Unreachable { .. } => EXIT_UNREACHABLE,
+            ClientError::Timeout { .. } => EXIT_TIMEOUT,
+            ClientError::Api { .. } => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    pub(crate) addr: String,
+    timeout: Duration,
+    http: reqwest::Client,
+}
+
+impl Client {
+    pub(crate) fn new(addr: &str, timeout: Duration) -> Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .expect("an HTTP client with the rustls provider builds");
+        Client {
+            addr: addr.trim_end_matches('/').to_owned(),
+            timeout,
+            http,
+        }
+    }
+
+    fn error(&self, err: reqwest::Error) -> ClientError {
+        if err.is_timeout() {
+            ClientError::Timeout {
+                addr: self.addr.clone(),
+                timeout: self.timeout,
+            }
+        } else {
+            ClientError::Unreachable {
+                addr: self.addr.clone(),
+                detail: err.to_string(),
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let user = std::env::var("USER").unwrap_or_default();
+        let response = request
+            .header("x-spindle-user", user)
+            .send()
+            .await
+            .map_err(|err| self.error(err))?;
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let body = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<proto::Error>(&body)
+            .map(|e| e.message)
+            .unwrap_or_else(|_| {
+                if body.is_empty() {
+                    "no response body".to_owned()
+                } else {
+                    body
+                }
+            });
+        if status == 404 {
+            return Err(ClientError::NotFound(message));
+        }
+        Err(ClientError::Api { status, message })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let response = self
+            .send(self.http.get(format!("{}{path}", self.addr)))
+            .await?;
+        response.json().await.map_err(|err| self.error(err))
+    }
+
+    pub(crate) async fn request_list(&self) -> Result<Vec<RequestSpec>, ClientError> {
+        self.get("/api/v1/request-list").await
+    }
+
+    pub(crate) async fn create(
+        &self,
+        create_request: &CreateRequest,
+    ) -> Result<Request, ClientError> {
+        let response = self
+            .send(
+                self.http
+                    .post(format!("{}/api/v1/requests", self.addr))
+                    .json(create_request),
+            )
+            .await?;
+        response.json().await.map_err(|err| self.error(err))
+    }
+
+    pub(crate) async fn request(&self, id: &str) -> Result<Request, ClientError> {
+        self.get(&format!("/api/v1/requests/{id}")).await
+    }
+
+    pub(crate) async fn job_chain(&self, id: &str) -> Result<JobChain, ClientError> {
+        self.get(&format!("/api/v1/requests/{id}/job-chain")).await
+    }
+
+    pub(crate) async fn job_log(&self, id: &str) -> Result<Vec<JobLog>, ClientError> {
+        // The log of an unknown request is an empty list; ask for the request first.
+        self.request(id).await?;
+        self.get(&format!("/api/v1/requests/{id}/log")).await
+    }
+
+    pub(crate) async fn running(&self, id: Option<&str>) -> Result<RunningStatus, ClientError> {
+        match id {
+            Some(id) => {
+                self.get(&format!("/api/v1/status/running?requestId={id}"))
+                    .await
+            }
+            None => self.get("/api/v1/status/running").await,
+        }
+    }
+
+    pub(crate) async fn find(&self, filter: &RequestFilter) -> Result<Vec<Request>, ClientError> {
+        self.get(&format!("/api/v1/requests?{}", filter.to_query()))
+            .await
+    }
+
+    pub(crate) async fn stop(&self, id: &str) -> Result<(), ClientError> {
+        self.send(
+            self.http
+                .put(format!("{}/api/v1/requests/{id}/stop", self.addr)),
+        )
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,783 @@
+//! The commands that drive a running server, as Spin Cycle's `spinc` does (cli.md §1):
+//! list, help for a request, start (with prompts on a terminal), status, info, log, ps,
+//! running, stop, find — plus watch and the stored chain as DOT or JSON.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use proto::{CreateRequest, Request, RequestArgType, RequestFilter, State};
+use serde_json::Value;
+
+use crate::Outcome;
+use crate::client::{Client, ClientError};
+
+/// How a command prints what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    Human,
+    Json,
+}
+
+/// Options of every command that talks to a server.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ClientArgs {
+    /// The Request Manager's address (or `addr:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_ADDR", global = true)]
+    addr: Option<String>,
+    /// How long to wait for the Request Manager (Go duration)
+    #[arg(long, env = "SPINDLE_TIMEOUT", global = true, default_value = "10s")]
+    timeout: String,
+    /// Output of commands that read: human text or JSON
+    #[arg(long, value_enum, global = true, default_value_t = Output::Human)]
+    pub(crate) output: Output,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct UserConfig {
+    addr: Option<String>,
+}
+
+impl ClientArgs {
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        let addr = match &self.addr {
+            Some(addr) => addr.clone(),
+            None => user_config_addr().unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
+        };
+        if !(addr.starts_with("http://") || addr.starts_with("https://")) {
+            anyhow::bail!("--addr {addr:?} is not a URL; expected http://HOST:PORT");
+        }
+        let timeout = proto::duration::parse(&self.timeout)
+            .map_err(|err| anyhow::anyhow!("--timeout {:?}: {err}", self.timeout))?;
+        Ok(Client::new(&addr, timeout))
+    }
+}
+
+/// `addr:` from ~/.spindle.yaml, if the file exists and says so.
+fn user_config_addr() -> Option<String> {
+    let home = std::env::var_os("HOME")?;
+    let text = std::fs::read_to_string(std::path::Path::new(&home).join(".spindle.yaml")).ok()?;
+    serde_saphyr::from_str::<UserConfig>(&text).ok()?.addr
+}
+
+/// Turns a client failure into an exit code after printing one line.
+pub(crate) fn fail(err: &ClientError) -> Outcome {
+    crate::serve::eprintln_failure(&err.to_string());
+    Outcome::Code(err.exit_code())
+}
+
+fn squeeze(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width {
+        return text.to_owned();
+    }
+    let keep = width.saturating_sub(2);
+    let head = keep.div_ceil(2);
+    let tail = keep / 2;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str("..");
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// Go-style duration rounded to seconds: `5s`, `1h59m59s`.
+fn runtime(duration: chrono::Duration) -> String {
+    let seconds = duration.num_seconds().max(0);
+    proto::duration::format(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+}
+
+fn time(time: Option<DateTime<Utc>>) -> String {
+    time.map_or_else(
+        || "N/A".to_owned(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// `name=value`, the value quoted when it holds white space or a quote.
+fn arg_pair(name: &str, value: &Value) -> String {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if text.contains([' ', '\t', '"']) {
+        format!("{name}=\"{}\"", text.replace('"', "\\\""))
+    } else {
+        format!("{name}={text}")
+    }
+}
+
+fn progress(request: &Request) -> String {
+    if request.total_jobs == 0 {
+        return "0%".to_owned();
+    }
+    format!(
+        "{:.0}%",
+        request.finished_jobs as f64 * 100.0 / request.total_jobs as f64
+    )
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut stdout = anstream::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, value)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let mut stdout = anstream::stdout().lock();
+        writeln!(stdout, $($arg)*)?;
+    }};
+}
+
+/// No command: the request types the server offers.
+pub(crate) async fn list(args: &ClientArgs) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let specs = match client.request_list().await {
+        Ok(specs) => specs,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&specs)?;
+        return Ok(Outcome::Success);
+    }
+    out!("Request Manager address: {}\n\nRequests:", client.addr);
+    for spec in &specs {
+        out!("  {}", spec.name);
+    }
+    out!("\nspindle help  <request>\nspindle start <request>");
+    Ok(Outcome::Success)
+}
+
+/// `help <request>`: its args.
+pub(crate) async fn help_request(args: &ClientArgs, name: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let specs = match client.request_list().await {
+        Ok(specs) => specs,
+        Err(err) => return Ok(fail(&err)),
+    };
+    let Some(spec) = specs.iter().find(|spec| spec.name == name) else {
+        crate::serve::eprintln_failure(&format!(
+            "'{name}' is not a command or a request type; run `spindle --help` for commands, or `spindle` for request types"
+        ));
+        return Ok(Outcome::Code(crate::client::EXIT_NOT_FOUND));
+    };
+    if args.output == Output::Json {
+        print_json(spec)?;
+        return Ok(Outcome::Success);
+    }
+    out!(
+        "Request Manager address: {}\n\n{name} request args (* required)\n",
+        client.addr
+    );
+    let width = spec.args.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    for arg in &spec.args {
+        let required = arg.arg_type == RequestArgType::Required;
+        let mut line = format!(
+            "  {} {:width$}  {}",
+            if required { '*' } else { ' ' },
+            arg.name,
+            arg.desc
+        );
+        if !required {
+            line.push_str(&format!(" (default: {})", text_of(&arg.default)));
+        }
+        out!("{}", line.trim_end());
+    }
+    out!("\nTo start a {name} request, run 'spindle start {name}'");
+    Ok(Outcome::Success)
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads a line from stdin after printing a prompt on stderr.
+fn ask(prompt: &str) -> anyhow::Result<String> {
+    let mut stderr = std::io::stderr().lock();
+    write!(stderr, "{prompt}")?;
+    stderr.flush()?;
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        anyhow::bail!("no more input");
+    }
+    Ok(line.trim().to_owned())
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct StartArgs {
+    /// The request type
+    request: String,
+    /// Request args as name=value (a JSON list or object value is passed as such)
+    args: Vec<String>,
+    /// Start without asking for confirmation
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Then watch it until it ends (exit code as for `watch`)
+    #[arg(long)]
+    watch: bool,
+}
+
+/// `start <request> [name=value ...]`: prompts for missing args on a terminal, confirms,
+/// creates the request.
+pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let mut given = crate::graph::parse_request_args(&start.args)?;
+    let specs = match client.request_list().await {
+        Ok(specs) => specs,
+        Err(err) => return Ok(fail(&err)),
+    };
+    let Some(spec) = specs.iter().find(|spec| spec.name == start.request) else {
+        crate::serve::eprintln_failure(&format!(
+            "unknown request type `{}`; run `spindle` to list request types",
+            start.request
+        ));
+        return Ok(Outcome::Code(2));
+    };
+    let unknown: Vec<&String> = given
+        .keys()
+        .filter(|name| !spec.args.iter().any(|a| &a.name == *name))
+        .collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        crate::serve::eprintln_failure(&format!(
+            "unknown request args: {}; run `spindle help {}` to list its args",
+            names.join(", "),
+            start.request
+        ));
+        return Ok(Outcome::Code(2));
+    }
+    let interactive = std::io::stdin().is_terminal();
+    let prompt_all = given.is_empty();
+    for arg in &spec.args {
+        let required = arg.arg_type == RequestArgType::Required;
+        if given.contains_key(&arg.name) || (!required && !prompt_all) {
+            continue;
+        }
+        if !interactive {
+            if required {
+                let missing: Vec<&str> = spec
+                    .args
+                    .iter()
+                    .filter(|a| {
+                        a.arg_type == RequestArgType::Required && !given.contains_key(&a.name)
+                    })
+                    .map(|a| a.name.as_str())
+                    .collect();
+                crate::serve::eprintln_failure(&format!(
+                    "missing required args: {}; give them as name=value (stdin is not a terminal, so there is no prompt)",
+                    missing.join(", ")
+                ));
+                return Ok(Outcome::Code(2));
+            }
+            continue;
+        }
+        let default = text_of(&arg.default);
+        let mut comment = format!("\n# {}", arg.desc);
+        if !default.is_empty() {
+            comment.push_str(&format!(" (default: {default})"));
+        }
+        eprintln_line(&comment)?;
+        loop {
+            let value = ask(&format!("{}=", arg.name))?;
+            if value.is_empty() && required {
+                eprintln_line(&format!("# Value required for {}", arg.name))?;
+                continue;
+            }
+            if !value.is_empty() {
+                given.insert(
+                    arg.name.clone(),
+                    crate::graph::parse_request_args(&[format!("{}={value}", arg.name)])?
+                        [&arg.name]
+                        .clone(),
+                );
+            }
+            break;
+        }
+    }
+    if interactive && !start.yes {
+        let pairs: Vec<String> = given
+            .iter()
+            .map(|(name, value)| arg_pair(name, value))
+            .collect();
+        eprintln_line(&format!(
+            "\n# spindle start {} {}\n",
+            start.request,
+            pairs.join(" ")
+        ))?;
+        while ask("Enter 'ok' to start, or ctrl-c to abort: ")? != "ok" {}
+    }
+    let create_request = CreateRequest {
+        request_type: start.request.clone(),
+        args: given,
+        user: std::env::var("USER").unwrap_or_default(),
+    };
+    let request = match client.create(&create_request).await {
+        Ok(request) => request,
+        Err(ClientError::Api {
+            status: 400,
+            message,
+        }) => {
+            crate::serve::eprintln_failure(&message);
+            return Ok(Outcome::Code(2));
+        }
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&request)?;
+    } else {
+        out!("OK, started {} request {}", start.request, request.id);
+        eprintln_line(&format!("\n  spindle status {}\n", request.id))?;
+    }
+    if start.watch {
+        return watch(args, &request.id).await;
+    }
+    Ok(Outcome::Success)
+}
+
+fn eprintln_line(text: &str) -> anyhow::Result<()> {
+    let mut stderr = std::io::stderr().lock();
+    writeln!(stderr, "{text}")?;
+    Ok(())
+}
+
+pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let request = match client.request(id).await {
+        Ok(request) => request,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&Request {
+            job_chain: None,
+            ..request
+        })?;
+        return Ok(Outcome::Success);
+    }
+    let run = match (request.started_at, request.finished_at) {
+        (None, _) => "not started".to_owned(),
+        (Some(started), None) => runtime(Utc::now() - started),
+        (Some(started), Some(finished)) => runtime(finished - started),
+    };
+    let required: Vec<String> = request
+        .args
+        .iter()
+        .filter(|a| a.arg_type == RequestArgType::Required)
+        .map(|a| arg_pair(&a.name, &a.value))
+        .collect();
+    out!(
+        "   state: {}\nprogress: {}\n runtime: {run}\n request: {}\n  caller: {}\n    args: {}",
+        request.state,
+        progress(&request),
+        request.request_type,
+        request.user,
+        required.join(" ")
+    );
+    Ok(Outcome::Success)
+}
+
+pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let request = match client.request(id).await {
+        Ok(request) => request,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&request)?;
+        return Ok(Outcome::Success);
+    }
+    let ago = |t: Option<DateTime<Utc>>| {
+        t.map_or_else(String::new, |t| {
+            format!("{} ({} ago)", time(Some(t)), runtime(Utc::now() - t))
+        })
+    };
+    let args_text: Vec<String> = request
+        .args
+        .iter()
+        .filter(|a| a.arg_type != RequestArgType::Static)
+        .map(|a| arg_pair(&a.name, &a.value))
+        .collect();
+    out!(
+        "      id: {}\n request: {}\n  caller: {}\n created: {}\n started: {}\nfinished: {}\n   state: {}\n    host: {}\n    jobs: {} ({} complete)\n    args: {}",
+        request.id,
+        request.request_type,
+        request.user,
+        ago(Some(request.created_at)),
+        ago(request.started_at),
+        ago(request.finished_at),
+        request.state,
+        request.jr_url,
+        request.total_jobs,
+        request.finished_jobs,
+        args_text.join(" ")
+    );
+    Ok(Outcome::Success)
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LogArgs {
+    /// The request id
+    id: String,
+    /// Only this job's tries
+    #[arg(long)]
+    job: Option<String>,
+    /// Keep printing new entries until the request ends
+    #[arg(long, short = 'f')]
+    follow: bool,
+}
+
+fn print_entry(entry: &proto::JobLog) -> anyhow::Result<()> {
+    let at = |nanos: i64| {
+        if nanos == 0 {
+            "N/A".to_owned()
+        } else {
+            DateTime::from_timestamp_nanos(nanos)
+                .format("%Y-%m-%d %H:%M:%S%.3f UTC")
+                .to_string()
+        }
+    };
+    out!(
+        "job id:   {}\njob name: {}\njob type: {}\nstate:    {}\nexit:     {}\nerror:    {}\ntry:      {}\nruntime:  {:.6}s\nstarted:  {}\nfinished: {}\nstdout:   {}\nstderr:   {}\n--",
+        entry.job_id,
+        entry.name,
+        entry.job_type,
+        entry.state,
+        entry.exit,
+        entry.error,
+        entry.r#try,
+        (entry.finished_at - entry.started_at) as f64 / 1e9,
+        at(entry.started_at),
+        at(entry.finished_at),
+        entry.stdout.trim_end(),
+        entry.stderr.trim_end()
+    );
+    Ok(())
+}
+
+/// `log <id>`: every try, oldest first.
+pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let mut printed = std::collections::HashSet::new();
+    loop {
+        let mut entries = match client.job_log(&log.id).await {
+            Ok(entries) => entries,
+            Err(err) => return Ok(fail(&err)),
+        };
+        entries.retain(|e| log.job.as_ref().is_none_or(|job| &e.job_id == job));
+        entries.sort_by_key(|e| (e.finished_at, e.job_id.clone(), e.r#try));
+        if args.output == Output::Json && !log.follow {
+            print_json(&entries)?;
+            return Ok(Outcome::Success);
+        }
+        for entry in entries {
+            if printed.insert((entry.job_id.clone(), entry.r#try)) {
+                if args.output == Output::Json {
+                    out!("{}", serde_json::to_string(&entry)?);
+                } else {
+                    print_entry(&entry)?;
+                }
+            }
+        }
+        if !log.follow {
+            return Ok(Outcome::Success);
+        }
+        match client.request(&log.id).await {
+            Ok(request) if request.state.is_finished() => {
+                if printed.is_empty() {
+                    return Ok(Outcome::Success);
+                }
+                // One more read picks up entries that arrived with the end.
+                if let Ok(more) = client.job_log(&log.id).await {
+                    for entry in more {
+                        if log.job.as_ref().is_none_or(|job| &entry.job_id == job)
+                            && printed.insert((entry.job_id.clone(), entry.r#try))
+                        {
+                            print_entry(&entry)?;
+                        }
+                    }
+                }
+                return Ok(Outcome::Success);
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(err) => return Ok(fail(&err)),
+        }
+    }
+}
+
+/// `ps [id]`: running jobs with their live status line.
+pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let status = match client.running(id).await {
+        Ok(status) => status,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&status)?;
+        return Ok(Outcome::Success);
+    }
+    if status.jobs.is_empty() {
+        return Ok(Outcome::Success);
+    }
+    out!(
+        "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<22} STATUS",
+        "REQUEST",
+        "ID",
+        "PRG",
+        "USER",
+        "RUNTIME",
+        "TRY",
+        "JOB"
+    );
+    let now = Utc::now();
+    for job in &status.jobs {
+        let (request_type, id, prg, user) = match status.requests.get(&job.request_id) {
+            Some(request) => (
+                squeeze(&request.request_type, 20),
+                request.id.clone(),
+                progress(request),
+                squeeze(&request.user, 9),
+            ),
+            None => (
+                "unknown".to_owned(),
+                String::new(),
+                "0".to_owned(),
+                String::new(),
+            ),
+        };
+        let started = DateTime::from_timestamp_nanos(job.started_at);
+        out!(
+            "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<22} {}",
+            request_type,
+            id,
+            prg,
+            user,
+            runtime(now - started),
+            job.r#try,
+            squeeze(&job.name, 22),
+            job.status
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `running <id>`: exit 0 while PENDING, RUNNING or SUSPENDED, else 1; prints nothing.
+pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    match client.request(id).await {
+        Ok(request)
+            if matches!(
+                request.state,
+                State::Pending | State::Running | State::Suspended
+            ) =>
+        {
+            Ok(Outcome::Success)
+        }
+        Ok(_) => Ok(Outcome::Failure),
+        Err(err) => Ok(fail(&err)),
+    }
+}
+
+pub(crate) async fn stop(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    match client.stop(id).await {
+        Ok(()) => {
+            out!("OK, stopped {id}");
+            Ok(Outcome::Success)
+        }
+        Err(err) => Ok(fail(&err)),
+    }
+}
+
+/// Reads `find` filters (`type=`, `states=`, `user=`, `args=`, `since=`, `until=`,
+/// `limit=`, `offset=`).
+fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
+    let mut filter = RequestFilter {
+        limit: 10,
+        ..RequestFilter::default()
+    };
+    let mut seen = std::collections::HashSet::new();
+    for word in words {
+        let Some((name, value)) = word.split_once('=') else {
+            anyhow::bail!(
+                "invalid filter {word:?}; expected filter=value (type, states, user, args, since, until, limit, offset)"
+            );
+        };
+        if !seen.insert(name.to_owned()) {
+            anyhow::bail!("filter '{name}' given more than once");
+        }
+        let time = |value: &str| -> anyhow::Result<DateTime<Utc>> {
+            let parsed = chrono::NaiveDateTime::parse_from_str(
+                value.trim_end_matches(" UTC"),
+                "%Y-%m-%d %H:%M:%S",
+            )
+            .map(|t| t.and_utc())
+            .or_else(|_| DateTime::parse_from_rfc3339(value).map(|t| t.with_timezone(&Utc)));
+            parsed.map_err(|_| {
+                anyhow::anyhow!(
+                    "invalid time {value:?}; expected 'YYYY-MM-DD HH:MM:SS UTC' or RFC 3339"
+                )
+            })
+        };
+        match name {
+            "type" => filter.request_type = Some(value.to_owned()),
+            "user" => filter.user = Some(value.to_owned()),
+            "states" => {
+                for state in value.split(',') {
+                    let state = state.trim().to_ascii_uppercase();
+                    filter.states.push(
+                        state
+                            .parse()
+                            .map_err(|err| anyhow::anyhow!("invalid state: {err}"))?,
+                    );
+                }
+            }
+            "args" => {
+                for pair in value.split(',') {
+                    let Some((key, arg_value)) = pair.split_once('=') else {
+                        anyhow::bail!(
+                            "invalid request arg {pair:?}; expected args=key1=value1,key2=value2"
+                        );
+                    };
+                    filter.args.insert(key.to_owned(), arg_value.to_owned());
+                }
+            }
+            "since" => filter.since = Some(time(value)?),
+            "until" => filter.until = Some(time(value)?),
+            "limit" => {
+                filter.limit = value.parse().map_err(|_| {
+                    anyhow::anyhow!("invalid limit {value:?}; expected a number >= 0")
+                })?
+            }
+            "offset" => {
+                filter.offset = value.parse().map_err(|_| {
+                    anyhow::anyhow!("invalid offset {value:?}; expected a number >= 0")
+                })?
+            }
+            other => anyhow::bail!(
+                "unknown filter '{other}'; expected one of type, states, user, args, since, until, limit, offset"
+            ),
+        }
+    }
+    Ok(filter)
+}
+
+pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<Outcome> {
+    let filter = find_filter(words)?;
+    let client = args.client()?;
+    let requests = match client.find(&filter).await {
+        Ok(requests) => requests,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&requests)?;
+        return Ok(Outcome::Success);
+    }
+    if requests.is_empty() {
+        return Ok(Outcome::Success);
+    }
+    out!(
+        "{:<20} {:<40} {:<16} {:<9} {:<23} {:<23} {:<23} JOBS",
+        "ID",
+        "REQUEST",
+        "USER",
+        "STATE",
+        "CREATED",
+        "STARTED",
+        "FINISHED"
+    );
+    for request in &requests {
+        out!(
+            "{:<20} {:<40} {:<16} {:<9} {:<23} {:<23} {:<23} {} / {}",
+            squeeze(&request.id, 20),
+            squeeze(&request.request_type, 40),
+            squeeze(&request.user, 16),
+            request.state.name(),
+            time(Some(request.created_at)),
+            time(request.started_at),
+            time(request.finished_at),
+            request.finished_jobs,
+            request.total_jobs
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `watch <id>`: a live progress bar and the running jobs until the request ends;
+/// exit 0 for COMPLETE, 1 for FAIL, 3 for STOPPED.
+pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} jobs  {wide_msg}",
+        )
+        .expect("the template is valid"),
+    );
+    let request = loop {
+        let request = match client.request(id).await {
+            Ok(request) => request,
+            Err(err) => {
+                bar.finish_and_clear();
+                return Ok(fail(&err));
+            }
+        };
+        bar.set_length(request.total_jobs);
+        bar.set_position(request.finished_jobs);
+        if request.state.is_finished() {
+            break request;
+        }
+        if let Ok(status) = client.running(Some(id)).await {
+            let line: Vec<String> = status
+                .jobs
+                .iter()
+                .map(|job| {
+                    if job.status.is_empty() {
+                        job.name.clone()
+                    } else {
+                        format!("{}: {}", job.name, job.status)
+                    }
+                })
+                .collect();
+            bar.set_message(line.join(", "));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    bar.finish_and_clear();
+    if args.output == Output::Json {
+        print_json(&Request {
+            job_chain: None,
+            ..request.clone()
+        })?;
+    } else {
+        out!("{} {}", request.id, request.state);
+    }
+    Ok(match request.state {
+        State::Complete => Outcome::Success,
+        State::Stopped => Outcome::Code(3),
+        _ => Outcome::Failure,
+    })
+}
+
+/// `graph <id>`: the stored chain with each job's latest state.
+pub(crate) async fn stored_graph(
+    args: &ClientArgs,
+    id: &str,
+    dot: bool,
+) -> anyhow::Result<Outcome> {
+    let client = args.client()?;
+    let chain = match client.job_chain(id).await {
+        Ok(chain) => chain,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if dot {
+        let mut stdout = anstream::stdout().lock();
+        write!(stdout, "{}", crate::dot::render(&chain))?;
+    } else {
+        print_json(&chain)?;
+    }
+    Ok(Outcome::Success)
+}

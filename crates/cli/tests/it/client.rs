@@ -1,0 +1,385 @@
+//! The commands that drive a running server, against a real `spindle server`: outputs
+//! (snapshots with ids and times masked), JSON outputs, prompting through a
+//! pseudo-terminal, and the exit codes of failures.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const SPECS: &str = "sequences:
+  greet:
+    request: true
+    args:
+      required:
+        - name: who
+          desc: Who to greet
+      optional:
+        - name: times
+          desc: How many greetings
+          default: \"1\"
+    nodes:
+      hello:
+        category: job
+        type: noop
+        args: [{expected: who}]
+  nap:
+    request: true
+    args:
+      optional:
+        - name: ms
+          desc: How long to nap
+          default: \"60000\"
+    nodes:
+      sleep:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: ms}]
+";
+
+struct Server {
+    child: Child,
+    addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "server",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--specs",
+            "specs.yaml",
+            "--database",
+            "sqlite://s.db",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child,
+        addr: format!("http://127.0.0.1:{port}"),
+        dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
+impl Server {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(args)
+            .env("SPINDLE_ADDR", &self.addr)
+            .env("NO_COLOR", "1")
+            .env("USER", "ann")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn stdout(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn start(&self, args: &[&str]) -> String {
+        let mut all = vec!["start"];
+        all.extend_from_slice(args);
+        all.push("--yes");
+        let out = self.stdout(&all);
+        out.split_whitespace().last().unwrap().to_owned()
+    }
+
+    fn wait_state(&self, id: &str, state: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self
+            .stdout(&["status", id])
+            .contains(&format!("state: {state}"))
+        {
+            assert!(Instant::now() < deadline, "{id} never reached {state}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn list_help_start_status_info_find_log() {
+    let server = server();
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"http://127\.0\.0\.1:\d+", "[ADDR]");
+    settings.add_filter(r"[0-9a-v]{20}", "[ID]");
+    settings.add_filter(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? UTC", "[TIME]");
+    settings.add_filter(r"\(\d+s ago\)", "([AGO])");
+    settings.add_filter(r"runtime: +[0-9.]+s", "runtime: [RUNTIME]");
+    settings.add_filter(r"job id: +[a-zA-Z0-9]{4}", "job id:   [JOB]");
+    let _guard = settings.bind_to_scope();
+
+    insta::assert_snapshot!(server.stdout(&[]), @r"
+    Request Manager address: [ADDR]
+
+    Requests:
+      greet
+      nap
+
+    spindle help  <request>
+    spindle start <request>
+    ");
+    insta::assert_snapshot!(server.stdout(&["help", "greet"]), @r"
+    Request Manager address: [ADDR]
+
+    greet request args (* required)
+
+      * who    Who to greet
+        times  How many greetings (default: 1)
+
+    To start a greet request, run 'spindle start greet'
+    ");
+    let output = server.run(&["start", "greet", "who=Ann Lee", "--yes"]);
+    assert!(output.status.success());
+    insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap(), @"OK, started greet request [ID]");
+    let id = server.start(&["greet", "who=bob"]);
+    server.wait_state(&id, "COMPLETE");
+    insta::assert_snapshot!(server.stdout(&["status", &id]), @r"
+       state: COMPLETE
+    progress: 100%
+     runtime: [RUNTIME]
+     request: greet
+      caller: ann
+        args: who=bob
+    ");
+    insta::assert_snapshot!(server.stdout(&["info", &id]), @r"
+          id: [ID]
+     request: greet
+      caller: ann
+     created: [TIME] ([AGO])
+     started: [TIME] ([AGO])
+    finished: [TIME] ([AGO])
+       state: COMPLETE
+        host: 
+        jobs: 5 (5 complete)
+        args: who=bob times=1
+    ");
+    let found = server.stdout(&["find", "type=greet", "states=complete,running,pending"]);
+    let lines: Vec<&str> = found.lines().collect();
+    assert_eq!(lines.len(), 3, "{found}");
+    assert!(
+        lines[0].starts_with("ID                   REQUEST"),
+        "{found}"
+    );
+    assert!(
+        lines[1].contains(" greet ") && lines[1].ends_with("5 / 5"),
+        "{found}"
+    );
+    assert_eq!(
+        server.stdout(&["find", "type=nap"]),
+        "",
+        "no results print nothing"
+    );
+    let log = server.stdout(&["log", &id, "--job", "nope"]);
+    assert_eq!(log, "");
+    let log = server.stdout(&["log", &id]);
+    assert_eq!(log.matches("\n--\n").count(), 5, "{log}");
+    assert!(
+        log.contains("job name: hello\njob type: noop\nstate:    COMPLETE"),
+        "{log}"
+    );
+}
+
+#[test]
+fn json_outputs() {
+    let server = server();
+    let id = server.start(&["greet", "who=bob"]);
+    server.wait_state(&id, "COMPLETE");
+    for args in [
+        vec!["status", &id],
+        vec!["info", &id],
+        vec!["log", &id],
+        vec!["find"],
+        vec!["ps"],
+        vec!["help", "greet"],
+        vec![],
+    ] {
+        let mut all = vec!["--output", "json"];
+        all.extend(args.iter().copied());
+        let out = server.stdout(&all);
+        let value: Value =
+            serde_json::from_str(&out).unwrap_or_else(|err| panic!("{all:?}: {err}: {out}"));
+        assert!(!value.is_null(), "{all:?}");
+    }
+    let info: Value =
+        serde_json::from_str(&server.stdout(&["info", &id, "--output", "json"])).unwrap();
+    assert_eq!(info["JobChain"]["jobs"].as_object().unwrap().len(), 5);
+    let graph: Value = serde_json::from_str(&server.stdout(&["graph", &id])).unwrap();
+    assert!(
+        graph["jobs"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|j| j["state"] == 3)
+    );
+    let dot = server.stdout(&["graph", &id, "--format", "dot"]);
+    assert!(dot.contains("COMPLETE (try 1)"), "{dot}");
+}
+
+#[test]
+fn prompting_on_a_terminal() {
+    let server = server();
+    // `script` gives the command a pseudo-terminal and feeds it our input.
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} start greet", env!("CARGO_BIN_EXE_spindle")),
+            "/dev/null",
+        ])
+        .env("SPINDLE_ADDR", &server.addr)
+        .env("NO_COLOR", "1")
+        .current_dir(server.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"\nCy\n3\nno\nok\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+    assert!(text.contains("# Who to greet\nwho="), "{text}");
+    assert!(text.contains("# Value required for who"), "{text}");
+    assert!(
+        text.contains("# How many greetings (default: 1)\ntimes="),
+        "{text}"
+    );
+    assert!(
+        text.contains("# spindle start greet times=3 who=Cy"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Enter 'ok' to start, or ctrl-c to abort: "),
+        "{text}"
+    );
+    assert!(text.contains("OK, started greet request "), "{text}");
+    let id = text
+        .split("OK, started greet request ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let status = server.stdout(&["status", &id]);
+    assert!(status.contains("args: who=Cy"), "{status}");
+    // Without a terminal, a missing required arg is an error that names it.
+    let output = server.run(&["start", "greet"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("missing required args: who"));
+}
+
+#[test]
+fn ps_stop_watch_and_running() {
+    let server = server();
+    let id = server.start(&["nap"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ps = loop {
+        let ps = server.stdout(&["ps"]);
+        if ps.contains("sleeping") {
+            break ps;
+        }
+        assert!(Instant::now() < deadline, "the nap never showed in ps");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let lines: Vec<&str> = ps.lines().collect();
+    assert!(
+        lines[0].starts_with("REQUEST              ID                    PRG  USER"),
+        "{ps}"
+    );
+    assert!(
+        lines[1].starts_with("nap ") && lines[1].contains(&id) && lines[1].contains(" sleep "),
+        "{ps}"
+    );
+    assert!(lines[1].ends_with("sleeping 1m0s"), "{ps}");
+    assert_eq!(server.run(&["running", &id]).status.code(), Some(0));
+    let stopped = server.stdout(&["stop", &id]);
+    assert_eq!(stopped.trim(), format!("OK, stopped {id}"));
+    let watch = server.run(&["watch", &id]);
+    assert_eq!(watch.status.code(), Some(3), "STOPPED");
+    assert_eq!(server.run(&["running", &id]).status.code(), Some(1));
+    let done = server.run(&["start", "nap", "ms=10", "--yes", "--watch"]);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(String::from_utf8_lossy(&done.stdout).contains(" COMPLETE"));
+    let again = server.run(&["stop", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("expected state RUNNING"));
+}
+
+#[test]
+fn failures_have_one_line_and_their_own_exit_code() {
+    let server = server();
+    let output = server.run(&["status", "nosuchrequest"]);
+    assert_eq!(output.status.code(), Some(4));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "error: request nosuchrequest not found\n"
+    );
+    let output = server.run(&["help", "nosuchtype"]);
+    assert_eq!(output.status.code(), Some(4));
+    let output = server.run(&["--addr", "http://127.0.0.1:1", "status", "x"]);
+    assert_eq!(output.status.code(), Some(5));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("error: cannot reach the Request Manager at http://127.0.0.1:1")
+    );
+    // A server that accepts connections but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("http://{}", silent.local_addr().unwrap());
+    let output = server.run(&["--addr", &addr, "--timeout", "300ms", "status", "x"]);
+    assert_eq!(
+        output.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("did not answer within 300ms"));
+    let output = server.run(&["find", "colour=red"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = server.run(&["start", "greet", "who=x", "size=9", "--yes"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown request args: size"));
+    let help = server.stdout(&["--help"]);
+    assert!(
+        help.contains("5  the Request Manager cannot be reached"),
+        "{help}"
+    );
+    let completions = server.stdout(&["completions", "bash"]);
+    assert!(completions.contains("spindle"));
+}
