@@ -158,7 +158,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
         Some(command) => match command {
             Command::Lint(args) => lint::run(&args),
             Command::Graph(args) => graph::run(&args, registry, &client),
-            Command::Run(args) => block_on(run::run(&args, registry)),
+            Command::Run(args) => block_on(run::run(&args, registry, client.output)),
             Command::Server(args) => block_on(serve::server(&args, registry)),
             Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
             Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
@@ -205,10 +205,16 @@ pub fn main(registry: job::Registry) -> ExitCode {
         Ok(Outcome::Code(code)) => ExitCode::from(code),
         // A reader that went away (`spindle graph ... | head`) is not an error.
         Err(err)
-            if err
-                .chain()
-                .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
-                .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+            if err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .map(std::io::Error::kind)
+                    == Some(std::io::ErrorKind::BrokenPipe)
+                    || cause
+                        .downcast_ref::<serde_json::Error>()
+                        .and_then(serde_json::Error::io_error_kind)
+                        == Some(std::io::ErrorKind::BrokenPipe)
+            }) =>
         {
             ExitCode::SUCCESS
         }
@@ -233,4 +239,15 @@ fn version() {
         env!("CARGO_PKG_VERSION"),
         proto::SPIN_CYCLE_API_VERSION
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// clap's own consistency checks over every command (unique names, valid defaults).
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

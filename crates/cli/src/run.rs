@@ -11,6 +11,7 @@ use job::Registry;
 use proto::{CreateRequest, State};
 
 use crate::serve::{eprintln_failure, load_specs, local};
+use crate::spinc::Output;
 use crate::{Outcome, graph::parse_request_args};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -25,15 +26,6 @@ pub(crate) struct RunArgs {
     request: String,
     /// Request args as name=value; a value that is a JSON list or object is passed as that value
     args: Vec<String>,
-    /// Output: the request id and final state, or the final request and its job log as JSON
-    #[arg(long, value_enum, default_value_t = RunOutput::Human)]
-    output: RunOutput,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum RunOutput {
-    Human,
-    Json,
 }
 
 /// Exit codes of `spindle run`.
@@ -41,7 +33,12 @@ const EXIT_FAIL: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_STOPPED: u8 = 130;
 
-pub(crate) async fn run(args: &RunArgs, registry: Registry) -> anyhow::Result<Outcome> {
+/// `output`: the request id and final state, or (JSON) the final request and its job log.
+pub(crate) async fn run(
+    args: &RunArgs,
+    registry: Registry,
+    output: Output,
+) -> anyhow::Result<Outcome> {
     let request_args = parse_request_args(&args.args)?;
     let Some(specs) = load_specs(&args.specs)? else {
         eprintln_failure(&format!(
@@ -118,9 +115,9 @@ pub(crate) async fn run(args: &RunArgs, registry: Registry) -> anyhow::Result<Ou
     };
     bar.finish_and_clear();
     let mut stdout = anstream::stdout().lock();
-    match args.output {
-        RunOutput::Human => writeln!(stdout, "{} {}", final_request.id, final_request.state)?,
-        RunOutput::Json => {
+    match output {
+        Output::Human => writeln!(stdout, "{} {}", final_request.id, final_request.state)?,
+        Output::Json => {
             let request = store.get_request(&request.id, true).await?;
             let job_log = store.job_log(&request.id).await?;
             let document = serde_json::json!({"request": request, "jobLog": job_log});
