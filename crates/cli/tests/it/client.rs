@@ -383,3 +383,30 @@ fn failures_have_one_line_and_their_own_exit_code() {
     let completions = server.stdout(&["completions", "bash"]);
     assert!(completions.contains("spindle"));
 }
+
+#[test]
+fn log_follow_prints_tries_until_the_request_ends_and_version() {
+    let server = server();
+    let id = server.start(&["nap", "ms=400"]);
+    let output = server.run(&["log", &id, "--follow"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let log = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        log.matches("\n--\n").count(),
+        5,
+        "every job's try, once each: {log}"
+    );
+    assert!(
+        log.contains("job name: sleep\njob type: sleep\nstate:    COMPLETE"),
+        "{log}"
+    );
+    let version = server.stdout(&["version"]);
+    assert!(
+        version.starts_with("spindle ") && version.contains("Spin Cycle API 2.1.1"),
+        "{version}"
+    );
+}
