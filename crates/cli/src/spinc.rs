@@ -300,9 +300,11 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         }
     }
     if interactive && !start.yes {
-        let pairs: Vec<String> = given
+        // The re-run hint lists args in spec order, as spinc does.
+        let pairs: Vec<String> = spec
+            .args
             .iter()
-            .map(|(name, value)| arg_pair(name, value))
+            .filter_map(|arg| given.get(&arg.name).map(|value| arg_pair(&arg.name, value)))
             .collect();
         eprintln_line(&format!(
             "\n# spindle start {} {}\n",
@@ -625,7 +627,7 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
         match name {
             "type" => filter.request_type = Some(value.to_owned()),
             "user" => filter.user = Some(value.to_owned()),
-            "states" => {
+            "states" | "state" => {
                 for state in value.split(',') {
                     let state = state.trim().to_ascii_uppercase();
                     filter.states.push(
@@ -635,7 +637,7 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
                     );
                 }
             }
-            "args" => {
+            "args" | "arg" => {
                 for pair in value.split(',') {
                     let Some((key, arg_value)) = pair.split_once('=') else {
                         anyhow::bail!(

@@ -203,6 +203,8 @@ fn list_help_start_status_info_find_log() {
         "",
         "no results print nothing"
     );
+    let by_arg = server.stdout(&["find", "arg=who=bob", "state=COMPLETE"]);
+    assert_eq!(by_arg.lines().count(), 2, "{by_arg}");
     let log = server.stdout(&["log", &id, "--job", "nope"]);
     assert_eq!(log, "");
     let log = server.stdout(&["log", &id]);
@@ -276,7 +278,7 @@ fn prompting_on_a_terminal() {
         "{text}"
     );
     assert!(
-        text.contains("# spindle start greet times=3 who=Cy"),
+        text.contains("# spindle start greet who=Cy times=3"),
         "{text}"
     );
     assert!(
