@@ -393,7 +393,14 @@ pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::
     Ok(Outcome::Success)
 }
 
-#[allow(clippy::print_stderr, reason = "a one-line message before exiting")]
+/// One line on stderr: `error: <message>`, `error` in red on terminals.
 pub(crate) fn eprintln_failure(message: &str) {
-    eprintln!("error: {message}");
+    let style = anstyle::Style::new()
+        .bold()
+        .fg_color(Some(anstyle::AnsiColor::Red.into()));
+    let mut stderr = anstream::stderr().lock();
+    let _ = std::io::Write::write_fmt(
+        &mut stderr,
+        format_args!("{style}error{style:#}: {message}\n"),
+    );
 }

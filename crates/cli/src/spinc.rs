@@ -106,6 +106,21 @@ fn arg_pair(name: &str, value: &Value) -> String {
     }
 }
 
+/// A state name padded to `width`, coloured on terminals (anstream strips the colour
+/// when stdout is not a terminal or NO_COLOR is set).
+fn state_text(state: State, width: usize) -> String {
+    use anstyle::AnsiColor;
+    let color = match state {
+        State::Complete => AnsiColor::Green,
+        State::Fail | State::Unknown => AnsiColor::Red,
+        State::Running => AnsiColor::Cyan,
+        State::Stopped | State::Suspended => AnsiColor::Yellow,
+        State::Pending | State::Reserved => AnsiColor::BrightBlack,
+    };
+    let style = anstyle::Style::new().bold().fg_color(Some(color.into()));
+    format!("{style}{:<width$}{style:#}", state.name())
+}
+
 fn progress(request: &Request) -> String {
     if request.total_jobs == 0 {
         return "0%".to_owned();
@@ -373,7 +388,7 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Outcom
         .collect();
     out!(
         "   state: {}\nprogress: {}\n runtime: {run}\n request: {}\n  caller: {}\n    args: {}",
-        request.state,
+        state_text(request.state, 0),
         progress(&request),
         request.request_type,
         request.user,
@@ -411,7 +426,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome>
         ago(Some(request.created_at)),
         ago(request.started_at),
         ago(request.finished_at),
-        request.state,
+        state_text(request.state, 0),
         request.jr_url,
         request.total_jobs,
         request.finished_jobs,
@@ -693,11 +708,11 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
     );
     for request in &requests {
         out!(
-            "{:<20} {:<40} {:<16} {:<9} {:<23} {:<23} {:<23} {} / {}",
+            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {} / {}",
             squeeze(&request.id, 20),
             squeeze(&request.request_type, 40),
             squeeze(&request.user, 16),
-            request.state.name(),
+            state_text(request.state, 9),
             time(Some(request.created_at)),
             time(request.started_at),
             time(request.finished_at),
@@ -755,7 +770,7 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome
             ..request.clone()
         })?;
     } else {
-        out!("{} {}", request.id, request.state);
+        out!("{} {}", request.id, state_text(request.state, 0));
     }
     Ok(match request.state {
         State::Complete => Outcome::Success,

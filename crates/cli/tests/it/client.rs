@@ -412,3 +412,76 @@ fn log_follow_prints_tries_until_the_request_ends_and_version() {
         "{version}"
     );
 }
+
+#[test]
+fn colour_on_terminals_only_and_command_help() {
+    let server = server();
+    let id = server.start(&["greet", "who=bob"]);
+    server.wait_state(&id, "COMPLETE");
+    let on_terminal = |no_color: bool| {
+        let mut command = Command::new("script");
+        command
+            .args([
+                "-qec",
+                &format!("{} status {id}", env!("CARGO_BIN_EXE_spindle")),
+                "/dev/null",
+            ])
+            .env("SPINDLE_ADDR", &server.addr)
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        String::from_utf8_lossy(&command.output().unwrap().stdout).into_owned()
+    };
+    assert!(
+        on_terminal(false).contains("\u{1b}["),
+        "coloured on a terminal"
+    );
+    let plain = on_terminal(true);
+    assert!(
+        plain.contains("state: COMPLETE") && !plain.contains("\u{1b}["),
+        "{plain:?}"
+    );
+    let piped = server.stdout(&["status", &id]);
+    assert!(!piped.contains("\u{1b}["), "no colour into a pipe");
+    let help = server.stdout(&["help", "start"]);
+    assert!(help.contains("--yes") && help.contains("--watch"), "{help}");
+}
+
+#[test]
+fn find_and_log_snapshots() {
+    let server = server();
+    let id = server.start(&["greet", "who=bob"]);
+    server.wait_state(&id, "COMPLETE");
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"[0-9a-v]{20}", "[ID]");
+    settings.add_filter(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? UTC", "[TIME]");
+    settings.add_filter(r"runtime: +[0-9.]+s", "runtime:  [RUNTIME]");
+    settings.add_filter(r"job id: +[a-zA-Z0-9]{4}", "job id:   [JOB]");
+    let _guard = settings.bind_to_scope();
+    insta::assert_snapshot!(server.stdout(&["find"]), @r"
+    ID                   REQUEST                                  USER             STATE     CREATED                 STARTED                 FINISHED                JOBS
+    [ID] greet                                    ann              COMPLETE  [TIME] [TIME] [TIME] 5 / 5
+    ");
+    let hello = server.stdout(&["log", &id]);
+    let entry = hello
+        .split("--\n")
+        .find(|e| e.contains("job name: hello"))
+        .unwrap()
+        .to_owned();
+    insta::assert_snapshot!(entry, @r"
+    job id:   [JOB]
+    job name: hello
+    job type: noop
+    state:    COMPLETE
+    exit:     0
+    error:    
+    try:      1
+    runtime:  [RUNTIME]
+    started:  [TIME]
+    finished: [TIME]
+    stdout:   
+    stderr:
+    ");
+}
