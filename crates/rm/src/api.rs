@@ -42,8 +42,18 @@ impl IntoResponse for Error {
     }
 }
 
-/// Decodes a JSON body with a message that says what was wrong.
-fn decode<T: DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, Error> {
+/// Decodes a JSON body with a message that says what was wrong. As in Spin Cycle, a
+/// body must be declared `application/json` (else 415).
+fn decode<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, what: &str) -> Result<T, Error> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/json") {
+        return Err(Error::UnsupportedMediaType(format!(
+            "Unsupported Media Type: the body must be JSON with Content-Type: application/json, not {content_type:?}"
+        )));
+    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest(format!(
             "the request body is empty; expected {what} as JSON"
@@ -98,8 +108,11 @@ async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
-    let create_request: CreateRequest =
-        decode(&body, "create request ({\"type\": ..., \"args\": {...}})")?;
+    let create_request: CreateRequest = decode(
+        &headers,
+        &body,
+        "create request ({\"type\": ..., \"args\": {...}})",
+    )?;
     if create_request.request_type.is_empty() {
         return Err(Error::BadRequest(
             "Type is empty, must be a request name".to_owned(),
@@ -162,16 +175,21 @@ async fn latest_log(
 async fn add_log(
     State(manager): Shared,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
-    let mut entry: JobLog = decode(&body, "job log entry")?;
+    let mut entry: JobLog = decode(&headers, &body, "job log entry")?;
     entry.request_id = id;
     manager.add_job_logs(vec![entry.clone()]).await?;
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
 
-async fn add_logs(State(manager): Shared, body: Bytes) -> Result<StatusCode, Error> {
-    let entries: Vec<JobLog> = decode(&body, "list of job log entries")?;
+async fn add_logs(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
+    let entries: Vec<JobLog> = decode(&headers, &body, "list of job log entries")?;
     if let Some(entry) = entries
         .iter()
         .find(|entry| entry.request_id.is_empty() || entry.job_id.is_empty())
@@ -188,9 +206,11 @@ async fn add_logs(State(manager): Shared, body: Bytes) -> Result<StatusCode, Err
 async fn finish(
     State(manager): Shared,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, Error> {
     let finish: FinishRequest = decode(
+        &headers,
         &body,
         "finish request ({\"state\": ..., \"finishedAt\": ...})",
     )?;
@@ -198,8 +218,12 @@ async fn finish(
     Ok(StatusCode::OK)
 }
 
-async fn suspend(State(manager): Shared, body: Bytes) -> Result<StatusCode, Error> {
-    let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
+async fn suspend(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
+    let suspended: SuspendedJobChain = decode(&headers, &body, "suspended job chain")?;
     manager.suspend(&suspended).await?;
     Ok(StatusCode::OK)
 }
@@ -207,9 +231,11 @@ async fn suspend(State(manager): Shared, body: Bytes) -> Result<StatusCode, Erro
 async fn progress(
     State(manager): Shared,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
     let progress: RequestProgress = decode(
+        &headers,
         &body,
         "progress ({\"requestId\": ..., \"finishedJobs\": ...})",
     )?;

@@ -11,6 +11,9 @@ pub enum Error {
     /// The request is not in a state that allows this (409).
     #[error("{0}")]
     Conflict(String),
+    /// A body that is not declared JSON (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// Shutting down, or a dependency is down; try again later (503).
     #[error("{0}")]
     Unavailable(String),
@@ -25,6 +28,7 @@ impl Error {
             Error::BadRequest(_) => 400,
             Error::NotFound(_) => 404,
             Error::Conflict(_) => 409,
+            Error::UnsupportedMediaType(_) => 415,
             Error::Unavailable(_) => 503,
             Error::Internal(_) => 500,
         }

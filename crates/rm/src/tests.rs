@@ -546,3 +546,25 @@ async fn request_list_and_version() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body["message"].as_str().unwrap().contains("shutting down"));
 }
+
+#[tokio::test]
+async fn a_body_that_is_not_declared_json_is_415() {
+    let env = env().await;
+    let request = HttpRequest::builder()
+        .method(Method::POST)
+        .uri("/api/v1/requests")
+        .header("content-type", "text/plain")
+        .body(Body::from(r#"{"type": "deploy", "args": {"host": "db1"}}"#))
+        .unwrap();
+    let response = env.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unsupported Media Type")
+    );
+    assert!(env.jr.chains.lock().unwrap().is_empty());
+}
