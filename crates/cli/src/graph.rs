@@ -9,7 +9,7 @@ use job::{CreateContext, Factory, Job, JobId, Outcome, Registry, RunContext};
 use proto::JobArgs;
 use serde_json::Value;
 
-use crate::{GraphArgs, GraphFormat, Outcome as Exit, lint};
+use crate::{GraphArgs, GraphFormat, Outcome as Exit};
 
 /// Parses `name=value` request args: a value that reads as a JSON list or object is that
 /// value, anything else is a string.
@@ -93,30 +93,20 @@ pub(crate) fn run(
         return crate::block_on(crate::spinc::stored_graph(client, &args.request, dot));
     };
     let request_args = parse_request_args(&args.args)?;
-    let report = spec::lint(std::slice::from_ref(specs))?;
-    if report.has_errors() {
-        let mut stderr = anstream::stderr().lock();
-        for diagnostic in report
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == spec::Severity::Error)
-        {
-            lint::write_human(&mut stderr, diagnostic)?;
-        }
-        writeln!(
-            stderr,
-            "error: the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
+    let Some(specs_read) = crate::serve::load_specs(specs)? else {
+        crate::serve::eprintln_failure(&format!(
+            "the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
             specs.display(),
             specs.display()
-        )?;
+        ));
         return Ok(Exit::Failure);
-    }
+    };
     let factory: Arc<dyn Factory> = if args.preview {
         Arc::new(PreviewFactory(registry))
     } else {
         Arc::new(registry)
     };
-    let grapher = graph::Grapher::new(report.specs, factory);
+    let grapher = graph::Grapher::new(specs_read, factory);
     let created = match grapher.create(&args.request, &request_args) {
         Ok(created) => created,
         Err(err) => {

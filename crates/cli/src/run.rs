@@ -91,17 +91,7 @@ pub(crate) async fn run(
             .running(Some(&request.id))
             .await
             .unwrap_or_default();
-        let line: Vec<String> = running
-            .iter()
-            .map(|job| {
-                if job.status.is_empty() {
-                    job.name.clone()
-                } else {
-                    format!("{}: {}", job.name, job.status)
-                }
-            })
-            .collect();
-        bar.set_message(line.join(", "));
+        bar.set_message(crate::spinc::running_line(&running));
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = tokio::signal::ctrl_c(), if !interrupted => {

@@ -60,6 +60,21 @@ fn user_config_addr() -> Option<String> {
     serde_saphyr::from_str::<UserConfig>(&text).ok()?.addr
 }
 
+/// Running jobs for a progress bar's message: `name: status line, ...`.
+pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
+    let parts: Vec<String> = jobs
+        .iter()
+        .map(|job| {
+            if job.status.is_empty() {
+                job.name.clone()
+            } else {
+                format!("{}: {}", job.name, job.status)
+            }
+        })
+        .collect();
+    parts.join(", ")
+}
+
 /// Turns a client failure into an exit code after printing one line.
 pub(crate) fn fail(err: &ClientError) -> Outcome {
     crate::serve::eprintln_failure(&err.to_string());
@@ -748,18 +763,7 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome
             break request;
         }
         if let Ok(status) = client.running(Some(id)).await {
-            let line: Vec<String> = status
-                .jobs
-                .iter()
-                .map(|job| {
-                    if job.status.is_empty() {
-                        job.name.clone()
-                    } else {
-                        format!("{}: {}", job.name, job.status)
-                    }
-                })
-                .collect();
-            bar.set_message(line.join(", "));
+            bar.set_message(running_line(&status.jobs));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };

@@ -391,7 +391,7 @@ impl Builder<'_> {
                 Some(other) => {
                     return Err(value_error(format!(
                         "`each: {list}:{element}`: arg `{list}` is {}, expected a list",
-                        kind(other)
+                        proto::json_kind(other)
                     )));
                 }
             }
@@ -578,7 +578,7 @@ fn choose_branch(node: &Node, job_args: &JobArgs, inputs: &mut JobArgs) -> Resul
         other => {
             return Err(format!(
                 "`if: {if_arg}`: arg `{if_arg}` is {}; expected a string, one of: {}",
-                kind(other),
+                proto::json_kind(other),
                 options()
             ));
         }
@@ -596,16 +596,5 @@ fn choose_branch(node: &Node, job_args: &JobArgs, inputs: &mut JobArgs) -> Resul
             "`if: {if_arg}`: value {text:?} matches no branch and there is no `default`; expected one of: {}",
             options()
         )),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }

@@ -15,6 +15,7 @@ pub use state::{State, UnknownState};
 pub use types::{
     CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, Request,
     RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, SuspendedJobChain,
+    json_kind,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.

@@ -319,7 +319,7 @@ impl<'de> Deserialize<'de> for CreateRequest {
             Some(other) => {
                 return Err(D::Error::custom(format!(
                     "field Type: expected a string (the request type), got {}",
-                    kind(other)
+                    json_kind(other)
                 )));
             }
         }
@@ -329,7 +329,7 @@ impl<'de> Deserialize<'de> for CreateRequest {
             Some(other) => {
                 return Err(D::Error::custom(format!(
                     "field Args: expected an object of arg names to values, got {}",
-                    kind(other)
+                    json_kind(other)
                 )));
             }
         }
@@ -351,8 +351,8 @@ pub struct Error {
     pub http_status: u16,
 }
 
-/// The JSON kind of a value, for error messages.
-fn kind(value: &Value) -> &'static str {
+/// The JSON kind of a value, for error messages: "a list", "a string", ...
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
