@@ -32,7 +32,7 @@ use job::Factory;
 use proto::{JobChain, JobStatus, State, SuspendedJobChain};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use reporter::{ReportError, Reporter, RetryPolicy};
+pub use reporter::{ReportError, ReportErrorKind, Reporter, RetryPolicy};
 pub use validate::ValidationError;
 
 /// Knobs of a chain run.
@@ -162,7 +162,7 @@ pub fn run(
         Default::default(),
         Default::default(),
         Default::default(),
-    );
+    )?;
     Ok(traverser::spawn(chain, factory, reporter, options))
 }
 
@@ -187,7 +187,7 @@ pub fn resume(
         total_job_tries,
         latest_run_job_tries,
         sequence_tries,
-    );
+    )?;
     chain.prepare_resume();
     Ok(traverser::spawn(chain, factory, reporter, options))
 }

@@ -1,6 +1,7 @@
 //! Where a chain's reports go, and the delivery task that sends them: in order, job log
-//! entries in batches, progress coalesced to the latest count, transient failures
-//! retried with backoff, so that the traverser's event loop never waits on the Reporter.
+//! entries in batches, progress coalesced to the latest count, failures retried with
+//! backoff as [`RetryPolicy`] says, so that the traverser's event loop never waits on the
+//! Reporter and a chain always ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,33 +9,53 @@ use std::time::Duration;
 use proto::{FinishRequest, JobLog, RequestProgress, State, SuspendedJobChain};
 use tokio::sync::mpsc;
 
-/// A report that could not be delivered. Transient errors (a server down, a timeout, a
-/// locked database) are retried; permanent ones (a rejected report) are logged and
-/// dropped.
+/// A report that could not be delivered, and so whether to send it again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ReportError {
     pub message: String,
-    transient: bool,
+    pub kind: ReportErrorKind,
+}
+
+/// What a failed delivery says about the next attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportErrorKind {
+    /// The Request Manager could not be reached or said it is unavailable (a network
+    /// error, a timeout, HTTP 503, a locked database): it will take the report once it is
+    /// back, so it is retried for as long as the policy allows (by default, until it is).
+    Unavailable,
+    /// The Request Manager answered with a fault (HTTP 500): it may be passing, or it may
+    /// fail the same way every time, so it is retried a few times only.
+    Failed,
+    /// The Request Manager refused the report (HTTP 4xx): sending it again cannot help.
+    Rejected,
 }
 
 impl ReportError {
-    pub fn transient(message: impl Into<String>) -> ReportError {
+    pub fn unavailable(message: impl Into<String>) -> ReportError {
         ReportError {
             message: message.into(),
-            transient: true,
+            kind: ReportErrorKind::Unavailable,
         }
     }
 
-    pub fn permanent(message: impl Into<String>) -> ReportError {
+    pub fn failed(message: impl Into<String>) -> ReportError {
         ReportError {
             message: message.into(),
-            transient: false,
+            kind: ReportErrorKind::Failed,
         }
     }
 
+    pub fn rejected(message: impl Into<String>) -> ReportError {
+        ReportError {
+            message: message.into(),
+            kind: ReportErrorKind::Rejected,
+        }
+    }
+
+    /// Whether the same report may be delivered by trying again later.
     pub fn is_transient(&self) -> bool {
-        self.transient
+        self.kind == ReportErrorKind::Unavailable
     }
 }
 
@@ -52,13 +73,17 @@ pub trait Reporter: Send + Sync + 'static {
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError>;
 }
 
-/// How transient report failures are retried: exponential backoff from `initial`, capped
-/// at `max_delay`; `max_attempts` of `None` retries until the report is delivered.
+/// How failed reports are sent again: exponential backoff from `initial`, capped at
+/// `max_delay`. A Request Manager that is unavailable gets `max_attempts` in all (`None`:
+/// until it takes the report); one that answers with a fault gets `max_failed_attempts`,
+/// so that a fault that repeats cannot hold a chain's end forever; a rejected report is
+/// not sent again. A report given up on is logged as an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub initial: Duration,
     pub max_delay: Duration,
     pub max_attempts: Option<u32>,
+    pub max_failed_attempts: u32,
 }
 
 impl Default for RetryPolicy {
@@ -67,6 +92,22 @@ impl Default for RetryPolicy {
             initial: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
             max_attempts: None,
+            max_failed_attempts: 5,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Whether attempt number `attempt` (from 1), which failed with `err`, is followed by
+    /// another.
+    fn again(&self, err: &ReportError, attempt: u32) -> bool {
+        match err.kind {
+            ReportErrorKind::Unavailable => self.max_attempts.is_none_or(|max| attempt < max),
+            ReportErrorKind::Failed => {
+                attempt < self.max_failed_attempts
+                    && self.max_attempts.is_none_or(|max| attempt < max)
+            }
+            ReportErrorKind::Rejected => false,
         }
     }
 }
@@ -83,7 +124,7 @@ pub(crate) enum Report {
 /// Entries sent in one `job_logs` call at most.
 const MAX_BATCH: usize = 1000;
 
-/// Calls `send` until it succeeds, fails permanently, or runs out of attempts.
+/// Calls `send` until it succeeds or the policy gives up.
 async fn with_retries<F, Fut>(
     policy: &RetryPolicy,
     what: &str,
@@ -99,9 +140,7 @@ where
     loop {
         match send().await {
             Ok(()) => return Ok(()),
-            Err(err)
-                if err.is_transient() && policy.max_attempts.is_none_or(|max| attempt < max) =>
-            {
+            Err(err) if policy.again(&err, attempt) => {
                 tracing::warn!(request_id, attempt, error = %err, "sending {what} failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(policy.max_delay);
@@ -121,7 +160,7 @@ pub(crate) async fn deliver(
     reporter: Arc<dyn Reporter>,
     policy: RetryPolicy,
     request_id: String,
-    mut reports: mpsc::UnboundedReceiver<Report>,
+    mut reports: mpsc::Receiver<Report>,
 ) -> bool {
     let mut suspend_failed = false;
     let mut logs: Vec<JobLog> = Vec::new();

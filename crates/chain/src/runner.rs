@@ -1,6 +1,8 @@
 //! Runs one dispatched job: makes it from the chain, then runs its tries (job-level
-//! retries, runner.md §5), sending a job log entry per try. Its end goes back to the
-//! traverser as an event.
+//! retries, runner.md §5), sending a job log entry per try. Its end is the task's
+//! output, which the traverser collects from its `JoinSet`; a panic anywhere in here is a
+//! failed try (caught around the job's own code, or seen by the traverser as a panicked
+//! task), never a lost one.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -14,7 +16,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::reporter::Report;
-use crate::traverser::Event;
 
 /// Unix nanoseconds now.
 pub(crate) fn now_nanos() -> i64 {
@@ -45,6 +46,8 @@ pub(crate) struct LiveState {
     pub(crate) try_no: AtomicU32,
     /// Waiting between tries.
     pub(crate) sleeping: AtomicBool,
+    /// The last try whose job log entry was queued (0: none yet).
+    pub(crate) logged: AtomicU32,
 }
 
 /// Everything a runner needs; built by the traverser when it dispatches a job.
@@ -55,11 +58,12 @@ pub(crate) struct Dispatch {
     pub(crate) data: JobArgs,
     pub(crate) prev_latest: u32,
     pub(crate) prev_total: u32,
+    /// The job's `retryWait`, checked when the chain was accepted.
+    pub(crate) retry_wait: Duration,
     pub(crate) factory: Arc<dyn Factory>,
     pub(crate) cancel: CancellationToken,
     pub(crate) live: Live,
-    pub(crate) events: mpsc::UnboundedSender<Event>,
-    pub(crate) reports: mpsc::UnboundedSender<Report>,
+    pub(crate) reports: mpsc::Sender<Report>,
 }
 
 fn make(
@@ -73,12 +77,32 @@ fn make(
         id: job.id.clone(),
         request_id: request_id.to_owned(),
     };
-    let mut made = factory.make(&id)?;
-    made.deserialize(&job.bytes)?;
-    Ok(made)
+    // A factory or a job that panics here is a failed try like a panic in `run`.
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut made = factory.make(&id)?;
+        made.deserialize(&job.bytes)?;
+        Ok(made)
+    }))
+    .unwrap_or_else(|payload| {
+        Err(job::Error::Create(format!(
+            "panic while making the job: {}",
+            panic_text(&*payload)
+        )))
+    })
 }
 
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+/// Sends a report, waiting while the delivery queue is full. Boxed, so that what the send
+/// holds while it waits is not part of every job's future (a fan-out has thousands).
+fn send(
+    reports: &mpsc::Sender<Report>,
+    report: Report,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    Box::pin(async move {
+        let _ = reports.send(report).await;
+    })
+}
+
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {
@@ -90,7 +114,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs a dispatched job. The dispatch is boxed so that each job's task stays small
 /// (a fan-out starts thousands of them at once).
-pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
+pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
     let Dispatch {
         idx,
         ref request_id,
@@ -98,13 +122,13 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
         ref mut data,
         prev_latest,
         prev_total,
+        retry_wait,
         ref factory,
         ref cancel,
         ref live,
-        ref events,
         ref reports,
     } = *dispatch;
-    let log = |try_no: u32, started_at: i64, finished_at: i64, outcome: &Outcome| JobLog {
+    let log = |try_no: u32, started_at: i64, finished_at: i64, outcome: Outcome| JobLog {
         request_id: request_id.to_string(),
         job_id: job.id.clone(),
         r#try: try_no,
@@ -114,12 +138,11 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
         finished_at,
         state: outcome.state,
         exit: outcome.exit,
-        error: outcome.error.clone(),
-        stdout: outcome.stdout.clone(),
-        stderr: outcome.stderr.clone(),
+        error: outcome.error,
+        stdout: outcome.stdout,
+        stderr: outcome.stderr,
     };
-    let max_tries = 1 + job.retry;
-    let retry_wait = proto::duration::parse(&job.retry_wait).unwrap_or(Duration::ZERO);
+    let max_tries = job.retry.saturating_add(1);
     let mut latest = prev_latest;
     let mut total = prev_total;
     let mut made: Option<Box<dyn Job>> = None;
@@ -130,7 +153,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
             state = State::Stopped;
             break;
         }
-        let try_no = total + 1;
+        let try_no = total.saturating_add(1);
         live.try_no.store(try_no, Ordering::Relaxed);
         let started_at = now_nanos();
         if made.is_none() {
@@ -141,8 +164,9 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
                     latest += 1;
                     total += 1;
                     let outcome = Outcome::failed(format!("problem creating job runner: {err}"));
-                    let _ =
-                        reports.send(Report::Log(log(try_no, started_at, now_nanos(), &outcome)));
+                    let entry = log(try_no, started_at, now_nanos(), outcome);
+                    send(reports, Report::Log(entry)).await;
+                    live.logged.store(try_no, Ordering::Relaxed);
                     state = State::Fail;
                     break;
                 }
@@ -169,8 +193,10 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
         if cancel.is_cancelled() && !matches!(outcome.state, State::Stopped | State::Complete) {
             outcome.state = State::Stopped;
         }
-        let _ = reports.send(Report::Log(log(try_no, started_at, now_nanos(), &outcome)));
         state = outcome.state;
+        let entry = log(try_no, started_at, now_nanos(), outcome);
+        send(reports, Report::Log(entry)).await;
+        live.logged.store(try_no, Ordering::Relaxed);
         if matches!(state, State::Complete | State::Stopped) || latest >= max_tries {
             break;
         }
@@ -195,13 +221,13 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) {
     // gives back the try a job was stopped on) restores the budget exactly.
     let latest_tries = latest - prev_latest + u32::from(stopped_in_wait);
     let data = std::mem::take(data);
-    let _ = events.send(Event::Done(JobDone {
+    JobDone {
         idx,
         state,
         data,
         latest_tries,
         total_tries: total - prev_total,
-    }));
+    }
 }
 
 #[cfg(test)]
@@ -210,8 +236,7 @@ mod size {
     /// (BENCHMARKS.md's memory per job depends on it).
     #[test]
     fn a_runner_future_stays_small() {
-        let (events, _) = tokio::sync::mpsc::unbounded_channel();
-        let (reports, _) = tokio::sync::mpsc::unbounded_channel();
+        let (reports, _) = tokio::sync::mpsc::channel(1);
         let dispatch = super::Dispatch {
             idx: 0,
             request_id: std::sync::Arc::from(""),
@@ -219,10 +244,10 @@ mod size {
             data: Default::default(),
             prev_latest: 0,
             prev_total: 0,
+            retry_wait: std::time::Duration::ZERO,
             factory: std::sync::Arc::new(job::Registry::builtin()),
             cancel: Default::default(),
             live: Default::default(),
-            events,
             reports,
         };
         let future = super::run(Box::new(dispatch));

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 
+use crate::validate::{self, ValidationError, Waits};
+
 /// A `parallel` limit: at most `limit` of the pieces (expansions) after a
 /// `repeat_<node>_begin` job run at once.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,9 @@ pub(crate) struct Chain {
     pub(crate) jobs: Vec<Arc<proto::Job>>,
     pub(crate) states: Vec<State>,
     pub(crate) data: Vec<JobArgs>,
+    /// Per job: its `retryWait` and `sequenceRetryWait`, parsed when the chain was
+    /// accepted.
+    pub(crate) waits: Vec<Waits>,
     pub(crate) succs: Vec<Vec<usize>>,
     /// Per job: predecessors not COMPLETE. A PENDING job with 0 is runnable.
     pub(crate) pending_preds: Vec<u32>,
@@ -56,7 +61,7 @@ impl Chain {
         total: BTreeMap<String, u32>,
         latest: BTreeMap<String, u32>,
         sequence: BTreeMap<String, u32>,
-    ) -> Chain {
+    ) -> Result<Chain, ValidationError> {
         let JobChain {
             request_id,
             jobs,
@@ -66,12 +71,14 @@ impl Chain {
         } = job_chain;
         // Straight from the map into shared jobs: no intermediate vector of large jobs.
         let n = jobs.len();
-        let (mut states, mut data, mut shared) = (
+        let (mut states, mut data, mut waits, mut shared) = (
+            Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
         for mut job in jobs.into_values() {
+            waits.push(validate::waits(&job)?);
             states.push(job.state);
             data.push(std::mem::take(&mut job.data));
             shared.push(Arc::new(job));
@@ -126,6 +133,7 @@ impl Chain {
             jobs,
             states,
             data,
+            waits,
             succs,
             pending_preds,
             finished_jobs,
@@ -136,7 +144,7 @@ impl Chain {
             piece_of_end: HashMap::new(),
         };
         chain.find_windows();
-        chain
+        Ok(chain)
     }
 
     /// Finds the pieces of every `parallel` window and, for a resumed chain, which of

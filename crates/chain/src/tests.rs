@@ -46,6 +46,10 @@ struct Fakes {
     running: AtomicUsize,
     max_running: AtomicUsize,
     broken: Mutex<Vec<String>>,
+    /// Job ids whose factory call, deserialize or drop panics.
+    panic_make: Mutex<Vec<String>>,
+    panic_deserialize: Mutex<Vec<String>>,
+    panic_drop: Mutex<Vec<String>>,
     /// Data each job saw when it ran, by job id (last try).
     seen_data: Mutex<HashMap<String, JobArgs>>,
 }
@@ -68,6 +72,9 @@ struct FakeFactory(Arc<Fakes>);
 
 impl Factory for FakeFactory {
     fn make(&self, id: &JobId) -> Result<Box<dyn Job>, job::Error> {
+        if self.0.panic_make.lock().unwrap().contains(&id.id) {
+            panic!("forced factory panic");
+        }
         if self.0.broken.lock().unwrap().contains(&id.id) {
             return Err(job::Error::UnknownType {
                 job_type: id.job_type.clone(),
@@ -134,6 +141,9 @@ impl Job for FakeJob {
         Ok(Vec::new())
     }
     fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
+        if self.fakes.panic_deserialize.lock().unwrap().contains(&self.id) {
+            panic!("forced deserialize panic");
+        }
         Ok(())
     }
     async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome {
@@ -168,6 +178,15 @@ impl Job for FakeJob {
     }
 }
 
+impl Drop for FakeJob {
+    fn drop(&mut self) {
+        // A panic outside the job's own calls: the runner task itself panics.
+        if !std::thread::panicking() && self.fakes.panic_drop.lock().unwrap().contains(&self.id) {
+            panic!("forced drop panic");
+        }
+    }
+}
+
 /// Records every report; can be told to fail transiently or to be slow.
 #[derive(Default)]
 struct Recorder {
@@ -179,6 +198,9 @@ struct Recorder {
     fail_logs: AtomicUsize,
     /// Each call takes this long.
     delay_ms: AtomicUsize,
+    /// Every `finish` call fails with this, when set.
+    finish_error: Mutex<Option<ReportError>>,
+    finish_calls: AtomicUsize,
 }
 
 impl Recorder {
@@ -217,7 +239,7 @@ impl Reporter for Recorder {
         tokio::time::sleep(Duration::from_millis(delay)).await;
         if self.fail_logs.load(Ordering::SeqCst) > 0 {
             self.fail_logs.fetch_sub(1, Ordering::SeqCst);
-            return Err(ReportError::transient("request manager unavailable"));
+            return Err(ReportError::unavailable("request manager unavailable"));
         }
         self.logs.lock().unwrap().extend_from_slice(entries);
         Ok(())
@@ -227,6 +249,10 @@ impl Reporter for Recorder {
         Ok(())
     }
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        self.finish_calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(err) = self.finish_error.lock().unwrap().clone() {
+            return Err(err);
+        }
         self.finishes.lock().unwrap().push(finish.clone());
         Ok(())
     }
@@ -368,7 +394,8 @@ fn runnable_and_sequence_helpers() {
         BTreeMap::new(),
         BTreeMap::new(),
         BTreeMap::from([("j1".to_owned(), 3)]),
-    );
+    )
+    .expect("valid waits");
     let runnable: Vec<usize> = (0..state.len()).filter(|&i| state.is_runnable(i)).collect();
     let ids: Vec<&str> = runnable
         .iter()
@@ -1156,8 +1183,9 @@ async fn progress_reports_completed_jobs() {
 
 #[test]
 fn report_errors_say_whether_to_retry() {
-    assert!(ReportError::transient("x").is_transient());
-    assert!(!ReportError::permanent("x").is_transient());
+    assert!(ReportError::unavailable("x").is_transient());
+    assert!(!ReportError::failed("x").is_transient());
+    assert!(!ReportError::rejected("x").is_transient());
     let _: Value = json!(null);
 }
 
@@ -1203,4 +1231,153 @@ async fn a_sequence_retry_resets_completed_jobs_of_every_branch() {
         [(1, State::Complete), (2, State::Complete)]
     );
     assert_eq!(end.finished_jobs, 4);
+}
+
+// ---- issue #10: panics, huge retries, bad durations, reports that keep failing ----
+
+/// Issue #10: a factory or a `deserialize` that panics is a failed try with a log entry,
+/// not a chain that stays RUNNING.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_factory_or_deserialize_is_a_failed_try() {
+    for (which, message) in [
+        ("make", "forced factory panic"),
+        ("deserialize", "forced deserialize panic"),
+    ] {
+        let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+        let list = match which {
+            "make" => &fakes.panic_make,
+            _ => &fakes.panic_deserialize,
+        };
+        list.lock().unwrap().push("j2".to_owned());
+        let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+        let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+            .await
+            .unwrap_or_else(|_| panic!("a panicking {which} hung the chain"));
+        assert_eq!(end.state, State::Fail, "{which}");
+        let logs = recorder.logs.lock().unwrap().clone();
+        let j2: Vec<&JobLog> = logs.iter().filter(|l| l.job_id == "j2").collect();
+        assert_eq!(j2.len(), 1, "{which}: {logs:?}");
+        assert_eq!((j2[0].r#try, j2[0].state), (1, State::Fail));
+        assert!(j2[0].error.contains(message), "{which}: {}", j2[0].error);
+        assert_eq!(recorder.finishes(), [State::Fail]);
+    }
+}
+
+/// Issue #10: a runner task that panics outside the job's calls (here: dropping the job)
+/// is seen by the traverser: the try fails and the chain ends.
+#[tokio::test(start_paused = true)]
+async fn a_runner_task_that_panics_is_a_failed_try_not_a_hang() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.panic_drop.lock().unwrap().push("j2".to_owned());
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .expect("the chain ends");
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(recorder.finishes(), [State::Fail]);
+    // j2's try ran and was logged; the panic after it is logged as the next try.
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Complete), (2, State::Fail)]
+    );
+    let logs = recorder.logs.lock().unwrap().clone();
+    assert_eq!(
+        logs.last().unwrap().error,
+        "the job's runner panicked: forced drop panic"
+    );
+    assert!(recorder.tries_of("j3").is_empty());
+}
+
+/// Issue #10: `retry = u32::MAX` (as posted to the JR API) no longer overflows.
+#[tokio::test(start_paused = true)]
+async fn the_largest_retry_count_does_not_overflow() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j1", vec![Step::Fail, Step::Fail, Step::Complete]);
+    let mut c = chain("1");
+    job(&mut c, "1").retry = u32::MAX;
+    let end = tokio::time::timeout(Duration::from_secs(60), start(c, &fakes, &recorder).wait())
+        .await
+        .expect("the chain ends");
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(
+        recorder.tries_of("j1"),
+        [(1, State::Fail), (2, State::Fail), (3, State::Complete)]
+    );
+}
+
+/// Issue #10: wait durations are checked when a chain is accepted, and a bad one is
+/// refused with a message that names the job and the field.
+#[tokio::test(start_paused = true)]
+async fn bad_wait_durations_are_refused_when_the_chain_is_accepted() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let factory = || -> Arc<dyn Factory> { Arc::new(FakeFactory(Arc::clone(&fakes))) };
+    let mut c = chain("1>2");
+    job(&mut c, "2").retry_wait = "soon".to_owned();
+    let err = run(c, factory(), recorder.clone(), options()).unwrap_err();
+    assert!(err.is_invalid_chain());
+    assert!(
+        err.message
+            .starts_with("job job2 (ID j2): retryWait \"soon\" is not a duration"),
+        "{err}"
+    );
+    let mut c = chain("1>2");
+    job(&mut c, "1").sequence_retry_wait = "-1s".to_owned();
+    let err = run(c, factory(), recorder.clone(), options()).unwrap_err();
+    assert!(err.message.contains("sequenceRetryWait \"-1s\""), "{err}");
+    let mut c = chain("1>2");
+    job(&mut c, "2").retry_wait = "1x".to_owned();
+    let err = resume(
+        SuspendedJobChain {
+            request_id: "req".to_owned(),
+            job_chain: c,
+            total_job_tries: BTreeMap::new(),
+            latest_run_job_tries: BTreeMap::new(),
+            sequence_tries: BTreeMap::new(),
+        },
+        factory(),
+        recorder.clone(),
+        options(),
+    )
+    .unwrap_err();
+    assert!(err.message.contains("retryWait \"1x\""), "{err}");
+    // Empty means none, as Spin Cycle's zero value.
+    let mut c = chain("1");
+    job(&mut c, "1").retry_wait = String::new();
+    assert!(run(c, factory(), recorder.clone(), options()).is_ok());
+}
+
+/// Issue #10: a Request Manager that answers 500 every time does not hold the chain's end
+/// forever; a refused report is sent once.
+#[tokio::test(start_paused = true)]
+async fn a_report_that_keeps_failing_is_given_up_and_the_chain_ends() {
+    for (err, calls) in [
+        (ReportError::failed("HTTP 500: boom"), 5),
+        (ReportError::rejected("HTTP 409: not yours"), 1),
+    ] {
+        let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+        *recorder.finish_error.lock().unwrap() = Some(err.clone());
+        let handle = start(chain("1>2"), &fakes, &recorder);
+        let end = tokio::time::timeout(Duration::from_secs(3600), handle.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{err}: the chain never ended"));
+        assert_eq!(end.state, State::Complete);
+        assert_eq!(recorder.finish_calls.load(Ordering::SeqCst), calls, "{err}");
+    }
+}
+
+/// Issue #10: the report queue is bounded; a reporter far slower than the jobs makes the
+/// jobs wait instead of piling up reports, and nothing is lost.
+#[tokio::test(start_paused = true)]
+async fn a_slow_reporter_holds_back_a_flood_of_tries_without_losing_any() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.delay_ms.store(10, Ordering::SeqCst);
+    fakes.script("j1", vec![Step::Fail]);
+    let mut c = chain("1");
+    let tries = 3 * crate::traverser::REPORT_QUEUE as u32;
+    job(&mut c, "1").retry = tries - 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    let logged = recorder.tries_of("j1");
+    assert_eq!(logged.len(), tries as usize);
+    assert!(logged.iter().enumerate().all(|(i, (t, _))| *t == i as u32 + 1));
 }

@@ -1,15 +1,18 @@
 //! The traverser: one task that owns a chain's state and reacts to events — a job's
 //! tries ended, a sequence-retry wait ended, a command arrived — until nothing can run.
+//!
+//! Every task it spawns (job runners, retry timers) lives in its `JoinSet`, so that each
+//! one's end is seen: a runner that panics outside the job's own code is a failed try,
+//! never a chain that waits forever.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use job::Factory;
-use proto::{FinishRequest, JobLog, JobStatus, State};
+use proto::{FinishRequest, JobArgs, JobLog, JobStatus, State};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinError, JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::reporter::{self, Report, Reporter};
@@ -17,12 +20,27 @@ use crate::runner::{self, Dispatch, JobDone, Live};
 use crate::state::Chain;
 use crate::{Command, Final, Handle, Options, StopError};
 
-/// What the traverser's tasks tell it.
+/// How a task of the traverser ended: its output in the `JoinSet`.
 #[derive(Debug)]
 pub(crate) enum Event {
     Done(JobDone),
     /// A sequence's retry wait ended: start its first job again.
     RetryWaitOver(usize),
+}
+
+/// Reports queued for the delivery task at most. Runners wait when it is full (so a slow
+/// Request Manager slows a chain's jobs instead of growing memory); the traverser never
+/// waits inside its loop: a progress count it cannot queue is dropped, since a later
+/// count or the final state carries it.
+pub(crate) const REPORT_QUEUE: usize = 1024;
+
+/// What woke the event loop.
+enum Wake {
+    Task(Result<Event, JoinError>),
+    Command(Option<Command>),
+    Deadline,
+    /// The report queue has room for the backlog (false: the delivery task is gone).
+    Room(bool),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +55,7 @@ struct Active {
     live: Live,
     /// When its runner was created (Unix ns); spans all its tries.
     started_at: i64,
-    task: JoinHandle<()>,
+    task: AbortHandle,
 }
 
 struct Traverser {
@@ -48,7 +66,9 @@ struct Traverser {
     mode: Mode,
     running: HashMap<usize, Active>,
     /// Sequence start jobs waiting out their `sequenceRetryWait`.
-    retry_waits: HashMap<usize, JoinHandle<()>>,
+    retry_waits: HashMap<usize, AbortHandle>,
+    /// Every runner and timer task; their ends are the events.
+    tasks: JoinSet<Event>,
     /// Sequences to reset for a retry once none of their jobs runs any more.
     retrying: HashSet<usize>,
     /// Cancels every job (stop, suspend).
@@ -57,8 +77,10 @@ struct Traverser {
     /// it stops the jobs of that sequence and of the sequences inside it. One token per
     /// sequence rather than per job keeps a fan-out of thousands of jobs light.
     sequence_cancel: HashMap<usize, CancellationToken>,
-    events_tx: mpsc::UnboundedSender<Event>,
-    reports: mpsc::UnboundedSender<Report>,
+    reports: mpsc::Sender<Report>,
+    /// Job log entries of the traverser's own (abandoned or panicked tries) waiting for
+    /// room in the report queue; at most one per job the traverser gave up on.
+    backlog: std::collections::VecDeque<Report>,
     stop_waiters: Vec<oneshot::Sender<Result<(), StopError>>>,
     deadline: Option<tokio::time::Instant>,
 }
@@ -70,8 +92,7 @@ pub(crate) fn spawn(
     options: Options,
 ) -> Handle {
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-    let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+    let (reports_tx, reports_rx) = mpsc::channel(REPORT_QUEUE);
     let (done_tx, done_rx) = watch::channel(None);
     let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
     let delivery = tokio::spawn(reporter::deliver(
@@ -88,15 +109,16 @@ pub(crate) fn spawn(
         mode: Mode::Running,
         running: HashMap::new(),
         retry_waits: HashMap::new(),
+        tasks: JoinSet::new(),
         retrying: HashSet::new(),
         cancel_all: CancellationToken::new(),
         sequence_cancel: HashMap::new(),
-        events_tx,
         reports: reports_tx,
+        backlog: Default::default(),
         stop_waiters: Vec::new(),
         deadline: None,
     };
-    tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
+    tokio::spawn(traverser.run(commands_rx, delivery, done_tx));
     Handle {
         request_id,
         commands: commands_tx,
@@ -107,7 +129,6 @@ pub(crate) fn spawn(
 impl Traverser {
     async fn run(
         mut self,
-        mut events: mpsc::UnboundedReceiver<Event>,
         mut commands: mpsc::UnboundedReceiver<Command>,
         delivery: JoinHandle<bool>,
         done: watch::Sender<Option<Final>>,
@@ -120,21 +141,45 @@ impl Traverser {
         let mut commands_open = true;
         while !self.is_done() {
             let deadline = self.deadline;
-            tokio::select! {
-                Some(event) = events.recv() => self.on_event(event),
-                command = commands.recv(), if commands_open => match command {
-                    Some(command) => self.on_command(command),
-                    None => commands_open = false,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => self.abandon_running(),
+            let wake = tokio::select! {
+                Some(ended) = self.tasks.join_next(), if !self.tasks.is_empty() => Wake::Task(ended),
+                command = commands.recv(), if commands_open => Wake::Command(command),
+                () = sleep_until(deadline), if deadline.is_some() => Wake::Deadline,
+                permit = self.reports.reserve(), if !self.backlog.is_empty() => Wake::Room(permit.is_ok()),
+            };
+            match wake {
+                Wake::Task(Ok(event)) => self.on_event(event),
+                Wake::Task(Err(err)) => self.on_task_failure(err),
+                Wake::Command(Some(command)) => self.on_command(command),
+                Wake::Command(None) => commands_open = false,
+                Wake::Deadline => self.abandon_running(),
+                // The permit was given back; nobody else sends while the loop runs, except
+                // runners, so the room may be taken again: then it waits once more.
+                Wake::Room(true) => {
+                    while let Some(report) = self.backlog.pop_front() {
+                        if let Err(err) = self.reports.try_send(report) {
+                            match err {
+                                mpsc::error::TrySendError::Full(report) => {
+                                    self.backlog.push_front(report);
+                                }
+                                mpsc::error::TrySendError::Closed(_) => self.backlog.clear(),
+                            }
+                            break;
+                        }
+                    }
+                }
+                Wake::Room(false) => self.backlog.clear(),
             }
         }
-        let final_state = self.finalize();
+        let final_state = self.finalize().await;
         let Traverser {
             reports,
             stop_waiters,
+            tasks,
             ..
         } = self;
+        // Only aborted tasks are left; dropping the set ends them.
+        drop(tasks);
         // Closing the channel lets the delivery task finish once everything is sent.
         drop(reports);
         let suspend_failed = delivery.await.unwrap_or(false);
@@ -206,38 +251,104 @@ impl Traverser {
     fn abandon_running(&mut self) {
         self.deadline = None;
         let now = runner::now_nanos();
-        for (idx, active) in self.running.drain() {
+        let error = format!(
+            "job did not stop within {} of being asked to; abandoned",
+            proto::duration::format(self.options.stop_timeout)
+        );
+        let running: Vec<(usize, Active)> = self.running.drain().collect();
+        for (idx, active) in running {
             active.task.abort();
-            let try_no = active.live.try_no.load(Ordering::Relaxed).max(1);
-            let job = &self.chain.jobs[idx];
-            let _ = self.reports.send(Report::Log(JobLog {
-                request_id: self.chain.request_id.clone(),
-                job_id: job.id.clone(),
-                r#try: try_no,
-                name: job.name.clone(),
-                job_type: job.job_type.clone(),
-                started_at: active.started_at,
-                finished_at: now,
-                state: State::Fail,
-                exit: 1,
-                error: format!(
-                    "job did not stop within {} of being asked to; abandoned",
-                    proto::duration::format(self.options.stop_timeout)
-                ),
-                stdout: String::new(),
-                stderr: String::new(),
-            }));
-            self.chain.total_tries[idx] = self.chain.total_tries[idx].max(try_no);
-            self.chain.set_state(idx, State::Fail);
+            self.fail_lost_try(idx, &active, now, &error);
         }
         self.retrying.clear();
+    }
+
+    /// Records the try a job's runner was on as failed (the runner was abandoned or
+    /// panicked, so it will not log it) and fails the job. A runner that had logged its
+    /// try already gets the next try number, so that the failure is in the log too.
+    fn fail_lost_try(&mut self, idx: usize, active: &Active, now: i64, error: &str) {
+        let mut try_no = active.live.try_no.load(Ordering::Relaxed).max(1);
+        if active.live.logged.load(Ordering::Relaxed) >= try_no {
+            try_no += 1;
+        }
+        let job = &self.chain.jobs[idx];
+        self.queue_report(Report::Log(JobLog {
+            request_id: self.chain.request_id.clone(),
+            job_id: job.id.clone(),
+            r#try: try_no,
+            name: job.name.clone(),
+            job_type: job.job_type.clone(),
+            started_at: active.started_at,
+            finished_at: now,
+            state: State::Fail,
+            exit: 1,
+            error: error.to_owned(),
+            stdout: String::new(),
+            stderr: String::new(),
+        }));
+        self.chain.total_tries[idx] = self.chain.total_tries[idx].max(try_no);
+        self.chain.set_state(idx, State::Fail);
+    }
+
+    /// Queues a report from inside the event loop without waiting. The queue is only
+    /// full while the Request Manager is slow; then a progress count is dropped (a later
+    /// one, or the final state, carries it) and a job log entry waits in `backlog`, which
+    /// the loop feeds to the queue in order as room frees up.
+    fn queue_report(&mut self, report: Report) {
+        if !self.backlog.is_empty() {
+            if !matches!(report, Report::Progress(_)) {
+                self.backlog.push_back(report);
+            }
+            return;
+        }
+        match self.reports.try_send(report) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(Report::Progress(_))) => {}
+            Err(mpsc::error::TrySendError::Full(report)) => self.backlog.push_back(report),
+        }
+    }
+
+    /// A task ended without its output: it panicked (aborted tasks are not waited for).
+    fn on_task_failure(&mut self, err: JoinError) {
+        if !err.is_panic() {
+            return;
+        }
+        let id = err.id();
+        let panic = runner::panic_text(&*err.into_panic());
+        if let Some(&idx) = self
+            .running
+            .iter()
+            .find(|(_, active)| active.task.id() == id)
+            .map(|(idx, _)| idx)
+        {
+            let active = self.running.remove(&idx).expect("found above");
+            let error = format!("the job's runner panicked: {panic}");
+            tracing::error!(request_id = %self.request_id, job_id = %self.chain.jobs[idx].id, error, "job runner panicked");
+            self.fail_lost_try(idx, &active, runner::now_nanos(), &error);
+            // The job's data went with its runner.
+            self.chain.data[idx] = JobArgs::new();
+            self.after_job_end(idx, State::Fail);
+            return;
+        }
+        if let Some(&start) = self
+            .retry_waits
+            .iter()
+            .find(|(_, wait)| wait.id() == id)
+            .map(|(start, _)| start)
+        {
+            // A timer cannot really panic; if it did, its wait is over.
+            self.on_event(Event::RetryWaitOver(start));
+        }
     }
 
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Done(done) => self.on_job_done(done),
             Event::RetryWaitOver(start) => {
-                self.retry_waits.remove(&start);
+                if self.retry_waits.remove(&start).is_none() {
+                    // Aborted (stop, suspend, an outer retry) just after it ended.
+                    return;
+                }
                 if self.mode == Mode::Running && self.chain.is_runnable(start) {
                     self.chain.sequence_tries[start] += 1;
                     self.start(start);
@@ -254,7 +365,10 @@ impl Traverser {
             latest_tries,
             total_tries,
         } = done;
-        self.running.remove(&idx);
+        if self.running.remove(&idx).is_none() {
+            // Abandoned already (it ended just as its stop timeout ran out).
+            return;
+        }
         self.chain.latest_tries[idx] += latest_tries;
         self.chain.total_tries[idx] += total_tries;
         self.chain.data[idx] = data;
@@ -264,10 +378,13 @@ impl Traverser {
             _ => State::Fail,
         };
         self.chain.set_state(idx, state);
+        self.after_job_end(idx, state);
+    }
+
+    /// What follows a job's end: progress, the next jobs, or a sequence retry.
+    fn after_job_end(&mut self, idx: usize, state: State) {
         if state == State::Complete {
-            let _ = self
-                .reports
-                .send(Report::Progress(self.chain.finished_jobs));
+            self.queue_report(Report::Progress(self.chain.finished_jobs));
         }
         // A job of a sequence that is being reset only counts toward the reset.
         if let Some(sequence) = self.retrying_sequence_of(idx) {
@@ -365,9 +482,7 @@ impl Traverser {
         }
         self.retrying.remove(&sequence);
         self.chain.reset_sequence(sequence);
-        let _ = self
-            .reports
-            .send(Report::Progress(self.chain.finished_jobs));
+        self.queue_report(Report::Progress(self.chain.finished_jobs));
         if self.mode == Mode::Running {
             self.dispatch(sequence);
         }
@@ -407,12 +522,10 @@ impl Traverser {
                 if self.retry_waits.contains_key(&idx) {
                     return;
                 }
-                let wait = proto::duration::parse(&self.chain.jobs[idx].sequence_retry_wait)
-                    .unwrap_or(Duration::ZERO);
-                let events = self.events_tx.clone();
-                let timer = tokio::spawn(async move {
+                let wait = self.chain.waits[idx].sequence_retry_wait;
+                let timer = self.tasks.spawn(async move {
                     tokio::time::sleep(wait).await;
-                    let _ = events.send(Event::RetryWaitOver(idx));
+                    Event::RetryWaitOver(idx)
                 });
                 self.retry_waits.insert(idx, timer);
                 return;
@@ -448,13 +561,15 @@ impl Traverser {
             data: std::mem::take(&mut self.chain.data[idx]),
             prev_latest: self.chain.latest_tries[idx],
             prev_total: self.chain.total_tries[idx],
+            retry_wait: self.chain.waits[idx].retry_wait,
             factory: Arc::clone(&self.factory),
             cancel,
             live: live.clone(),
-            events: self.events_tx.clone(),
             reports: self.reports.clone(),
         };
-        let task = tokio::spawn(runner::run(Box::new(dispatch)));
+        let task = self
+            .tasks
+            .spawn(async move { Event::Done(runner::run(Box::new(dispatch)).await) });
         self.running.insert(
             idx,
             Active {
@@ -516,7 +631,7 @@ impl Traverser {
 
     /// Decides the chain's final state and hands it (or the suspended chain) to the
     /// delivery task.
-    fn finalize(&mut self) -> Final {
+    async fn finalize(&mut self) -> Final {
         let chain = &self.chain;
         let all_complete = chain.finished_jobs as usize == chain.len();
         let failed_for_good = (0..chain.len()).any(|idx| {
@@ -534,18 +649,21 @@ impl Traverser {
             Mode::Suspending => State::Suspended,
         };
         let finished_jobs = chain.finished_jobs;
-        if state == State::Suspended {
-            let _ = self
-                .reports
-                .send(Report::Suspend(Box::new(chain.suspended())));
+        let report = if state == State::Suspended {
+            Report::Suspend(Box::new(chain.suspended()))
         } else {
-            let _ = self.reports.send(Report::Finish(FinishRequest {
+            Report::Finish(FinishRequest {
                 request_id: chain.request_id.clone(),
                 state,
                 finished_at: chrono::Utc::now(),
                 finished_jobs,
-            }));
+            })
+        };
+        // The loop is over: waiting for room in the queue blocks nothing.
+        for earlier in std::mem::take(&mut self.backlog) {
+            let _ = self.reports.send(earlier).await;
         }
+        let _ = self.reports.send(report).await;
         tracing::info!(request_id = %chain.request_id, state = %state, finished_jobs, "chain ended");
         Final {
             state,

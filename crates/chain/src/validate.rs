@@ -1,6 +1,7 @@
 //! Checks of a chain before it runs (runner.md §2.1).
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use proto::{JobChain, State};
 
@@ -134,4 +135,32 @@ pub(crate) fn resumed_chain(chain: &JobChain) -> Result<(), ValidationError> {
         )));
     }
     Ok(())
+}
+
+/// A job's waits, read once when its chain is accepted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waits {
+    /// `retryWait`: between two tries of the job.
+    pub(crate) retry_wait: Duration,
+    /// `sequenceRetryWait` (on a sequence's start job): before the sequence runs again.
+    pub(crate) sequence_retry_wait: Duration,
+}
+
+/// Reads a job's `retryWait` and `sequenceRetryWait` (Go durations; empty means none).
+pub(crate) fn waits(job: &proto::Job) -> Result<Waits, ValidationError> {
+    let parse = |field: &str, text: &str| -> Result<Duration, ValidationError> {
+        if text.is_empty() {
+            return Ok(Duration::ZERO);
+        }
+        proto::duration::parse(text).map_err(|err| {
+            ValidationError::chain(format!(
+                "job {} (ID {}): {field} {text:?} is not a duration ({err}); expected a Go duration such as 500ms or 1m30s",
+                job.name, job.id
+            ))
+        })
+    };
+    Ok(Waits {
+        retry_wait: parse("retryWait", &job.retry_wait)?,
+        sequence_retry_wait: parse("sequenceRetryWait", &job.sequence_retry_wait)?,
+    })
 }

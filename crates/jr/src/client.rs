@@ -5,8 +5,10 @@ use std::time::Duration;
 use chain::{ReportError, Reporter};
 use proto::{FinishRequest, JobLog, RequestProgress, SuspendedJobChain};
 
-/// Sends a chain's reports to the Request Manager at `url`. Connection failures and 5xx
-/// answers are transient (the chain crate retries them); 4xx answers are not.
+/// Sends a chain's reports to the Request Manager at `url`. A connection failure, a
+/// timeout and HTTP 502, 503, 504 and 429 mean the Request Manager is unavailable (retried
+/// until it is back); any other 5xx is a fault (retried a few times); a 4xx is a refusal
+/// (not retried). See [`chain::RetryPolicy`].
 #[derive(Debug, Clone)]
 pub struct HttpRmClient {
     url: String,
@@ -32,18 +34,18 @@ impl HttpRmClient {
         let response = request
             .send()
             .await
-            .map_err(|err| ReportError::transient(err.to_string()))?;
+            .map_err(|err| ReportError::unavailable(err.to_string()))?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
         }
         let body = response.text().await.unwrap_or_default();
         let message = format!("request manager answered HTTP {}: {body}", status.as_u16());
-        if status.is_server_error() {
-            Err(ReportError::transient(message))
-        } else {
-            Err(ReportError::permanent(message))
-        }
+        Err(match status.as_u16() {
+            429 | 502 | 503 | 504 => ReportError::unavailable(message),
+            500..=599 => ReportError::failed(message),
+            _ => ReportError::rejected(message),
+        })
     }
 }
 

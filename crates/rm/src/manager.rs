@@ -460,8 +460,9 @@ fn store_error(err: &Arc<store::Error>) -> Error {
 
 fn report_error(err: Error) -> ReportError {
     match err {
-        Error::Unavailable(message) | Error::Internal(message) => ReportError::transient(message),
-        other => ReportError::permanent(other.to_string()),
+        Error::Unavailable(message) => ReportError::unavailable(message),
+        Error::Internal(message) => ReportError::failed(message),
+        other => ReportError::rejected(other.to_string()),
     }
 }
 

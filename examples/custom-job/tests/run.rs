@@ -28,7 +28,7 @@ impl Reporter for Kept {
         Ok(())
     }
     async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        Err(ReportError::permanent("this example does not suspend"))
+        Err(ReportError::rejected("this example does not suspend"))
     }
 }
 
