@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use job::Registry;
+use tokio::net::TcpListener;
 use proto::{JobChain, JobStatus, SuspendedJobChain};
 use rm::{ClientError, JrClient, Manager};
 use tokio_util::sync::CancellationToken;
@@ -273,19 +274,42 @@ fn init_logging() {
         .try_init();
 }
 
+/// Binds the service's address before anything else starts, so that a port in use ends
+/// the process at once (exit 2 with the reason), and says where it listens: the port
+/// the system chose for `:0` too (tests start servers that way).
+async fn bind(what: &str, listen: SocketAddr) -> anyhow::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let local = listener.local_addr()?;
+    tracing::info!(%local, "listening");
+    #[allow(clippy::print_stderr, reason = "the one line a service prints on its own")]
+    {
+        eprintln!("{what} listening on http://{local}");
+    }
+    Ok((listener, local))
+}
+
 async fn serve(
-    listen: SocketAddr,
+    listener: TcpListener,
     router: axum::Router,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(%listen, "listening");
     axum::serve(listener, router)
         .with_graceful_shutdown(stop.cancelled_owned())
-        .await?;
-    Ok(())
+        .await
+        .context("serving HTTP")
+}
+
+/// Waits for SIGINT or SIGTERM (`None`); a server that ended before, which only an error
+/// does, ends the wait with its result.
+async fn until_shutdown(
+    server: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> Option<anyhow::Result<()>> {
+    tokio::select! {
+        () = shutdown_signal() => None,
+        ended = server => Some(ended.map_err(anyhow::Error::from).and_then(|res| res)),
+    }
 }
 
 /// `spindle server`: Request Manager and Job Runner in one process.
@@ -296,7 +320,8 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
         eprintln_failure("the specs have errors; not starting");
         return Ok(Outcome::Failure);
     };
-    let base_url = format!("http://{}", settings.listen);
+    let (listener, address) = bind("spindle server", settings.listen).await?;
+    let base_url = format!("http://{address}");
     let local = local(
         specs,
         registry,
@@ -309,8 +334,11 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
     let stop = CancellationToken::new();
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
     let router = rm::router(local.manager.clone());
-    let server = tokio::spawn(serve(settings.listen, router, stop.clone()));
-    shutdown_signal().await;
+    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        return ended.map(|()| Outcome::Success);
+    }
     tracing::info!("shutting down: suspending running chains");
     local.manager.shut_down();
     local.runner.shut_down(settings.shutdown_timeout).await;
@@ -331,6 +359,7 @@ pub(crate) async fn request_manager(
         eprintln_failure("the specs have errors; not starting");
         return Ok(Outcome::Failure);
     };
+    let (listener, address) = bind("spindle rm", settings.listen).await?;
     let store = store::open(&settings.database).await?;
     let grapher = graph::Grapher::new(specs, Arc::new(registry));
     let options = rm::Options {
@@ -339,7 +368,7 @@ pub(crate) async fn request_manager(
         host: format!(
             "{}:{}",
             gethostname::gethostname().to_string_lossy(),
-            settings.listen.port()
+            address.port()
         ),
         ..rm::Options::default()
     };
@@ -351,12 +380,11 @@ pub(crate) async fn request_manager(
     ));
     let stop = CancellationToken::new();
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
-    let server = tokio::spawn(serve(
-        settings.listen,
-        rm::router(manager.clone()),
-        stop.clone(),
-    ));
-    shutdown_signal().await;
+    let mut server = tokio::spawn(serve(listener, rm::router(manager.clone()), stop.clone()));
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        return ended.map(|()| Outcome::Success);
+    }
     manager.shut_down();
     stop.cancel();
     let _ = background.await;
@@ -368,8 +396,9 @@ pub(crate) async fn request_manager(
 pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::Result<Outcome> {
     init_logging();
     let settings = args.settings("127.0.0.1:32307")?;
+    let (listener, address) = bind("spindle jr", settings.listen).await?;
     let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url));
-    let base_url = format!("http://{}", settings.listen);
+    let base_url = format!("http://{address}");
     let runner = jr::Runner::new(
         Arc::new(registry),
         reporter,
@@ -377,12 +406,15 @@ pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::
         chain::Options::default(),
     );
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve(
-        settings.listen,
+    let mut server = tokio::spawn(serve(
+        listener,
         jr::router(runner.clone(), &rm::version()),
         stop.clone(),
     ));
-    shutdown_signal().await;
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        return ended.map(|()| Outcome::Success);
+    }
     tracing::info!(
         n_chains = runner.n_chains(),
         "shutting down: suspending running chains"

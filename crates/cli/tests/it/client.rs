@@ -3,7 +3,7 @@
 //! pseudo-terminal, and the exit codes of failures.
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -39,52 +39,32 @@ const SPECS: &str = "sequences:
 ";
 
 struct Server {
-    child: Child,
+    /// Kills the server when the test ends.
+    _service: crate::Service,
     addr: String,
     dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn server() -> Server {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args([
+    let service = crate::Service::start(
+        dir.path(),
+        &[
             "server",
             "--listen",
-            &format!("127.0.0.1:{port}"),
+            "127.0.0.1:0",
             "--specs",
             "specs.yaml",
             "--database",
             "sqlite://s.db",
-        ])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server {
-        child,
-        addr: format!("http://127.0.0.1:{port}"),
+        ],
+    );
+    Server {
+        addr: service.url.clone(),
+        _service: service,
         dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        std::thread::sleep(Duration::from_millis(20));
     }
-    server
 }
 
 impl Server {

@@ -5,8 +5,11 @@ mod graph;
 mod lint;
 mod services;
 
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 /// Spin Cycle's spec fixtures, shared with the project.
 fn fixtures() -> PathBuf {
@@ -35,4 +38,74 @@ fn run(command: &mut Command) -> (String, String, i32) {
         String::from_utf8(stderr).expect("stderr is UTF-8"),
         status.code().expect("spindle exits with a code"),
     )
+}
+
+/// A `spindle` service process, started on the address it was given (port 0: one the
+/// system picks) and known by the address it says it listens on. Killed when dropped.
+pub(crate) struct Service {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+}
+
+impl Service {
+    /// Starts `spindle ARGS` in `dir` and waits until it listens.
+    pub(crate) fn start(dir: &Path, args: &[&str]) -> Service {
+        Service::try_start(dir, args).unwrap_or_else(|err| panic!("spindle {args:?}: {err}"))
+    }
+
+    /// Starts `spindle ARGS` in `dir`; the error is what it printed if it exited (or
+    /// said nothing for 30 s) before listening.
+    pub(crate) fn try_start(dir: &Path, args: &[&str]) -> Result<Service, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spindle starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (url_tx, url_rx) = mpsc::channel();
+        let pipe = child.stderr.take().expect("piped");
+        let captured = Arc::clone(&stderr);
+        // Reads stderr to its end, so that the service never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Some((_, url)) = line.split_once(" listening on ") {
+                    let _ = url_tx.send(url.trim().to_owned());
+                }
+                let mut text = captured.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        match url_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => Ok(Service { child, url }),
+            Err(err) => {
+                let _ = child.kill();
+                let status = child.wait().ok();
+                Err(format!(
+                    "did not listen ({err}; exit {status:?}): {}",
+                    stderr.lock().unwrap()
+                ))
+            }
+        }
+    }
+
+    /// SIGTERM, then wait for the process to exit.
+    pub(crate) fn terminate(&mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

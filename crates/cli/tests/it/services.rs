@@ -1,13 +1,15 @@
-//! End-to-end: real `spindle` processes on free ports talking HTTP — a request runs to
-//! COMPLETE, a stop, a Job Runner suspending on SIGTERM and another resuming, and two
-//! Request Managers on one PostgreSQL database resuming each chain once.
+//! End-to-end: real `spindle` processes talking HTTP — a request runs to COMPLETE, a
+//! stop, a Job Runner suspending on SIGTERM and another resuming, and two Request
+//! Managers on one PostgreSQL database resuming each chain once. Servers listen on port
+//! 0 and say which port they got.
 
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::Service;
 
 /// gen_specs.py's `sleep-chain`: noop → sleep → noop → sleep → noop.
 const SLEEP_CHAIN: &str = "sequences:
@@ -42,43 +44,17 @@ const SLEEP_CHAIN: &str = "sequences:
         deps: [sleep-2]
 ";
 
-fn free_port() -> u16 {
+/// A port for a Job Runner that must be named before it starts: a Request Manager's
+/// `--jr-url` is fixed when it starts, and a second Job Runner takes over the first one's
+/// address. The system hands out ports in turn, so a port just released is not handed
+/// out again soon; a Job Runner that still finds it taken fails its start loudly (exit 2,
+/// "cannot listen on"), never silently.
+fn jr_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A spindle process, killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn start(dir: &Path, args: &[&str]) -> Process {
-        let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-            .args(args)
-            .current_dir(dir)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spindle starts");
-        Process(child)
-    }
-
-    /// SIGTERM, then wait for the process to exit.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        self.0.wait().unwrap()
-    }
 }
 
 struct Api {
@@ -87,25 +63,11 @@ struct Api {
 }
 
 impl Api {
-    fn new(port: u16) -> Api {
+    fn new(service: &Service) -> Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
-            base: format!("http://127.0.0.1:{port}"),
+            base: service.url.clone(),
             http: reqwest::Client::new(),
-        }
-    }
-
-    async fn wait_up(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self
-            .http
-            .get(format!("{}/version", self.base))
-            .send()
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "{} did not come up", self.base);
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -212,22 +174,19 @@ fn entry(name: &str, try_no: u64, state: u64) -> (String, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_runs_a_request_to_complete_and_stops_another() {
     let dir = specs_dir();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let _server = Process::start(
+    let server = Service::start(
         dir.path(),
         &[
             "server",
             "--listen",
-            &listen,
+            "127.0.0.1:0",
             "--specs",
             "specs",
             "--database",
             "sqlite://spindle.db",
         ],
     );
-    let api = Api::new(port);
-    api.wait_up().await;
+    let api = Api::new(&server);
 
     let id = api.create(json!({"sleepTime": "20"})).await;
     api.wait_state(&id, 3).await;
@@ -267,19 +226,15 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     let dir = specs_dir();
-    let (rm_port, jr_port) = (free_port(), free_port());
-    let (rm_url, jr_url) = (
-        format!("http://127.0.0.1:{rm_port}"),
-        format!("http://127.0.0.1:{jr_port}"),
-    );
-    let rm_listen = format!("127.0.0.1:{rm_port}");
+    let jr_port = jr_port();
+    let jr_url = format!("http://127.0.0.1:{jr_port}");
     let jr_listen = format!("127.0.0.1:{jr_port}");
-    let _rm = Process::start(
+    let rm = Service::start(
         dir.path(),
         &[
             "rm",
             "--listen",
-            &rm_listen,
+            "127.0.0.1:0",
             "--specs",
             "specs",
             "--database",
@@ -290,13 +245,12 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
             "200ms",
         ],
     );
-    let mut jr_a = Process::start(
+    let rm_url = rm.url.clone();
+    let mut jr_a = Service::start(
         dir.path(),
         &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
     );
-    let api = Api::new(rm_port);
-    api.wait_up().await;
-    Api::new(jr_port).wait_up().await;
+    let api = Api::new(&rm);
 
     let id = api.create(json!({"sleepTime": "3000"})).await;
     api.wait_running_job(&id, "sleep-1").await;
@@ -304,7 +258,7 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     assert!(status.success(), "the job runner exits cleanly: {status:?}");
     api.wait_state(&id, 7).await;
 
-    let _jr_b = Process::start(
+    let _jr_b = Service::start(
         dir.path(),
         &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
     );
@@ -329,7 +283,7 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
 async fn two_request_managers_on_postgres_resume_each_chain_once() {
     let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let database = format!("spindle_e2e_{}_{}", std::process::id(), free_port());
+    let database = format!("spindle_e2e_{}_{}", std::process::id(), jr_port());
     let admin = sqlx::PgPool::connect(&admin_url)
         .await
         .expect("the test PostgreSQL server answers");
@@ -342,14 +296,13 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     let url = url_with_database(&admin_url, &database);
 
     let dir = specs_dir();
-    let (rm1_port, rm2_port, jr_port) = (free_port(), free_port(), free_port());
+    let jr_port = jr_port();
     let jr_url = format!("http://127.0.0.1:{jr_port}");
-    let rm1_url = format!("http://127.0.0.1:{rm1_port}");
-    let rm_args = |port: u16| -> Vec<String> {
+    let rm_args = || -> Vec<String> {
         [
             "rm",
             "--listen",
-            &format!("127.0.0.1:{port}"),
+            "127.0.0.1:0",
             "--specs",
             "specs",
             "--database",
@@ -363,25 +316,17 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
         .map(|s| (*s).to_owned())
         .collect()
     };
-    let args1 = rm_args(rm1_port);
-    let args2 = rm_args(rm2_port);
-    let _rm1 = Process::start(
-        dir.path(),
-        &args1.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let api = Api::new(rm1_port);
-    api.wait_up().await;
-    let _rm2 = Process::start(
-        dir.path(),
-        &args2.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    Api::new(rm2_port).wait_up().await;
+    let args = rm_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rm1 = Service::start(dir.path(), &args);
+    let api = Api::new(&rm1);
+    let rm2 = Service::start(dir.path(), &args);
+    let rm1_url = rm1.url.clone();
     let jr_listen = format!("127.0.0.1:{jr_port}");
-    let mut jr_a = Process::start(
+    let mut jr_a = Service::start(
         dir.path(),
         &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
     );
-    Api::new(jr_port).wait_up().await;
 
     let mut ids = Vec::new();
     for _ in 0..4 {
@@ -394,7 +339,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     for id in &ids {
         api.wait_state(id, 7).await;
     }
-    let _jr_b = Process::start(
+    let jr_b = Service::start(
         dir.path(),
         &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
     );
@@ -414,7 +359,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
             "{log:?}"
         );
     }
-    drop((_jr_b, _rm1, _rm2));
+    drop((jr_b, rm1, rm2));
     let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE \"{database}\" WITH (FORCE)"
     )))
@@ -433,17 +378,15 @@ fn url_with_database(url: &str, database: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_created_while_no_job_runner_answers_waits_pending() {
     let dir = specs_dir();
-    let (rm_port, jr_port) = (free_port(), free_port());
-    let rm_listen = format!("127.0.0.1:{rm_port}");
+    let jr_port = jr_port();
     let jr_listen = format!("127.0.0.1:{jr_port}");
     let jr_url = format!("http://127.0.0.1:{jr_port}");
-    let rm_url = format!("http://127.0.0.1:{rm_port}");
-    let _rm = Process::start(
+    let rm = Service::start(
         dir.path(),
         &[
             "rm",
             "--listen",
-            &rm_listen,
+            "127.0.0.1:0",
             "--specs",
             "specs",
             "--database",
@@ -454,8 +397,8 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
             "100ms",
         ],
     );
-    let api = Api::new(rm_port);
-    api.wait_up().await;
+    let api = Api::new(&rm);
+    let rm_url = rm.url.clone();
     let started = Instant::now();
     let id = api.create(json!({"sleepTime": "10"})).await;
     assert!(
@@ -463,11 +406,54 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
         "accepted without waiting for a job runner"
     );
     assert_eq!(api.state(&id).await, 1);
-    let _jr = Process::start(
+    let _jr = Service::start(
         dir.path(),
         &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
     );
     api.wait_state(&id, 3).await;
+}
+
+/// Issue #10: a server whose port is taken exits at once with exit 2 and says why,
+/// instead of running on, listening nowhere.
+#[test]
+fn a_server_that_cannot_listen_exits_2_and_says_why() {
+    let dir = specs_dir();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    for args in [
+        vec!["server", "--specs", "specs", "--database", "sqlite://s.db"],
+        vec!["rm", "--specs", "specs", "--database", "sqlite://r.db"],
+        vec!["jr"],
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command
+            .args(&args)
+            .args(["--listen", &listen])
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null());
+        let child = command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(child.wait_with_output());
+        });
+        let Ok(output) = done_rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("{args:?} on a taken port kept running");
+        };
+        let output = output.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot listen on {listen}")) && stderr.contains("in use"),
+            "{args:?}: {stderr}"
+        );
+    }
+    drop(taken);
 }
 
 #[test]
