@@ -266,7 +266,8 @@ impl Manager {
     }
 
     /// The final state from a Job Runner. A second report is a no-op. A chain that ended
-    /// before the request was marked RUNNING (a very fast chain) is marked first.
+    /// before the request was marked RUNNING (a very fast chain) is marked first, as
+    /// started when it finished (the store keeps created ≤ started ≤ finished).
     pub async fn finish(&self, request_id: &str, finish: &FinishRequest) -> Result<(), Error> {
         let finish = FinishRequest {
             request_id: request_id.to_owned(),
@@ -278,7 +279,10 @@ impl Manager {
                 actual: State::Pending,
                 ..
             }) => {
-                self.store.start_request(request_id, "", Utc::now()).await?;
+                let started_at = finish.finished_at.min(Utc::now());
+                self.store
+                    .start_request(request_id, "", started_at)
+                    .await?;
                 self.store.finish_request(&finish).await?;
                 Ok(())
             }

@@ -39,6 +39,9 @@ struct FakeJr {
     stopped: Mutex<Vec<String>>,
     /// 0: accept; 503: unavailable; other: refuse with that status.
     answer: AtomicU16,
+    /// When set, a new chain finishes (COMPLETE) before `new_chain` returns, as a very
+    /// fast chain on a real Job Runner does.
+    finish_at_once: Mutex<Option<std::sync::Weak<Manager>>>,
 }
 
 impl FakeJr {
@@ -60,6 +63,19 @@ impl JrClient for FakeJr {
         let res = self.result();
         if res.is_ok() {
             self.chains.lock().unwrap().push(job_chain.clone());
+        }
+        let manager = self.finish_at_once.lock().unwrap().clone();
+        if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
+            let finish = proto::FinishRequest {
+                request_id: job_chain.request_id.clone(),
+                state: State::Complete,
+                finished_at: chrono::Utc::now(),
+                finished_jobs: job_chain.jobs.len() as u64,
+            };
+            manager
+                .finish(&job_chain.request_id, &finish)
+                .await
+                .unwrap();
         }
         res
     }
@@ -567,4 +583,24 @@ async fn a_body_that_is_not_declared_json_is_415() {
             .starts_with("Unsupported Media Type")
     );
     assert!(env.jr.chains.lock().unwrap().is_empty());
+}
+
+/// Issue #10: a chain that finishes before the Request Manager marked its request RUNNING
+/// still leaves the request's times in order (created ≤ started ≤ finished).
+#[tokio::test]
+async fn a_chain_that_finishes_before_it_is_marked_running_keeps_its_times_in_order() {
+    let env = env().await;
+    *env.jr.finish_at_once.lock().unwrap() = Some(Arc::downgrade(&env.manager));
+    for _ in 0..5 {
+        let id = create(&env).await;
+        let request = env.manager.get(&id).await.unwrap();
+        assert_eq!(request.state, State::Complete);
+        let started = request.started_at.expect("started");
+        let finished = request.finished_at.expect("finished");
+        assert!(
+            request.created_at <= started && started <= finished,
+            "created {} started {started} finished {finished}",
+            request.created_at
+        );
+    }
 }

@@ -25,6 +25,13 @@ pub enum Error {
     /// Stored data that cannot be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A value that cannot be written as JSON (a bug, not bad data).
+    #[error("cannot encode the {what} as JSON")]
+    Encode {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
     /// A value the store cannot accept (the caller's mistake).
     #[error("{0}")]
     Invalid(String),
@@ -83,8 +90,3 @@ impl From<sqlx::Error> for Error {
     }
 }
 
-impl From<serde_json::Error> for Error {
-    fn from(err: serde_json::Error) -> Error {
-        Error::Corrupt(err.to_string())
-    }
-}

@@ -3,8 +3,8 @@
 //! request search — with an SQLite implementation (the embedded default: one file, no
 //! server) and a PostgreSQL one (several Request Managers sharing the work).
 //!
-//! Both run the same SQL where they can (`backend.rs`), their own versioned migrations
-//! at open, and the same test suite. Every state change is a conditional update, so a
+//! Both run the same SQL (`backend.rs`, generic over sqlx's database), their own
+//! versioned migrations at open, and the same test suite. Every state change is a conditional update, so a
 //! finished request never goes back to RUNNING and a suspended chain is claimed by one
 //! Request Manager only. Times are stored as Unix microseconds.
 
@@ -22,6 +22,7 @@ use proto::{
     SuspendedJobChain,
 };
 
+pub use backend::{Backend, SqlStore};
 pub use batch::{BatchOptions, Batcher};
 pub use error::Error;
 pub use postgres::PostgresStore;

@@ -3,26 +3,42 @@
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
+use sqlx::{Postgres, QueryBuilder};
 
 use crate::Error;
+use crate::backend::{Backend, SqlStore};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Spindle's store in a PostgreSQL database.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pub(crate) pool: PgPool,
-}
+pub type PostgresStore = SqlStore<Postgres>;
 
-impl PostgresStore {
-    /// Claims the oldest unclaimed chain; rows another Request Manager is claiming at the
-    /// same moment are skipped rather than waited for.
-    pub(crate) const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
+impl Backend for Postgres {
+    /// Rows another Request Manager is claiming at the same moment are skipped rather
+    /// than waited for.
+    const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
          WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \
          ORDER BY suspended_at, request_id LIMIT 1 FOR UPDATE SKIP LOCKED) AND rm_host IS NULL \
          RETURNING suspended_job_chain";
 
+    /// A B-tree entry holds at most about 2.7 KB, and arg values (a list of hosts) are
+    /// often longer, so the index is on the MD5 of the value (migration 0002): the hash
+    /// finds the candidates through the index, the value itself decides.
+    fn push_value_match(query: &mut QueryBuilder<Postgres>, text: String) {
+        query
+            .push("md5(value) = md5(")
+            .push_bind(text.clone())
+            .push(") AND value = ")
+            .push_bind(text);
+    }
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+impl SqlStore<Postgres> {
     /// Connects to `url` and brings the schema up to date. With `schema`, every table lives
     /// in that schema (it must exist), so that several Spindles — or tests — share one
     /// database.
@@ -54,5 +70,3 @@ impl PostgresStore {
         Ok(PostgresStore { pool })
     }
 }
-
-crate::backend::impl_store!(PostgresStore, sqlx::Postgres);

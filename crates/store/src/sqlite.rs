@@ -2,15 +2,18 @@
 //! committed transaction survives a crash of the process or the machine), foreign keys
 //! on, a busy timeout, and an application id that marks the file as Spindle's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
+    SqliteSynchronous,
 };
+use sqlx::{QueryBuilder, Sqlite};
 
 use crate::Error;
+use crate::backend::{Backend, SqlStore};
 
 /// Marks a database file as Spindle's (`PRAGMA application_id`, "SPND").
 const APPLICATION_ID: i64 = 0x5350_4E44;
@@ -19,20 +22,27 @@ const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1397771844";
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// Spindle's store in an SQLite file.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pub(crate) pool: SqlitePool,
-    path: PathBuf,
-}
+pub type SqliteStore = SqlStore<Sqlite>;
 
-impl SqliteStore {
-    /// Claims the oldest unclaimed chain. SQLite runs one writer at a time, so the
-    /// conditional update is the whole claim.
-    pub(crate) const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
+impl Backend for Sqlite {
+    /// SQLite runs one writer at a time, so the conditional update is the whole claim.
+    const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
          WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \
          ORDER BY suspended_at, request_id LIMIT 1) AND rm_host IS NULL \
          RETURNING suspended_job_chain";
 
+    /// The index on (name, value) holds values of any length (long keys go to overflow
+    /// pages), so the value is compared as it is.
+    fn push_value_match(query: &mut QueryBuilder<Sqlite>, text: String) {
+        query.push("value = ").push_bind(text);
+    }
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+impl SqlStore<Sqlite> {
     /// Opens (creating if missing) the database at `path` and brings its schema up to
     /// date. A file that is not SQLite, or an SQLite database of another application, is
     /// refused with a message naming the file.
@@ -97,19 +107,9 @@ impl SqliteStore {
             .await
             .map_err(|err| refused(format!("its schema cannot be brought up to date: {err}")))?;
         sqlx::query(SET_APPLICATION_ID).execute(&pool).await?;
-        Ok(SqliteStore {
-            pool,
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(SqliteStore { pool })
     }
 }
-
-crate::backend::impl_store!(SqliteStore, sqlx::Sqlite);
 
 #[cfg(test)]
 mod tests {
