@@ -35,22 +35,29 @@ pub(crate) fn parse_request_args(pairs: &[String]) -> anyhow::Result<JobArgs> {
     Ok(args)
 }
 
-/// For `--preview`: job types this binary does not know become placeholders, so that a
-/// spec written for another job factory can be looked at.
-struct PreviewFactory(Registry);
+/// The job factory of `spindle graph`: the registry's, except that `shell-args` jobs
+/// (which run a program to create themselves) are placeholders unless
+/// `--run-shell-args`, and with `--preview` so are job types this binary does not know.
+struct GraphFactory {
+    registry: Registry,
+    preview: bool,
+    run_shell_args: bool,
+}
 
-/// A placeholder for a job type this binary does not know. It sets each arg its node
-/// declares in `sets` to a one-element list describing the value, so that expansions
-/// over it appear once. Its chain is for looking at, not for running.
+/// A job shown without being created for real. It sets each arg its node declares in
+/// `sets` to a one-element list describing the value, so that expansions over it appear
+/// once. Its chain is for looking at, not for running.
 struct PreviewJob {
     job_type: String,
+    /// When the real job would set its args: "at run time", "at create time".
+    when: &'static str,
 }
 
 #[async_trait::async_trait]
 impl Job for PreviewJob {
     fn create(&mut self, args: &mut JobArgs, ctx: &CreateContext) -> Result<(), job::Error> {
         for name in &ctx.sets {
-            let text = format!("<{name}: set by a {} job at run time>", self.job_type);
+            let text = format!("<{name}: set by a {} job {}>", self.job_type, self.when);
             args.insert(name.clone(), Value::Array(vec![Value::String(text)]));
         }
         Ok(())
@@ -72,14 +79,24 @@ impl Job for PreviewJob {
     }
 }
 
-impl Factory for PreviewFactory {
+/// The built-in job type that runs a program when its request is created.
+const SHELL_ARGS: &str = "shell-args";
+
+impl Factory for GraphFactory {
     fn make(&self, id: &JobId) -> Result<Box<dyn Job>, job::Error> {
-        if self.0.contains(&id.job_type) {
-            return self.0.make(id);
+        if id.job_type == SHELL_ARGS && !self.run_shell_args {
+            return Ok(Box::new(PreviewJob {
+                job_type: id.job_type.clone(),
+                when: "computed at create time",
+            }));
         }
-        Ok(Box::new(PreviewJob {
-            job_type: id.job_type.clone(),
-        }))
+        if self.preview && !self.registry.contains(&id.job_type) {
+            return Ok(Box::new(PreviewJob {
+                job_type: id.job_type.clone(),
+                when: "at run time",
+            }));
+        }
+        self.registry.make(id)
     }
 }
 
@@ -101,11 +118,11 @@ pub(crate) fn run(
         ));
         return Ok(Exit::Failure);
     };
-    let factory: Arc<dyn Factory> = if args.preview {
-        Arc::new(PreviewFactory(registry))
-    } else {
-        Arc::new(registry)
-    };
+    let factory: Arc<dyn Factory> = Arc::new(GraphFactory {
+        registry,
+        preview: args.preview,
+        run_shell_args: args.run_shell_args,
+    });
     let grapher = graph::Grapher::new(specs_read, factory);
     let created = match grapher.create(&args.request, &request_args) {
         Ok(created) => created,

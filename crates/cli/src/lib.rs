@@ -113,6 +113,10 @@ struct GraphArgs {
     /// at, not for running)
     #[arg(long)]
     preview: bool,
+    /// Run the programs of `shell-args` jobs, as creating the request would; without it
+    /// they are not run and what they set shows as "computed at create time"
+    #[arg(long)]
+    run_shell_args: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -46,7 +46,8 @@ impl Default for Options {
 
 /// The Request Manager. Cheap to share behind an `Arc`.
 pub struct Manager {
-    grapher: Grapher,
+    /// Shared with the blocking threads that build chains.
+    grapher: Arc<Grapher>,
     store: Arc<dyn Store>,
     batcher: Batcher,
     jr: Arc<dyn JrClient>,
@@ -76,7 +77,7 @@ impl Manager {
     ) -> Manager {
         let batcher = Batcher::spawn(Arc::clone(&store), store::BatchOptions::default());
         Manager {
-            grapher,
+            grapher: Arc::new(grapher),
             store,
             batcher,
             jr,
@@ -112,9 +113,17 @@ impl Manager {
         user: &str,
     ) -> Result<Request, Error> {
         self.check_open()?;
-        let created = self
-            .grapher
-            .create(&create_request.request_type, &create_request.args)?;
+        // Building a chain is CPU work that grows with the request, and a job's `create`
+        // may run a program (shell-args waits for it): never on the async runtime's
+        // threads, which serve every other request meanwhile.
+        let grapher = Arc::clone(&self.grapher);
+        let (request_type, args) = (
+            create_request.request_type.clone(),
+            create_request.args.clone(),
+        );
+        let created = tokio::task::spawn_blocking(move || grapher.create(&request_type, &args))
+            .await
+            .map_err(|err| Error::Internal(format!("building the job chain failed: {err}")))??;
         let request = Request {
             id: created.request_id.clone(),
             request_type: create_request.request_type.clone(),

@@ -604,3 +604,74 @@ async fn a_chain_that_finishes_before_it_is_marked_running_keeps_its_times_in_or
         );
     }
 }
+
+/// Issue #10: a shell-args job runs its program when the request is created; that must not
+/// hold the async runtime (here: its only thread), which serves every other call.
+#[tokio::test(flavor = "current_thread")]
+async fn creating_a_request_does_not_block_the_runtime() {
+    const COMPUTED: &str = r#"sequences:
+  computed:
+    request: true
+    args:
+      required:
+        - name: handshake
+          desc: the directory of the handshake files
+      static:
+        - name: prog
+          default: sh
+        - name: script
+          default: ["-c", "touch \"$SPINDLE_ARG_HANDSHAKE/started\"; for i in $(seq 1 200); do if [ -e \"$SPINDLE_ARG_HANDSHAKE/go\" ]; then echo '{\"hosts\": [\"a\"]}'; exit 0; fi; sleep 0.05; done; echo 'nobody answered' >&2; exit 1"]
+    nodes:
+      find:
+        category: job
+        type: shell-args
+        args: [{expected: cmd, given: prog}, {expected: args, given: script}, {expected: handshake}]
+        sets: [{arg: hosts}]
+      use:
+        category: job
+        type: noop
+        args: [{expected: hosts}]
+        deps: [find]
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        store::SqliteStore::open(&dir.path().join("rm.db"))
+            .await
+            .unwrap(),
+    );
+    let report = spec::lint_str(Path::new("specs.yaml"), COMPUTED);
+    assert!(!report.has_errors(), "{:#?}", report.diagnostics);
+    let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
+    let manager = Arc::new(Manager::new(
+        grapher,
+        store,
+        Arc::new(FakeJr::default()),
+        Options::default(),
+    ));
+    let handshake = dir.path().to_str().unwrap().to_owned();
+    let create = tokio::spawn({
+        let manager = Arc::clone(&manager);
+        let handshake = handshake.clone();
+        async move {
+            let create_request = proto::CreateRequest {
+                request_type: "computed".to_owned(),
+                args: [("handshake".to_owned(), json!(handshake))].into_iter().collect(),
+                ..proto::CreateRequest::default()
+            };
+            manager.create(create_request, "ann").await
+        }
+    });
+    // The program waits for this task to answer; this task runs only if creating the
+    // request left the runtime's one thread free.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dir.path().join("started").exists() {
+        if create.is_finished() {
+            panic!("created before the handshake: {:?}", create.await);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the program never started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let request = create.await.unwrap().expect("created");
+    assert_eq!(request.request_type, "computed");
+}

@@ -131,8 +131,8 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
     )
     .unwrap();
     // The sleep job refuses a host name as its duration: an input error naming the node.
-    let (_, stderr, code) =
-        run(spindle(dir.path()).args(["graph", "--specs", ".", "fleet", "zone=eu"]));
+    let graph = ["graph", "--specs", ".", "fleet", "zone=eu", "--run-shell-args"];
+    let (_, stderr, code) = run(spindle(dir.path()).args(graph));
     assert_eq!(code, 1);
     assert!(
         stderr.contains("node `wait`: cannot build job `wait` of type `sleep`"),
@@ -147,8 +147,7 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
             .replace("expected: duration", "expected: host"),
     )
     .unwrap();
-    let (stdout, stderr, code) =
-        run(spindle(dir.path()).args(["graph", "--specs", ".", "fleet", "zone=eu"]));
+    let (stdout, stderr, code) = run(spindle(dir.path()).args(graph));
     assert_eq!(code, 0, "{stderr}");
     let chain: Value = serde_json::from_str(&stdout).unwrap();
     let jobs = chain["jobs"].as_object().unwrap();
@@ -164,6 +163,33 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
         .find(|j| j["name"] == "repeat_per-host_begin")
         .unwrap();
     assert_eq!(repeat["parallel"], 1);
+
+    // Issue #10: without --run-shell-args the program does not run; what it would set is
+    // shown as computed at create time.
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        std::fs::read_to_string(dir.path().join("fleet.yaml"))
+            .unwrap()
+            .replace("printf '", "touch ran; printf '"),
+    )
+    .unwrap();
+    let (stdout, stderr, code) = run(spindle(dir.path()).args(&graph[..graph.len() - 1]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!dir.path().join("ran").exists(), "the shell-args program ran");
+    let chain: Value = serde_json::from_str(&stdout).unwrap();
+    let hosts: Vec<&str> = chain["jobs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|j| j["name"] == "wait")
+        .map(|j| j["args"]["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        hosts,
+        ["<hosts: set by a shell-args job computed at create time>"]
+    );
+    run(spindle(dir.path()).args(graph));
+    assert!(dir.path().join("ran").exists(), "--run-shell-args runs it");
 
     // A JSON list on the command line is passed as a list.
     std::fs::write(
