@@ -141,7 +141,13 @@ impl Job for FakeJob {
         Ok(Vec::new())
     }
     fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
-        if self.fakes.panic_deserialize.lock().unwrap().contains(&self.id) {
+        if self
+            .fakes
+            .panic_deserialize
+            .lock()
+            .unwrap()
+            .contains(&self.id)
+        {
             panic!("forced deserialize panic");
         }
         Ok(())
@@ -1379,5 +1385,10 @@ async fn a_slow_reporter_holds_back_a_flood_of_tries_without_losing_any() {
     assert_eq!(end.state, State::Fail);
     let logged = recorder.tries_of("j1");
     assert_eq!(logged.len(), tries as usize);
-    assert!(logged.iter().enumerate().all(|(i, (t, _))| *t == i as u32 + 1));
+    assert!(
+        logged
+            .iter()
+            .enumerate()
+            .all(|(i, (t, _))| *t == i as u32 + 1)
+    );
 }

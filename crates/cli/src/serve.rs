@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use job::Registry;
-use tokio::net::TcpListener;
 use proto::{JobChain, JobStatus, SuspendedJobChain};
 use rm::{ClientError, JrClient, Manager};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Outcome, lint};
@@ -283,7 +283,10 @@ async fn bind(what: &str, listen: SocketAddr) -> anyhow::Result<(TcpListener, So
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
     tracing::info!(%local, "listening");
-    #[allow(clippy::print_stderr, reason = "the one line a service prints on its own")]
+    #[allow(
+        clippy::print_stderr,
+        reason = "the one line a service prints on its own"
+    )]
     {
         eprintln!("{what} listening on http://{local}");
     }

@@ -59,11 +59,35 @@ fn grapher(yaml: &str) -> Grapher {
     Grapher::new(report.specs, Arc::new(TestFactory(Registry::builtin())))
 }
 
-fn fixture(name: &str) -> Grapher {
+/// The text of one of Spindle's own spec fixtures (`fixtures/specs`).
+fn fixture_text(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/spincycle")
+        .join("../../fixtures/specs")
         .join(name);
-    grapher(&std::fs::read_to_string(path).unwrap())
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn fixture(name: &str) -> Grapher {
+    grapher(&fixture_text(name))
+}
+
+/// The text of one of Spin Cycle's own spec fixtures, when `SPINDLE_SPINCYCLE_FIXTURES`
+/// names their folder (relative to the repository, or absolute); otherwise the test is
+/// skipped and one line says so.
+fn spincycle_fixture_text(test: &str, name: &str) -> Option<String> {
+    let Some(folder) = std::env::var_os("SPINDLE_SPINCYCLE_FIXTURES") else {
+        // Straight to stderr: the test harness captures `eprintln!`.
+        let line = format!(
+            "{test}: skipped: it reads Spin Cycle's spec fixtures; set SPINDLE_SPINCYCLE_FIXTURES to their folder to run it\n"
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return None;
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(folder)
+        .join(name);
+    Some(std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display())))
 }
 
 fn args(value: Value) -> JobArgs {
@@ -652,21 +676,40 @@ fn request_specs_list_required_then_optional_args() {
     );
 }
 
-#[test]
-fn jobs_see_args_set_before_them_and_missing_sets_are_errors() {
-    let chain = fixture("a-b-c.yaml")
-        .create("three-nodes", &args(json!({"foo": "f"})))
-        .unwrap()
-        .job_chain;
-    let b = chain.jobs.values().find(|j| j.name == "b").unwrap();
-    assert_eq!(b.args["aArg"], json!(["aArg-1", "aArg-2"]));
-    let a = chain.jobs.values().find(|j| j.name == "a").unwrap();
+/// A three-job sequence whose first job (`first`) sets `set` for the second (`second`):
+/// the second sees it, and the retry settings are as the spec says.
+fn check_three_jobs(chain: &JobChain, first: &str, second: &str, set: &str) {
+    let b = chain.jobs.values().find(|j| j.name == second).unwrap();
+    assert_eq!(b.args[set], json!([format!("{set}-1"), format!("{set}-2")]));
+    let a = chain.jobs.values().find(|j| j.name == first).unwrap();
     assert_eq!((a.retry, a.retry_wait.as_str()), (1, "500ms"));
     assert_eq!(
         (b.retry, b.retry_wait.as_str()),
         (3, "0s"),
         "retry without retryWait waits 0s"
     );
+}
+
+#[test]
+fn jobs_of_spin_cycles_a_b_c_see_args_set_before_them() {
+    let test = "jobs_of_spin_cycles_a_b_c_see_args_set_before_them";
+    let Some(text) = spincycle_fixture_text(test, "a-b-c.yaml") else {
+        return;
+    };
+    let chain = grapher(&text)
+        .create("three-nodes", &args(json!({"foo": "f"})))
+        .unwrap()
+        .job_chain;
+    check_three_jobs(&chain, "a", "b", "aArg");
+}
+
+#[test]
+fn jobs_see_args_set_before_them_and_missing_sets_are_errors() {
+    let chain = fixture("pipeline.yaml")
+        .create("pipeline", &args(json!({"release": "r1"})))
+        .unwrap()
+        .job_chain;
+    check_three_jobs(&chain, "build", "ship", "artifacts");
 
     // A job that does not set what its node declares.
     let mut registry = Registry::builtin();
@@ -685,7 +728,46 @@ fn jobs_see_args_set_before_them_and_missing_sets_are_errors() {
 
 #[test]
 fn fixture_chains() {
-    let chain = fixture("a-b-c.yaml")
+    let chain = fixture("pipeline.yaml")
+        .create("retry-pipeline", &args(json!({"release": "r1"})))
+        .unwrap()
+        .job_chain;
+    insta::assert_snapshot!(render(&chain), @r"
+    request_retry-pipeline_begin [noop] -> retry-pipeline_begin
+    retry-pipeline_begin [noop] -> sequence_stage_begin
+    sequence_stage_begin [noop] seq-retry=10/500ms -> pipeline_begin
+    pipeline_begin [noop] -> build
+    build [compileJob] retry=1/500ms -> ship
+    ship [shipJob] retry=3/0s -> announce
+    announce [announceJob] -> pipeline_end
+    pipeline_end [noop] -> sequence_stage_end
+    sequence_stage_end [noop] -> retry-pipeline_end
+    retry-pipeline_end [noop] -> request_retry-pipeline_end
+    request_retry-pipeline_end [noop]
+    ");
+    let chain = fixture("rollout.yaml")
+        .create("rollout", &args(json!({"cluster": "c1", "env": "prod"})))
+        .unwrap()
+        .job_chain;
+    check_expansions(
+        &chain,
+        ["ping", "upgrade"],
+        ("notify", "team", "team-storage"),
+    );
+    check_fifteen_built_in_jobs(&fixture_text("fanout.yaml"), "fanout");
+}
+
+#[test]
+fn chains_of_spin_cycles_fixtures() {
+    let test = "chains_of_spin_cycles_fixtures";
+    let (Some(a_b_c), Some(decomm), Some(dev_test)) = (
+        spincycle_fixture_text(test, "a-b-c.yaml"),
+        spincycle_fixture_text(test, "decomm.yaml"),
+        spincycle_fixture_text(test, "dev-test.yaml"),
+    ) else {
+        return;
+    };
+    let chain = grapher(&a_b_c)
         .create("retry-three-nodes", &args(json!({"foo": "f"})))
         .unwrap()
         .job_chain;
@@ -702,42 +784,47 @@ fn fixture_chains() {
     retry-three-nodes_end [noop] -> request_retry-three-nodes_end
     request_retry-three-nodes_end [noop]
     ");
-    let chain = fixture("decomm.yaml")
+    let chain = grapher(&decomm)
         .create(
             "decommission-cluster",
             &args(json!({"cluster": "c1", "env": "prod"})),
         )
         .unwrap()
         .job_chain;
-    // get-cluster-instances (a test job) sets two instances: each expansion runs twice.
-    assert_eq!(
-        chain.jobs.values().filter(|j| j.name == "check-ok").count(),
-        2
+    check_expansions(
+        &chain,
+        ["check-ok", "decom-3"],
+        ("third-cleanup-job", "cluster", "test-cluster-001"),
     );
-    assert_eq!(
-        chain.jobs.values().filter(|j| j.name == "decom-3").count(),
-        2
-    );
-    let third = chain
-        .jobs
-        .values()
-        .find(|j| j.name == "third-cleanup-job")
-        .unwrap();
-    assert_eq!(
-        third.args["cluster"],
-        json!("test-cluster-001"),
-        "given: a static arg"
-    );
-    check_invariants(&chain);
+    check_fifteen_built_in_jobs(&dev_test, "test");
+}
 
-    // dev-test.yaml uses only built-in job types.
-    let registry = Registry::builtin();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/spincycle/dev-test.yaml");
-    let report = spec::lint_str(&path, &std::fs::read_to_string(&path).unwrap());
-    let grapher = Grapher::new(report.specs, Arc::new(registry));
-    let chain = grapher.create("test", &JobArgs::new()).unwrap().job_chain;
-    assert_eq!(chain.jobs.len(), 15, "the 15-job `test` request");
+/// Two sequences expanded over the list a test job sets (two elements), so each of their
+/// jobs runs twice; `static_arg` is a job given a static arg: (job, arg, value).
+fn check_expansions(chain: &JobChain, expanded: [&str; 2], static_arg: (&str, &str, &str)) {
+    for name in expanded {
+        assert_eq!(
+            chain.jobs.values().filter(|j| j.name == name).count(),
+            2,
+            "{name}"
+        );
+    }
+    let (name, arg, value) = static_arg;
+    let job = chain.jobs.values().find(|j| j.name == name).unwrap();
+    assert_eq!(job.args[arg], json!(value), "given: a static arg");
+    check_invariants(chain);
+}
+
+/// Spin Cycle's dev `test` request and Spindle's `fanout` use only built-in job types: 15
+/// jobs, two of them sleeps of the default duration.
+fn check_fifteen_built_in_jobs(text: &str, request_type: &str) {
+    let report = spec::lint_str(Path::new("specs.yaml"), text);
+    let grapher = Grapher::new(report.specs, Arc::new(Registry::builtin()));
+    let chain = grapher
+        .create(request_type, &JobArgs::new())
+        .unwrap()
+        .job_chain;
+    assert_eq!(chain.jobs.len(), 15, "the 15-job `{request_type}` request");
     let waits: Vec<&proto::Job> = chain
         .jobs
         .values()

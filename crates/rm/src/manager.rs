@@ -289,9 +289,7 @@ impl Manager {
                 ..
             }) => {
                 let started_at = finish.finished_at.min(Utc::now());
-                self.store
-                    .start_request(request_id, "", started_at)
-                    .await?;
+                self.store.start_request(request_id, "", started_at).await?;
                 self.store.finish_request(&finish).await?;
                 Ok(())
             }

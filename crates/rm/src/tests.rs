@@ -655,7 +655,9 @@ async fn creating_a_request_does_not_block_the_runtime() {
         async move {
             let create_request = proto::CreateRequest {
                 request_type: "computed".to_owned(),
-                args: [("handshake".to_owned(), json!(handshake))].into_iter().collect(),
+                args: [("handshake".to_owned(), json!(handshake))]
+                    .into_iter()
+                    .collect(),
                 ..proto::CreateRequest::default()
             };
             manager.create(create_request, "ann").await
@@ -668,7 +670,10 @@ async fn creating_a_request_does_not_block_the_runtime() {
         if create.is_finished() {
             panic!("created before the handshake: {:?}", create.await);
         }
-        assert!(tokio::time::Instant::now() < deadline, "the program never started");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the program never started"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     std::fs::write(dir.path().join("go"), "").unwrap();

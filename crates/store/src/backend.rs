@@ -376,11 +376,11 @@ where
         let mut tx = self.pool.begin().await?;
         for (request_id, finished_jobs) in updates {
             sqlx::query(UPDATE_PROGRESS)
-            .bind(request_id.as_str())
-            .bind(count(*finished_jobs))
-            .bind(state_value(State::Running))
-            .execute(&mut *tx)
-            .await?;
+                .bind(request_id.as_str())
+                .bind(count(*finished_jobs))
+                .bind(state_value(State::Running))
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())

@@ -89,4 +89,3 @@ impl From<sqlx::Error> for Error {
         }
     }
 }
-

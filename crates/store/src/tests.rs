@@ -819,7 +819,10 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     };
     store.finish_request(&finish).await.unwrap();
     let (created, started, finished) = times(&store.get_request("r1", false).await.unwrap());
-    assert!(created <= started && started <= finished, "{created} {started} {finished}");
+    assert!(
+        created <= started && started <= finished,
+        "{created} {started} {finished}"
+    );
     assert_eq!((started, finished), (at(1, 0), at(1, 0)));
     // In order already: kept as given.
     create(&*store, "r2").await;
@@ -978,8 +981,7 @@ impl Raw {
         const SELECT: &str = "SELECT request_id FROM request_args WHERE name = 'hosts' AND ";
         match self {
             Raw::Sqlite(pool) => {
-                let mut query =
-                    sqlx::QueryBuilder::new(format!("EXPLAIN QUERY PLAN {SELECT}"));
+                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN QUERY PLAN {SELECT}"));
                 sqlx::Sqlite::push_value_match(&mut query, value.to_owned());
                 let rows = query.build().fetch_all(pool).await.unwrap();
                 rows.iter()

@@ -1,18 +1,39 @@
 //! `spindle graph`: chains printed for the fixtures, DOT, request args and errors.
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::{fixtures, run, spindle};
+use crate::{fixtures, run, spincycle_fixtures, spindle};
 
-fn graph_json(args: &[&str]) -> Value {
-    let (stdout, stderr, code) = run(spindle(&fixtures()).arg("graph").args(args));
+fn graph_json(dir: &Path, args: &[&str]) -> Value {
+    let (stdout, stderr, code) = run(spindle(dir).arg("graph").args(args));
     assert_eq!(code, 0, "{stderr}");
     serde_json::from_str(&stdout).expect("a JSON job chain")
 }
 
 #[test]
 fn json_chain_of_a_fixture_in_spin_cycle_shape() {
-    let chain = graph_json(&["--specs", "dev-test.yaml", "test", "sleepTime=250"]);
+    check_fifteen_job_chain(&graph_json(
+        &fixtures(),
+        &["--specs", "fanout.yaml", "fanout", "sleepTime=250"],
+    ));
+}
+
+#[test]
+fn json_chain_of_spin_cycles_dev_test_request() {
+    let Some(spincycle) = spincycle_fixtures("json_chain_of_spin_cycles_dev_test_request") else {
+        return;
+    };
+    check_fifteen_job_chain(&graph_json(
+        &spincycle,
+        &["--specs", "dev-test.yaml", "test", "sleepTime=250"],
+    ));
+}
+
+/// Spin Cycle's dev `test` request and Spindle's `fanout`: a noop, then two sequences of
+/// one sleep each, with the wrappers 15 jobs.
+fn check_fifteen_job_chain(chain: &Value) {
     assert_eq!(chain["requestId"].as_str().unwrap().len(), 20);
     assert_eq!(chain["state"], 1);
     assert_eq!(chain["finishedJobs"], 0);
@@ -31,37 +52,85 @@ fn json_chain_of_a_fixture_in_spin_cycle_shape() {
     }
 }
 
-#[test]
-fn preview_shows_fixtures_whose_job_types_this_binary_does_not_know() {
-    let (_, stderr, code) =
-        run(spindle(&fixtures()).args(["graph", "--specs", "a-b-c.yaml", "three-nodes", "foo=1"]));
-    assert_eq!(code, 1);
-    assert!(stderr.contains("unknown job type `aJobType`"), "{stderr}");
-    assert!(stderr.contains("--preview"), "{stderr}");
+/// The job types `spindle graph --preview` shows as placeholders, in two fixtures.
+struct PreviewCase<'a> {
+    dir: &'a Path,
+    /// A file, request and arg of three jobs of unknown types, the first setting `set`
+    /// for `second`.
+    three: [&'a str; 3],
+    first_type: &'a str,
+    second: &'a str,
+    second_type: &'a str,
+    set: &'a str,
+    /// A request expanding over a list a job sets, and a job of the expansion.
+    expansion: [&'a str; 4],
+    expanded_job: &'a str,
+}
 
-    let chain = graph_json(&["--specs", "a-b-c.yaml", "three-nodes", "foo=1", "--preview"]);
+fn check_preview(case: &PreviewCase) {
+    let [file, request, arg] = case.three;
+    let (_, stderr, code) = run(spindle(case.dir).args(["graph", "--specs", file, request, arg]));
+    assert_eq!(code, 1);
+    let unknown = format!("unknown job type `{}`", case.first_type);
+    assert!(stderr.contains(&unknown), "{stderr}");
+    assert!(stderr.contains("--preview"), "{stderr}");
+    let chain = graph_json(case.dir, &["--specs", file, request, arg, "--preview"]);
     let jobs = chain["jobs"].as_object().unwrap();
-    let b = jobs.values().find(|j| j["name"] == "b").unwrap();
-    assert_eq!(b["type"], "bJobType");
-    assert_eq!(b["retry"], 3);
+    let second = jobs.values().find(|j| j["name"] == case.second).unwrap();
+    assert_eq!(second["type"], case.second_type);
+    assert_eq!(second["retry"], 3);
     assert!(
-        b["args"]["aArg"][0]
+        second["args"][case.set][0]
             .as_str()
             .unwrap()
-            .contains("set by a aJobType job")
+            .contains(&format!("set by a {} job", case.first_type))
     );
-
-    // decomm.yaml expands over the list a job sets: once per placeholder element.
-    let chain = graph_json(&[
-        "--specs",
-        "decomm.yaml",
-        "decommission-cluster",
-        "cluster=c1",
-        "env=prod",
-        "--preview",
-    ]);
+    // An expansion over the list a job sets runs once per placeholder element.
+    let [file, request, a, b] = case.expansion;
+    let chain = graph_json(case.dir, &["--specs", file, request, a, b, "--preview"]);
     let jobs = chain["jobs"].as_object().unwrap();
-    assert_eq!(jobs.values().filter(|j| j["name"] == "check-ok").count(), 1);
+    assert_eq!(
+        jobs.values()
+            .filter(|j| j["name"] == case.expanded_job)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn preview_shows_fixtures_whose_job_types_this_binary_does_not_know() {
+    check_preview(&PreviewCase {
+        dir: &fixtures(),
+        three: ["pipeline.yaml", "pipeline", "release=1"],
+        first_type: "compileJob",
+        second: "ship",
+        second_type: "shipJob",
+        set: "artifacts",
+        expansion: ["rollout.yaml", "rollout", "cluster=c1", "env=prod"],
+        expanded_job: "ping",
+    });
+}
+
+#[test]
+fn preview_of_spin_cycles_fixtures() {
+    let Some(spincycle) = spincycle_fixtures("preview_of_spin_cycles_fixtures") else {
+        return;
+    };
+    check_preview(&PreviewCase {
+        dir: &spincycle,
+        three: ["a-b-c.yaml", "three-nodes", "foo=1"],
+        first_type: "aJobType",
+        second: "b",
+        second_type: "bJobType",
+        set: "aArg",
+        expansion: [
+            "decomm.yaml",
+            "decommission-cluster",
+            "cluster=c1",
+            "env=prod",
+        ],
+        expanded_job: "check-ok",
+    });
 }
 
 #[test]
@@ -69,16 +138,16 @@ fn dot_has_a_cluster_per_sequence() {
     let (stdout, _, code) = run(spindle(&fixtures()).args([
         "graph",
         "--specs",
-        "dev-test.yaml",
-        "test",
+        "fanout.yaml",
+        "fanout",
         "--format",
         "dot",
     ]));
     assert_eq!(code, 0);
     assert!(stdout.starts_with("digraph \""));
     assert_eq!(stdout.matches("subgraph \"cluster_").count(), 3, "{stdout}");
-    assert!(stdout.contains("label=\"sequence_wait-1\";"));
-    assert!(stdout.contains("label=\"wait\\nsleep\"]"));
+    assert!(stdout.contains("label=\"sequence_nap-1\";"));
+    assert!(stdout.contains("label=\"nap\\nsleep\"]"));
     assert_eq!(stdout.matches(" -> ").count(), 15);
     assert!(stdout.ends_with("}\n"));
 }
@@ -131,7 +200,14 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
     )
     .unwrap();
     // The sleep job refuses a host name as its duration: an input error naming the node.
-    let graph = ["graph", "--specs", ".", "fleet", "zone=eu", "--run-shell-args"];
+    let graph = [
+        "graph",
+        "--specs",
+        ".",
+        "fleet",
+        "zone=eu",
+        "--run-shell-args",
+    ];
     let (_, stderr, code) = run(spindle(dir.path()).args(graph));
     assert_eq!(code, 1);
     assert!(
@@ -175,7 +251,10 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
     .unwrap();
     let (stdout, stderr, code) = run(spindle(dir.path()).args(&graph[..graph.len() - 1]));
     assert_eq!(code, 0, "{stderr}");
-    assert!(!dir.path().join("ran").exists(), "the shell-args program ran");
+    assert!(
+        !dir.path().join("ran").exists(),
+        "the shell-args program ran"
+    );
     let chain: Value = serde_json::from_str(&stdout).unwrap();
     let hosts: Vec<&str> = chain["jobs"]
         .as_object()
@@ -213,24 +292,25 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
 #[test]
 fn graph_errors_exit_1_and_usage_errors_exit_2() {
     let (_, stderr, code) =
-        run(spindle(&fixtures()).args(["graph", "--specs", "dev-test.yaml", "nope"]));
+        run(spindle(&fixtures()).args(["graph", "--specs", "fanout.yaml", "nope"]));
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
-        "error: unknown request type `nope`; expected one of: test\n"
+        "error: unknown request type `nope`; expected one of: fanout\n"
     );
     let (_, stderr, code) =
-        run(spindle(&fixtures()).args(["graph", "--specs", "dev-test.yaml", "test", "colour=red"]));
+        run(spindle(&fixtures()).args(["graph", "--specs", "fanout.yaml", "fanout", "colour=red"]));
     assert_eq!(code, 1);
-    assert!(stderr.contains("`colour` is not an arg of request `test`; it takes: sleepTime (optional, default \"1000\")"), "{stderr}");
+    assert!(stderr.contains("`colour` is not an arg of request `fanout`; it takes: sleepTime (optional, default \"1000\")"), "{stderr}");
     let (_, stderr, code) =
-        run(spindle(&fixtures()).args(["graph", "--specs", "cond-args.yaml", "request-name"]));
+        run(spindle(&fixtures()).args(["graph", "--specs", "conditional.yaml", "maybe"]));
     assert_eq!(code, 1);
     assert!(stderr.contains("have errors"), "{stderr}");
     let (_, _, code) =
-        run(spindle(&fixtures()).args(["graph", "--specs", "dev-test.yaml", "test", "novalue"]));
+        run(spindle(&fixtures()).args(["graph", "--specs", "fanout.yaml", "fanout", "novalue"]));
     assert_eq!(code, 2);
-    let (_, _, code) = run(spindle(&fixtures()).args(["graph", "--specs", "missing-dir", "test"]));
+    let (_, _, code) =
+        run(spindle(&fixtures()).args(["graph", "--specs", "missing-dir", "fanout"]));
     assert_eq!(code, 2);
     let (_, _, code) = run(spindle(&fixtures()).args(["graph"]));
     assert_eq!(code, 2);

@@ -1,13 +1,15 @@
-//! `spindle lint` against Spin Cycle's fixtures (the verdicts of EXPECTED.md), its output
-//! formats and exit codes.
+//! `spindle lint` against Spindle's own fixtures and (when they are there) Spin Cycle's
+//! (the verdicts of their EXPECTED.md), its output formats and exit codes.
+
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::{fixtures, run, spindle};
+use crate::{fixtures, run, spincycle_fixtures, spindle};
 
 /// (severity, code, line) of every diagnostic, from the JSON output.
-fn verdict(file: &str) -> (Vec<(String, String, u64)>, i32) {
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--format", "json", file]));
+fn verdict(dir: &Path, file: &str) -> (Vec<(String, String, u64)>, i32) {
+    let (stdout, _, code) = run(spindle(dir).args(["lint", "--format", "json", file]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).expect("JSON output");
     let found = diagnostics
         .iter()
@@ -33,7 +35,51 @@ fn owned(expected: &[(&str, &str, u64)]) -> Vec<(String, String, u64)> {
 type Expected = (&'static str, &'static str, u64);
 
 #[test]
+fn expected_verdicts_of_spindle_fixtures() {
+    let cases: &[(&str, &[Expected], i32)] = &[
+        ("pipeline.yaml", &[], 0),
+        ("optional.yaml", &[], 0),
+        ("fanout.yaml", &[], 0),
+        (
+            "rollout.yaml",
+            &[
+                ("warning", "NW3", 28),
+                ("warning", "NW5", 31),
+                ("warning", "NW3", 37),
+                ("warning", "NW5", 40),
+            ],
+            0,
+        ),
+        (
+            "conditional.yaml",
+            &[("error", "N3", 16), ("warning", "NW5", 21)],
+            1,
+        ),
+        ("bad-retry.yaml", &[("error", "type", 12)], 1),
+        ("duplicate-key.yaml", &[("warning", "duplicate-key", 10)], 0),
+        (
+            "bad-args.yaml",
+            &[
+                ("error", "S1", 6),
+                ("error", "S10", 6),
+                ("warning", "unknown-field", 11),
+            ],
+            1,
+        ),
+        ("dir", &[], 0),
+    ];
+    for (file, expected, expected_code) in cases {
+        let (found, code) = verdict(&fixtures(), file);
+        assert_eq!(found, owned(expected), "{file}");
+        assert_eq!(code, *expected_code, "{file}");
+    }
+}
+
+#[test]
 fn expected_verdicts_of_spin_cycle_fixtures() {
+    let Some(spincycle) = spincycle_fixtures("expected_verdicts_of_spin_cycle_fixtures") else {
+        return;
+    };
     let cases: &[(&str, &[Expected], i32)] = &[
         ("a-b-c.yaml", &[], 0),
         ("opt-args.yaml", &[], 0),
@@ -75,16 +121,50 @@ fn expected_verdicts_of_spin_cycle_fixtures() {
         ),
     ];
     for (file, expected, expected_code) in cases {
-        let (found, code) = verdict(file);
+        let (found, code) = verdict(&spincycle, file);
         assert_eq!(found, owned(expected), "{file}");
         assert_eq!(code, *expected_code, "{file}");
     }
 }
 
 #[test]
-fn fixture_details_match_expected_md() {
+fn diagnostics_say_which_field_and_what_was_expected() {
     let (stdout, _, _) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "fail-parse-spec.yaml"]));
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "bad-retry.yaml"]));
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics[0]["field"], "retry");
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("non-negative integer")
+    );
+    let (stdout, _, _) =
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "conditional.yaml"]));
+    let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics[0]["node"], "choose");
+    assert_eq!(diagnostics[0]["field"], "eq");
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`fastSeq`")
+    );
+    assert!(
+        diagnostics[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`mode`")
+    );
+}
+
+#[test]
+fn spin_cycle_fixture_details_match_expected_md() {
+    let Some(spincycle) = spincycle_fixtures("spin_cycle_fixture_details_match_expected_md") else {
+        return;
+    };
+    let (stdout, _, _) =
+        run(spindle(&spincycle).args(["lint", "--format", "json", "fail-parse-spec.yaml"]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["field"], "retry");
     assert!(
@@ -95,7 +175,7 @@ fn fixture_details_match_expected_md() {
     );
 
     let (stdout, _, _) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "cond-args.yaml"]));
+        run(spindle(&spincycle).args(["lint", "--format", "json", "cond-args.yaml"]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["node"], "job1name");
     assert_eq!(diagnostics[0]["field"], "eq");
@@ -116,15 +196,15 @@ fn fixture_details_match_expected_md() {
 #[test]
 fn json_diagnostics_carry_every_field() {
     let (stdout, _, code) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "unexpected-field.yaml"]));
+        run(spindle(&fixtures()).args(["lint", "--format", "json", "bad-args.yaml"]));
     assert_eq!(code, 1);
     // The raw output, so that the snapshot also shows the order of the fields.
     insta::assert_snapshot!(stdout, @r###"
     [
       {
         "severity": "error",
-        "file": "unexpected-field.yaml",
-        "line": 7,
+        "file": "bad-args.yaml",
+        "line": 6,
         "column": 11,
         "sequence": "seq-a",
         "node": null,
@@ -134,24 +214,24 @@ fn json_diagnostics_carry_every_field() {
       },
       {
         "severity": "error",
-        "file": "unexpected-field.yaml",
-        "line": 7,
+        "file": "bad-args.yaml",
+        "line": 6,
         "column": 20,
         "sequence": "seq-a",
         "node": null,
         "field": "args.required.default",
-        "message": "required arg (unnamed) has a default (`100`); expected no default, since the caller must give a required arg (make it optional to give it a default)",
+        "message": "required arg (unnamed) has a default (`7`); expected no default, since the caller must give a required arg (make it optional to give it a default)",
         "code": "S10"
       },
       {
         "severity": "warning",
-        "file": "unexpected-field.yaml",
-        "line": 13,
+        "file": "bad-args.yaml",
+        "line": 11,
         "column": 9,
         "sequence": "seq-a",
         "node": "node-a",
-        "field": "alice",
-        "message": "unknown field `alice` in a node; expected one of: category, type, args, sets, deps, retry, retryWait, each, parallel, if, eq",
+        "field": "colour",
+        "message": "unknown field `colour` in a node; expected one of: category, type, args, sets, deps, retry, retryWait, each, parallel, if, eq",
         "code": "unknown-field"
       }
     ]
@@ -160,7 +240,43 @@ fn json_diagnostics_carry_every_field() {
 
 #[test]
 fn human_output_of_a_directory() {
-    let (stdout, stderr, code) = run(spindle(&fixtures()).args(["lint", "parse-specs-dir"]));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    for file in [
+        "conditional.yaml",
+        "rollout.yaml",
+        "duplicate-key.yaml",
+        "optional.yaml",
+    ] {
+        std::fs::copy(fixtures().join(file), dir.path().join("specs").join(file)).unwrap();
+    }
+    std::fs::copy(
+        fixtures().join("dir/notes.txt"),
+        dir.path().join("specs/notes.txt"),
+    )
+    .unwrap();
+    let (stdout, stderr, code) = run(spindle(dir.path()).args(["lint", "specs"]));
+    assert_eq!(code, 1);
+    assert_eq!(stderr, "");
+    // notes.txt is never read; each file's diagnostics are reported, in file order.
+    insta::assert_snapshot!(stdout, @r###"
+    specs/conditional.yaml:16:17: error: sequence `maybe`, node `choose`, field `eq`: sequence `fastSeq` in `eq` does not exist; expected names of sequences in the specs (or the built-in `noop`) [N3]
+    specs/conditional.yaml:21:23: warning: sequence `maybe`, node `choose`, field `args`: `mode` passed to sequence `slowSeq`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    specs/duplicate-key.yaml:10:9: warning: sequence `seq-a`, node `node-a`, field `type`: field `type` is given twice in a node (first at line 9); the last one is used [duplicate-key]
+    specs/rollout.yaml:28:9: warning: sequence `rollout`, node `check-each`, field `each`: list `nodes` is expanded by `each` and also passed whole in `args`; expected one or the other (each expansion gets one element) [NW3]
+    specs/rollout.yaml:31:23: warning: sequence `rollout`, node `check-each`, field `args`: `nodes` passed to sequence `check-node`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    specs/rollout.yaml:37:9: warning: sequence `rollout`, node `upgrade-each`, field `each`: list `nodes` is expanded by `each` and also passed whole in `args`; expected one or the other (each expansion gets one element) [NW3]
+    specs/rollout.yaml:40:23: warning: sequence `rollout`, node `upgrade-each`, field `args`: `nodes` passed to sequence `upgrade-node`, which does not take it; expected only args that the called sequence requires or accepts (its required or optional args) [NW5]
+    failed: 4 files, 7 sequences: 1 error, 6 warnings
+    "###);
+}
+
+#[test]
+fn human_output_of_spin_cycles_specs_directory() {
+    let Some(spincycle) = spincycle_fixtures("human_output_of_spin_cycles_specs_directory") else {
+        return;
+    };
+    let (stdout, stderr, code) = run(spindle(&spincycle).args(["lint", "parse-specs-dir"]));
     assert_eq!(code, 1);
     assert_eq!(stderr, "");
     // non-yaml.txt is never read; each file's diagnostics are reported.
@@ -178,10 +294,11 @@ fn human_output_of_a_directory() {
 
 #[test]
 fn clean_and_warning_summaries() {
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "a-b-c.yaml", "dev-test.yaml"]));
+    let (stdout, _, code) =
+        run(spindle(&fixtures()).args(["lint", "pipeline.yaml", "fanout.yaml"]));
     assert_eq!(code, 0);
     insta::assert_snapshot!(stdout, @"ok: 2 files, 4 sequences: no errors or warnings");
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "warn-parse-spec.yaml"]));
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "duplicate-key.yaml"]));
     assert_eq!(code, 0);
     assert!(
         stdout.ends_with("ok: 1 file, 1 sequence: 1 warning\n"),
@@ -191,11 +308,11 @@ fn clean_and_warning_summaries() {
 
 #[test]
 fn strict_makes_warnings_errors() {
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--strict", "bad-each.yaml"]));
+    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--strict", "rollout.yaml"]));
     assert_eq!(code, 1);
-    assert!(stdout.contains("bad-each.yaml:19:9: error:"), "{stdout}");
+    assert!(stdout.contains("rollout.yaml:28:9: error:"), "{stdout}");
     assert!(
-        stdout.ends_with("failed: 1 file, 2 sequences: 2 errors\n"),
+        stdout.ends_with("failed: 1 file, 3 sequences: 4 errors\n"),
         "{stdout}"
     );
 }
@@ -203,10 +320,10 @@ fn strict_makes_warnings_errors() {
 #[test]
 fn sequences_defined_twice_name_both_files() {
     let (stdout, _, code) =
-        run(spindle(&fixtures()).args(["lint", "a-b-c.yaml", "parse-specs-dir/a-b-c.yaml"]));
+        run(spindle(&fixtures()).args(["lint", "optional.yaml", "dir/optional.yaml"]));
     assert_eq!(code, 1);
     assert!(
-        stdout.contains("parse-specs-dir/a-b-c.yaml:3:3: error: sequence `retry-three-nodes`: sequence `retry-three-nodes` is already defined in a-b-c.yaml at line 3"),
+        stdout.contains("dir/optional.yaml:2:3: error: sequence `greet`: sequence `greet` is already defined in optional.yaml at line 2"),
         "{stdout}"
     );
 }

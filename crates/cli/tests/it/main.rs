@@ -11,9 +11,33 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-/// Spin Cycle's spec fixtures, shared with the project.
+/// Spindle's own spec fixtures (`fixtures/specs` in the repository; its README says what
+/// each is).
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/spincycle")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs")
+}
+
+/// Spin Cycle's own spec fixtures, when `SPINDLE_SPINCYCLE_FIXTURES` names their folder
+/// (relative to the repository, or absolute; CI sets it). Without it the test that asks is
+/// skipped, and one line on stderr says so.
+fn spincycle_fixtures(test: &str) -> Option<PathBuf> {
+    let Some(folder) = std::env::var_os("SPINDLE_SPINCYCLE_FIXTURES") else {
+        // Straight to stderr: the test harness captures `eprintln!`.
+        let line = format!(
+            "{test}: skipped: it reads Spin Cycle's spec fixtures; set SPINDLE_SPINCYCLE_FIXTURES to their folder to run it\n"
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return None;
+    };
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(folder);
+    assert!(
+        folder.join("a-b-c.yaml").is_file(),
+        "SPINDLE_SPINCYCLE_FIXTURES names {}, which holds no Spin Cycle fixtures",
+        folder.display()
+    );
+    Some(folder)
 }
 
 /// The binary, run in `dir`, with colours off.
@@ -38,6 +62,30 @@ fn run(command: &mut Command) -> (String, String, i32) {
         String::from_utf8(stderr).expect("stderr is UTF-8"),
         status.code().expect("spindle exits with a code"),
     )
+}
+
+/// The PostgreSQL server of the tests that need one: `SPINDLE_TEST_POSTGRES_URL`, else
+/// the default server if it answers. Without one the test that asks is skipped, and one
+/// line says so, unless `SPINDLE_TEST_POSTGRES=required` (CI), which makes it fail.
+fn postgres_url(test: &str) -> Option<String> {
+    if let Ok(url) = std::env::var("SPINDLE_TEST_POSTGRES_URL") {
+        return Some(url);
+    }
+    let url = "postgres://postgres@127.0.0.1:5432/test".to_owned();
+    let required = std::env::var("SPINDLE_TEST_POSTGRES").is_ok_and(|v| v == "required");
+    let answers = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], 5432)),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    if answers || required {
+        return Some(url);
+    }
+    let line = format!(
+        "{test}: skipped: no PostgreSQL server at 127.0.0.1:5432 (set SPINDLE_TEST_POSTGRES_URL, or SPINDLE_TEST_POSTGRES=required to fail instead)\n"
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    None
 }
 
 /// A `spindle` service process, started on the address it was given (port 0: one the

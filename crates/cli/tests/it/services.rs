@@ -281,8 +281,11 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_request_managers_on_postgres_resume_each_chain_once() {
-    let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let Some(admin_url) =
+        crate::postgres_url("two_request_managers_on_postgres_resume_each_chain_once")
+    else {
+        return;
+    };
     let database = format!("spindle_e2e_{}_{}", std::process::id(), jr_port());
     let admin = sqlx::PgPool::connect(&admin_url)
         .await
