@@ -98,15 +98,13 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Whether attempt number `attempt` (from 1), which failed with `err`, is followed by
-    /// another.
-    fn again(&self, err: &ReportError, attempt: u32) -> bool {
+    /// Whether attempt number `attempt` (from 1), which failed with `err` and was the
+    /// `faults`th to fail with a fault, is followed by another.
+    fn again(&self, err: &ReportError, attempt: u32, faults: u32) -> bool {
+        let attempts_left = self.max_attempts.is_none_or(|max| attempt < max);
         match err.kind {
-            ReportErrorKind::Unavailable => self.max_attempts.is_none_or(|max| attempt < max),
-            ReportErrorKind::Failed => {
-                attempt < self.max_failed_attempts
-                    && self.max_attempts.is_none_or(|max| attempt < max)
-            }
+            ReportErrorKind::Unavailable => attempts_left,
+            ReportErrorKind::Failed => attempts_left && faults < self.max_failed_attempts,
             ReportErrorKind::Rejected => false,
         }
     }
@@ -137,10 +135,17 @@ where
 {
     let mut delay = policy.initial;
     let mut attempt = 1;
+    let mut faults = 0;
     loop {
-        match send().await {
+        let res = send().await;
+        if let Err(err) = &res
+            && err.kind == ReportErrorKind::Failed
+        {
+            faults += 1;
+        }
+        match res {
             Ok(()) => return Ok(()),
-            Err(err) if policy.again(&err, attempt) => {
+            Err(err) if policy.again(&err, attempt, faults) => {
                 tracing::warn!(request_id, attempt, error = %err, "sending {what} failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(policy.max_delay);

@@ -224,6 +224,19 @@ async fn shell_command_output_is_cut_at_one_mib() {
     assert!(outcome.stdout.len() < 1024 * 1024 + 100);
 }
 
+/// Waits (with a deadline) until the program a test started has written `file`.
+async fn wait_for_file(file: &std::path::Path) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !file.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn alive(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
@@ -231,15 +244,17 @@ fn alive(pid: i32) -> bool {
 #[tokio::test]
 async fn stopping_shell_command_ends_the_process_group() {
     // The shell starts a background child and prints its pid; stop must end both.
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
     let mut job = made(
         "shell-command",
-        json!({"cmd": "sh", "args": ["-c", "sleep 30 & echo $!; wait"]}),
+        json!({"cmd": "sh", "args": ["-c", "sleep 30 & echo $!; touch \"$0\"; wait", ready]}),
     )
     .unwrap();
     let context = ctx();
     let cancel = context.cancel.clone();
     let handle = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for_file(&ready).await;
     cancel.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(10), handle)
         .await
@@ -261,15 +276,17 @@ async fn stopping_shell_command_ends_the_process_group() {
 
 #[tokio::test]
 async fn stopping_a_program_that_ignores_term_kills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
     let mut job = made(
         "shell-command",
-        json!({"cmd": "sh", "args": ["-c", "trap '' TERM; echo ready; while true; do sleep 0.05; done"]}),
+        json!({"cmd": "sh", "args": ["-c", "trap '' TERM; echo ready; touch \"$0\"; while true; do sleep 0.05; done", ready]}),
     )
     .unwrap();
     let context = ctx();
     let cancel = context.cancel.clone();
     let handle = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for_file(&ready).await;
     cancel.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(15), handle)
         .await

@@ -120,7 +120,12 @@ async fn runs_chains_and_answers_with_its_location() {
     // The same chain twice is a conflict while it runs.
     let (status, answer, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while runner.n_chains() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chain never ended"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
@@ -177,14 +182,22 @@ async fn stop_status_and_shutdown() {
         let (status, _, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
         assert_eq!(status, StatusCode::OK);
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let (_, running, _) = call(
-        &router,
-        Method::GET,
-        "/api/v1/status/running?requestId=req1",
-        None,
-    )
-    .await;
+    // Wait (with a deadline) until the sleep job of req1 runs.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let running = loop {
+        let (_, running, _) = call(
+            &router,
+            Method::GET,
+            "/api/v1/status/running?requestId=req1",
+            None,
+        )
+        .await;
+        if running[0]["jobId"] == "slep" {
+            break running;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{running}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
     assert_eq!(running[0]["jobId"], "slep");
     assert_eq!(running[0]["status"], "sleeping 1h");
     let (status, _, _) = call(&router, Method::PUT, "/api/v1/job-chains/req1/stop", None).await;
@@ -196,4 +209,105 @@ async fn stop_status_and_shutdown() {
     let body = serde_json::to_string(&chain("req3", "1s")).unwrap();
     let (status, body, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+}
+
+/// Issue #10: a chain with a wait that is not a duration is refused when it arrives, with
+/// a message naming the job; the largest retry count is accepted and runs.
+#[tokio::test]
+async fn chains_with_bad_waits_are_refused_and_huge_retries_run() {
+    let (runner, kept, router) = setup();
+    let mut bad = chain("req1", "1ms");
+    bad.jobs.get_mut("slep").unwrap().retry_wait = "a while".to_owned();
+    let (status, body, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(serde_json::to_string(&bad).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("job slep (ID slep): retryWait \"a while\" is not a duration"),
+        "{body}"
+    );
+    let mut huge = chain("req2", "1ms");
+    huge.jobs.get_mut("slep").unwrap().retry = u32::MAX;
+    let (status, body, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(serde_json::to_string(&huge).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while runner.n_chains() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chain never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
+}
+
+/// Issue #10: a Request Manager that answers 500 to every report does not keep a chain
+/// from ending: the client calls that a fault (retried a few times, then given up), and a
+/// 503 (unavailable) is retried until it passes.
+#[tokio::test]
+async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let unavailable_for = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().fallback({
+        let calls = Arc::clone(&calls);
+        let unavailable_for = Arc::clone(&unavailable_for);
+        move || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let unavailable = n < unavailable_for.load(Ordering::SeqCst);
+            async move {
+                if unavailable {
+                    (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                } else {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "boom")
+                }
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let options = chain::Options {
+        retry: chain::RetryPolicy {
+            initial: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+            ..chain::RetryPolicy::default()
+        },
+        ..chain::Options::default()
+    };
+    for unavailable in [0, 20] {
+        calls.store(0, Ordering::SeqCst);
+        unavailable_for.store(unavailable, Ordering::SeqCst);
+        let reporter = Arc::new(crate::HttpRmClient::new(&url));
+        let handle = chain::run(
+            chain("req1", "1ms"),
+            Arc::new(job::Registry::builtin()),
+            reporter,
+            options.clone(),
+        )
+        .unwrap();
+        let end = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+            .await
+            .expect("the chain ends");
+        assert_eq!(end.state, State::Complete);
+        let max_failed = chain::RetryPolicy::default().max_failed_attempts as usize;
+        let n = calls.load(Ordering::SeqCst);
+        // At most 3 batches of job logs, 3 progress counts and the final state, each given
+        // up after its attempts at a fault; the 503s come on top.
+        assert!(n >= unavailable + max_failed, "{n} calls");
+        assert!(n <= unavailable + 7 * max_failed, "{n} calls");
+    }
 }
