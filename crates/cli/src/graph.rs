@@ -4,36 +4,13 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use job::{CreateContext, Factory, Job, JobId, Outcome, Registry, RunContext};
 use proto::JobArgs;
 use serde_json::Value;
 
-use crate::{GraphArgs, GraphFormat, Outcome as Exit};
-
-/// Parses `name=value` request args: a value that reads as a JSON list or object is that
-/// value, anything else is a string.
-pub(crate) fn parse_request_args(pairs: &[String]) -> anyhow::Result<JobArgs> {
-    let mut args = JobArgs::new();
-    for pair in pairs {
-        let Some((name, value)) = pair.split_once('=') else {
-            anyhow::bail!("request arg {pair:?} is not of the form name=value");
-        };
-        if name.is_empty() {
-            anyhow::bail!("request arg {pair:?} has no name; expected name=value");
-        }
-        let trimmed = value.trim_start();
-        let parsed = if trimmed.starts_with('[') || trimmed.starts_with('{') {
-            serde_json::from_str::<Value>(value).with_context(|| {
-                format!("request arg `{name}`: {value:?} starts like JSON but is not valid JSON")
-            })?
-        } else {
-            Value::String(value.to_owned())
-        };
-        args.insert(name.to_owned(), parsed);
-    }
-    Ok(args)
-}
+use crate::args::parse_request_args;
+use crate::exit::Exit;
+use crate::{GraphArgs, GraphFormat};
 
 /// The job factory of `spindle graph`: the registry's, except that `shell-args` jobs
 /// (which run a program to create themselves) are placeholders unless
@@ -110,8 +87,8 @@ pub(crate) fn run(
         return crate::block_on(crate::spinc::stored_graph(client, &args.request, dot));
     };
     let request_args = parse_request_args(&args.args)?;
-    let Some(specs_read) = crate::serve::load_specs(specs)? else {
-        crate::serve::eprintln_failure(&format!(
+    let Some(specs_read) = crate::lint::load_specs(specs)? else {
+        crate::exit::eprintln_failure(&format!(
             "the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
             specs.display(),
             specs.display()

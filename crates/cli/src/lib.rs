@@ -2,10 +2,13 @@
 //! codes. `main.rs` runs it with the built-in job types; a user's own binary runs it with
 //! its own [`job::Registry`] (see `examples/custom-job`).
 
-mod client;
+mod api_client;
+mod args;
 mod dot;
+mod exit;
 mod graph;
 mod lint;
+mod local;
 mod run;
 mod serve;
 mod spinc;
@@ -14,6 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
+
+use crate::exit::{EXIT_CODES, Exit};
 
 /// Spindle: job orchestration that reads Spin Cycle's request specs.
 #[derive(Debug, Parser)]
@@ -25,18 +30,6 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 }
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  success (lint: no errors; run: the request completed)
-  1  lint found errors (or warnings, with --strict); graph could not build the chain;
-     run: the request failed; server, rm: the specs have errors
-  2  usage error, a path that cannot be read, or (run) bad input
-  3  watch, start --watch: the request was STOPPED
-  4  the request (or request type) does not exist
-  5  the Request Manager cannot be reached (--addr, SPINDLE_ADDR, addr: in ~/.spindle.yaml)
-  6  the Request Manager did not answer within --timeout
-  130  run: the request was stopped";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -135,18 +128,9 @@ enum Format {
     Json,
 }
 
-/// What a command asks the process to exit with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Success,
-    Failure,
-    /// A command's own exit code (`spindle run`).
-    Code(u8),
-}
-
-fn block_on<F: std::future::Future<Output = anyhow::Result<Outcome>>>(
+fn block_on<F: std::future::Future<Output = anyhow::Result<Exit>>>(
     future: F,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Exit> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
@@ -155,6 +139,8 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<Outcome>>>(
 
 /// Runs the `spindle` command line with the job types of `registry`.
 pub fn main(registry: job::Registry) -> ExitCode {
+    // The process's one TLS crypto provider (ring), for every HTTPS client in it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let client = cli.client.clone();
     let res = match cli.command {
@@ -168,17 +154,17 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
             Command::Version => {
                 version();
-                Ok(Outcome::Success)
+                Ok(Exit::Success)
             }
             Command::Help { topic: None } => Cli::command()
                 .print_long_help()
-                .map(|()| Outcome::Success)
+                .map(|()| Exit::Success)
                 .map_err(Into::into),
             Command::Help { topic: Some(topic) } => {
                 match Cli::command().find_subcommand_mut(&topic) {
                     Some(command) => command
                         .print_long_help()
-                        .map(|()| Outcome::Success)
+                        .map(|()| Exit::Success)
                         .map_err(Into::into),
                     None => block_on(spinc::help_request(&client, &topic)),
                 }
@@ -199,14 +185,12 @@ pub fn main(registry: job::Registry) -> ExitCode {
                     "spindle",
                     &mut std::io::stdout(),
                 );
-                Ok(Outcome::Success)
+                Ok(Exit::Success)
             }
         },
     };
     match res {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::Failure) => ExitCode::from(1),
-        Ok(Outcome::Code(code)) => ExitCode::from(code),
+        Ok(exit) => ExitCode::from(exit.code()),
         // A reader that went away (`spindle graph ... | head`) is not an error.
         Err(err)
             if err.chain().any(|cause| {
@@ -220,7 +204,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
                         == Some(std::io::ErrorKind::BrokenPipe)
             }) =>
         {
-            ExitCode::SUCCESS
+            ExitCode::from(Exit::Success.code())
         }
         Err(err) => {
             let mut stderr = anstream::stderr();
@@ -231,7 +215,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
                 &mut stderr,
                 format_args!("{style}error{style:#}: {err:#}\n"),
             );
-            ExitCode::from(2)
+            ExitCode::from(Exit::Usage.code())
         }
     }
 }

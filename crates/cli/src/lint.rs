@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use anstyle::{AnsiColor, Style};
 use spec::{Diagnostic, Severity};
 
-use crate::{Format, LintArgs, Outcome};
+use crate::exit::Exit;
+use crate::{Format, LintArgs};
 
-pub(crate) fn run(args: &LintArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &LintArgs) -> anyhow::Result<Exit> {
     let mut report = spec::lint(&args.paths)?;
     for diagnostic in &mut report.diagnostics {
         if let Some(file) = &diagnostic.file {
@@ -32,11 +33,7 @@ pub(crate) fn run(args: &LintArgs) -> anyhow::Result<Outcome> {
             writeln!(stdout, "{}", summary(&report, failed))?;
         }
     }
-    Ok(if failed {
-        Outcome::Failure
-    } else {
-        Outcome::Success
-    })
+    Ok(if failed { Exit::Failure } else { Exit::Success })
 }
 
 /// `./specs/a.yaml` reads better as `specs/a.yaml`.
@@ -98,4 +95,21 @@ fn summary(report: &spec::Report, failed: bool) -> String {
         (e, w) => format!("{}, {}", plural(e, "error"), plural(w, "warning")),
     };
     format!("{style}{verdict}{style:#}: {scope}: {found}")
+}
+
+/// Lints the specs; prints the errors and returns `None` when there are any.
+pub(crate) fn load_specs(path: &Path) -> anyhow::Result<Option<spec::Specs>> {
+    let report = spec::lint(&[path.to_path_buf()])?;
+    if report.has_errors() {
+        let mut stderr = anstream::stderr().lock();
+        for diagnostic in report
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == spec::Severity::Error)
+        {
+            write_human(&mut stderr, diagnostic)?;
+        }
+        return Ok(None);
+    }
+    Ok(Some(report.specs))
 }

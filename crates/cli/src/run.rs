@@ -10,9 +10,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use job::Registry;
 use proto::{CreateRequest, State};
 
-use crate::serve::{eprintln_failure, load_specs, local};
+use crate::args::parse_request_args;
+use crate::exit::Exit;
+use crate::exit::eprintln_failure;
+use crate::lint::load_specs;
+use crate::local::local;
 use crate::spinc::Output;
-use crate::{Outcome, graph::parse_request_args};
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunArgs {
@@ -28,24 +31,19 @@ pub(crate) struct RunArgs {
     args: Vec<String>,
 }
 
-/// Exit codes of `spindle run`.
-const EXIT_FAIL: u8 = 1;
-const EXIT_BAD_INPUT: u8 = 2;
-const EXIT_STOPPED: u8 = 130;
-
 /// `output`: the request id and final state, or (JSON) the final request and its job log.
 pub(crate) async fn run(
     args: &RunArgs,
     registry: Registry,
     output: Output,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
     let Some(specs) = load_specs(&args.specs)? else {
         eprintln_failure(&format!(
             "the specs in {} have errors; fix them first",
             args.specs.display()
         ));
-        return Ok(Outcome::Code(EXIT_BAD_INPUT));
+        return Ok(Exit::Usage);
     };
     let local = local(
         specs,
@@ -66,7 +64,7 @@ pub(crate) async fn run(
         Ok(request) => request,
         Err(rm::Error::BadRequest(message)) => {
             eprintln_failure(&message);
-            return Ok(Outcome::Code(EXIT_BAD_INPUT));
+            return Ok(Exit::Usage);
         }
         Err(err) => return Err(err.into()),
     };
@@ -116,8 +114,8 @@ pub(crate) async fn run(
         }
     }
     Ok(match final_request.state {
-        State::Complete => Outcome::Success,
-        State::Stopped => Outcome::Code(EXIT_STOPPED),
-        _ => Outcome::Code(EXIT_FAIL),
+        State::Complete => Exit::Success,
+        State::Stopped => Exit::Interrupted,
+        _ => Exit::Failure,
     })
 }

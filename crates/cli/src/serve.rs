@@ -2,18 +2,19 @@
 //! from a YAML file, environment variables and flags (in that order of precedence).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use job::Registry;
-use proto::{JobChain, JobStatus, SuspendedJobChain};
-use rm::{ClientError, JrClient, Manager};
+use rm::Manager;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Outcome, lint};
+use crate::exit::{Exit, eprintln_failure};
+use crate::lint::load_specs;
+use crate::local::local;
 
 /// Settings shared by the three commands; `None` means "not given here".
 #[derive(Debug, Default, Clone, serde::Deserialize)]
@@ -148,112 +149,6 @@ impl ServeArgs {
     }
 }
 
-/// Lints the specs; prints the errors and returns `None` when there are any.
-pub(crate) fn load_specs(path: &Path) -> anyhow::Result<Option<spec::Specs>> {
-    let report = spec::lint(&[path.to_path_buf()])?;
-    if report.has_errors() {
-        let mut stderr = anstream::stderr().lock();
-        for diagnostic in report
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == spec::Severity::Error)
-        {
-            lint::write_human(&mut stderr, diagnostic)?;
-        }
-        return Ok(None);
-    }
-    Ok(Some(report.specs))
-}
-
-/// The Job Runner in the same process: RM and JR call each other directly.
-#[derive(Debug, Default)]
-pub(crate) struct InProcessJr {
-    runner: OnceLock<Arc<jr::Runner>>,
-}
-
-impl InProcessJr {
-    fn runner(&self) -> Result<&Arc<jr::Runner>, ClientError> {
-        self.runner
-            .get()
-            .ok_or_else(|| ClientError::Unavailable("the job runner is not started yet".to_owned()))
-    }
-}
-
-fn client_error(err: jr::Error) -> ClientError {
-    match err.status() {
-        500 | 503 => ClientError::Unavailable(err.to_string()),
-        status => ClientError::Refused {
-            status,
-            message: err.to_string(),
-        },
-    }
-}
-
-#[async_trait::async_trait]
-impl JrClient for InProcessJr {
-    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
-        let runner = self.runner()?;
-        runner.run_chain(job_chain.clone()).map_err(client_error)?;
-        Ok(runner.base_url().to_owned())
-    }
-
-    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
-        let runner = self.runner()?;
-        runner.resume(suspended.clone()).map_err(client_error)?;
-        Ok(runner.base_url().to_owned())
-    }
-
-    async fn stop(&self, _jr_url: &str, request_id: &str) -> Result<(), ClientError> {
-        self.runner()?.stop(request_id).await.map_err(client_error)
-    }
-
-    async fn running(
-        &self,
-        _jr_url: &str,
-        request_id: Option<&str>,
-    ) -> Result<Vec<JobStatus>, ClientError> {
-        self.runner()?
-            .running(request_id)
-            .await
-            .map_err(client_error)
-    }
-}
-
-/// A Request Manager and a Job Runner wired together in this process.
-pub(crate) struct Local {
-    pub(crate) manager: Arc<Manager>,
-    pub(crate) runner: Arc<jr::Runner>,
-}
-
-pub(crate) async fn local(
-    specs: spec::Specs,
-    registry: Registry,
-    database: &str,
-    base_url: &str,
-    interval: Duration,
-    suspended_ttl: Duration,
-) -> anyhow::Result<Local> {
-    let store = store::open(database).await?;
-    let registry = Arc::new(registry);
-    let grapher = graph::Grapher::new(specs, registry.clone());
-    let jr = Arc::new(InProcessJr::default());
-    let options = rm::Options {
-        interval,
-        suspended_ttl,
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        ..rm::Options::default()
-    };
-    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
-    let runner = jr::Runner::new(
-        registry,
-        manager.clone(),
-        base_url,
-        chain::Options::default(),
-    );
-    let _ = jr.runner.set(runner.clone());
-    Ok(Local { manager, runner })
-}
-
 /// SIGINT or SIGTERM.
 pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
@@ -316,12 +211,12 @@ async fn until_shutdown(
 }
 
 /// `spindle server`: Request Manager and Job Runner in one process.
-pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Result<Outcome> {
+pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
     let settings = args.settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs)? else {
         eprintln_failure("the specs have errors; not starting");
-        return Ok(Outcome::Failure);
+        return Ok(Exit::Failure);
     };
     let (listener, address) = bind("spindle server", settings.listen).await?;
     let base_url = format!("http://{address}");
@@ -340,7 +235,7 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
     let mut server = tokio::spawn(serve(listener, router, stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
-        return ended.map(|()| Outcome::Success);
+        return ended.map(|()| Exit::Success);
     }
     tracing::info!("shutting down: suspending running chains");
     local.manager.shut_down();
@@ -348,19 +243,16 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
     stop.cancel();
     let _ = background.await;
     server.await??;
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
-pub(crate) async fn request_manager(
-    args: &ServeArgs,
-    registry: Registry,
-) -> anyhow::Result<Outcome> {
+pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
     let settings = args.settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs)? else {
         eprintln_failure("the specs have errors; not starting");
-        return Ok(Outcome::Failure);
+        return Ok(Exit::Failure);
     };
     let (listener, address) = bind("spindle rm", settings.listen).await?;
     let store = store::open(&settings.database).await?;
@@ -386,17 +278,17 @@ pub(crate) async fn request_manager(
     let mut server = tokio::spawn(serve(listener, rm::router(manager.clone()), stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
-        return ended.map(|()| Outcome::Success);
+        return ended.map(|()| Exit::Success);
     }
     manager.shut_down();
     stop.cancel();
     let _ = background.await;
     server.await??;
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
-pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::Result<Outcome> {
+pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
     let settings = args.settings("127.0.0.1:32307")?;
     let (listener, address) = bind("spindle jr", settings.listen).await?;
@@ -411,12 +303,12 @@ pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::
     let stop = CancellationToken::new();
     let mut server = tokio::spawn(serve(
         listener,
-        jr::router(runner.clone(), &rm::version()),
+        jr::router(runner.clone(), &proto::version()),
         stop.clone(),
     ));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
-        return ended.map(|()| Outcome::Success);
+        return ended.map(|()| Exit::Success);
     }
     tracing::info!(
         n_chains = runner.n_chains(),
@@ -425,17 +317,5 @@ pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::
     runner.shut_down(settings.shutdown_timeout).await;
     stop.cancel();
     server.await??;
-    Ok(Outcome::Success)
-}
-
-/// One line on stderr: `error: <message>`, `error` in red on terminals.
-pub(crate) fn eprintln_failure(message: &str) {
-    let style = anstyle::Style::new()
-        .bold()
-        .fg_color(Some(anstyle::AnsiColor::Red.into()));
-    let mut stderr = anstream::stderr().lock();
-    let _ = std::io::Write::write_fmt(
-        &mut stderr,
-        format_args!("{style}error{style:#}: {message}\n"),
-    );
+    Ok(Exit::Success)
 }

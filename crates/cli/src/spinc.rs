@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use proto::{CreateRequest, Request, RequestArgType, RequestFilter, State};
 use serde_json::Value;
 
-use crate::Outcome;
-use crate::client::{Client, ClientError};
+use crate::api_client::{Client, ClientError};
+use crate::exit::Exit;
 
 /// How a command prints what it read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,9 +76,9 @@ pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
 }
 
 /// Turns a client failure into an exit code after printing one line.
-pub(crate) fn fail(err: &ClientError) -> Outcome {
-    crate::serve::eprintln_failure(&err.to_string());
-    Outcome::Code(err.exit_code())
+pub(crate) fn fail(err: &ClientError) -> Exit {
+    crate::exit::eprintln_failure(&err.to_string());
+    err.exit()
 }
 
 fn squeeze(text: &str, width: usize) -> String {
@@ -161,7 +161,7 @@ macro_rules! out {
 }
 
 /// No command: the request types the server offers.
-pub(crate) async fn list(args: &ClientArgs) -> anyhow::Result<Outcome> {
+pub(crate) async fn list(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let specs = match client.request_list().await {
         Ok(specs) => specs,
@@ -169,32 +169,32 @@ pub(crate) async fn list(args: &ClientArgs) -> anyhow::Result<Outcome> {
     };
     if args.output == Output::Json {
         print_json(&specs)?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     out!("Request Manager address: {}\n\nRequests:", client.addr);
     for spec in &specs {
         out!("  {}", spec.name);
     }
     out!("\nspindle help  <request>\nspindle start <request>");
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 /// `help <request>`: its args.
-pub(crate) async fn help_request(args: &ClientArgs, name: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn help_request(args: &ClientArgs, name: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let specs = match client.request_list().await {
         Ok(specs) => specs,
         Err(err) => return Ok(fail(&err)),
     };
     let Some(spec) = specs.iter().find(|spec| spec.name == name) else {
-        crate::serve::eprintln_failure(&format!(
+        crate::exit::eprintln_failure(&format!(
             "'{name}' is not a command or a request type; run `spindle --help` for commands, or `spindle` for request types"
         ));
-        return Ok(Outcome::Code(crate::client::EXIT_NOT_FOUND));
+        return Ok(Exit::NotFound);
     };
     if args.output == Output::Json {
         print_json(spec)?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     out!(
         "Request Manager address: {}\n\n{name} request args (* required)\n",
@@ -215,7 +215,7 @@ pub(crate) async fn help_request(args: &ClientArgs, name: &str) -> anyhow::Resul
         out!("{}", line.trim_end());
     }
     out!("\nTo start a {name} request, run 'spindle start {name}'");
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 fn text_of(value: &Value) -> String {
@@ -254,19 +254,19 @@ pub(crate) struct StartArgs {
 
 /// `start <request> [name=value ...]`: prompts for missing args on a terminal, confirms,
 /// creates the request.
-pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Result<Outcome> {
+pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let mut given = crate::graph::parse_request_args(&start.args)?;
+    let mut given = crate::args::parse_request_args(&start.args)?;
     let specs = match client.request_list().await {
         Ok(specs) => specs,
         Err(err) => return Ok(fail(&err)),
     };
     let Some(spec) = specs.iter().find(|spec| spec.name == start.request) else {
-        crate::serve::eprintln_failure(&format!(
+        crate::exit::eprintln_failure(&format!(
             "unknown request type `{}`; run `spindle` to list request types",
             start.request
         ));
-        return Ok(Outcome::Code(2));
+        return Ok(Exit::NotFound);
     };
     let unknown: Vec<&String> = given
         .keys()
@@ -274,12 +274,12 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         .collect();
     if !unknown.is_empty() {
         let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
-        crate::serve::eprintln_failure(&format!(
+        crate::exit::eprintln_failure(&format!(
             "unknown request args: {}; run `spindle help {}` to list its args",
             names.join(", "),
             start.request
         ));
-        return Ok(Outcome::Code(2));
+        return Ok(Exit::Usage);
     }
     let interactive = std::io::stdin().is_terminal();
     let prompt_all = given.is_empty();
@@ -298,11 +298,11 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
                     })
                     .map(|a| a.name.as_str())
                     .collect();
-                crate::serve::eprintln_failure(&format!(
+                crate::exit::eprintln_failure(&format!(
                     "missing required args: {}; give them as name=value (stdin is not a terminal, so there is no prompt)",
                     missing.join(", ")
                 ));
-                return Ok(Outcome::Code(2));
+                return Ok(Exit::Usage);
             }
             continue;
         }
@@ -321,8 +321,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
             if !value.is_empty() {
                 given.insert(
                     arg.name.clone(),
-                    crate::graph::parse_request_args(&[format!("{}={value}", arg.name)])?
-                        [&arg.name]
+                    crate::args::parse_request_args(&[format!("{}={value}", arg.name)])?[&arg.name]
                         .clone(),
                 );
             }
@@ -354,8 +353,8 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
             status: 400,
             message,
         }) => {
-            crate::serve::eprintln_failure(&message);
-            return Ok(Outcome::Code(2));
+            crate::exit::eprintln_failure(&message);
+            return Ok(Exit::Usage);
         }
         Err(err) => return Ok(fail(&err)),
     };
@@ -368,7 +367,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
     if start.watch {
         return watch(args, &request.id).await;
     }
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 fn eprintln_line(text: &str) -> anyhow::Result<()> {
@@ -377,7 +376,7 @@ fn eprintln_line(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let request = match client.request(id).await {
         Ok(request) => request,
@@ -388,7 +387,7 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Outcom
             job_chain: None,
             ..request
         })?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     let run = match (request.started_at, request.finished_at) {
         (None, _) => "not started".to_owned(),
@@ -409,10 +408,10 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Outcom
         request.user,
         required.join(" ")
     );
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
-pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let request = match client.request(id).await {
         Ok(request) => request,
@@ -420,7 +419,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome>
     };
     if args.output == Output::Json {
         print_json(&request)?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     let ago = |t: Option<DateTime<Utc>>| {
         t.map_or_else(String::new, |t| {
@@ -447,7 +446,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome>
         request.finished_jobs,
         args_text.join(" ")
     );
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -491,7 +490,7 @@ fn print_entry(entry: &proto::JobLog) -> anyhow::Result<()> {
 }
 
 /// `log <id>`: every try, oldest first.
-pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outcome> {
+pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let mut printed = std::collections::HashSet::new();
     loop {
@@ -503,7 +502,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outc
         entries.sort_by_key(|e| (e.finished_at, e.job_id.clone(), e.r#try));
         if args.output == Output::Json && !log.follow {
             print_json(&entries)?;
-            return Ok(Outcome::Success);
+            return Ok(Exit::Success);
         }
         for entry in entries {
             if printed.insert((entry.job_id.clone(), entry.r#try)) {
@@ -515,12 +514,12 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outc
             }
         }
         if !log.follow {
-            return Ok(Outcome::Success);
+            return Ok(Exit::Success);
         }
         match client.request(&log.id).await {
             Ok(request) if request.state.is_finished() => {
                 if printed.is_empty() {
-                    return Ok(Outcome::Success);
+                    return Ok(Exit::Success);
                 }
                 // One more read picks up entries that arrived with the end.
                 if let Ok(more) = client.job_log(&log.id).await {
@@ -532,7 +531,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outc
                         }
                     }
                 }
-                return Ok(Outcome::Success);
+                return Ok(Exit::Success);
             }
             Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             Err(err) => return Ok(fail(&err)),
@@ -541,7 +540,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Outc
 }
 
 /// `ps [id]`: running jobs with their live status line.
-pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Outcome> {
+pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let status = match client.running(id).await {
         Ok(status) => status,
@@ -549,10 +548,10 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ou
     };
     if args.output == Output::Json {
         print_json(&status)?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     if status.jobs.is_empty() {
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     out!(
         "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<22} STATUS",
@@ -593,11 +592,11 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ou
             job.status
         );
     }
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 /// `running <id>`: exit 0 while PENDING, RUNNING or SUSPENDED, else 1; prints nothing.
-pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     match client.request(id).await {
         Ok(request)
@@ -606,19 +605,19 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Outco
                 State::Pending | State::Running | State::Suspended
             ) =>
         {
-            Ok(Outcome::Success)
+            Ok(Exit::Success)
         }
-        Ok(_) => Ok(Outcome::Failure),
+        Ok(_) => Ok(Exit::Failure),
         Err(err) => Ok(fail(&err)),
     }
 }
 
-pub(crate) async fn stop(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn stop(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     match client.stop(id).await {
         Ok(()) => {
             out!("OK, stopped {id}");
-            Ok(Outcome::Success)
+            Ok(Exit::Success)
         }
         Err(err) => Ok(fail(&err)),
     }
@@ -697,7 +696,7 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
     Ok(filter)
 }
 
-pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<Outcome> {
+pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<Exit> {
     let filter = find_filter(words)?;
     let client = args.client()?;
     let requests = match client.find(&filter).await {
@@ -706,10 +705,10 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
     };
     if args.output == Output::Json {
         print_json(&requests)?;
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     if requests.is_empty() {
-        return Ok(Outcome::Success);
+        return Ok(Exit::Success);
     }
     out!(
         "{:<20} {:<40} {:<16} {:<9} {:<23} {:<23} {:<23} JOBS",
@@ -735,12 +734,12 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
             request.total_jobs
         );
     }
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }
 
 /// `watch <id>`: a live progress bar and the running jobs until the request ends;
 /// exit 0 for COMPLETE, 1 for FAIL, 3 for STOPPED.
-pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome> {
+pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
@@ -777,18 +776,14 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Outcome
         out!("{} {}", request.id, state_text(request.state, 0));
     }
     Ok(match request.state {
-        State::Complete => Outcome::Success,
-        State::Stopped => Outcome::Code(3),
-        _ => Outcome::Failure,
+        State::Complete => Exit::Success,
+        State::Stopped => Exit::Stopped,
+        _ => Exit::Failure,
     })
 }
 
 /// `graph <id>`: the stored chain with each job's latest state.
-pub(crate) async fn stored_graph(
-    args: &ClientArgs,
-    id: &str,
-    dot: bool,
-) -> anyhow::Result<Outcome> {
+pub(crate) async fn stored_graph(args: &ClientArgs, id: &str, dot: bool) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let chain = match client.job_chain(id).await {
         Ok(chain) => chain,
@@ -800,5 +795,5 @@ pub(crate) async fn stored_graph(
     } else {
         print_json(&chain)?;
     }
-    Ok(Outcome::Success)
+    Ok(Exit::Success)
 }

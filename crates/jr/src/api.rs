@@ -14,8 +14,13 @@ use crate::{Error, Runner};
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = match self {
+            Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::AlreadyRunning(_) => StatusCode::CONFLICT,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
         (
             status,
             Json(serde_json::json!({"message": self.to_string()})),

@@ -5,11 +5,11 @@
 //! Request Manager over HTTP.
 
 mod api;
-mod client;
+mod rm_client;
 mod runner;
 
 pub use api::router;
-pub use client::HttpRmClient;
+pub use rm_client::HttpRmClient;
 pub use runner::{Error, Runner};
 
 #[cfg(test)]

@@ -23,18 +23,6 @@ pub enum Error {
     Internal(String),
 }
 
-impl Error {
-    pub fn status(&self) -> u16 {
-        match self {
-            Error::ShuttingDown => 503,
-            Error::Invalid(_) => 400,
-            Error::AlreadyRunning(_) => 409,
-            Error::NotFound(_) => 404,
-            Error::Internal(_) => 500,
-        }
-    }
-}
-
 /// The Job Runner.
 pub struct Runner {
     factory: Arc<dyn Factory>,

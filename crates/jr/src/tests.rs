@@ -291,6 +291,7 @@ async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
     for unavailable in [0, 20] {
         calls.store(0, Ordering::SeqCst);
         unavailable_for.store(unavailable, Ordering::SeqCst);
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let reporter = Arc::new(crate::HttpRmClient::new(&url));
         let handle = chain::run(
             chain("req1", "1ms"),

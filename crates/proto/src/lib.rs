@@ -21,5 +21,14 @@ pub use types::{
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.
 pub const SPIN_CYCLE_API_VERSION: &str = "2.1.1";
 
+/// Spindle's version as its servers send it in `X-Spincycle-Version` and answer on
+/// `/version`: the Spin Cycle API version it speaks, then its own.
+pub fn version() -> String {
+    format!(
+        "{SPIN_CYCLE_API_VERSION}+spindle.{}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 #[cfg(test)]
 mod tests;

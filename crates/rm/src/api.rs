@@ -65,7 +65,7 @@ fn decode<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, what: &str) ->
 /// Builds the router; every response carries `X-Spincycle-Version`.
 pub fn router(manager: Arc<Manager>) -> Router {
     let version =
-        HeaderValue::from_str(&crate::version()).expect("the version is a valid header value");
+        HeaderValue::from_str(&proto::version()).expect("the version is a valid header value");
     Router::new()
         .route("/api/v1/requests", post(create).get(find))
         .route("/api/v1/requests/{id}", get(get_request))
@@ -80,7 +80,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/job-logs", post(add_logs))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/status/running", get(running))
-        .route("/version", get(|| async { crate::version() }))
+        .route("/version", get(|| async { proto::version() }))
         .fallback(|| async {
             (
                 StatusCode::NOT_FOUND,

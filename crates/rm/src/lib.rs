@@ -4,27 +4,19 @@
 //!
 //! It talks to Job Runners through [`JrClient`]: [`HttpJrClient`] for Job Runners
 //! elsewhere, or an in-process one (the `spindle server` and `spindle run` commands).
-//! Job Runners talk to it through `chain::Reporter`, which [`Manager`] implements for
-//! the in-process case and the API serves for the HTTP one.
+//! Job Runners report to it over the API (`chain::Reporter` in `jr`'s HTTP client), or,
+//! in the same process, by calling [`Manager`]'s report methods (the binary's
+//! `chain::Reporter` for it).
 
 mod api;
-mod client;
 mod error;
+mod jr_client;
 mod manager;
 
 pub use api::router;
-pub use client::{ClientError, HttpJrClient, JrClient};
 pub use error::Error;
+pub use jr_client::{ClientError, HttpJrClient, JrClient};
 pub use manager::{Manager, Options};
-
-/// The version sent in `X-Spincycle-Version` and answered by `/version`.
-pub fn version() -> String {
-    format!(
-        "{}+spindle.{}",
-        proto::SPIN_CYCLE_API_VERSION,
-        env!("CARGO_PKG_VERSION")
-    )
-}
 
 #[cfg(test)]
 mod tests;

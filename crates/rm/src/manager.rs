@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chain::{ReportError, Reporter};
 use chrono::Utc;
 use graph::Grapher;
 use proto::{
@@ -165,7 +164,7 @@ impl Manager {
                 Ok(()) | Err(store::Error::State { .. }) => Ok(()),
                 Err(err) => Err(err.into()),
             },
-            Err(err) if err.is_transient() || err.is_already_running() => {
+            Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
                 tracing::warn!(request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
                 Ok(())
             }
@@ -212,7 +211,7 @@ impl Manager {
             .stop(&request.jr_url, request_id)
             .await
             .map_err(|err| match err {
-                ClientError::Refused { status: 404, .. } => Error::Conflict(format!(
+                ClientError::NotFound(_) => Error::Conflict(format!(
                     "request {request_id} is not running on its Job Runner {} any more",
                     request.jr_url
                 )),
@@ -370,8 +369,8 @@ impl Manager {
                         .start_request(&request.id, &jr_url, Utc::now())
                         .await;
                 }
-                Err(err) if err.is_transient() => return,
-                Err(err) if err.is_already_running() => {}
+                Err(ClientError::Unavailable(_)) => return,
+                Err(ClientError::AlreadyRunning(_)) => {}
                 Err(err) => {
                     tracing::error!(request_id = %request.id, error = %err, "job runner refused the request");
                     let _ = self.store.fail_pending(&request.id, Utc::now()).await;
@@ -466,41 +465,5 @@ fn store_error(err: &Arc<store::Error>) -> Error {
         Error::Unavailable(err.to_string())
     } else {
         Error::Internal(err.to_string())
-    }
-}
-
-fn report_error(err: Error) -> ReportError {
-    match err {
-        Error::Unavailable(message) => ReportError::unavailable(message),
-        Error::Internal(message) => ReportError::failed(message),
-        other => ReportError::rejected(other.to_string()),
-    }
-}
-
-/// In-process Job Runners report straight to the manager.
-#[async_trait::async_trait]
-impl Reporter for Manager {
-    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.add_job_logs(entries.to_vec())
-            .await
-            .map_err(report_error)
-    }
-
-    async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
-        Manager::progress(self, &progress.request_id, progress)
-            .await
-            .map_err(report_error)
-    }
-
-    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        Manager::finish(self, &finish.request_id, finish)
-            .await
-            .map_err(report_error)
-    }
-
-    async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        Manager::suspend(self, suspended)
-            .await
-            .map_err(report_error)
     }
 }

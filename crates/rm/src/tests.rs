@@ -49,10 +49,8 @@ impl FakeJr {
         match self.answer.load(Ordering::SeqCst) {
             0 => Ok("http://jr1:32307".to_owned()),
             503 => Err(ClientError::Unavailable("connection refused".to_owned())),
-            status => Err(ClientError::Refused {
-                status,
-                message: "invalid chain".to_owned(),
-            }),
+            409 => Err(ClientError::AlreadyRunning("req".to_owned())),
+            _ => Err(ClientError::Invalid("invalid chain".to_owned())),
         }
     }
 }
@@ -550,7 +548,7 @@ async fn request_list_and_version() {
     assert_eq!(body[0]["Args"][1]["Default"], "10ms");
     let (status, body, _) = call(&env.router, Method::GET, "/version", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body, Value::String(crate::version()));
+    assert_eq!(body, Value::String(proto::version()));
     env.manager.shut_down();
     let (status, body, _) = call(
         &env.router,

@@ -335,6 +335,14 @@ fn failures_have_one_line_and_their_own_exit_code() {
     );
     let output = server.run(&["help", "nosuchtype"]);
     assert_eq!(output.status.code(), Some(4));
+    // Issue #10: as the help says, an unknown request type is 4 for start too.
+    let output = server.run(&["start", "nosuchtype", "--yes"]);
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let output = server.run(&["--addr", "http://127.0.0.1:1", "status", "x"]);
     assert_eq!(output.status.code(), Some(5));
     assert!(

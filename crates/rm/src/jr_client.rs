@@ -5,25 +5,29 @@ use std::time::Duration;
 
 use proto::{JobChain, JobStatus, SuspendedJobChain};
 
-/// A Job Runner call that failed.
+/// Why a Job Runner call failed, in the Request Manager's terms (however the Job Runner
+/// was reached).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// No answer (connection refused, timeout) or a server-side failure: try later.
+    /// No answer (connection refused, timeout), or a Job Runner that cannot take work now
+    /// (shutting down, a fault on its side): try later, maybe another.
     #[error("job runner unavailable: {0}")]
     Unavailable(String),
-    /// The Job Runner answered that it cannot take this.
-    #[error("job runner refused (HTTP {status}): {message}")]
-    Refused { status: u16, message: String },
+    /// The Job Runner runs this chain already.
+    #[error("job runner runs the chain already: {0}")]
+    AlreadyRunning(String),
+    /// The Job Runner does not run this request.
+    #[error("job runner does not run the request: {0}")]
+    NotFound(String),
+    /// The Job Runner refused what it was sent as invalid.
+    #[error("job runner refused the chain: {0}")]
+    Invalid(String),
 }
 
 impl ClientError {
+    /// Whether the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Unavailable(_))
-    }
-
-    /// The Job Runner runs this chain already.
-    pub fn is_already_running(&self) -> bool {
-        matches!(self, ClientError::Refused { status: 409, .. })
     }
 }
 
@@ -55,8 +59,7 @@ pub struct HttpJrClient {
 
 impl HttpJrClient {
     pub fn new(url: &str) -> HttpJrClient {
-        // HTTPS with rustls on ring; a provider installed by the binary is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // HTTPS with rustls: the binary installs the process's crypto provider.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
@@ -107,12 +110,13 @@ impl HttpJrClient {
         let message = serde_json::from_str::<proto::Error>(&body)
             .map(|e| e.message)
             .unwrap_or(body);
-        if matches!(status, 500 | 502 | 503 | 504) {
-            return Err(ClientError::Unavailable(format!(
-                "HTTP {status}: {message}"
-            )));
-        }
-        Err(ClientError::Refused { status, message })
+        let message = format!("HTTP {status}: {message}");
+        Err(match status {
+            404 => ClientError::NotFound(message),
+            409 => ClientError::AlreadyRunning(message),
+            400..=499 => ClientError::Invalid(message),
+            _ => ClientError::Unavailable(message),
+        })
     }
 
     /// The Job Runner's base URL from the `Location` of its answer.

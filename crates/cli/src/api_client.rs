@@ -6,11 +6,6 @@ use std::time::Duration;
 use proto::{CreateRequest, JobChain, JobLog, Request, RequestFilter, RequestSpec, RunningStatus};
 use serde::de::DeserializeOwned;
 
-/// Exit codes of the client commands (also listed in `spindle --help`).
-pub(crate) const EXIT_NOT_FOUND: u8 = 4;
-pub(crate) const EXIT_UNREACHABLE: u8 = 5;
-pub(crate) const EXIT_TIMEOUT: u8 = 6;
-
 /// Why a call to the Request Manager failed.
 #[derive(Debug)]
 pub(crate) enum ClientError {
@@ -40,17 +35,6 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
-impl ClientError {
-    pub(crate) fn exit_code(&self) -> u8 {
-        match self {
-            ClientError::NotFound(_) => EXIT_NOT_FOUND,
-            ClientError::Unreachable { .. } => EXIT_UNREACHABLE,
-            ClientError::Timeout { .. } => EXIT_TIMEOUT,
-            ClientError::Api { .. } => 1,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     pub(crate) addr: String,
@@ -60,7 +44,6 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) fn new(addr: &str, timeout: Duration) -> Client {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .build()

@@ -17,8 +17,7 @@ pub struct HttpRmClient {
 
 impl HttpRmClient {
     pub fn new(url: &str) -> HttpRmClient {
-        // HTTPS with rustls on ring; a provider installed by the binary is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // HTTPS with rustls: the binary installs the process's crypto provider.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
