@@ -28,8 +28,9 @@ impl InProcessJr {
 fn client_error(err: jr::Error) -> ClientError {
     let message = err.to_string();
     match err {
-        jr::Error::ShuttingDown | jr::Error::Internal(_) => ClientError::Unavailable(message),
-        jr::Error::Invalid(_) => ClientError::Invalid(message),
+        jr::Error::ShuttingDown | jr::Error::NotStopped(_) => ClientError::Unavailable(message),
+        jr::Error::Refused(ref err) if !err.is_invalid_chain() => ClientError::Unavailable(message),
+        jr::Error::Invalid(_) | jr::Error::Refused(_) => ClientError::Invalid(message),
         jr::Error::AlreadyRunning(_) => ClientError::AlreadyRunning(message),
         jr::Error::NotFound(_) => ClientError::NotFound(message),
     }
@@ -108,8 +109,8 @@ pub(crate) struct ManagerReporter(pub(crate) Arc<Manager>);
 
 fn report_error(err: rm::Error) -> ReportError {
     match err {
-        rm::Error::Unavailable(message) => ReportError::unavailable(message),
-        rm::Error::Internal(message) => ReportError::failed(message),
+        err @ rm::Error::Unavailable { .. } => ReportError::unavailable(err.chain()),
+        err @ rm::Error::Internal { .. } => ReportError::failed(err.chain()),
         other => ReportError::rejected(other.to_string()),
     }
 }
@@ -124,17 +125,11 @@ impl Reporter for ManagerReporter {
     }
 
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
-        self.0
-            .progress(&progress.request_id, progress)
-            .await
-            .map_err(report_error)
+        self.0.progress(progress).await.map_err(report_error)
     }
 
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.0
-            .finish(&finish.request_id, finish)
-            .await
-            .map_err(report_error)
+        self.0.finish(finish).await.map_err(report_error)
     }
 
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {

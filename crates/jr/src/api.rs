@@ -1,4 +1,5 @@
-//! Spin Cycle's v2 Job Runner API (api.md §5) over axum. Errors are `{"message": ...}`.
+//! Spin Cycle's v2 Job Runner API (api.md §5) over axum. Every 4xx and 5xx answer has
+//! the Request Manager's error body (`proto::Error`: message and status).
 
 use std::sync::Arc;
 
@@ -17,16 +18,19 @@ impl IntoResponse for Error {
         let status = match self {
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::Refused(ref err) if err.is_invalid_chain() => StatusCode::BAD_REQUEST,
+            // Job states that do not fit: Spin Cycle's 500.
+            Error::Refused(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::AlreadyRunning(_) => StatusCode::CONFLICT,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::NotStopped(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        (
-            status,
-            Json(serde_json::json!({"message": self.to_string()})),
-        )
-            .into_response()
+        error_response(status, self.to_string())
     }
+}
+
+fn error_response(status: StatusCode, message: String) -> Response {
+    (status, Json(proto::Error::new(status.as_u16(), message))).into_response()
 }
 
 fn decode<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, Error> {
@@ -43,12 +47,22 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
         .route("/api/v1/job-chains/{id}/stop", put(stop))
         .route("/api/v1/status/running", get(running))
         .route("/version", get(move || async move { version_text }))
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                Json(serde_json::json!({"message": "Not Found"})),
-            )
-        })
+        .fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                error_response(
+                    StatusCode::NOT_FOUND,
+                    format!("Not Found: no endpoint {method} {}", uri.path()),
+                )
+            },
+        )
+        .method_not_allowed_fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                error_response(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    format!("Method Not Allowed: {} does not take {method}", uri.path()),
+                )
+            },
+        )
         .layer(axum::middleware::map_response(
             move |mut response: Response| {
                 let version = version.clone();

@@ -9,18 +9,24 @@ use chain::{Handle, Reporter};
 use job::Factory;
 use proto::{JobChain, JobStatus, SuspendedJobChain};
 
+/// Why the Job Runner did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Job Runner is shutting down - no new job chains are being started")]
     ShuttingDown,
+    /// What was sent cannot be read (not a chain).
     #[error("{0}")]
     Invalid(String),
+    /// A chain that cannot run: a malformed graph, or job states that do not fit.
+    #[error(transparent)]
+    Refused(chain::ValidationError),
     #[error("request {0} is already running on this Job Runner")]
     AlreadyRunning(String),
     #[error("request {0} is not running on this Job Runner")]
     NotFound(String),
-    #[error("{0}")]
-    Internal(String),
+    /// A stop that came while the chain is being suspended.
+    #[error(transparent)]
+    NotStopped(#[from] chain::StopError),
 }
 
 /// The Job Runner.
@@ -86,13 +92,7 @@ impl Runner {
         if chains.contains_key(request_id) {
             return Err(Error::AlreadyRunning(request_id.to_owned()));
         }
-        let handle = run().map_err(|err| {
-            if err.is_invalid_chain() {
-                Error::Invalid(err.to_string())
-            } else {
-                Error::Internal(err.to_string())
-            }
-        })?;
+        let handle = run().map_err(Error::Refused)?;
         chains.insert(request_id.to_owned(), handle.clone());
         drop(chains);
         // Forget the chain once it ended and reported.
@@ -138,10 +138,7 @@ impl Runner {
         let Some(handle) = handle else {
             return Err(Error::NotFound(request_id.to_owned()));
         };
-        handle
-            .stop()
-            .await
-            .map_err(|err| Error::Internal(err.to_string()))?;
+        handle.stop().await?;
         self.chains().remove(request_id);
         Ok(())
     }

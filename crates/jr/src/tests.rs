@@ -312,3 +312,30 @@ async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
         assert!(n <= unavailable + 7 * max_failed, "{n} calls");
     }
 }
+
+/// Issue #10: the Job Runner answers errors with the Request Manager's error body, unknown
+/// routes and methods included.
+#[tokio::test]
+async fn every_error_has_the_error_body() {
+    let (_, _, router) = setup();
+    for (method, uri, status) in [
+        (Method::GET, "/api/v1/nothing-here", StatusCode::NOT_FOUND),
+        (
+            Method::GET,
+            "/api/v1/job-chains",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            Method::PUT,
+            "/api/v1/job-chains/nope/stop",
+            StatusCode::NOT_FOUND,
+        ),
+        (Method::POST, "/api/v1/job-chains", StatusCode::BAD_REQUEST),
+    ] {
+        let (got, body, _) = call(&router, method.clone(), uri, None).await;
+        assert_eq!(got, status, "{method} {uri}: {body}");
+        let error: proto::Error = serde_json::from_value(body.clone()).unwrap();
+        assert_eq!(error.http_status, status.as_u16(), "{method} {uri}: {body}");
+        assert!(!error.message.is_empty(), "{method} {uri}: {body}");
+    }
+}

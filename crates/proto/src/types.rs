@@ -340,7 +340,8 @@ impl<'de> Deserialize<'de> for CreateRequest {
     }
 }
 
-/// The API's error body. Framework errors carry only `message`.
+/// The API's error body. Spindle's servers send it for every 4xx and 5xx answer (Spin
+/// Cycle's framework errors carried only `message`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Error {
@@ -349,6 +350,16 @@ pub struct Error {
     pub request_id: String,
     #[serde(default)]
     pub http_status: u16,
+}
+
+impl Error {
+    pub fn new(http_status: u16, message: impl Into<String>) -> Error {
+        Error {
+            message: message.into(),
+            request_id: String::new(),
+            http_status,
+        }
+    }
 }
 
 /// The JSON kind of a value, for error messages: "a list", "a string", ...

@@ -27,18 +27,17 @@ impl IntoResponse for Error {
         let status =
             StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let message = match &self {
-            Error::Internal(detail) => {
-                tracing::error!(error = %detail, "request failed");
+            Error::Internal { .. } => {
+                tracing::error!(error = %self.chain(), "request failed");
                 "internal error; the Request Manager's log has the details".to_owned()
+            }
+            Error::Unavailable { .. } => {
+                tracing::warn!(error = %self.chain(), "request refused: unavailable");
+                self.to_string()
             }
             other => other.to_string(),
         };
-        let body = proto::Error {
-            message,
-            request_id: String::new(),
-            http_status: status.as_u16(),
-        };
-        (status, Json(body)).into_response()
+        (status, Json(proto::Error::new(status.as_u16(), message))).into_response()
     }
 }
 
@@ -62,6 +61,19 @@ fn decode<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, what: &str) ->
     serde_json::from_slice(body).map_err(|err| Error::BadRequest(format!("invalid {what}: {err}")))
 }
 
+/// Reconciles the request id in a body with the one in the path, the same way for every
+/// endpoint that has both: an empty body id is the path's; another one is a 400.
+fn reconcile(path_id: &str, body_id: &mut String, what: &str) -> Result<(), Error> {
+    if body_id.is_empty() {
+        path_id.clone_into(body_id);
+    } else if body_id != path_id {
+        return Err(Error::BadRequest(format!(
+            "invalid {what}: requestId {body_id:?} does not match the request id in the URL, {path_id:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Builds the router; every response carries `X-Spincycle-Version`.
 pub fn router(manager: Arc<Manager>) -> Router {
     let version =
@@ -81,12 +93,19 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/status/running", get(running))
         .route("/version", get(|| async { proto::version() }))
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                Json(serde_json::json!({"message": "Not Found"})),
-            )
-        })
+        .fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                Error::NotFound(format!("Not Found: no endpoint {method} {}", uri.path()))
+            },
+        )
+        .method_not_allowed_fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                Error::MethodNotAllowed(format!(
+                    "Method Not Allowed: {} does not take {method}",
+                    uri.path()
+                ))
+            },
+        )
         .layer(axum::middleware::map_response(
             move |mut response: Response| {
                 let version = version.clone();
@@ -179,7 +198,7 @@ async fn add_log(
     body: Bytes,
 ) -> Result<Response, Error> {
     let mut entry: JobLog = decode(&headers, &body, "job log entry")?;
-    entry.request_id = id;
+    reconcile(&id, &mut entry.request_id, "job log entry")?;
     manager.add_job_logs(vec![entry.clone()]).await?;
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
@@ -209,21 +228,24 @@ async fn finish(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, Error> {
-    let finish: FinishRequest = decode(
+    let mut finish: FinishRequest = decode(
         &headers,
         &body,
         "finish request ({\"state\": ..., \"finishedAt\": ...})",
     )?;
-    manager.finish(&id, &finish).await?;
+    reconcile(&id, &mut finish.request_id, "finish request")?;
+    manager.finish(&finish).await?;
     Ok(StatusCode::OK)
 }
 
 async fn suspend(
     State(manager): Shared,
+    Path(id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, Error> {
-    let suspended: SuspendedJobChain = decode(&headers, &body, "suspended job chain")?;
+    let mut suspended: SuspendedJobChain = decode(&headers, &body, "suspended job chain")?;
+    reconcile(&id, &mut suspended.request_id, "suspended job chain")?;
     manager.suspend(&suspended).await?;
     Ok(StatusCode::OK)
 }
@@ -234,12 +256,13 @@ async fn progress(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
-    let progress: RequestProgress = decode(
+    let mut progress: RequestProgress = decode(
         &headers,
         &body,
         "progress ({\"requestId\": ..., \"finishedJobs\": ...})",
     )?;
-    manager.progress(&id, &progress).await?;
+    reconcile(&id, &mut progress.request_id, "progress")?;
+    manager.progress(&progress).await?;
     Ok(Json(serde_json::Value::Null).into_response())
 }
 

@@ -1,4 +1,6 @@
-//! The Request Manager's errors and their HTTP status.
+//! The Request Manager's errors and their HTTP status. What a caller is told is
+//! Spindle's own text: a fault's cause (the database's words, say) is kept as its source
+//! and logged, never sent.
 
 /// What went wrong, and whose fault it is.
 #[derive(Debug, thiserror::Error)]
@@ -14,12 +16,23 @@ pub enum Error {
     /// A body that is not declared JSON (415).
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// A path the API has, with a method it does not take (405).
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// Shutting down, or a dependency is down; try again later (503).
-    #[error("{0}")]
-    Unavailable(String),
-    /// Anything else (500); the message is logged, not sent.
-    #[error("{0}")]
-    Internal(String),
+    #[error("{message}")]
+    Unavailable {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// Anything else (500): the caller is told only that it failed.
+    #[error("{message}")]
+    Internal {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }
 
 impl Error {
@@ -29,9 +42,36 @@ impl Error {
             Error::NotFound(_) => 404,
             Error::Conflict(_) => 409,
             Error::UnsupportedMediaType(_) => 415,
-            Error::Unavailable(_) => 503,
-            Error::Internal(_) => 500,
+            Error::MethodNotAllowed(_) => 405,
+            Error::Unavailable { .. } => 503,
+            Error::Internal { .. } => 500,
         }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Error {
+        Error::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::Internal {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The error and its sources, `: `-separated, for logs.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(err) = source {
+            text.push_str(": ");
+            text.push_str(&err.to_string());
+            source = err.source();
+        }
+        text
     }
 }
 
@@ -42,9 +82,18 @@ impl From<store::Error> for Error {
             store::Error::State { .. } | store::Error::Conflict(_) => {
                 Error::Conflict(err.to_string())
             }
+            store::Error::Duplicate(_) => {
+                Error::Conflict("it is stored already (an id that is taken); try again".to_owned())
+            }
             store::Error::Invalid(_) => Error::BadRequest(err.to_string()),
-            store::Error::Unavailable(_) => Error::Unavailable(err.to_string()),
-            other => Error::Internal(other.to_string()),
+            err if err.is_transient() => Error::Unavailable {
+                message: "the database is unavailable; try again later".to_owned(),
+                source: Some(Box::new(err)),
+            },
+            other => Error::Internal {
+                message: "storing failed".to_owned(),
+                source: Some(Box::new(other)),
+            },
         }
     }
 }
@@ -54,7 +103,10 @@ impl From<graph::Error> for Error {
         if err.is_input() {
             Error::BadRequest(err.to_string())
         } else {
-            Error::Internal(err.to_string())
+            Error::Internal {
+                message: "building the job chain failed".to_owned(),
+                source: Some(Box::new(err)),
+            }
         }
     }
 }

@@ -96,8 +96,8 @@ impl Manager {
 
     fn check_open(&self) -> Result<(), Error> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(Error::Unavailable(
-                "Request Manager is shutting down - no new requests are being started".to_owned(),
+            return Err(Error::unavailable(
+                "Request Manager is shutting down - no new requests are being started",
             ));
         }
         Ok(())
@@ -122,7 +122,10 @@ impl Manager {
         );
         let created = tokio::task::spawn_blocking(move || grapher.create(&request_type, &args))
             .await
-            .map_err(|err| Error::Internal(format!("building the job chain failed: {err}")))??;
+            .map_err(|err| Error::Internal {
+                message: "building the job chain failed".to_owned(),
+                source: Some(Box::new(err)),
+            })??;
         let request = Request {
             id: created.request_id.clone(),
             request_type: create_request.request_type.clone(),
@@ -170,9 +173,10 @@ impl Manager {
             }
             Err(err) => {
                 self.store.fail_pending(request_id, Utc::now()).await?;
-                Err(Error::Internal(format!(
-                    "job runner refused request {request_id}: {err}"
-                )))
+                Err(Error::Internal {
+                    message: format!("the job runner refused request {request_id}"),
+                    source: Some(Box::new(err)),
+                })
             }
         }
     }
@@ -215,7 +219,10 @@ impl Manager {
                     "request {request_id} is not running on its Job Runner {} any more",
                     request.jr_url
                 )),
-                err => Error::Internal(format!("error stopping request in Job Runner: {err}")),
+                err => Error::Internal {
+                    message: format!("stopping request {request_id} on its Job Runner failed"),
+                    source: Some(Box::new(err)),
+                },
             })
     }
 
@@ -251,24 +258,10 @@ impl Manager {
             .map_err(|err| store_error(&err))
     }
 
-    pub async fn progress(
-        &self,
-        request_id: &str,
-        progress: &RequestProgress,
-    ) -> Result<(), Error> {
-        if progress.request_id.is_empty() {
-            return Err(Error::BadRequest(
-                "invalid proto.StatusProgress: RequestId is empty, must be set".to_owned(),
-            ));
-        }
-        if progress.request_id != request_id {
-            return Err(Error::BadRequest(format!(
-                "invalid proto.StatusProgress: RequestId={} does not match request ID in URL: {request_id}",
-                progress.request_id
-            )));
-        }
+    /// A running request's count of completed jobs.
+    pub async fn progress(&self, progress: &RequestProgress) -> Result<(), Error> {
         self.batcher
-            .update_progress(request_id, progress.finished_jobs)
+            .update_progress(&progress.request_id, progress.finished_jobs)
             .await
             .map_err(|err| store_error(&err))
     }
@@ -276,12 +269,9 @@ impl Manager {
     /// The final state from a Job Runner. A second report is a no-op. A chain that ended
     /// before the request was marked RUNNING (a very fast chain) is marked first, as
     /// started when it finished (the store keeps created ≤ started ≤ finished).
-    pub async fn finish(&self, request_id: &str, finish: &FinishRequest) -> Result<(), Error> {
-        let finish = FinishRequest {
-            request_id: request_id.to_owned(),
-            ..finish.clone()
-        };
-        match self.store.finish_request(&finish).await {
+    pub async fn finish(&self, finish: &FinishRequest) -> Result<(), Error> {
+        let request_id = finish.request_id.as_str();
+        match self.store.finish_request(finish).await {
             Ok(_) => Ok(()),
             Err(store::Error::State {
                 actual: State::Pending,
@@ -289,7 +279,7 @@ impl Manager {
             }) => {
                 let started_at = finish.finished_at.min(Utc::now());
                 self.store.start_request(request_id, "", started_at).await?;
-                self.store.finish_request(&finish).await?;
+                self.store.finish_request(finish).await?;
                 Ok(())
             }
             Err(err) => Err(err.into()),
@@ -460,10 +450,18 @@ impl Manager {
     }
 }
 
+/// A group-committed write that failed, for every caller that waited on it.
 fn store_error(err: &Arc<store::Error>) -> Error {
+    let source: Box<dyn std::error::Error + Send + Sync> = Box::new(Arc::clone(err));
     if err.is_transient() {
-        Error::Unavailable(err.to_string())
+        Error::Unavailable {
+            message: "the database is unavailable; try again later".to_owned(),
+            source: Some(source),
+        }
     } else {
-        Error::Internal(err.to_string())
+        Error::Internal {
+            message: "storing failed".to_owned(),
+            source: Some(source),
+        }
     }
 }

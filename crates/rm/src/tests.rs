@@ -70,10 +70,7 @@ impl JrClient for FakeJr {
                 finished_at: chrono::Utc::now(),
                 finished_jobs: job_chain.jobs.len() as u64,
             };
-            manager
-                .finish(&job_chain.request_id, &finish)
-                .await
-                .unwrap();
+            manager.finish(&finish).await.unwrap();
         }
         res
     }
@@ -397,6 +394,47 @@ async fn job_runner_reports_log_progress_and_finish() {
     .await;
     assert_eq!((status, latest["try"].clone()), (StatusCode::OK, json!(1)));
 
+    // Issue #10: a body's request id is reconciled with the path's the same way
+    // everywhere: empty is the path's, another one is a 400.
+    let other = "someone-else";
+    for (method, path, body) in [
+        (
+            Method::PUT,
+            "progress",
+            json!({"requestId": other, "finishedJobs": 2}),
+        ),
+        (
+            Method::PUT,
+            "finish",
+            json!({"requestId": other, "state": 3, "finishedAt": "2026-01-01T00:00:00Z"}),
+        ),
+        (
+            Method::PUT,
+            "suspend",
+            json!({"requestId": other, "jobChain": {"requestId": other, "jobs": {}, "adjacencyList": {}, "state": 7}}),
+        ),
+        (
+            Method::POST,
+            "log",
+            json!({"requestId": other, "jobId": "j", "try": 1}),
+        ),
+    ] {
+        let (status, body, _) = call(
+            &env.router,
+            method,
+            &format!("/api/v1/requests/{id}/{path}"),
+            Some(&body.to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("requestId \"someone-else\" does not match the request id in the URL"),
+            "{path}: {body}"
+        );
+    }
     let (status, body, _) = call(
         &env.router,
         Method::PUT,
@@ -404,11 +442,7 @@ async fn job_runner_reports_log_progress_and_finish() {
         Some(r#"{"finishedJobs": 2}"#),
     )
     .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        body["message"],
-        "invalid proto.StatusProgress: RequestId is empty, must be set"
-    );
+    assert_eq!((status, body), (StatusCode::OK, Value::Null));
     let progress = json!({"requestId": id, "finishedJobs": 2}).to_string();
     let (status, body, _) = call(
         &env.router,
@@ -677,4 +711,47 @@ async fn creating_a_request_does_not_block_the_runtime() {
     std::fs::write(dir.path().join("go"), "").unwrap();
     let request = create.await.unwrap().expect("created");
     assert_eq!(request.request_type, "computed");
+}
+
+/// Issue #10: every 4xx and 5xx answer has the one error body, unknown routes and
+/// methods included, and a conflict never carries the database's words.
+#[tokio::test]
+async fn every_error_has_the_error_body() {
+    let env = env().await;
+    for (method, uri, status) in [
+        (Method::GET, "/api/v1/nothing-here", StatusCode::NOT_FOUND),
+        (
+            Method::DELETE,
+            "/api/v1/requests",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (Method::GET, "/api/v1/requests/nope", StatusCode::NOT_FOUND),
+    ] {
+        let (got, body, _) = call(&env.router, method.clone(), uri, None).await;
+        assert_eq!(got, status, "{method} {uri}: {body}");
+        assert_eq!(
+            body["httpStatus"],
+            status.as_u16(),
+            "{method} {uri}: {body}"
+        );
+        assert!(
+            !body["message"].as_str().unwrap().is_empty(),
+            "{method} {uri}: {body}"
+        );
+    }
+    let id = create(&env).await;
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["httpStatus"], 409);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("expected state PENDING"), "{message}");
+    for database_word in ["constraint", "SQLITE", "violat", "sqlx"] {
+        assert!(!message.contains(database_word), "{message}");
+    }
 }

@@ -458,7 +458,7 @@ where
         .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
-            Err(Error::Conflict(_)) => {
+            Err(Error::Duplicate(_)) => {
                 return Err(Error::Conflict(format!(
                     "request {request_id} already has a suspended job chain"
                 )));

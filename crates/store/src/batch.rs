@@ -48,9 +48,7 @@ impl std::fmt::Debug for Write {
 }
 
 fn stopped() -> Arc<Error> {
-    Arc::new(Error::Unavailable(
-        "the batch writer has stopped".to_owned(),
-    ))
+    Arc::new(Error::Stopped)
 }
 
 impl Batcher {

@@ -1,4 +1,6 @@
-//! Storage errors, with the retry decision on the error.
+//! Storage errors, with the retry decision on the error. Errors that come from the
+//! database keep it as their source; their own text is Spindle's, so that a caller can
+//! show it without showing the database's.
 
 use proto::State;
 
@@ -16,15 +18,24 @@ pub enum Error {
     /// A row that may exist once exists already (a second suspended chain for a request).
     #[error("{0}")]
     Conflict(String),
+    /// A key that exists already, as the database said (its words are the source).
+    #[error("a row with this key is stored already")]
+    Duplicate(#[source] sqlx::Error),
     /// The database is down, busy or locked: trying again later may work.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
+    #[error("database unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// The batch writer that group-commits writes has stopped (the process is ending).
+    #[error("the batch writer has stopped")]
+    Stopped,
     /// A file that is not a Spindle database, or cannot be one.
     #[error("refusing to use {path} as Spindle's database: {reason}")]
     Refused { path: String, reason: String },
     /// Stored data that cannot be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A stored value that does not decode as its type.
+    #[error("stored data is corrupt")]
+    Decode(#[source] sqlx::Error),
     /// A value that cannot be written as JSON (a bug, not bad data).
     #[error("cannot encode the {what} as JSON")]
     Encode {
@@ -37,14 +48,33 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Config(String),
-    #[error("database error: {0}")]
-    Database(String),
+    #[error("the schema cannot be brought up to date")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    /// Any other failure of the database.
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
 }
 
 impl Error {
     /// Whether the same call may succeed if tried again.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable(_))
+        matches!(self, Error::Unavailable(_) | Error::Stopped)
+    }
+
+    /// The database's own words, where the error came from it (for logs, never for
+    /// answers to callers).
+    pub fn database_text(&self) -> Option<String> {
+        match self {
+            Error::Duplicate(err)
+            | Error::Unavailable(err)
+            | Error::Decode(err)
+            | Error::Database(err) => Some(match err {
+                sqlx::Error::Database(db) => db.message().to_owned(),
+                other => other.to_string(),
+            }),
+            Error::Migrate(err) => Some(err.to_string()),
+            _ => None,
+        }
     }
 
     pub(crate) fn not_found(what: &'static str, id: &str) -> Error {
@@ -63,7 +93,7 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
             | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_) => Error::Unavailable(err.to_string()),
+            | sqlx::Error::Protocol(_) => Error::Unavailable(err),
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 let transient = matches!(
@@ -75,17 +105,15 @@ impl From<sqlx::Error> for Error {
                     | "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300"
                 ) || code.starts_with("08");
                 if transient {
-                    Error::Unavailable(db.message().to_owned())
+                    Error::Unavailable(err)
                 } else if db.is_unique_violation() {
-                    Error::Conflict(db.message().to_owned())
+                    Error::Duplicate(err)
                 } else {
-                    Error::Database(db.message().to_owned())
+                    Error::Database(err)
                 }
             }
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
-                Error::Corrupt(err.to_string())
-            }
-            _ => Error::Database(err.to_string()),
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Error::Decode(err),
+            _ => Error::Database(err),
         }
     }
 }

@@ -63,10 +63,7 @@ impl SqlStore<Postgres> {
             .acquire_timeout(timeout)
             .connect_with(options)
             .await?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|err| Error::Database(format!("migrating the schema: {err}")))?;
+        MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
         Ok(PostgresStore { pool })
     }
 }

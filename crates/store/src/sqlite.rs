@@ -83,7 +83,9 @@ impl SqlStore<Sqlite> {
             .connect_with(options)
             .await
             .map_err(|err| match Error::from(err) {
-                Error::Database(reason) | Error::Corrupt(reason) => refused(reason),
+                err @ (Error::Database(_) | Error::Decode(_)) => {
+                    refused(err.database_text().unwrap_or_default())
+                }
                 other => other,
             })?;
         let application_id: i64 = sqlx::query_scalar("PRAGMA application_id")
@@ -94,7 +96,7 @@ impl SqlStore<Sqlite> {
                 .fetch_one(&pool)
                 .await
                 .map_err(|err| match Error::from(err) {
-                    Error::Database(reason) => refused(reason),
+                    err @ Error::Database(_) => refused(err.database_text().unwrap_or_default()),
                     other => other,
                 })?;
         if n_tables > 0 && application_id != APPLICATION_ID {
@@ -206,7 +208,7 @@ mod tests {
         let (request, create) = crate::tests::sample_request("r1");
         let err = store.create_request(&request, &create).await.unwrap_err();
         assert!(err.is_transient(), "{err}");
-        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
         store.create_request(&request, &create).await.unwrap();
     }
