@@ -248,7 +248,7 @@ impl Builder<'_> {
         // Optional and static args the caller or parent did not give get their defaults.
         if let Some(seq) = seq {
             for (kind, decl) in seq.args.all() {
-                if kind == "required" {
+                if kind == proto::RequestArgType::Required {
                     continue;
                 }
                 if let (Some(name), Some(default)) = (decl.name(), &decl.default) {

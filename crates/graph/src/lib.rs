@@ -83,13 +83,13 @@ impl Grapher {
                 args: seq
                     .args
                     .all()
-                    .filter(|(kind, _)| *kind != "static")
+                    .filter(|(kind, _)| *kind != RequestArgType::Static)
                     .filter_map(|(kind, arg)| {
                         Some(RequestArg {
                             pos: 0,
                             name: arg.name()?.to_owned(),
                             desc: arg.desc.clone(),
-                            arg_type: arg_type(kind),
+                            arg_type: kind,
                             given: false,
                             default: arg
                                 .default
@@ -161,35 +161,37 @@ impl Grapher {
         }
         let mut problems = Vec::new();
         let mut recorded = Vec::new();
-        let mut positions: HashMap<&str, u32> = HashMap::new();
+        let mut positions: HashMap<RequestArgType, u32> = HashMap::new();
         for (kind, decl) in seq.args.all() {
             let Some(name) = decl.name() else { continue };
             let pos = positions.entry(kind).or_insert(0);
             let default = decl.default.as_ref().map(|d| d.value.clone());
             let given = args.get(name);
             let (value, is_given) = match (kind, given) {
-                ("required", Some(value)) => (value.clone(), true),
-                ("required", None) => {
+                (RequestArgType::Required, Some(value)) => (value.clone(), true),
+                (RequestArgType::Required, None) => {
                     problems.push(format!("missing required arg `{name}`"));
                     (Value::Null, false)
                 }
-                ("optional", Some(value)) => (value.clone(), true),
-                ("optional", None) => (default.clone().unwrap_or(Value::Null), false),
-                (_, Some(_)) => {
+                (RequestArgType::Optional, Some(value)) => (value.clone(), true),
+                (RequestArgType::Optional, None) => {
+                    (default.clone().unwrap_or(Value::Null), false)
+                }
+                (RequestArgType::Static, Some(_)) => {
                     problems.push(format!(
                         "`{name}` is a static arg, fixed by the spec; it cannot be given"
                     ));
                     (default.clone().unwrap_or(Value::Null), false)
                 }
-                (_, None) => (default.clone().unwrap_or(Value::Null), false),
+                (RequestArgType::Static, None) => (default.clone().unwrap_or(Value::Null), false),
             };
             recorded.push(RequestArg {
                 pos: *pos,
                 name: name.to_owned(),
                 desc: decl.desc.clone(),
-                arg_type: arg_type(kind),
+                arg_type: kind,
                 given: is_given,
-                default: if kind == "optional" {
+                default: if kind == RequestArgType::Optional {
                     default.unwrap_or(Value::Null)
                 } else {
                     Value::Null
@@ -216,21 +218,13 @@ impl Grapher {
     }
 }
 
-fn arg_type(kind: &str) -> RequestArgType {
-    match kind {
-        "required" => RequestArgType::Required,
-        "optional" => RequestArgType::Optional,
-        _ => RequestArgType::Static,
-    }
-}
-
 /// What a request accepts, for error messages: `host (required), force (optional,
 /// default "no")`.
 fn accepts(seq: &Sequence) -> String {
     let parts: Vec<String> = seq
         .args
         .all()
-        .filter(|(kind, _)| *kind != "static")
+        .filter(|(kind, _)| *kind != RequestArgType::Static)
         .filter_map(|(kind, arg)| {
             let name = arg.name()?;
             let mut text = format!("{name} ({kind}");

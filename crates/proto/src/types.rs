@@ -49,12 +49,29 @@ pub struct Request {
 }
 
 /// How a request arg is declared in the request's spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RequestArgType {
     Required,
     Optional,
     Static,
+}
+
+impl RequestArgType {
+    /// The word the spec files use: `required`, `optional`, `static`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestArgType::Required => "required",
+            RequestArgType::Optional => "optional",
+            RequestArgType::Static => "static",
+        }
+    }
+}
+
+impl std::fmt::Display for RequestArgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One request arg as recorded for a request, or as listed in a [`RequestSpec`].

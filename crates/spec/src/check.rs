@@ -2,6 +2,7 @@
 //! sequences its nodes call. Codes are Spin Cycle's check numbers: S1-S11 and SW1 for
 //! sequences, N1-N23 and NW1-NW5 for nodes.
 
+use proto::RequestArgType;
 use std::collections::{HashMap, HashSet};
 
 use crate::model::{Category, Node, Sequence, Specs, split_each};
@@ -75,9 +76,9 @@ impl Checker<'_> {
             let field = format!("args.{kind}");
             if arg.name.is_none() {
                 let code = match kind {
-                    "required" => "S1",
-                    "optional" => "S2",
-                    _ => "S3",
+                    RequestArgType::Required => "S1",
+                    RequestArgType::Optional => "S2",
+                    RequestArgType::Static => "S3",
                 };
                 let message = format!("{kind} arg has no `name`; expected `- name: <arg name>`");
                 self.push(
@@ -94,7 +95,7 @@ impl Checker<'_> {
                 .name()
                 .map_or_else(|| "(unnamed)".to_owned(), |name| format!("`{name}`"));
             match (kind, &arg.default) {
-                ("optional", None) => {
+                (RequestArgType::Optional, None) => {
                     let message = format!(
                         "optional arg {shown} has no `default`; expected a default value, used when the caller gives none (or make the arg required)"
                     );
@@ -108,7 +109,7 @@ impl Checker<'_> {
                         message,
                     );
                 }
-                ("static", None) => {
+                (RequestArgType::Static, None) => {
                     let message = format!(
                         "static arg {shown} has no `default`; expected its fixed value in `default`"
                     );
@@ -123,7 +124,7 @@ impl Checker<'_> {
                     );
                 }
                 // S10: required args have no defaults.
-                ("required", Some(default)) => {
+                (RequestArgType::Required, Some(default)) => {
                     let message = format!(
                         "required arg {shown} has a default ({}); expected no default, since the caller must give a required arg (make it optional to give it a default)",
                         shown_value(&default.value)
@@ -171,7 +172,7 @@ impl Checker<'_> {
             }
         }
         // S9: arg names unique across required, optional and static.
-        let mut names: HashMap<&str, (&str, Pos)> = HashMap::new();
+        let mut names: HashMap<&str, (RequestArgType, Pos)> = HashMap::new();
         for (kind, arg) in seq.args.all() {
             let Some(name) = &arg.name else { continue };
             if let Some((first_kind, first_pos)) = names.get(name.value.as_str()) {

@@ -2,6 +2,7 @@
 //! files (normalization is applied through accessors such as [`NodeArg::given`]), with the
 //! position of everything a diagnostic may point at.
 
+use proto::RequestArgType;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
@@ -116,11 +117,11 @@ pub struct SequenceArgs {
 }
 
 impl SequenceArgs {
-    /// Every arg with its kind (`required`, `optional`, `static`), required first.
-    pub fn all(&self) -> impl Iterator<Item = (&'static str, &ArgDecl)> {
-        let required = self.required.iter().map(|arg| ("required", arg));
-        let optional = self.optional.iter().map(|arg| ("optional", arg));
-        let statics = self.statics.iter().map(|arg| ("static", arg));
+    /// Every arg with its kind, required first.
+    pub fn all(&self) -> impl Iterator<Item = (RequestArgType, &ArgDecl)> {
+        let required = self.required.iter().map(|arg| (RequestArgType::Required, arg));
+        let optional = self.optional.iter().map(|arg| (RequestArgType::Optional, arg));
+        let statics = self.statics.iter().map(|arg| (RequestArgType::Static, arg));
         required.chain(optional).chain(statics)
     }
 
