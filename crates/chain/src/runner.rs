@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::reporter::Report;
+use crate::state::JobIdx;
 
 /// Unix nanoseconds now.
 pub(crate) fn now_nanos() -> i64 {
@@ -27,7 +28,7 @@ pub(crate) fn now_nanos() -> i64 {
 /// The end of a dispatched job: its final state and how its counters moved.
 #[derive(Debug)]
 pub(crate) struct JobDone {
-    pub(crate) idx: usize,
+    pub(crate) idx: JobIdx,
     pub(crate) state: State,
     pub(crate) data: JobArgs,
     /// Added to the job's latest-run tries (includes a try stopped in its retry wait).
@@ -52,7 +53,7 @@ pub(crate) struct LiveState {
 
 /// Everything a runner needs; built by the traverser when it dispatches a job.
 pub(crate) struct Dispatch {
-    pub(crate) idx: usize,
+    pub(crate) idx: JobIdx,
     pub(crate) request_id: Arc<str>,
     pub(crate) job: Arc<proto::Job>,
     pub(crate) data: JobArgs,
@@ -238,7 +239,7 @@ mod size {
     fn a_runner_future_stays_small() {
         let (reports, _) = tokio::sync::mpsc::channel(1);
         let dispatch = super::Dispatch {
-            idx: 0,
+            idx: crate::state::JobIdx::default(),
             request_id: std::sync::Arc::from(""),
             job: std::sync::Arc::new(proto::Job::default()),
             data: Default::default(),

@@ -3,22 +3,79 @@
 //! touches it.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-
+use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 
 use crate::validate::{self, ValidationError, Waits};
 
+/// A job's place in the chain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct JobIdx(u32);
+
+impl JobIdx {
+    fn new(idx: usize) -> JobIdx {
+        JobIdx(u32::try_from(idx).expect("a chain has fewer than 2^32 jobs"))
+    }
+
+    fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A sequence of the chain, named by its start job (the `sequenceId` of its jobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Seq(JobIdx);
+
+impl Seq {
+    pub(crate) fn start(self) -> JobIdx {
+        self.0
+    }
+}
+
+/// One value per job of the chain.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PerJob<T>(Vec<T>);
+
+impl<T> PerJob<T> {
+    fn iter(&self) -> impl Iterator<Item = (JobIdx, &T)> {
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(idx, value)| (JobIdx::new(idx), value))
+    }
+}
+
+impl<T> Index<JobIdx> for PerJob<T> {
+    type Output = T;
+
+    fn index(&self, idx: JobIdx) -> &T {
+        &self.0[idx.get()]
+    }
+}
+
+impl<T> IndexMut<JobIdx> for PerJob<T> {
+    fn index_mut(&mut self, idx: JobIdx) -> &mut T {
+        &mut self.0[idx.get()]
+    }
+}
+
+impl<T> FromIterator<T> for PerJob<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> PerJob<T> {
+        PerJob(iter.into_iter().collect())
+    }
+}
+
 /// A `parallel` limit: at most `limit` of the pieces (expansions) after a
 /// `repeat_<node>_begin` job run at once.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Window {
-    pub(crate) limit: usize,
+struct Window {
+    limit: usize,
     /// Pieces (by their begin job) that have started and not completed.
-    pub(crate) active: HashSet<usize>,
+    active: HashSet<JobIdx>,
     /// Pieces ready to start, in order.
-    pub(crate) waiting: VecDeque<usize>,
+    waiting: VecDeque<JobIdx>,
 }
 
 #[derive(Debug)]
@@ -26,33 +83,33 @@ pub(crate) struct Chain {
     pub(crate) request_id: String,
     /// The jobs as received, never changed (their `state` and `data` are stale: the
     /// current ones are in `states` and `data`). Shared with runners without copying.
-    pub(crate) jobs: Vec<Arc<proto::Job>>,
-    pub(crate) states: Vec<State>,
-    pub(crate) data: Vec<JobArgs>,
+    pub(crate) jobs: PerJob<Arc<proto::Job>>,
+    states: PerJob<State>,
+    pub(crate) data: PerJob<JobArgs>,
     /// Per job: its `retryWait` and `sequenceRetryWait`, parsed when the chain was
     /// accepted.
-    pub(crate) waits: Vec<Waits>,
-    pub(crate) succs: Vec<Vec<usize>>,
+    pub(crate) waits: PerJob<Waits>,
+    pub(crate) succs: PerJob<Vec<JobIdx>>,
     /// Per job: predecessors not COMPLETE. A PENDING job with 0 is runnable.
-    pub(crate) pending_preds: Vec<u32>,
+    pending_preds: PerJob<u32>,
     pub(crate) finished_jobs: u64,
     /// Per sequence start job: how many times the sequence has started.
-    pub(crate) sequence_tries: Vec<u32>,
+    pub(crate) sequence_tries: PerJob<u32>,
     /// Per job: tries in the current sequence try (a try stopped in a retry wait counts,
     /// so that resume gives it back).
-    pub(crate) latest_tries: Vec<u32>,
+    pub(crate) latest_tries: PerJob<u32>,
     /// Per job: tries ever run; the job log's try number.
-    pub(crate) total_tries: Vec<u32>,
-    /// Per job: its innermost sequence's start job, if the chain names one.
-    pub(crate) sequence_of: Vec<Option<usize>>,
-    /// Per sequence start job: the enclosing sequence's start job.
-    pub(crate) parent_sequence: HashMap<usize, usize>,
+    pub(crate) total_tries: PerJob<u32>,
+    /// Per job: its innermost sequence, if the chain names one.
+    pub(crate) sequence_of: PerJob<Option<Seq>>,
+    /// Per sequence: the enclosing sequence.
+    parent_sequence: HashMap<Seq, Seq>,
     /// Windows by their `repeat_<node>_begin` job.
-    pub(crate) windows: HashMap<usize, Window>,
+    windows: HashMap<JobIdx, Window>,
     /// Piece begin job → its window's job.
-    pub(crate) window_of_piece: HashMap<usize, usize>,
+    window_of_piece: HashMap<JobIdx, JobIdx>,
     /// Piece end job → piece begin job.
-    pub(crate) piece_of_end: HashMap<usize, usize>,
+    piece_of_end: HashMap<JobIdx, JobIdx>,
 }
 
 impl Chain {
@@ -83,14 +140,13 @@ impl Chain {
             data.push(std::mem::take(&mut job.data));
             shared.push(Arc::new(job));
         }
-        let jobs: Vec<Arc<proto::Job>> = shared;
-        let index: HashMap<&str, usize> = jobs
+        let (jobs, states) = (PerJob(shared), PerJob(states));
+        let index: HashMap<&str, JobIdx> = jobs
             .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id.as_str(), i))
+            .map(|(idx, job)| (job.id.as_str(), idx))
             .collect();
-        let mut succs = vec![Vec::new(); n];
-        let mut preds = vec![Vec::new(); n];
+        let mut succs: PerJob<Vec<JobIdx>> = PerJob(vec![Vec::new(); n]);
+        let mut preds: PerJob<Vec<JobIdx>> = PerJob(vec![Vec::new(); n]);
         for (from, tos) in &adjacency_list {
             let Some(&from) = index.get(from.as_str()) else {
                 continue;
@@ -102,28 +158,28 @@ impl Chain {
                 }
             }
         }
-        let counter = |map: &BTreeMap<String, u32>| -> Vec<u32> {
+        let counter = |map: &BTreeMap<String, u32>| -> PerJob<u32> {
             jobs.iter()
-                .map(|job| map.get(&job.id).copied().unwrap_or(0))
+                .map(|(_, job)| map.get(&job.id).copied().unwrap_or(0))
                 .collect()
         };
-        let sequence_of: Vec<Option<usize>> = jobs
+        let sequence_of: PerJob<Option<Seq>> = jobs
             .iter()
-            .map(|job| index.get(job.sequence_id.as_str()).copied())
+            .map(|(_, job)| index.get(job.sequence_id.as_str()).copied().map(Seq))
             .collect();
         // A sequence's parent: the sequence of a job that runs just before its start job.
         let mut parent_sequence = HashMap::new();
-        for (idx, seq) in sequence_of.iter().enumerate() {
-            if *seq == Some(idx)
+        for (idx, seq) in sequence_of.iter() {
+            if *seq == Some(Seq(idx))
                 && let Some(parent) = preds[idx].first().and_then(|&p| sequence_of[p])
-                && parent != idx
+                && parent != Seq(idx)
             {
-                parent_sequence.insert(idx, parent);
+                parent_sequence.insert(Seq(idx), parent);
             }
         }
         let pending_preds = preds
             .iter()
-            .map(|ps| ps.iter().filter(|&&p| states[p] != State::Complete).count() as u32)
+            .map(|(_, ps)| ps.iter().filter(|&&p| states[p] != State::Complete).count() as u32)
             .collect();
         let mut chain = Chain {
             request_id,
@@ -132,8 +188,8 @@ impl Chain {
             total_tries: counter(&total),
             jobs,
             states,
-            data,
-            waits,
+            data: PerJob(data),
+            waits: PerJob(waits),
             succs,
             pending_preds,
             finished_jobs,
@@ -147,10 +203,15 @@ impl Chain {
         Ok(chain)
     }
 
+    /// Every job, in index order.
+    pub(crate) fn indices(&self) -> impl Iterator<Item = JobIdx> + use<> {
+        (0..self.jobs.0.len()).map(JobIdx::new)
+    }
+
     /// Finds the pieces of every `parallel` window and, for a resumed chain, which of
     /// them had started.
     fn find_windows(&mut self) {
-        for window in 0..self.jobs.len() {
+        for window in self.indices() {
             let limit = self.jobs[window].parallel as usize;
             let pieces = self.succs[window].clone();
             if limit == 0 || pieces.len() < 2 {
@@ -158,7 +219,7 @@ impl Chain {
             }
             // Pieces are disjoint sub-graphs that meet at the window's end job: the first
             // job on a path from the second piece that is also on a path from the first.
-            let first_path: HashSet<usize> =
+            let first_path: HashSet<JobIdx> =
                 self.first_successor_path(pieces[0]).into_iter().collect();
             let Some(window_end) = self
                 .first_successor_path(pieces[1])
@@ -200,7 +261,7 @@ impl Chain {
     }
 
     /// The jobs from `start` following first successors to the end of the chain.
-    fn first_successor_path(&self, start: usize) -> Vec<usize> {
+    fn first_successor_path(&self, start: JobIdx) -> Vec<JobIdx> {
         let mut path = vec![start];
         let mut at = start;
         while let Some(&next) = self.succs[at].first() {
@@ -215,7 +276,7 @@ impl Chain {
     /// A PENDING job has not run in its sequence's current try, whatever the counters
     /// say (Spin Cycle's example chains carry such counts), so its budget is whole.
     pub(crate) fn prepare_resume(&mut self) {
-        for idx in 0..self.jobs.len() {
+        for idx in self.indices() {
             if self.states[idx] == State::Pending {
                 self.latest_tries[idx] = 0;
             }
@@ -223,7 +284,7 @@ impl Chain {
                 continue;
             }
             self.latest_tries[idx] = self.latest_tries[idx].saturating_sub(1);
-            if self.is_sequence_start(idx) {
+            if self.sequence_started_by(idx).is_some() {
                 self.sequence_tries[idx] = self.sequence_tries[idx].saturating_sub(1);
             }
             self.set_state(idx, State::Pending);
@@ -231,15 +292,15 @@ impl Chain {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.jobs.len()
+        self.jobs.0.len()
     }
 
-    pub(crate) fn state(&self, idx: usize) -> State {
+    pub(crate) fn state(&self, idx: JobIdx) -> State {
         self.states[idx]
     }
 
     /// Sets a job's state, keeping `pending_preds` and `finished_jobs` in step.
-    pub(crate) fn set_state(&mut self, idx: usize, state: State) {
+    pub(crate) fn set_state(&mut self, idx: JobIdx, state: State) {
         let old = self.states[idx];
         if old == state {
             return;
@@ -260,17 +321,23 @@ impl Chain {
         }
     }
 
-    pub(crate) fn is_runnable(&self, idx: usize) -> bool {
+    pub(crate) fn is_runnable(&self, idx: JobIdx) -> bool {
         self.states[idx] == State::Pending && self.pending_preds[idx] == 0
     }
 
-    pub(crate) fn is_sequence_start(&self, idx: usize) -> bool {
-        self.sequence_of[idx] == Some(idx)
+    /// The sequence that job `idx` starts, if it is a sequence's start job.
+    pub(crate) fn sequence_started_by(&self, idx: JobIdx) -> Option<Seq> {
+        (self.sequence_of[idx] == Some(Seq(idx))).then_some(Seq(idx))
     }
 
-    /// Whether job `idx` is part of sequence `sequence` (directly or in a nested one).
-    pub(crate) fn in_sequence(&self, idx: usize, sequence: usize) -> bool {
-        let mut at = self.sequence_of[idx];
+    /// Whether job `idx` is part of `sequence` (directly or in a nested one).
+    pub(crate) fn in_sequence(&self, idx: JobIdx, sequence: Seq) -> bool {
+        self.sequence_of[idx].is_some_and(|seq| self.seq_within(seq, sequence))
+    }
+
+    /// Whether `seq` is `sequence` or nested in it.
+    pub(crate) fn seq_within(&self, seq: Seq, sequence: Seq) -> bool {
+        let mut at = Some(seq);
         while let Some(seq) = at {
             if seq == sequence {
                 return true;
@@ -280,30 +347,35 @@ impl Chain {
         false
     }
 
+    /// The sequence enclosing `seq`, if any.
+    pub(crate) fn parent(&self, seq: Seq) -> Option<Seq> {
+        self.parent_sequence.get(&seq).copied()
+    }
+
     /// Every job of a sequence, nested sequences included.
-    pub(crate) fn members(&self, sequence: usize) -> Vec<usize> {
-        (0..self.jobs.len())
+    fn members(&self, sequence: Seq) -> Vec<JobIdx> {
+        self.indices()
             .filter(|&idx| self.in_sequence(idx, sequence))
             .collect()
     }
 
     /// Whether the sequence may run again after a failure: it has started at most
     /// `sequenceRetry` times.
-    pub(crate) fn can_retry(&self, sequence: Option<usize>) -> bool {
-        let Some(sequence) = sequence else {
+    pub(crate) fn can_retry(&self, sequence: Option<Seq>) -> bool {
+        let Some(Seq(start)) = sequence else {
             return false;
         };
-        self.sequence_tries[sequence] >= 1
-            && self.sequence_tries[sequence] <= self.jobs[sequence].sequence_retry
+        self.sequence_tries[start] >= 1
+            && self.sequence_tries[start] <= self.jobs[start].sequence_retry
     }
 
     /// Puts every job of a sequence back to PENDING for its next try (runner.md §7, but
     /// the whole sequence, and nested sequences' budgets reset too).
-    pub(crate) fn reset_sequence(&mut self, sequence: usize) {
+    pub(crate) fn reset_sequence(&mut self, sequence: Seq) {
         for idx in self.members(sequence) {
             self.set_state(idx, State::Pending);
             self.latest_tries[idx] = 0;
-            if idx != sequence && self.is_sequence_start(idx) {
+            if idx != sequence.start() && self.sequence_started_by(idx).is_some() {
                 self.sequence_tries[idx] = 0;
             }
             if let Some(window) = self.windows.get_mut(&idx) {
@@ -313,8 +385,56 @@ impl Chain {
         }
     }
 
+    /// Whether a runnable job may start now as far as `parallel` windows go: a piece of
+    /// a full window waits (in order) for a slot instead, and `false` says so.
+    pub(crate) fn enter_window(&mut self, idx: JobIdx) -> bool {
+        let Some(window_idx) = self.window_of_piece.get(&idx) else {
+            return true;
+        };
+        let window = self
+            .windows
+            .get_mut(window_idx)
+            .expect("pieces belong to windows");
+        if window.active.contains(&idx) {
+            return true;
+        }
+        if window.active.len() >= window.limit {
+            if !window.waiting.contains(&idx) {
+                window.waiting.push_back(idx);
+            }
+            return false;
+        }
+        window.active.insert(idx);
+        true
+    }
+
+    /// A completed piece end frees its window's slot; returns the piece to start next.
+    pub(crate) fn leave_window(&mut self, end: JobIdx) -> Option<JobIdx> {
+        let piece = *self.piece_of_end.get(&end)?;
+        let window_idx = self.window_of_piece.get(&piece)?;
+        let window = self
+            .windows
+            .get_mut(window_idx)
+            .expect("pieces belong to windows");
+        window.active.remove(&piece);
+        window.waiting.pop_front()
+    }
+
+    /// Forgets the waiting pieces of `sequence` (it is being reset).
+    pub(crate) fn forget_waiting_in(&mut self, sequence: Seq) {
+        let forget: HashSet<JobIdx> = self
+            .windows
+            .values()
+            .flat_map(|window| window.waiting.iter().copied())
+            .filter(|&piece| self.in_sequence(piece, sequence))
+            .collect();
+        for window in self.windows.values_mut() {
+            window.waiting.retain(|piece| !forget.contains(piece));
+        }
+    }
+
     /// Copies a completed job's data into each successor's (runner.md §8).
-    pub(crate) fn pass_data(&mut self, idx: usize) {
+    pub(crate) fn pass_data(&mut self, idx: JobIdx) {
         if self.data[idx].is_empty() {
             return;
         }
@@ -327,11 +447,10 @@ impl Chain {
         }
     }
 
-    fn counters(&self, values: &[u32], keep: impl Fn(usize) -> bool) -> BTreeMap<String, u32> {
+    fn counters(&self, values: &PerJob<u32>) -> BTreeMap<String, u32> {
         values
             .iter()
-            .enumerate()
-            .filter(|(idx, n)| **n > 0 || keep(*idx))
+            .filter(|(_, n)| **n > 0)
             .map(|(idx, n)| (self.jobs[idx].id.clone(), *n))
             .collect()
     }
@@ -343,7 +462,6 @@ impl Chain {
             jobs: self
                 .jobs
                 .iter()
-                .enumerate()
                 .map(|(idx, job)| {
                     let job = proto::Job {
                         state: self.states[idx],
@@ -356,7 +474,6 @@ impl Chain {
             adjacency_list: self
                 .succs
                 .iter()
-                .enumerate()
                 .filter(|(_, succs)| !succs.is_empty())
                 .map(|(idx, succs)| {
                     let ids = succs.iter().map(|&s| self.jobs[s].id.clone()).collect();
@@ -373,9 +490,9 @@ impl Chain {
         SuspendedJobChain {
             request_id: self.request_id.clone(),
             job_chain: self.job_chain(State::Suspended),
-            total_job_tries: self.counters(&self.total_tries, |_| false),
-            latest_run_job_tries: self.counters(&self.latest_tries, |_| false),
-            sequence_tries: self.counters(&self.sequence_tries, |_| false),
+            total_job_tries: self.counters(&self.total_tries),
+            latest_run_job_tries: self.counters(&self.latest_tries),
+            sequence_tries: self.counters(&self.sequence_tries),
         }
     }
 }

@@ -402,18 +402,20 @@ fn runnable_and_sequence_helpers() {
         BTreeMap::from([("j1".to_owned(), 3)]),
     )
     .expect("valid waits");
-    let runnable: Vec<usize> = (0..state.len()).filter(|&i| state.is_runnable(i)).collect();
-    let ids: Vec<&str> = runnable
-        .iter()
-        .map(|&i| state.jobs[i].id.as_str())
+    let ids: Vec<&str> = state
+        .indices()
+        .filter(|&i| state.is_runnable(i))
+        .map(|i| state.jobs[i].id.as_str())
         .collect();
     assert_eq!(ids, ["j5"]);
-    let j2 = state.jobs.iter().position(|j| j.id == "j2").unwrap();
-    let j1 = state.jobs.iter().position(|j| j.id == "j1").unwrap();
-    assert_eq!(state.sequence_of[j2], Some(j1));
-    assert!(state.is_sequence_start(j1) && !state.is_sequence_start(j2));
+    let find = |id: &str| state.indices().find(|&i| state.jobs[i].id == id).unwrap();
+    let (j1, j2) = (find("j1"), find("j2"));
+    let sequence = state.sequence_started_by(j1).expect("j1 starts a sequence");
+    assert_eq!(state.sequence_of[j2], Some(sequence));
+    assert!(state.sequence_started_by(j2).is_none());
+    assert!(state.in_sequence(j2, sequence));
     // sequenceRetry 0, 3 tries: cannot retry.
-    assert!(!state.can_retry(Some(j1)));
+    assert!(!state.can_retry(Some(sequence)));
 }
 
 // ---- L. traversal ----

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::reporter::{self, Report, Reporter};
 use crate::runner::{self, Dispatch, JobDone, Live};
-use crate::state::Chain;
+use crate::state::{Chain, JobIdx, Seq};
 use crate::{Command, Final, Handle, Options, StopError};
 
 /// How a task of the traverser ended: its output in the `JoinSet`.
@@ -25,7 +25,7 @@ use crate::{Command, Final, Handle, Options, StopError};
 pub(crate) enum Event {
     Done(JobDone),
     /// A sequence's retry wait ended: start its first job again.
-    RetryWaitOver(usize),
+    RetryWaitOver(Seq),
 }
 
 /// Reports queued for the delivery task at most. Runners wait when it is full (so a slow
@@ -64,19 +64,19 @@ struct Traverser {
     factory: Arc<dyn Factory>,
     options: Options,
     mode: Mode,
-    running: HashMap<usize, Active>,
+    running: HashMap<JobIdx, Active>,
     /// Sequence start jobs waiting out their `sequenceRetryWait`.
-    retry_waits: HashMap<usize, AbortHandle>,
+    retry_waits: HashMap<Seq, AbortHandle>,
     /// Every runner and timer task; their ends are the events.
     tasks: JoinSet<Event>,
     /// Sequences to reset for a retry once none of their jobs runs any more.
-    retrying: HashSet<usize>,
+    retrying: HashSet<Seq>,
     /// Cancels every job (stop, suspend).
     cancel_all: CancellationToken,
     /// Per sequence (by start job), a child of its enclosing sequence's token: cancelling
     /// it stops the jobs of that sequence and of the sequences inside it. One token per
     /// sequence rather than per job keeps a fan-out of thousands of jobs light.
-    sequence_cancel: HashMap<usize, CancellationToken>,
+    sequence_cancel: HashMap<Seq, CancellationToken>,
     reports: mpsc::Sender<Report>,
     /// Job log entries of the traverser's own (abandoned or panicked tries) waiting for
     /// room in the report queue; at most one per job the traverser gave up on.
@@ -133,7 +133,7 @@ impl Traverser {
         delivery: JoinHandle<bool>,
         done: watch::Sender<Option<Final>>,
     ) {
-        for idx in 0..self.chain.len() {
+        for idx in self.chain.indices() {
             if self.chain.is_runnable(idx) {
                 self.dispatch(idx);
             }
@@ -240,7 +240,7 @@ impl Traverser {
         } else {
             // Sequences being reset for a retry are reset now if nothing of theirs runs,
             // so that a resumed chain restarts them.
-            let retrying: Vec<usize> = self.retrying.iter().copied().collect();
+            let retrying: Vec<Seq> = self.retrying.iter().copied().collect();
             for sequence in retrying {
                 self.reset_if_idle(sequence);
             }
@@ -255,7 +255,7 @@ impl Traverser {
             "job did not stop within {} of being asked to; abandoned",
             proto::duration::format(self.options.stop_timeout)
         );
-        let running: Vec<(usize, Active)> = self.running.drain().collect();
+        let running: Vec<(JobIdx, Active)> = self.running.drain().collect();
         for (idx, active) in running {
             active.task.abort();
             self.fail_lost_try(idx, &active, now, &error);
@@ -266,7 +266,7 @@ impl Traverser {
     /// Records the try a job's runner was on as failed (the runner was abandoned or
     /// panicked, so it will not log it) and fails the job. A runner that had logged its
     /// try already gets the next try number, so that the failure is in the log too.
-    fn fail_lost_try(&mut self, idx: usize, active: &Active, now: i64, error: &str) {
+    fn fail_lost_try(&mut self, idx: JobIdx, active: &Active, now: i64, error: &str) {
         let mut try_no = active.live.try_no.load(Ordering::Relaxed).max(1);
         if active.live.logged.load(Ordering::Relaxed) >= try_no {
             try_no += 1;
@@ -344,11 +344,12 @@ impl Traverser {
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Done(done) => self.on_job_done(done),
-            Event::RetryWaitOver(start) => {
-                if self.retry_waits.remove(&start).is_none() {
+            Event::RetryWaitOver(sequence) => {
+                if self.retry_waits.remove(&sequence).is_none() {
                     // Aborted (stop, suspend, an outer retry) just after it ended.
                     return;
                 }
+                let start = sequence.start();
                 if self.mode == Mode::Running && self.chain.is_runnable(start) {
                     self.chain.sequence_tries[start] += 1;
                     self.start(start);
@@ -382,7 +383,7 @@ impl Traverser {
     }
 
     /// What follows a job's end: progress, the next jobs, or a sequence retry.
-    fn after_job_end(&mut self, idx: usize, state: State) {
+    fn after_job_end(&mut self, idx: JobIdx, state: State) {
         if state == State::Complete {
             self.queue_report(Report::Progress(self.chain.finished_jobs));
         }
@@ -396,7 +397,9 @@ impl Traverser {
             (_, State::Complete) => {
                 self.chain.pass_data(idx);
                 if self.mode == Mode::Running {
-                    self.release_window_slot(idx);
+                    if let Some(next) = self.chain.leave_window(idx) {
+                        self.dispatch(next);
+                    }
                     for i in 0..self.chain.succs[idx].len() {
                         let succ = self.chain.succs[idx][i];
                         self.dispatch(succ);
@@ -415,7 +418,7 @@ impl Traverser {
     }
 
     /// The outermost sequence being reset that job `idx` belongs to.
-    fn retrying_sequence_of(&self, idx: usize) -> Option<usize> {
+    fn retrying_sequence_of(&self, idx: JobIdx) -> Option<Seq> {
         self.retrying
             .iter()
             .copied()
@@ -424,55 +427,41 @@ impl Traverser {
                 !self
                     .retrying
                     .iter()
-                    .any(|&other| other != sequence && self.chain.in_sequence(sequence, other))
+                    .any(|&other| other != sequence && self.chain.seq_within(sequence, other))
             })
     }
 
     /// A job of `sequence` failed and the sequence may run again: stop what still runs
     /// of it, then (once nothing of it runs) reset it and restart it after its wait.
-    fn begin_sequence_retry(&mut self, sequence: usize) {
+    fn begin_sequence_retry(&mut self, sequence: Seq) {
         // A retry of an enclosing sequence replaces retries of sequences inside it.
         let chain = &self.chain;
         self.retrying
-            .retain(|&other| !chain.in_sequence(other, sequence));
+            .retain(|&other| !chain.seq_within(other, sequence));
         self.retrying.insert(sequence);
         // Stop what still runs of the sequence; its next try gets fresh tokens.
-        let chain = &self.chain;
         self.sequence_cancel.retain(|&other, token| {
-            if other == sequence || chain.in_sequence(other, sequence) {
+            if chain.seq_within(other, sequence) {
                 token.cancel();
                 false
             } else {
                 true
             }
         });
-        let waiting: Vec<usize> = self
-            .retry_waits
-            .keys()
-            .copied()
-            .filter(|&start| self.chain.in_sequence(start, sequence))
-            .collect();
-        for start in waiting {
-            if let Some(wait) = self.retry_waits.remove(&start) {
+        self.retry_waits.retain(|&waiting, wait| {
+            let inside = chain.seq_within(waiting, sequence);
+            if inside {
                 wait.abort();
             }
-        }
-        for window in self.chain.windows.values_mut() {
-            window.waiting.retain(|&piece| {
-                !chain_in_sequence(
-                    &self.chain.sequence_of,
-                    &self.chain.parent_sequence,
-                    piece,
-                    sequence,
-                )
-            });
-        }
+            !inside
+        });
+        self.chain.forget_waiting_in(sequence);
         self.reset_if_idle(sequence);
     }
 
     /// Resets a sequence being retried once none of its jobs runs; when running (not
     /// suspending), restarts it.
-    fn reset_if_idle(&mut self, sequence: usize) {
+    fn reset_if_idle(&mut self, sequence: Seq) {
         if self
             .running
             .keys()
@@ -484,13 +473,13 @@ impl Traverser {
         self.chain.reset_sequence(sequence);
         self.queue_report(Report::Progress(self.chain.finished_jobs));
         if self.mode == Mode::Running {
-            self.dispatch(sequence);
+            self.dispatch(sequence.start());
         }
     }
 
     /// Starts a runnable job, or holds it: behind a full `parallel` window, or for the
     /// retry wait of a sequence that runs again.
-    fn dispatch(&mut self, idx: usize) {
+    fn dispatch(&mut self, idx: JobIdx) {
         if self.mode != Mode::Running
             || !self.chain.is_runnable(idx)
             || self.running.contains_key(&idx)
@@ -500,34 +489,21 @@ impl Traverser {
         if self.retrying_sequence_of(idx).is_some() {
             return;
         }
-        if let Some(&window_idx) = self.chain.window_of_piece.get(&idx) {
-            let window = self
-                .chain
-                .windows
-                .get_mut(&window_idx)
-                .expect("pieces belong to windows");
-            if !window.active.contains(&idx) {
-                if window.active.len() >= window.limit {
-                    if !window.waiting.contains(&idx) {
-                        window.waiting.push_back(idx);
-                    }
-                    return;
-                }
-                window.active.insert(idx);
-            }
+        if !self.chain.enter_window(idx) {
+            return;
         }
-        if self.chain.is_sequence_start(idx) {
+        if let Some(sequence) = self.chain.sequence_started_by(idx) {
             if self.chain.sequence_tries[idx] > 0 {
                 // A retry of the sequence: wait first (a resumed chain waits too).
-                if self.retry_waits.contains_key(&idx) {
+                if self.retry_waits.contains_key(&sequence) {
                     return;
                 }
                 let wait = self.chain.waits[idx].sequence_retry_wait;
                 let timer = self.tasks.spawn(async move {
                     tokio::time::sleep(wait).await;
-                    Event::RetryWaitOver(idx)
+                    Event::RetryWaitOver(sequence)
                 });
-                self.retry_waits.insert(idx, timer);
+                self.retry_waits.insert(sequence, timer);
                 return;
             }
             self.chain.sequence_tries[idx] += 1;
@@ -537,20 +513,20 @@ impl Traverser {
 
     /// The token that cancels the jobs of `sequence` (the chain-wide one for jobs outside
     /// any sequence).
-    fn cancel_token(&mut self, sequence: Option<usize>) -> CancellationToken {
+    fn cancel_token(&mut self, sequence: Option<Seq>) -> CancellationToken {
         let Some(sequence) = sequence else {
             return self.cancel_all.clone();
         };
         if let Some(token) = self.sequence_cancel.get(&sequence) {
             return token.clone();
         }
-        let parent = self.chain.parent_sequence.get(&sequence).copied();
+        let parent = self.chain.parent(sequence);
         let token = self.cancel_token(parent).child_token();
         self.sequence_cancel.insert(sequence, token.clone());
         token
     }
 
-    fn start(&mut self, idx: usize) {
+    fn start(&mut self, idx: JobIdx) {
         self.chain.set_state(idx, State::Running);
         let cancel = self.cancel_token(self.chain.sequence_of[idx]);
         let live = Live::default();
@@ -580,25 +556,6 @@ impl Traverser {
         );
     }
 
-    /// A completed piece end frees its window's slot for the next waiting piece.
-    fn release_window_slot(&mut self, idx: usize) {
-        let Some(&piece) = self.chain.piece_of_end.get(&idx) else {
-            return;
-        };
-        let Some(&window_idx) = self.chain.window_of_piece.get(&piece) else {
-            return;
-        };
-        let window = self
-            .chain
-            .windows
-            .get_mut(&window_idx)
-            .expect("pieces belong to windows");
-        window.active.remove(&piece);
-        if let Some(next) = window.waiting.pop_front() {
-            self.dispatch(next);
-        }
-    }
-
     fn running_status(&self) -> Vec<JobStatus> {
         let mut statuses: Vec<JobStatus> = self
             .running
@@ -615,7 +572,7 @@ impl Traverser {
                     job_type: job.job_type.clone(),
                     name: job.name.clone(),
                     started_at: active.started_at,
-                    state: self.chain.states[idx],
+                    state: self.chain.state(idx),
                     status,
                     r#try: active.live.try_no.load(Ordering::Relaxed),
                 }
@@ -634,12 +591,13 @@ impl Traverser {
     async fn finalize(&mut self) -> Final {
         let chain = &self.chain;
         let all_complete = chain.finished_jobs as usize == chain.len();
-        let failed_for_good = (0..chain.len()).any(|idx| {
+        let failed_for_good = chain.indices().any(|idx| {
             matches!(chain.state(idx), State::Fail | State::Unknown)
                 && !chain.can_retry(chain.sequence_of[idx])
         });
-        let any_failed =
-            (0..chain.len()).any(|idx| matches!(chain.state(idx), State::Fail | State::Unknown));
+        let any_failed = chain
+            .indices()
+            .any(|idx| matches!(chain.state(idx), State::Fail | State::Unknown));
         let state = match self.mode {
             _ if all_complete => State::Complete,
             Mode::Running => State::Fail,
@@ -670,23 +628,6 @@ impl Traverser {
             finished_jobs,
         }
     }
-}
-
-/// [`Chain::in_sequence`] on borrowed parts, for use while a window is borrowed mutably.
-fn chain_in_sequence(
-    sequence_of: &[Option<usize>],
-    parent_sequence: &HashMap<usize, usize>,
-    idx: usize,
-    sequence: usize,
-) -> bool {
-    let mut at = sequence_of[idx];
-    while let Some(seq) = at {
-        if seq == sequence {
-            return true;
-        }
-        at = parent_sequence.get(&seq).copied();
-    }
-    false
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

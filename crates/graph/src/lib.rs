@@ -174,9 +174,7 @@ impl Grapher {
                     (Value::Null, false)
                 }
                 (RequestArgType::Optional, Some(value)) => (value.clone(), true),
-                (RequestArgType::Optional, None) => {
-                    (default.clone().unwrap_or(Value::Null), false)
-                }
+                (RequestArgType::Optional, None) => (default.clone().unwrap_or(Value::Null), false),
                 (RequestArgType::Static, Some(_)) => {
                     problems.push(format!(
                         "`{name}` is a static arg, fixed by the spec; it cannot be given"

@@ -119,8 +119,14 @@ pub struct SequenceArgs {
 impl SequenceArgs {
     /// Every arg with its kind, required first.
     pub fn all(&self) -> impl Iterator<Item = (RequestArgType, &ArgDecl)> {
-        let required = self.required.iter().map(|arg| (RequestArgType::Required, arg));
-        let optional = self.optional.iter().map(|arg| (RequestArgType::Optional, arg));
+        let required = self
+            .required
+            .iter()
+            .map(|arg| (RequestArgType::Required, arg));
+        let optional = self
+            .optional
+            .iter()
+            .map(|arg| (RequestArgType::Optional, arg));
         let statics = self.statics.iter().map(|arg| (RequestArgType::Static, arg));
         required.chain(optional).chain(statics)
     }
