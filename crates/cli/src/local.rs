@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use chain::{ReportError, Reporter};
 use job::Registry;
-use proto::{FinishRequest, JobChain, JobLog, JobStatus, RequestProgress, SuspendedJobChain};
+use proto::{
+    FinishRequest, JobChain, JobLog, JobStatus, RequestId, RequestProgress, SuspendedJobChain,
+};
 use rm::{ClientError, JrClient, Manager};
 
 /// The Job Runner in the same process: RM and JR call each other directly.
@@ -50,17 +52,17 @@ impl JrClient for InProcessJr {
         Ok(runner.base_url().to_owned())
     }
 
-    async fn stop(&self, _jr_url: &str, request_id: &str) -> Result<(), ClientError> {
+    async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         self.runner()?.stop(request_id).await.map_err(client_error)
     }
 
     async fn running(
         &self,
         _jr_url: &str,
-        request_id: Option<&str>,
+        request_id: Option<&RequestId>,
     ) -> Result<Vec<JobStatus>, ClientError> {
         self.runner()?
-            .running(request_id)
+            .running(request_id.map(RequestId::as_str))
             .await
             .map_err(client_error)
     }

@@ -95,7 +95,7 @@ pub(crate) async fn run(
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 bar.println("stopping the request (Ctrl-C again waits for it)");
-                if let Err(err) = local.manager.stop(&request.id).await {
+                if let Err(err) = local.manager.stop(&proto::RequestId::new(request.id.clone())).await {
                     bar.println(format!("stop: {err}"));
                 }
             }

@@ -7,10 +7,12 @@
 
 pub mod duration;
 mod filter;
+mod id;
 mod state;
 mod types;
 
 pub use filter::{FilterError, RequestFilter};
+pub use id::RequestId;
 pub use state::{State, UnknownState};
 pub use types::{
     CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, Request,

@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use proto::{
-    CreateRequest, FinishRequest, JobLog, RequestFilter, RequestProgress, SuspendedJobChain,
+    CreateRequest, FinishRequest, JobLog, RequestFilter, RequestId, RequestProgress,
+    SuspendedJobChain,
 };
 use serde::de::DeserializeOwned;
 
@@ -166,12 +167,12 @@ async fn get_request(State(manager): Shared, Path(id): Path<String>) -> Result<R
     Ok(Json(manager.get(&id).await?).into_response())
 }
 
-async fn start(State(manager): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+async fn start(State(manager): Shared, Path(id): Path<RequestId>) -> Result<StatusCode, Error> {
     manager.start(&id).await?;
     Ok(StatusCode::OK)
 }
 
-async fn stop(State(manager): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+async fn stop(State(manager): Shared, Path(id): Path<RequestId>) -> Result<StatusCode, Error> {
     manager.stop(&id).await?;
     Ok(StatusCode::OK)
 }
@@ -186,7 +187,7 @@ async fn job_log(State(manager): Shared, Path(id): Path<String>) -> Result<Respo
 
 async fn latest_log(
     State(manager): Shared,
-    Path((id, job_id)): Path<(String, String)>,
+    Path((id, job_id)): Path<(RequestId, String)>,
 ) -> Result<Response, Error> {
     Ok(Json(manager.latest_job_log(&id, &job_id).await?).into_response())
 }
@@ -277,8 +278,11 @@ struct RunningQuery {
 
 async fn running(State(manager): Shared, RawQuery(query): RawQuery) -> Result<Response, Error> {
     let query: RunningQuery = running_query(query.as_deref().unwrap_or_default());
-    let request_id = query.request_id.filter(|id| !id.is_empty());
-    Ok(Json(manager.running(request_id.as_deref()).await?).into_response())
+    let request_id = query
+        .request_id
+        .filter(|id| !id.is_empty())
+        .map(RequestId::new);
+    Ok(Json(manager.running(request_id.as_ref()).await?).into_response())
 }
 
 /// Reads `requestId` from a query string (other parameters, such as `orderBy`, are

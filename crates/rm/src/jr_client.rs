@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use proto::{JobChain, JobStatus, SuspendedJobChain};
+use proto::{JobChain, JobStatus, RequestId, SuspendedJobChain};
 
 /// Why a Job Runner call failed, in the Request Manager's terms (however the Job Runner
 /// was reached).
@@ -39,12 +39,12 @@ pub trait JrClient: Send + Sync + 'static {
     /// Resumes a suspended chain; returns the base URL of the Job Runner that runs it.
     async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError>;
     /// Stops a chain on the Job Runner at `jr_url`; returns once it has stopped.
-    async fn stop(&self, jr_url: &str, request_id: &str) -> Result<(), ClientError>;
-    /// The running jobs on the Job Runner at `jr_url`.
+    async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError>;
+    /// The running jobs on the Job Runner at `jr_url` (of one request, or all).
     async fn running(
         &self,
         jr_url: &str,
-        request_id: Option<&str>,
+        request_id: Option<&RequestId>,
     ) -> Result<Vec<JobStatus>, ClientError>;
 }
 
@@ -163,7 +163,7 @@ impl JrClient for HttpJrClient {
         Self::base_url(&response)
     }
 
-    async fn stop(&self, jr_url: &str, request_id: &str) -> Result<(), ClientError> {
+    async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         let url = format!(
             "{}/api/v1/job-chains/{request_id}/stop",
             jr_url.trim_end_matches('/')
@@ -175,7 +175,7 @@ impl JrClient for HttpJrClient {
     async fn running(
         &self,
         jr_url: &str,
-        request_id: Option<&str>,
+        request_id: Option<&RequestId>,
     ) -> Result<Vec<JobStatus>, ClientError> {
         let mut url = format!("{}/api/v1/status/running", jr_url.trim_end_matches('/'));
         if let Some(request_id) = request_id {

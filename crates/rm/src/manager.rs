@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use graph::Grapher;
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestProgress,
-    RequestSpec, RunningStatus, State, SuspendedJobChain,
+    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId,
+    RequestProgress, RequestSpec, RunningStatus, State, SuspendedJobChain,
 };
 use store::{Batcher, Store};
 use tokio_util::sync::CancellationToken;
@@ -146,7 +146,8 @@ impl Manager {
         };
         self.store.create_request(&request, &stored).await?;
         let job_chain = request.job_chain.as_ref().expect("set above");
-        self.send_to_jr(&request.id, job_chain).await?;
+        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain)
+            .await?;
         Ok(Request {
             job_chain: None,
             ..request
@@ -156,7 +157,7 @@ impl Manager {
     /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
     /// that does not answer leaves it PENDING (not an error); one that refuses the chain
     /// fails the request.
-    async fn send_to_jr(&self, request_id: &str, job_chain: &JobChain) -> Result<(), Error> {
+    async fn send_to_jr(&self, request_id: &RequestId, job_chain: &JobChain) -> Result<(), Error> {
         match self.jr.new_chain(job_chain).await {
             Ok(jr_url) => match self
                 .store
@@ -168,7 +169,7 @@ impl Manager {
                 Err(err) => Err(err.into()),
             },
             Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
-                tracing::warn!(request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
+                tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
                 Ok(())
             }
             Err(err) => {
@@ -182,7 +183,7 @@ impl Manager {
     }
 
     /// `PUT .../start`: offers a PENDING request to a Job Runner now.
-    pub async fn start(&self, request_id: &str) -> Result<(), Error> {
+    pub async fn start(&self, request_id: &RequestId) -> Result<(), Error> {
         self.check_open()?;
         let request = self.store.get_request(request_id, false).await?;
         if request.state != State::Pending {
@@ -196,7 +197,7 @@ impl Manager {
     }
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.
-    pub async fn stop(&self, request_id: &str) -> Result<(), Error> {
+    pub async fn stop(&self, request_id: &RequestId) -> Result<(), Error> {
         let request = self.store.get_request(request_id, false).await?;
         if request.state != State::Running {
             let why = match request.state {
@@ -242,7 +243,11 @@ impl Manager {
         Ok(self.store.job_log(request_id).await?)
     }
 
-    pub async fn latest_job_log(&self, request_id: &str, job_id: &str) -> Result<JobLog, Error> {
+    pub async fn latest_job_log(
+        &self,
+        request_id: &RequestId,
+        job_id: &str,
+    ) -> Result<JobLog, Error> {
         Ok(self.store.latest_job_log(request_id, job_id).await?)
     }
 
@@ -278,7 +283,9 @@ impl Manager {
                 ..
             }) => {
                 let started_at = finish.finished_at.min(Utc::now());
-                self.store.start_request(request_id, "", started_at).await?;
+                self.store
+                    .start_request(&RequestId::from(request_id), "", started_at)
+                    .await?;
                 self.store.finish_request(finish).await?;
                 Ok(())
             }
@@ -295,7 +302,11 @@ impl Manager {
                 ..
             }) => {
                 self.store
-                    .start_request(&suspended.request_id, "", Utc::now())
+                    .start_request(
+                        &RequestId::new(suspended.request_id.clone()),
+                        "",
+                        Utc::now(),
+                    )
                     .await?;
                 Ok(self.store.suspend_request(suspended, Utc::now()).await?)
             }
@@ -305,7 +316,7 @@ impl Manager {
 
     /// Running jobs across the Job Runners of RUNNING requests, oldest first, with their
     /// requests. A Job Runner that does not answer is left out.
-    pub async fn running(&self, request_id: Option<&str>) -> Result<RunningStatus, Error> {
+    pub async fn running(&self, request_id: Option<&RequestId>) -> Result<RunningStatus, Error> {
         let mut jobs = Vec::new();
         for jr_url in self.store.running_jr_urls().await? {
             if jr_url.is_empty() {
@@ -356,7 +367,7 @@ impl Manager {
                 Ok(jr_url) => {
                     let _ = self
                         .store
-                        .start_request(&request.id, &jr_url, Utc::now())
+                        .start_request(&RequestId::new(request.id.clone()), &jr_url, Utc::now())
                         .await;
                 }
                 Err(ClientError::Unavailable(_)) => return,
@@ -385,7 +396,7 @@ impl Manager {
                     break;
                 }
             };
-            let request_id = suspended.request_id.clone();
+            let request_id = RequestId::new(suspended.request_id.clone());
             let state = self
                 .store
                 .get_request(&request_id, false)
@@ -399,13 +410,13 @@ impl Manager {
             match self.jr.resume(&suspended).await {
                 Ok(jr_url) => {
                     if let Err(err) = self.store.resumed(&request_id, host, &jr_url).await {
-                        tracing::error!(request_id, error = %err, "resumed, but recording it failed");
+                        tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
                     } else {
-                        tracing::info!(request_id, jr_url, "resumed suspended chain");
+                        tracing::info!(%request_id, jr_url, "resumed suspended chain");
                     }
                 }
                 Err(err) => {
-                    tracing::warn!(request_id, error = %err, "no job runner resumed the chain; trying again later");
+                    tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
                     let _ = self.store.unclaim(&request_id, host).await;
                     break;
                 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use axum::http::{Method, Request as HttpRequest, StatusCode};
 use http_body_util::BodyExt as _;
-use proto::{JobChain, JobStatus, State, SuspendedJobChain};
+use proto::{JobChain, JobStatus, RequestId, State, SuspendedJobChain};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
@@ -81,19 +81,19 @@ impl JrClient for FakeJr {
         }
         res
     }
-    async fn stop(&self, _jr_url: &str, request_id: &str) -> Result<(), ClientError> {
-        self.stopped.lock().unwrap().push(request_id.to_owned());
+    async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
+        self.stopped.lock().unwrap().push(request_id.to_string());
         Ok(())
     }
     async fn running(
         &self,
         _jr_url: &str,
-        request_id: Option<&str>,
+        request_id: Option<&RequestId>,
     ) -> Result<Vec<JobStatus>, ClientError> {
         let chains = self.chains.lock().unwrap();
         Ok(chains
             .iter()
-            .filter(|c| request_id.is_none_or(|id| id == c.request_id))
+            .filter(|c| request_id.is_none_or(|id| id.as_str() == c.request_id))
             .map(|c| JobStatus {
                 request_id: c.request_id.clone(),
                 job_id: "abcd".to_owned(),

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, State,
+    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId, State,
     SuspendedJobChain,
 };
 use serde_json::Value;
@@ -304,7 +304,7 @@ where
 
     async fn start_request(
         &self,
-        request_id: &str,
+        request_id: &RequestId,
         jr_url: &str,
         at: DateTime<Utc>,
     ) -> Result<(), Error> {
@@ -313,7 +313,7 @@ where
             "UPDATE requests SET state = $4, started_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
              jr_url = $3 WHERE request_id = $1 AND state = $5",
         )
-        .bind(request_id)
+        .bind(request_id.as_str())
         .bind(micros(at))
         .bind(jr_url)
         .bind(state_value(State::Running))
@@ -424,11 +424,11 @@ where
         rows.iter().map(Self::job_log_from_row).collect()
     }
 
-    async fn latest_job_log(&self, request_id: &str, job_id: &str) -> Result<JobLog, Error> {
+    async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error> {
         let row = sqlx::query(
             "SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try DESC LIMIT 1",
         )
-        .bind(request_id)
+        .bind(request_id.as_str())
         .bind(job_id)
         .fetch_optional(&self.pool)
         .await?
@@ -505,7 +505,8 @@ where
         }
     }
 
-    async fn resumed(&self, request_id: &str, host: &str, jr_url: &str) -> Result<(), Error> {
+    async fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str) -> Result<(), Error> {
+        let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         let deleted =
             sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
@@ -534,7 +535,8 @@ where
         Ok(())
     }
 
-    async fn unclaim(&self, request_id: &str, host: &str) -> Result<(), Error> {
+    async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
+        let request_id = request_id.as_str();
         sqlx::query(
             "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $3 WHERE request_id = $1 AND rm_host = $2",
         )

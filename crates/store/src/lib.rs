@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, State,
+    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId, State,
     SuspendedJobChain,
 };
 
@@ -58,7 +58,7 @@ pub trait Store: Send + Sync + 'static {
     /// PENDING → RUNNING, on the Job Runner at `jr_url`.
     async fn start_request(
         &self,
-        request_id: &str,
+        request_id: &RequestId,
         jr_url: &str,
         at: DateTime<Utc>,
     ) -> Result<(), Error>;
@@ -83,7 +83,7 @@ pub trait Store: Send + Sync + 'static {
     async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error>;
 
     /// The entry with the highest try of one job.
-    async fn latest_job_log(&self, request_id: &str, job_id: &str) -> Result<JobLog, Error>;
+    async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error>;
 
     /// Stores a suspended chain and sets its RUNNING request SUSPENDED, in one transaction.
     async fn suspend_request(
@@ -103,10 +103,10 @@ pub trait Store: Send + Sync + 'static {
     /// The claimed chain was resumed on the Job Runner at `jr_url`: SUSPENDED → RUNNING and
     /// the chain deleted, in one transaction. If the request is no longer SUSPENDED, only
     /// the chain is deleted and the request's state is returned in the error.
-    async fn resumed(&self, request_id: &str, host: &str, jr_url: &str) -> Result<(), Error>;
+    async fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str) -> Result<(), Error>;
 
     /// Gives up a claim (resuming failed); only `host`'s own claim.
-    async fn unclaim(&self, request_id: &str, host: &str) -> Result<(), Error>;
+    async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error>;
 
     /// Releases claims not renewed since `before` (their Request Manager went away).
     async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error>;

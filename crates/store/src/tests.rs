@@ -150,7 +150,7 @@ fn sjc(request_id: &str) -> SuspendedJobChain {
 async fn running(store: &dyn Store, id: &str) {
     create(store, id).await;
     store
-        .start_request(id, "http://jr1:32307", at(1, 1))
+        .start_request(&id.into(), "http://jr1:32307", at(1, 1))
         .await
         .unwrap();
 }
@@ -193,7 +193,7 @@ async fn create_and_read(store: Arc<dyn Store>, _raw: Raw) {
 async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
     create(&*store, "r1").await;
     store
-        .start_request("r1", "http://jr1:32307", at(1, 1))
+        .start_request(&"r1".into(), "http://jr1:32307", at(1, 1))
         .await
         .unwrap();
     let started = store.get_request("r1", false).await.unwrap();
@@ -202,7 +202,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         (State::Running, "http://jr1:32307", Some(at(1, 1)))
     );
     let err = store
-        .start_request("r1", "http://jr2", at(1, 2))
+        .start_request(&"r1".into(), "http://jr2", at(1, 2))
         .await
         .unwrap_err();
     assert_eq!(
@@ -214,7 +214,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         Err(Error::State { .. })
     ));
     assert!(matches!(
-        store.start_request("nope", "x", at(1, 2)).await,
+        store.start_request(&"nope".into(), "x", at(1, 2)).await,
         Err(Error::NotFound { .. })
     ));
 
@@ -250,7 +250,12 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         (State::Complete, Some(at(1, 5)), 3, "")
     );
     // Never back to RUNNING, and progress of a finished request is ignored.
-    assert!(store.start_request("r1", "x", at(1, 6)).await.is_err());
+    assert!(
+        store
+            .start_request(&"r1".into(), "x", at(1, 6))
+            .await
+            .is_err()
+    );
     store.update_progress("r1", 1).await.unwrap();
     assert_eq!(
         store.get_request("r1", false).await.unwrap().finished_jobs,
@@ -297,8 +302,11 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
     store.insert_job_logs(&entries[1..]).await.unwrap();
     let stored = store.job_log("r1").await.unwrap();
     assert_eq!(stored, entries);
-    assert_eq!(store.latest_job_log("r1", "b").await.unwrap(), entries[2]);
-    let err = store.latest_job_log("r1", "zz").await.unwrap_err();
+    assert_eq!(
+        store.latest_job_log(&"r1".into(), "b").await.unwrap(),
+        entries[2]
+    );
+    let err = store.latest_job_log(&"r1".into(), "zz").await.unwrap_err();
     assert_eq!(err.to_string(), "job zz of request r1 not found");
     assert!(store.job_log("nope").await.unwrap().is_empty());
     // The chain read back carries each job's latest state and try.
@@ -315,7 +323,10 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
     // Large batches go in several statements of one transaction.
     let many: Vec<JobLog> = (1..=2500).map(|n| log("r1", "c", n, State::Fail)).collect();
     store.insert_job_logs(&many).await.unwrap();
-    assert_eq!(store.latest_job_log("r1", "c").await.unwrap().r#try, 2500);
+    assert_eq!(
+        store.latest_job_log(&"r1".into(), "c").await.unwrap().r#try,
+        2500
+    );
 }
 
 async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
@@ -357,7 +368,7 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
             .is_none()
     );
     // Someone else's unclaim does nothing; the owner's makes it claimable again.
-    store.unclaim("r1", "rm-b").await.unwrap();
+    store.unclaim(&"r1".into(), "rm-b").await.unwrap();
     assert!(
         store
             .claim_suspended("rm-b", at(2, 6))
@@ -365,7 +376,7 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
             .unwrap()
             .is_none()
     );
-    store.unclaim("r1", "rm-a").await.unwrap();
+    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
     assert!(
         store
             .claim_suspended("rm-b", at(2, 6))
@@ -375,13 +386,13 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
     );
     assert!(
         store
-            .resumed("r1", "rm-a", "http://jr2:32307")
+            .resumed(&"r1".into(), "rm-a", "http://jr2:32307")
             .await
             .is_err(),
         "not rm-a's claim"
     );
     store
-        .resumed("r1", "rm-b", "http://jr2:32307")
+        .resumed(&"r1".into(), "rm-b", "http://jr2:32307")
         .await
         .unwrap();
     let resumed = store.get_request("r1", false).await.unwrap();
@@ -412,7 +423,10 @@ async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
         .unwrap();
     raw.exec("UPDATE requests SET state = 3 WHERE request_id = 'r2'")
         .await;
-    let err = store.resumed("r2", "rm-a", "http://jr9").await.unwrap_err();
+    let err = store
+        .resumed(&"r2".into(), "rm-a", "http://jr9")
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "request r2 in state COMPLETE, expected state SUSPENDED"
@@ -529,7 +543,7 @@ async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) {
     assert_eq!(left, ["fresh", "stale-r", "stale-s"]);
     // A second cleanup changes nothing.
     for id in &left {
-        store.unclaim(id, "me").await.unwrap();
+        store.unclaim(&id.as_str().into(), "me").await.unwrap();
     }
     assert_eq!(
         store
@@ -599,11 +613,11 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
             .unwrap();
     }
     store
-        .start_request("r", "http://jr1", at(1, 1))
+        .start_request(&"r".into(), "http://jr1", at(1, 1))
         .await
         .unwrap();
     store
-        .start_request("f", "http://jr1", at(2, 1))
+        .start_request(&"f".into(), "http://jr1", at(2, 1))
         .await
         .unwrap();
     let finish = FinishRequest {
@@ -810,7 +824,10 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     };
     // Created at 01:00; started "at" 00:30; finished "at" 00:10.
     create(&*store, "r1").await;
-    store.start_request("r1", "", at(0, 30)).await.unwrap();
+    store
+        .start_request(&"r1".into(), "", at(0, 30))
+        .await
+        .unwrap();
     let finish = FinishRequest {
         request_id: "r1".to_owned(),
         state: State::Complete,
@@ -826,7 +843,10 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     assert_eq!((started, finished), (at(1, 0), at(1, 0)));
     // In order already: kept as given.
     create(&*store, "r2").await;
-    store.start_request("r2", "", at(1, 5)).await.unwrap();
+    store
+        .start_request(&"r2".into(), "", at(1, 5))
+        .await
+        .unwrap();
     store
         .finish_request(&FinishRequest {
             request_id: "r2".to_owned(),
