@@ -6,6 +6,7 @@ use proto::RequestArgType;
 use std::collections::{HashMap, HashSet};
 
 use crate::model::{Category, Node, Sequence, Specs, split_each};
+use crate::Severity::{Error, Warning};
 use crate::{Diagnostic, Pos, Severity};
 
 pub(crate) fn check(specs: &Specs) -> Vec<Diagnostic> {
@@ -70,7 +71,15 @@ impl Checker<'_> {
     }
 
     fn sequence(&mut self, seq: &Sequence) {
-        use Severity::{Error, Warning};
+        self.sequence_args(seq);
+        self.sequence_acls(seq);
+        self.unique_arg_names(seq);
+        self.has_nodes(seq);
+        self.single_setters(seq);
+    }
+
+    /// S1-S5, S10: the names and defaults of the three kinds of args.
+    fn sequence_args(&mut self, seq: &Sequence) {
         // S1-S5: names and defaults of the three kinds of args.
         for (kind, arg) in seq.args.all() {
             let field = format!("args.{kind}");
@@ -142,6 +151,10 @@ impl Checker<'_> {
                 _ => {}
             }
         }
+    }
+
+    /// S6-S8: ACL entries.
+    fn sequence_acls(&mut self, seq: &Sequence) {
         // S6-S8: ACLs.
         let mut roles: HashMap<&str, Pos> = HashMap::new();
         for acl in &seq.acl {
@@ -171,6 +184,10 @@ impl Checker<'_> {
                 roles.insert(&role.value, role.pos);
             }
         }
+    }
+
+    /// S9: arg names are unique across the kinds.
+    fn unique_arg_names(&mut self, seq: &Sequence) {
         // S9: arg names unique across required, optional and static.
         let mut names: HashMap<&str, (RequestArgType, Pos)> = HashMap::new();
         for (kind, arg) in seq.args.all() {
@@ -193,6 +210,10 @@ impl Checker<'_> {
                 names.insert(&name.value, (kind, name.pos));
             }
         }
+    }
+
+    /// S11: a sequence has nodes.
+    fn has_nodes(&mut self, seq: &Sequence) {
         // S11: at least one node.
         if seq.nodes.is_empty() {
             let message =
@@ -207,6 +228,10 @@ impl Checker<'_> {
                 message,
             );
         }
+    }
+
+    /// SW1: one setter per arg.
+    fn single_setters(&mut self, seq: &Sequence) {
         // SW1: every arg set by one node only, and not also a sequence arg.
         let mut setters: HashMap<&str, Vec<&str>> = HashMap::new();
         for arg in seq.arg_names() {
@@ -256,7 +281,25 @@ impl Checker<'_> {
     }
 
     fn node(&mut self, seq: &Sequence, node: &Node) {
-        use Severity::{Error, Warning};
+        self.node_category(seq, node);
+        self.called_sequences_exist(seq, node);
+        self.node_entries(seq, node);
+        self.node_kind_fields(seq, node);
+        self.node_retries(seq, node);
+        self.node_names(seq, node);
+        self.node_repeats(seq, node);
+        // N14, NW5: inputs against the called sequences' args.
+        if matches!(
+            node.category(),
+            Some(Category::Sequence | Category::Conditional)
+        ) {
+            self.called_args(seq, node);
+        }
+        self.node_renames(seq, node);
+    }
+
+    /// N1, N2: the category.
+    fn node_category(&mut self, seq: &Sequence, node: &Node) {
         let category = node.category();
         let n = Some(node);
         // N1, N2: category.
@@ -275,6 +318,12 @@ impl Checker<'_> {
             }
             Some(_) => {}
         }
+    }
+
+    /// N3: the sequences a node calls exist.
+    fn called_sequences_exist(&mut self, seq: &Sequence, node: &Node) {
+        let category = node.category();
+        let n = Some(node);
         // N3: called sequences exist.
         match category {
             Some(Category::Sequence) => {
@@ -316,6 +365,11 @@ impl Checker<'_> {
             }
             _ => {}
         }
+    }
+
+    /// N4-N9: `each`, `args` and `sets` entries, and `parallel`.
+    fn node_entries(&mut self, seq: &Sequence, node: &Node) {
+        let n = Some(node);
         // N4: each entries are list:element.
         let bad_each: Vec<_> = node
             .each
@@ -371,6 +425,12 @@ impl Checker<'_> {
                     .to_owned();
             self.push(Error, "N9", seq, n, "parallel", parallel.pos, message);
         }
+    }
+
+    /// N10-N12, N20-N22: the fields of conditionals and of the other nodes.
+    fn node_kind_fields(&mut self, seq: &Sequence, node: &Node) {
+        let category = node.category();
+        let n = Some(node);
         let is_conditional = category == Some(Category::Conditional);
         if is_conditional {
             // N10, N11: conditionals have if and eq.
@@ -418,6 +478,11 @@ impl Checker<'_> {
                 self.push(Error, "N22", seq, n, "eq", first.pos, message);
             }
         }
+    }
+
+    /// N13, N23, N19: retries and `parallel`.
+    fn node_retries(&mut self, seq: &Sequence, node: &Node) {
+        let n = Some(node);
         // N13: retryWait is a duration.
         if let Some(wait) = &node.retry_wait
             && let Err(err) = proto::duration::parse(&wait.value)
@@ -447,7 +512,11 @@ impl Checker<'_> {
             let message = "`parallel` is set without `each`; expected `each: [list:element]` (parallel limits how many expansions run at once)".to_owned();
             self.push(Error, "N19", seq, n, "each", parallel.pos, message);
         }
+    }
 
+    /// N15-N18: names used twice within a node.
+    fn node_names(&mut self, seq: &Sequence, node: &Node) {
+        let n = Some(node);
         let pairs: Vec<(&str, &str)> = node.each_pairs().collect();
         let expected: Vec<&str> = node.node_args().filter_map(|arg| arg.expected()).collect();
         // N15: each element unique.
@@ -506,6 +575,12 @@ impl Checker<'_> {
                 message,
             );
         }
+    }
+
+    /// NW1-NW3: lists and args used twice within a node.
+    fn node_repeats(&mut self, seq: &Sequence, node: &Node) {
+        let n = Some(node);
+        let pairs: Vec<(&str, &str)> = node.each_pairs().collect();
         // NW1: a list expanded twice.
         let dup_lists = duplicates(pairs.iter().map(|(list, _)| *list));
         if !dup_lists.is_empty() {
@@ -555,10 +630,11 @@ impl Checker<'_> {
             );
             self.push(Warning, "NW3", seq, n, "each", node.pos_of("each"), message);
         }
-        // N14, NW5: inputs against the called sequences' args.
-        if matches!(category, Some(Category::Sequence | Category::Conditional)) {
-            self.called_args(seq, node);
-        }
+    }
+
+    /// NW4: a set arg renamed twice.
+    fn node_renames(&mut self, seq: &Sequence, node: &Node) {
+        let n = Some(node);
         // NW4: a set arg renamed twice.
         let renamed: Vec<&str> = {
             let mut pairs: Vec<(&str, &str)> = node

@@ -157,49 +157,60 @@ impl<'s> GraphChecker<'s> {
 
     /// G1, G3, G4 for one sequence. Returns whether it passed.
     fn sequence_graph(&mut self, seq: &Sequence) -> bool {
-        let graph = match build(seq) {
-            Ok(graph) => graph,
+        match build(seq) {
+            Ok(graph) => self.args_set_in_time(seq, &graph),
             Err(errors) => {
                 for error in errors {
-                    match error {
-                        GraphError::UnknownDep { node, dep } => {
-                            let node = &seq.nodes[node];
-                            let dep = &node.deps[dep];
-                            let message = if dep.value == node.name {
-                                "node depends on itself; expected deps to name other nodes of the sequence".to_owned()
-                            } else {
-                                format!(
-                                    "`{}` is not a node of this sequence; expected deps to name nodes of sequence `{}`",
-                                    dep.value, seq.name
-                                )
-                            };
-                            self.push("G4", seq, Some(node), "deps", dep.pos, message);
-                        }
-                        GraphError::Cycle { cycle } => {
-                            let mut names: Vec<&str> = cycle
-                                .iter()
-                                .map(|&idx| seq.nodes[idx].name.as_str())
-                                .collect();
-                            let first = &seq.nodes[cycle[0]];
-                            names.push(&first.name);
-                            let message = format!(
-                                "dependency cycle: {} (each depends on the next); expected deps without cycles",
-                                names.join(" → ")
-                            );
-                            self.push(
-                                "G4",
-                                seq,
-                                Some(first),
-                                "deps",
-                                first.pos_of("deps"),
-                                message,
-                            );
-                        }
-                    }
+                    self.graph_error(seq, error);
                 }
-                return false;
+                false
             }
-        };
+        }
+    }
+
+    /// G4: deps that name no node of the sequence, and cycles.
+    fn graph_error(&mut self, seq: &Sequence, error: GraphError) {
+        match error {
+            GraphError::UnknownDep { node, dep } => {
+                let node = &seq.nodes[node];
+                let dep = &node.deps[dep];
+                let message = if dep.value == node.name {
+                    "node depends on itself; expected deps to name other nodes of the sequence"
+                        .to_owned()
+                } else {
+                    format!(
+                        "`{}` is not a node of this sequence; expected deps to name nodes of sequence `{}`",
+                        dep.value, seq.name
+                    )
+                };
+                self.push("G4", seq, Some(node), "deps", dep.pos, message);
+            }
+            GraphError::Cycle { cycle } => {
+                let mut names: Vec<&str> = cycle
+                    .iter()
+                    .map(|&idx| seq.nodes[idx].name.as_str())
+                    .collect();
+                let first = &seq.nodes[cycle[0]];
+                names.push(&first.name);
+                let message = format!(
+                    "dependency cycle: {} (each depends on the next); expected deps without cycles",
+                    names.join(" → ")
+                );
+                self.push(
+                    "G4",
+                    seq,
+                    Some(first),
+                    "deps",
+                    first.pos_of("deps"),
+                    message,
+                );
+            }
+        }
+    }
+
+    /// G1, G3: walks the sequence in dependency order, keeping the args set before each
+    /// node, and checks that what each node reads is among them.
+    fn args_set_in_time(&mut self, seq: &Sequence, graph: &SequenceGraph) -> bool {
         // Which node sets each arg, to explain an arg used before it is set.
         let mut setters: HashMap<&str, &str> = HashMap::new();
         for node in &seq.nodes {
@@ -212,28 +223,7 @@ impl<'s> GraphChecker<'s> {
         let mut ok = true;
         for &idx in &graph.order {
             let node = &seq.nodes[idx];
-            let preds = &graph.preds[idx];
-            let before: Rc<HashSet<&str>> = match preds.as_slice() {
-                [] => Rc::clone(&base),
-                [pred] => Rc::clone(
-                    after[*pred]
-                        .as_ref()
-                        .expect("preds come first in the order"),
-                ),
-                _ => {
-                    let mut union: HashSet<&str> = HashSet::new();
-                    for pred in preds {
-                        union.extend(
-                            after[*pred]
-                                .as_ref()
-                                .expect("preds come first")
-                                .iter()
-                                .copied(),
-                        );
-                    }
-                    Rc::new(union)
-                }
-            };
+            let before = set_before(&graph.preds[idx], &after, &base);
             let explain = |name: &str| match setters.get(name) {
                 Some(setter) if *setter != node.name => format!(
                     "`{name}` (set by node `{setter}`, which this node does not depend on: add it to `deps`)"
@@ -241,51 +231,8 @@ impl<'s> GraphChecker<'s> {
                 Some(_) => format!("`{name}` (set by this node itself, so only after it runs)"),
                 None => format!("`{name}`"),
             };
-            // G1: a conditional's `if` arg.
-            if node.category() == Some(Category::Conditional)
-                && let Some(if_arg) = node
-                    .if_arg
-                    .as_ref()
-                    .filter(|arg| !before.contains(arg.value.as_str()))
-            {
-                let message = format!(
-                    "`if` arg {} is not set before this node; expected a sequence arg or an arg set by a node this one depends on",
-                    explain(&if_arg.value)
-                );
-                self.push("G1", seq, Some(node), "if", if_arg.pos, message);
-                ok = false;
-            }
-            // G3: each lists and args.given.
-            let mut missing: Vec<(&str, Pos, &str)> = Vec::new();
-            for entry in &node.each {
-                if let Some((list, _)) = crate::model::split_each(&entry.value)
-                    && !before.contains(list)
-                    && !missing.iter().any(|(n, ..)| *n == list)
-                {
-                    missing.push((list, entry.pos, "each"));
-                }
-            }
-            for arg in node.args.iter().filter_map(|arg| arg.value.as_ref()) {
-                let Some(given) = arg.given() else { continue };
-                if !before.contains(given) && !missing.iter().any(|(n, ..)| *n == given) {
-                    let pos = arg
-                        .given
-                        .as_ref()
-                        .or(arg.expected.as_ref())
-                        .map_or(node.pos, |g| g.pos);
-                    missing.push((given, pos, "args.given"));
-                }
-            }
-            if let Some(&(_, pos, field)) = missing.first() {
-                let names: Vec<String> = missing.iter().map(|(name, ..)| explain(name)).collect();
-                let message = format!(
-                    "{} {} not set before this node; expected a sequence arg or an arg set by a node this one depends on",
-                    names.join(", "),
-                    if names.len() == 1 { "is" } else { "are" }
-                );
-                self.push("G3", seq, Some(node), field, pos, message);
-                ok = false;
-            }
+            ok &= self.if_arg_set(seq, node, &before, &explain);
+            ok &= self.inputs_set(seq, node, &before, &explain);
             let sets: Vec<&str> = node
                 .node_sets()
                 .filter_map(|set| set.r#as())
@@ -302,53 +249,98 @@ impl<'s> GraphChecker<'s> {
         ok
     }
 
+    /// G1: a conditional's `if` arg is set before it.
+    fn if_arg_set(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        before: &HashSet<&str>,
+        explain: &dyn Fn(&str) -> String,
+    ) -> bool {
+        if node.category() == Some(Category::Conditional)
+            && let Some(if_arg) = node
+                .if_arg
+                .as_ref()
+                .filter(|arg| !before.contains(arg.value.as_str()))
+        {
+            let message = format!(
+                "`if` arg {} is not set before this node; expected a sequence arg or an arg set by a node this one depends on",
+                explain(&if_arg.value)
+            );
+            self.push("G1", seq, Some(node), "if", if_arg.pos, message);
+            return false;
+        }
+        true
+    }
+
+    /// G3: the lists a node expands and the args it is given are set before it.
+    fn inputs_set(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        before: &HashSet<&str>,
+        explain: &dyn Fn(&str) -> String,
+    ) -> bool {
+        let mut missing: Vec<(&str, Pos, &str)> = Vec::new();
+        for entry in &node.each {
+            if let Some((list, _)) = crate::model::split_each(&entry.value)
+                && !before.contains(list)
+                && !missing.iter().any(|(n, ..)| *n == list)
+            {
+                missing.push((list, entry.pos, "each"));
+            }
+        }
+        for arg in node.args.iter().filter_map(|arg| arg.value.as_ref()) {
+            let Some(given) = arg.given() else { continue };
+            if !before.contains(given) && !missing.iter().any(|(n, ..)| *n == given) {
+                let pos = arg
+                    .given
+                    .as_ref()
+                    .or(arg.expected.as_ref())
+                    .map_or(node.pos, |g| g.pos);
+                missing.push((given, pos, "args.given"));
+            }
+        }
+        let Some(&(_, pos, field)) = missing.first() else {
+            return true;
+        };
+        let names: Vec<String> = missing.iter().map(|(name, ..)| explain(name)).collect();
+        let message = format!(
+            "{} {} not set before this node; expected a sequence arg or an arg set by a node this one depends on",
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" }
+        );
+        self.push("G3", seq, Some(node), field, pos, message);
+        false
+    }
+
     /// G6, G7, G8: call cycles, calls to sequences with errors, and `sets` of calls.
     fn across_sequences(&mut self, errored: &mut HashSet<&'s str>) {
-        let specs = self.specs;
-        let seqs = specs.sequences();
-        let index: HashMap<&str, usize> = seqs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        // Calls between sequences of the specs (the built-in noop calls nothing).
-        let callees: Vec<Vec<usize>> = seqs
-            .iter()
-            .map(|seq| {
-                let mut called: Vec<usize> = seq
-                    .nodes
-                    .iter()
-                    .flat_map(|node| node.called_sequences())
-                    .filter_map(|name| index.get(name).copied())
-                    .collect();
-                called.sort_unstable();
-                called.dedup();
-                called
-            })
-            .collect();
-        // Callees first (Kahn's algorithm over the reversed call graph).
-        let mut callers: Vec<Vec<usize>> = vec![Vec::new(); seqs.len()];
-        for (caller, called) in callees.iter().enumerate() {
-            for &callee in called {
-                callers[callee].push(caller);
+        let seqs = self.specs.sequences();
+        let calls = CallGraph::new(seqs);
+        self.call_cycles(seqs, &calls, errored);
+        self.failed_callees(seqs, &calls, errored);
+        // G7: a call's `sets` are set by the called sequence.
+        for seq in seqs {
+            if errored.contains(seq.name.as_str()) {
+                continue;
+            }
+            for node in &seq.nodes {
+                self.call_sets(seq, node);
             }
         }
-        let mut pending: Vec<usize> = callees.iter().map(Vec::len).collect();
-        let mut queue: VecDeque<usize> = (0..seqs.len()).filter(|&i| pending[i] == 0).collect();
-        let mut order = Vec::with_capacity(seqs.len());
-        while let Some(idx) = queue.pop_front() {
-            order.push(idx);
-            for &caller in &callers[idx] {
-                pending[caller] -= 1;
-                if pending[caller] == 0 {
-                    queue.push_back(caller);
-                }
-            }
-        }
-        // G8: sequences left over are in a call cycle or call into one.
-        let left: Vec<usize> = (0..seqs.len()).filter(|&i| pending[i] > 0).collect();
-        for &idx in &left {
-            if let Some(cycle) = call_cycle(idx, &callees, &pending) {
+    }
+
+    /// G8: sequences left over by the callees-first order are in a call cycle or call
+    /// into one.
+    fn call_cycles(
+        &mut self,
+        seqs: &'s [Sequence],
+        calls: &CallGraph,
+        errored: &mut HashSet<&'s str>,
+    ) {
+        for &idx in &calls.left {
+            if let Some(cycle) = call_cycle(idx, &calls.callees, &calls.pending) {
                 let seq = &seqs[idx];
                 let mut names: Vec<&str> = cycle.iter().map(|&i| seqs[i].name.as_str()).collect();
                 names.push(&seq.name);
@@ -365,13 +357,21 @@ impl<'s> GraphChecker<'s> {
                 errored.insert(&seq.name);
             }
         }
-        // G6: callers of sequences with errors, callees first; then whatever is left.
-        for idx in order.iter().copied().chain(left.iter().copied()) {
+    }
+
+    /// G6: callers of sequences with errors, callees first; then whatever is left.
+    fn failed_callees(
+        &mut self,
+        seqs: &'s [Sequence],
+        calls: &CallGraph,
+        errored: &mut HashSet<&'s str>,
+    ) {
+        for idx in calls.order.iter().chain(&calls.left).copied() {
             let seq = &seqs[idx];
             if errored.contains(seq.name.as_str()) {
                 continue;
             }
-            let failed: Vec<&str> = callees[idx]
+            let failed: Vec<&str> = calls.callees[idx]
                 .iter()
                 .map(|&callee| seqs[callee].name.as_str())
                 .filter(|name| errored.contains(name))
@@ -397,15 +397,6 @@ impl<'s> GraphChecker<'s> {
             );
             self.push("G6", seq, node, call_field(node), pos, message);
             errored.insert(&seq.name);
-        }
-        // G7: a call's `sets` are set by the called sequence.
-        for seq in seqs {
-            if errored.contains(seq.name.as_str()) {
-                continue;
-            }
-            for node in &seq.nodes {
-                self.call_sets(seq, node);
-            }
         }
     }
 
@@ -476,6 +467,90 @@ impl<'s> GraphChecker<'s> {
                 parts.join(", ")
             );
             self.push("G7", seq, Some(node), "sets.arg", pos, message);
+        }
+    }
+}
+
+/// The args set before a node: the sequence's own for a first node, else those set
+/// after its predecessors (shared when it has one).
+fn set_before<'a>(
+    preds: &[usize],
+    after: &[Option<Rc<HashSet<&'a str>>>],
+    base: &Rc<HashSet<&'a str>>,
+) -> Rc<HashSet<&'a str>> {
+    let after_pred = |pred: usize| after[pred].as_ref().expect("preds come first in the order");
+    match preds {
+        [] => Rc::clone(base),
+        [pred] => Rc::clone(after_pred(*pred)),
+        _ => {
+            let mut union: HashSet<&str> = HashSet::new();
+            for &pred in preds {
+                union.extend(after_pred(pred).iter().copied());
+            }
+            Rc::new(union)
+        }
+    }
+}
+
+/// Calls between the sequences of the specs (the built-in noop calls nothing), and the
+/// sequences in callees-first order.
+struct CallGraph {
+    /// Per sequence: the sequences its nodes call.
+    callees: Vec<Vec<usize>>,
+    /// Sequences whose callees all come before them.
+    order: Vec<usize>,
+    /// The others: in a call cycle or calling into one.
+    left: Vec<usize>,
+    /// Per sequence: callees not ordered (non-zero only for `left`).
+    pending: Vec<usize>,
+}
+
+impl CallGraph {
+    fn new(seqs: &[Sequence]) -> CallGraph {
+        let index: HashMap<&str, usize> = seqs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let callees: Vec<Vec<usize>> = seqs
+            .iter()
+            .map(|seq| {
+                let mut called: Vec<usize> = seq
+                    .nodes
+                    .iter()
+                    .flat_map(|node| node.called_sequences())
+                    .filter_map(|name| index.get(name).copied())
+                    .collect();
+                called.sort_unstable();
+                called.dedup();
+                called
+            })
+            .collect();
+        // Kahn's algorithm over the reversed call graph.
+        let mut callers: Vec<Vec<usize>> = vec![Vec::new(); seqs.len()];
+        for (caller, called) in callees.iter().enumerate() {
+            for &callee in called {
+                callers[callee].push(caller);
+            }
+        }
+        let mut pending: Vec<usize> = callees.iter().map(Vec::len).collect();
+        let mut queue: VecDeque<usize> = (0..seqs.len()).filter(|&i| pending[i] == 0).collect();
+        let mut order = Vec::with_capacity(seqs.len());
+        while let Some(idx) = queue.pop_front() {
+            order.push(idx);
+            for &caller in &callers[idx] {
+                pending[caller] -= 1;
+                if pending[caller] == 0 {
+                    queue.push_back(caller);
+                }
+            }
+        }
+        let left = (0..seqs.len()).filter(|&i| pending[i] > 0).collect();
+        CallGraph {
+            callees,
+            order,
+            left,
+            pending,
         }
     }
 }
