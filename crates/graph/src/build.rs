@@ -27,7 +27,12 @@ pub(crate) fn build_chain(
         rng: rand::rng(),
     };
     let graph_name = format!("request_{request_type}");
-    let piece = builder.sequence(&graph_name, request_type, &mut job_args, 0, "0s")?;
+    // The request's own sequence is not retried (Spin Cycle records `0s` as its wait).
+    let no_retry = Retry {
+        count: 0,
+        wait: "0s".to_owned(),
+    };
+    let piece = builder.sequence(&graph_name, request_type, &mut job_args, no_retry)?;
     debug_assert_eq!(piece.begin, 0);
     let jobs = &builder.jobs;
     let adjacency_list: BTreeMap<String, Vec<String>> = builder
@@ -126,18 +131,17 @@ impl Builder<'_> {
         }
     }
 
-    /// Makes, creates and serializes one job, and adds it to the chain.
-    #[allow(clippy::too_many_arguments, reason = "the fields of one job")]
-    fn job(
-        &mut self,
-        place: (&str, &str),
-        job_type: &str,
-        name: &str,
-        args: &mut JobArgs,
-        sets: Vec<String>,
-        keep_args: bool,
-        retry: (u32, String),
-    ) -> Result<usize, Error> {
+    /// Makes, creates and serializes one job, and adds it to the chain. `args` are its
+    /// job args, which its `create` may change.
+    fn job(&mut self, new: NewJob<'_>, args: &mut JobArgs) -> Result<usize, Error> {
+        let NewJob {
+            place,
+            job_type,
+            name,
+            sets,
+            keep_args,
+            retry,
+        } = new;
         let id = self.new_id();
         let job_id = JobId {
             job_type: job_type.to_owned(),
@@ -146,8 +150,8 @@ impl Builder<'_> {
             request_id: self.request_id.to_owned(),
         };
         let fail = |source: job::Error| Error::Job {
-            sequence: place.0.to_owned(),
-            node: place.1.to_owned(),
+            sequence: place.sequence.to_owned(),
+            node: place.node.to_owned(),
             job_name: name.to_owned(),
             job_type: job_type.to_owned(),
             source: Box::new(source),
@@ -174,8 +178,8 @@ impl Builder<'_> {
             state: State::Pending,
             args: snapshot,
             data: JobArgs::new(),
-            retry: retry.0,
-            retry_wait: retry.1,
+            retry: retry.count,
+            retry_wait: retry.wait,
             sequence_id: String::new(),
             sequence_retry: 0,
             sequence_retry_wait: String::new(),
@@ -187,26 +191,14 @@ impl Builder<'_> {
     }
 
     /// A begin/end pair of noop wrapper jobs, `<prefix>_begin → <prefix>_end`.
-    fn wrappers(&mut self, place: (&str, &str), prefix: &str) -> Result<Piece, Error> {
-        let mut empty = JobArgs::new();
-        let no_retry = || (0, String::new());
+    fn wrappers(&mut self, place: Place<'_>, prefix: &str) -> Result<Piece, Error> {
         let begin = self.job(
-            place,
-            BUILTIN_NOOP,
-            &format!("{prefix}_begin"),
-            &mut empty,
-            Vec::new(),
-            false,
-            no_retry(),
+            NewJob::noop(place, &format!("{prefix}_begin"), false),
+            &mut JobArgs::new(),
         )?;
         let end = self.job(
-            place,
-            BUILTIN_NOOP,
-            &format!("{prefix}_end"),
-            &mut empty,
-            Vec::new(),
-            false,
-            no_retry(),
+            NewJob::noop(place, &format!("{prefix}_end"), false),
+            &mut JobArgs::new(),
         )?;
         Ok(Piece { begin, end })
     }
@@ -215,14 +207,14 @@ impl Builder<'_> {
         self.succs[from].push(to);
     }
 
-    /// Builds sequence `seq_name` between wrappers named `graph_name`; returns its piece.
+    /// Builds sequence `seq_name` between wrappers named `graph_name`, to be retried as
+    /// `retry` says; returns its piece.
     fn sequence(
         &mut self,
         graph_name: &str,
         seq_name: &str,
         job_args: &mut JobArgs,
-        seq_retry: u32,
-        seq_retry_wait: &str,
+        retry: Retry,
     ) -> Result<Piece, Error> {
         let first_job = self.jobs.len();
         let seq: Option<&Sequence> = self.grapher.specs.get(seq_name);
@@ -259,7 +251,13 @@ impl Builder<'_> {
             }
         }
         let place_name = seq.map_or(BUILTIN_NOOP, |seq| seq.name.as_str());
-        let outer = self.wrappers((place_name, ""), graph_name)?;
+        let outer = self.wrappers(
+            Place {
+                sequence: place_name,
+                node: "",
+            },
+            graph_name,
+        )?;
         let mut to_end = EdgesToEnd::default();
         to_end.add(outer.begin);
 
@@ -348,22 +346,18 @@ impl Builder<'_> {
             }
         }
         let begin = &mut self.jobs[outer.begin];
-        begin.sequence_retry = seq_retry;
-        begin.sequence_retry_wait = seq_retry_wait.to_owned();
+        begin.sequence_retry = retry.count;
+        begin.sequence_retry_wait = retry.wait;
         Ok(outer)
     }
 
     /// A sequence's own begin or end node: a `noop` job with empty args.
     fn noop_node(&mut self, sequence: &str, name: &str) -> Result<usize, Error> {
-        self.job(
-            (sequence, name),
-            BUILTIN_NOOP,
-            name,
-            &mut JobArgs::new(),
-            Vec::new(),
-            true,
-            (0, String::new()),
-        )
+        let place = Place {
+            sequence,
+            node: name,
+        };
+        self.job(NewJob::noop(place, name, true), &mut JobArgs::new())
     }
 
     /// One node, expanded over its `each:` lists; returns the piece to splice in.
@@ -373,149 +367,87 @@ impl Builder<'_> {
         node: &Node,
         job_args: &mut JobArgs,
     ) -> Result<Piece, Error> {
-        let value_error = |message: String| Error::Value {
-            sequence: seq.name.clone(),
-            node: node.name.clone(),
-            message,
-        };
-        // The lists to expand over, all of one length.
-        let mut lists: Vec<(&str, &str, Vec<Value>)> = Vec::new();
-        for (list, element) in node.each_pairs() {
-            match job_args.get(list) {
-                None => {
-                    return Err(value_error(format!(
-                        "`each: {list}:{element}`: arg `{list}` is not set; expected a list"
-                    )));
-                }
-                Some(Value::Array(items)) => lists.push((list, element, items.clone())),
-                Some(other) => {
-                    return Err(value_error(format!(
-                        "`each: {list}:{element}`: arg `{list}` is {}, expected a list",
-                        proto::json_kind(other)
-                    )));
-                }
-            }
-        }
-        let n_iterations = match lists.first() {
-            None => 1,
-            Some((_, _, first)) => {
-                if let Some((list, _, items)) = lists
-                    .iter()
-                    .find(|(_, _, items)| items.len() != first.len())
-                {
-                    return Err(value_error(format!(
-                        "`each:` lists have different lengths: `{}` has {} elements, `{list}` has {}; expected lists of equal length",
-                        lists[0].0,
-                        first.len(),
-                        items.len()
-                    )));
-                }
-                first.len()
-            }
-        };
+        let (lists, n_iterations) = expansion(seq, node, job_args)?;
         let mut iteration_pieces = Vec::with_capacity(n_iterations);
         for iteration in 0..n_iterations {
-            let mut inputs = JobArgs::new();
-            for arg in node.node_args() {
-                let (Some(expected), Some(given)) = (arg.expected(), arg.given()) else {
-                    continue;
-                };
-                match job_args.get(given) {
-                    Some(value) => inputs.insert(expected.to_owned(), value.clone()),
-                    None => {
-                        return Err(value_error(format!(
-                            "arg `{given}` (passed as `{expected}`) is not set; expected it to be a request arg or set by an earlier node"
-                        )));
-                    }
-                };
-            }
-            for (_, element, items) in &lists {
-                inputs.insert((*element).to_owned(), items[iteration].clone());
-            }
-            let piece = match node.category() {
-                Some(Category::Job) => {
-                    let job_type = node.node_type().unwrap_or_default();
-                    let sets = node
-                        .node_sets()
-                        .filter_map(|set| set.arg().map(str::to_owned))
-                        .collect();
-                    let retry_wait = match (&node.retry_wait, node.retry()) {
-                        (Some(wait), _) => wait.value.clone(),
-                        (None, 0) => String::new(),
-                        (None, _) => "0s".to_owned(),
-                    };
-                    let job = self.job(
-                        (&seq.name, &node.name),
-                        job_type,
-                        &node.name,
-                        &mut inputs,
-                        sets,
-                        true,
-                        (node.retry(), retry_wait),
-                    )?;
-                    Piece {
-                        begin: job,
-                        end: job,
-                    }
-                }
-                Some(Category::Sequence) => {
-                    let (retry, wait) = sequence_retry(node);
-                    let called = node.node_type().unwrap_or_default();
-                    self.sequence(
-                        &format!("sequence_{}", node.name),
-                        called,
-                        &mut inputs,
-                        retry,
-                        &wait,
-                    )?
-                }
-                Some(Category::Conditional) => {
-                    let chosen = choose_branch(node, job_args, &mut inputs).map_err(value_error)?;
-                    let (retry, wait) = sequence_retry(node);
-                    self.sequence(
-                        &format!("conditional_{}", node.name),
-                        &chosen,
-                        &mut inputs,
-                        retry,
-                        &wait,
-                    )?
-                }
-                None => {
-                    return Err(Error::Spec {
-                        sequence: seq.name.clone(),
-                        message: format!(
-                            "node `{}` has no valid category (run `spindle lint`)",
-                            node.name
-                        ),
-                    });
-                }
-            };
-            // Outputs: what the job (or the nodes of the sub-sequence) set. With several
-            // iterations the last one wins, as in Spin Cycle.
-            for set in node.node_sets() {
-                let (Some(arg), Some(as_name)) = (set.arg(), set.r#as()) else {
-                    continue;
-                };
-                match inputs.get(arg) {
-                    Some(value) => {
-                        job_args.insert(as_name.to_owned(), value.clone());
-                    }
-                    None => {
-                        return Err(value_error(format!(
-                            "the {} did not set `{arg}`, which the node's `sets` declares",
-                            match node.category() {
-                                Some(Category::Job) =>
-                                    format!("job (type `{}`)", node.node_type().unwrap_or_default()),
-                                _ => "called sequence".to_owned(),
-                            }
-                        )));
-                    }
-                }
-            }
+            let mut inputs = node_inputs(seq, node, job_args, &lists, iteration)?;
+            let piece = self.node_piece(seq, node, job_args, &mut inputs)?;
+            // With several iterations the last one's outputs win, as in Spin Cycle.
+            node_outputs(seq, node, &inputs, job_args)?;
             iteration_pieces.push(piece);
         }
-        let place = (seq.name.as_str(), node.name.as_str());
-        match iteration_pieces.as_slice() {
+        self.join_iterations(seq, node, &iteration_pieces)
+    }
+
+    /// One iteration of a node: its job, or the sequence it calls (or picks).
+    fn node_piece(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        job_args: &JobArgs,
+        inputs: &mut JobArgs,
+    ) -> Result<Piece, Error> {
+        match node.category() {
+            Some(Category::Job) => {
+                let new = NewJob {
+                    place: Place {
+                        sequence: &seq.name,
+                        node: &node.name,
+                    },
+                    job_type: node.node_type().unwrap_or_default(),
+                    name: &node.name,
+                    sets: node
+                        .node_sets()
+                        .filter_map(|set| set.arg().map(str::to_owned))
+                        .collect(),
+                    keep_args: true,
+                    retry: Retry::of(node),
+                };
+                let job = self.job(new, inputs)?;
+                Ok(Piece {
+                    begin: job,
+                    end: job,
+                })
+            }
+            Some(Category::Sequence) => self.sequence(
+                &format!("sequence_{}", node.name),
+                node.node_type().unwrap_or_default(),
+                inputs,
+                Retry::of(node),
+            ),
+            Some(Category::Conditional) => {
+                let chosen = choose_branch(node, job_args, inputs)
+                    .map_err(|message| value_error(seq, node, message))?;
+                self.sequence(
+                    &format!("conditional_{}", node.name),
+                    &chosen,
+                    inputs,
+                    Retry::of(node),
+                )
+            }
+            None => Err(Error::Spec {
+                sequence: seq.name.clone(),
+                message: format!(
+                    "node `{}` has no valid category (run `spindle lint`)",
+                    node.name
+                ),
+            }),
+        }
+    }
+
+    /// The piece of a node from the pieces of its iterations: a noop pair for none, the
+    /// one itself, or many side by side between `repeat_` wrappers (with its `parallel`).
+    fn join_iterations(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        iteration_pieces: &[Piece],
+    ) -> Result<Piece, Error> {
+        let place = Place {
+            sequence: &seq.name,
+            node: &node.name,
+        };
+        match iteration_pieces {
             [] => {
                 let pair = self.wrappers(place, &format!("noop_{}", node.name))?;
                 self.edge(pair.begin, pair.end);
@@ -523,9 +455,8 @@ impl Builder<'_> {
             }
             [one] => Ok(*one),
             many => {
-                let many = many.to_vec();
                 let outer = self.wrappers(place, &format!("repeat_{}", node.name))?;
-                for piece in &many {
+                for piece in many {
                     self.edge(outer.begin, piece.begin);
                     self.edge(piece.end, outer.end);
                 }
@@ -540,14 +471,189 @@ impl Builder<'_> {
     }
 }
 
-/// The sequence retry settings a sequence or conditional node gives its sequence.
-fn sequence_retry(node: &Node) -> (u32, String) {
-    let wait = match (&node.retry_wait, node.retry()) {
-        (Some(wait), _) => wait.value.clone(),
-        (None, 0) => String::new(),
-        (None, _) => "0s".to_owned(),
+/// Where a job comes from, for error messages: its sequence and node.
+#[derive(Debug, Clone, Copy)]
+struct Place<'a> {
+    sequence: &'a str,
+    node: &'a str,
+}
+
+/// A job or sequence retry setting: how many times, and the wait between.
+#[derive(Debug, Clone, Default)]
+struct Retry {
+    count: u32,
+    /// A Go duration; empty when there is no retry, `0s` when there is one without a
+    /// `retryWait`.
+    wait: String,
+}
+
+impl Retry {
+    /// The node's `retry` and `retryWait`.
+    fn of(node: &Node) -> Retry {
+        let wait = match (&node.retry_wait, node.retry()) {
+            (Some(wait), _) => wait.value.clone(),
+            (None, 0) => String::new(),
+            (None, _) => "0s".to_owned(),
+        };
+        Retry {
+            count: node.retry(),
+            wait,
+        }
+    }
+}
+
+/// What `Builder::job` makes.
+#[derive(Debug)]
+struct NewJob<'a> {
+    place: Place<'a>,
+    job_type: &'a str,
+    name: &'a str,
+    /// The args the node declares that the job sets.
+    sets: Vec<String>,
+    /// Whether the chain keeps the job's args (user nodes and sequences' own begin and end
+    /// jobs do; wrappers do not).
+    keep_args: bool,
+    retry: Retry,
+}
+
+impl<'a> NewJob<'a> {
+    /// A `noop` job without sets or retries.
+    fn noop(place: Place<'a>, name: &'a str, keep_args: bool) -> NewJob<'a> {
+        NewJob {
+            place,
+            job_type: BUILTIN_NOOP,
+            name,
+            sets: Vec::new(),
+            keep_args,
+            retry: Retry::default(),
+        }
+    }
+}
+
+/// A list a node expands over: its arg name, the element's name, the values.
+type List<'a> = (&'a str, &'a str, Vec<Value>);
+
+fn value_error(seq: &Sequence, node: &Node, message: String) -> Error {
+    Error::Value {
+        sequence: seq.name.clone(),
+        node: node.name.clone(),
+        message,
+    }
+}
+
+/// The lists a node expands over (`each:`), all of one length, and that length (1 for a
+/// node without `each:`).
+fn expansion<'n>(
+    seq: &Sequence,
+    node: &'n Node,
+    job_args: &JobArgs,
+) -> Result<(Vec<List<'n>>, usize), Error> {
+    let mut lists: Vec<List<'n>> = Vec::new();
+    for (list, element) in node.each_pairs() {
+        match job_args.get(list) {
+            None => {
+                return Err(value_error(
+                    seq,
+                    node,
+                    format!("`each: {list}:{element}`: arg `{list}` is not set; expected a list"),
+                ));
+            }
+            Some(Value::Array(items)) => lists.push((list, element, items.clone())),
+            Some(other) => {
+                return Err(value_error(
+                    seq,
+                    node,
+                    format!(
+                        "`each: {list}:{element}`: arg `{list}` is {}, expected a list",
+                        proto::json_kind(other)
+                    ),
+                ));
+            }
+        }
+    }
+    let Some((_, _, first)) = lists.first() else {
+        return Ok((lists, 1));
     };
-    (node.retry(), wait)
+    if let Some((list, _, items)) = lists
+        .iter()
+        .find(|(_, _, items)| items.len() != first.len())
+    {
+        return Err(value_error(
+            seq,
+            node,
+            format!(
+                "`each:` lists have different lengths: `{}` has {} elements, `{list}` has {}; expected lists of equal length",
+                lists[0].0,
+                first.len(),
+                items.len()
+            ),
+        ));
+    }
+    let n_iterations = first.len();
+    Ok((lists, n_iterations))
+}
+
+/// The job args of one iteration of a node: its `args` (each `given` as its `expected`)
+/// and the iteration's element of each list.
+fn node_inputs(
+    seq: &Sequence,
+    node: &Node,
+    job_args: &JobArgs,
+    lists: &[List<'_>],
+    iteration: usize,
+) -> Result<JobArgs, Error> {
+    let mut inputs = JobArgs::new();
+    for arg in node.node_args() {
+        let (Some(expected), Some(given)) = (arg.expected(), arg.given()) else {
+            continue;
+        };
+        match job_args.get(given) {
+            Some(value) => inputs.insert(expected.to_owned(), value.clone()),
+            None => {
+                return Err(value_error(
+                    seq,
+                    node,
+                    format!(
+                        "arg `{given}` (passed as `{expected}`) is not set; expected it to be a request arg or set by an earlier node"
+                    ),
+                ));
+            }
+        };
+    }
+    for (_, element, items) in lists {
+        inputs.insert((*element).to_owned(), items[iteration].clone());
+    }
+    Ok(inputs)
+}
+
+/// Copies what a node's job (or the nodes of its sequence) set into the job args, under
+/// the node's `sets` names; an arg it declares but did not set is an error.
+fn node_outputs(
+    seq: &Sequence,
+    node: &Node,
+    inputs: &JobArgs,
+    job_args: &mut JobArgs,
+) -> Result<(), Error> {
+    for set in node.node_sets() {
+        let (Some(arg), Some(as_name)) = (set.arg(), set.r#as()) else {
+            continue;
+        };
+        let Some(value) = inputs.get(arg) else {
+            let what = match node.category() {
+                Some(Category::Job) => {
+                    format!("job (type `{}`)", node.node_type().unwrap_or_default())
+                }
+                _ => "called sequence".to_owned(),
+            };
+            return Err(value_error(
+                seq,
+                node,
+                format!("the {what} did not set `{arg}`, which the node's `sets` declares"),
+            ));
+        };
+        job_args.insert(as_name.to_owned(), value.clone());
+    }
+    Ok(())
 }
 
 /// Picks a conditional's sequence from its `if` arg; the arg is passed on under its name.

@@ -5,8 +5,8 @@
 use proto::RequestArgType;
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{Category, Node, Sequence, Specs, split_each};
 use crate::Severity::{Error, Warning};
+use crate::model::{Category, Node, Sequence, Specs, split_each};
 use crate::{Diagnostic, Pos, Severity};
 
 pub(crate) fn check(specs: &Specs) -> Vec<Diagnostic> {
