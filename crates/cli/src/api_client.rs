@@ -84,15 +84,7 @@ impl Client {
             return Ok(response);
         }
         let body = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<proto::Error>(&body)
-            .map(|e| e.message)
-            .unwrap_or_else(|_| {
-                if body.is_empty() {
-                    "no response body".to_owned()
-                } else {
-                    body
-                }
-            });
+        let message = proto::Error::message_of(&body);
         if status == 404 {
             return Err(ClientError::NotFound(message));
         }

@@ -39,7 +39,11 @@ impl HttpRmClient {
             return Ok(());
         }
         let body = response.text().await.unwrap_or_default();
-        let message = format!("request manager answered HTTP {}: {body}", status.as_u16());
+        let message = format!(
+            "request manager answered HTTP {}: {}",
+            status.as_u16(),
+            proto::Error::message_of(&body)
+        );
         Err(match status.as_u16() {
             429 | 502 | 503 | 504 => ReportError::unavailable(message),
             500..=599 => ReportError::failed(message),

@@ -377,6 +377,16 @@ impl Error {
             http_status,
         }
     }
+
+    /// The message of an error answer's body: its `message` if it is this shape, else the
+    /// body as it is (a proxy's page, say), or `no response body`.
+    pub fn message_of(body: &str) -> String {
+        match serde_json::from_str::<Error>(body) {
+            Ok(error) => error.message,
+            Err(_) if body.is_empty() => "no response body".to_owned(),
+            Err(_) => body.to_owned(),
+        }
+    }
 }
 
 /// The JSON kind of a value, for error messages: "a list", "a string", ...

@@ -107,16 +107,25 @@ impl HttpJrClient {
             return Ok(response);
         }
         let body = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<proto::Error>(&body)
-            .map(|e| e.message)
-            .unwrap_or(body);
-        let message = format!("HTTP {status}: {message}");
+        let message = format!("HTTP {status}: {}", proto::Error::message_of(&body));
         Err(match status {
             404 => ClientError::NotFound(message),
             409 => ClientError::AlreadyRunning(message),
             400..=499 => ClientError::Invalid(message),
             _ => ClientError::Unavailable(message),
         })
+    }
+
+    /// Posts a chain (new or resumed) to `path`; returns the base URL of the Job Runner
+    /// that runs it, from the `Location` of its answer.
+    async fn post_chain(
+        &self,
+        path: &str,
+        chain: &impl serde::Serialize,
+    ) -> Result<String, ClientError> {
+        let request = self.http.post(format!("{}{path}", self.url)).json(chain);
+        let response = self.send(request).await?;
+        Self::base_url(&response)
     }
 
     /// The Job Runner's base URL from the `Location` of its answer.
@@ -142,25 +151,12 @@ impl HttpJrClient {
 #[async_trait::async_trait]
 impl JrClient for HttpJrClient {
     async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
-        let response = self
-            .send(
-                self.http
-                    .post(format!("{}/api/v1/job-chains", self.url))
-                    .json(job_chain),
-            )
-            .await?;
-        Self::base_url(&response)
+        self.post_chain("/api/v1/job-chains", job_chain).await
     }
 
     async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
-        let response = self
-            .send(
-                self.http
-                    .post(format!("{}/api/v1/job-chains/resume", self.url))
-                    .json(suspended),
-            )
-            .await?;
-        Self::base_url(&response)
+        self.post_chain("/api/v1/job-chains/resume", suspended)
+            .await
     }
 
     async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
