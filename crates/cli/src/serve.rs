@@ -199,6 +199,16 @@ async fn serve(
         .context("serving HTTP")
 }
 
+/// The HTTP client a service reaches the other with: short connect timeout, a bound on
+/// each call, HTTPS through the process's rustls provider, connections kept alive.
+fn service_http() -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .context("building the HTTP client")
+}
+
 /// Waits for SIGINT or SIGTERM (`None`); a server that ended before, which only an error
 /// does, ends the wait with its result.
 async fn until_shutdown(
@@ -270,7 +280,7 @@ pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> any
     let manager = Arc::new(Manager::new(
         grapher,
         store,
-        Arc::new(rm::HttpJrClient::new(&settings.jr_url)),
+        Arc::new(rm::HttpJrClient::new(&settings.jr_url, service_http()?)),
         options,
     ));
     let stop = CancellationToken::new();
@@ -292,7 +302,7 @@ pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::
     init_logging();
     let settings = args.settings("127.0.0.1:32307")?;
     let (listener, address) = bind("spindle jr", settings.listen).await?;
-    let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url));
+    let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url, service_http()?));
     let base_url = format!("http://{address}");
     let runner = jr::Runner::new(
         Arc::new(registry),

@@ -175,10 +175,5 @@ fn main() {
     };
     let test = grapher(&text);
     let (time, created) = measure(|| test.create(request, &empty).unwrap());
-    row(
-        what,
-        created.job_chain.jobs.len(),
-        time,
-        Some(5.0),
-    );
+    row(what, created.job_chain.jobs.len(), time, Some(5.0));
 }

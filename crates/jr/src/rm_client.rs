@@ -1,7 +1,5 @@
 //! Reporting to a Request Manager over HTTP: `chain::Reporter` on its API.
 
-use std::time::Duration;
-
 use chain::{ReportError, Reporter};
 use proto::{FinishRequest, JobLog, RequestProgress, SuspendedJobChain};
 
@@ -16,13 +14,9 @@ pub struct HttpRmClient {
 }
 
 impl HttpRmClient {
-    pub fn new(url: &str) -> HttpRmClient {
-        // HTTPS with rustls: the binary installs the process's crypto provider.
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client with the rustls provider builds");
+    /// Reports to the Request Manager at `url` through `http` (the binary's client, with
+    /// its timeouts and TLS settings; one client keeps connections alive).
+    pub fn new(url: &str, http: reqwest::Client) -> HttpRmClient {
         HttpRmClient {
             url: url.trim_end_matches('/').to_owned(),
             http,

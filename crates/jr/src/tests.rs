@@ -292,7 +292,7 @@ async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
         calls.store(0, Ordering::SeqCst);
         unavailable_for.store(unavailable, Ordering::SeqCst);
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let reporter = Arc::new(crate::HttpRmClient::new(&url));
+        let reporter = Arc::new(crate::HttpRmClient::new(&url, reqwest::Client::new()));
         let handle = chain::run(
             chain("req1", "1ms"),
             Arc::new(job::Registry::builtin()),

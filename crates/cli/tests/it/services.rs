@@ -44,17 +44,51 @@ const SLEEP_CHAIN: &str = "sequences:
         deps: [sleep-2]
 ";
 
-/// A port for a Job Runner that must be named before it starts: a Request Manager's
-/// `--jr-url` is fixed when it starts, and a second Job Runner takes over the first one's
-/// address. The system hands out ports in turn, so a port just released is not handed
-/// out again soon; a Job Runner that still finds it taken fails its start loudly (exit 2,
-/// "cannot listen on"), never silently.
-fn jr_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+/// What a Request Manager's `--jr-url` names in these tests: an address this test process
+/// holds (bound on port 0, so nothing can take it) that forwards each connection to the
+/// Job Runner of the moment, which itself listens on port 0. A new Job Runner takes over
+/// by `point_at`; with none, connections are closed at once, as a Job Runner that is down
+/// would answer.
+struct JrAddress {
+    url: String,
+    target: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl JrAddress {
+    async fn new() -> JrAddress {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let target = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let current = std::sync::Arc::clone(&target);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let Some(to) = current.lock().unwrap().clone() else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        JrAddress { url, target }
+    }
+
+    /// Forwards new connections to this Job Runner.
+    fn point_at(&self, jr: &Service) {
+        let address = jr.url.trim_start_matches("http://").to_owned();
+        *self.target.lock().unwrap() = Some(address);
+    }
+}
+
+/// A database name no other test run uses.
+fn unique_database() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .subsec_nanos();
+    format!("spindle_e2e_{}_{nanos}", std::process::id())
 }
 
 struct Api {
@@ -226,9 +260,8 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     let dir = specs_dir();
-    let jr_port = jr_port();
-    let jr_url = format!("http://127.0.0.1:{jr_port}");
-    let jr_listen = format!("127.0.0.1:{jr_port}");
+    let jr_address = JrAddress::new().await;
+    let jr_url = jr_address.url.clone();
     let rm = Service::start(
         dir.path(),
         &[
@@ -246,10 +279,9 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
         ],
     );
     let rm_url = rm.url.clone();
-    let mut jr_a = Service::start(
-        dir.path(),
-        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
-    );
+    let jr = ["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm_url];
+    let mut jr_a = Service::start(dir.path(), &jr);
+    jr_address.point_at(&jr_a);
     let api = Api::new(&rm);
 
     let id = api.create(json!({"sleepTime": "3000"})).await;
@@ -258,10 +290,8 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     assert!(status.success(), "the job runner exits cleanly: {status:?}");
     api.wait_state(&id, 7).await;
 
-    let _jr_b = Service::start(
-        dir.path(),
-        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
-    );
+    let jr_b = Service::start(dir.path(), &jr);
+    jr_address.point_at(&jr_b);
     api.wait_state(&id, 3).await;
     let log = api.log(&id).await;
     // The interrupted sleep ran again as try 2; nothing else ran twice.
@@ -286,7 +316,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     else {
         return;
     };
-    let database = format!("spindle_e2e_{}_{}", std::process::id(), jr_port());
+    let database = unique_database();
     let admin = sqlx::PgPool::connect(&admin_url)
         .await
         .expect("the test PostgreSQL server answers");
@@ -299,8 +329,8 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     let url = url_with_database(&admin_url, &database);
 
     let dir = specs_dir();
-    let jr_port = jr_port();
-    let jr_url = format!("http://127.0.0.1:{jr_port}");
+    let jr_address = JrAddress::new().await;
+    let jr_url = jr_address.url.clone();
     let rm_args = || -> Vec<String> {
         [
             "rm",
@@ -325,11 +355,9 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     let api = Api::new(&rm1);
     let rm2 = Service::start(dir.path(), &args);
     let rm1_url = rm1.url.clone();
-    let jr_listen = format!("127.0.0.1:{jr_port}");
-    let mut jr_a = Service::start(
-        dir.path(),
-        &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
-    );
+    let jr = ["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm1_url];
+    let mut jr_a = Service::start(dir.path(), &jr);
+    jr_address.point_at(&jr_a);
 
     let mut ids = Vec::new();
     for _ in 0..4 {
@@ -342,10 +370,8 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     for id in &ids {
         api.wait_state(id, 7).await;
     }
-    let jr_b = Service::start(
-        dir.path(),
-        &["jr", "--listen", &jr_listen, "--rm-url", &rm1_url],
-    );
+    let jr_b = Service::start(dir.path(), &jr);
+    jr_address.point_at(&jr_b);
     for id in &ids {
         api.wait_state(id, 3).await;
         let log = api.log(id).await;
@@ -381,9 +407,8 @@ fn url_with_database(url: &str, database: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_created_while_no_job_runner_answers_waits_pending() {
     let dir = specs_dir();
-    let jr_port = jr_port();
-    let jr_listen = format!("127.0.0.1:{jr_port}");
-    let jr_url = format!("http://127.0.0.1:{jr_port}");
+    let jr_address = JrAddress::new().await;
+    let jr_url = jr_address.url.clone();
     let rm = Service::start(
         dir.path(),
         &[
@@ -409,10 +434,11 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
         "accepted without waiting for a job runner"
     );
     assert_eq!(api.state(&id).await, 1);
-    let _jr = Service::start(
+    let jr = Service::start(
         dir.path(),
-        &["jr", "--listen", &jr_listen, "--rm-url", &rm_url],
+        &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm_url],
     );
+    jr_address.point_at(&jr);
     api.wait_state(&id, 3).await;
 }
 
