@@ -231,8 +231,14 @@ impl<'s> GraphChecker<'s> {
                 Some(_) => format!("`{name}` (set by this node itself, so only after it runs)"),
                 None => format!("`{name}`"),
             };
-            ok &= self.if_arg_set(seq, node, &before, &explain);
-            ok &= self.inputs_set(seq, node, &before, &explain);
+            let reading = Reading {
+                seq,
+                node,
+                before: &before,
+                explain: &explain,
+            };
+            ok &= self.if_arg_set(&reading);
+            ok &= self.inputs_set(&reading);
             let sets: Vec<&str> = node
                 .node_sets()
                 .filter_map(|set| set.r#as())
@@ -250,13 +256,13 @@ impl<'s> GraphChecker<'s> {
     }
 
     /// G1: a conditional's `if` arg is set before it.
-    fn if_arg_set(
-        &mut self,
-        seq: &Sequence,
-        node: &Node,
-        before: &HashSet<&str>,
-        explain: &dyn Fn(&str) -> String,
-    ) -> bool {
+    fn if_arg_set(&mut self, reading: &Reading<'_>) -> bool {
+        let Reading {
+            seq,
+            node,
+            before,
+            explain,
+        } = *reading;
         if node.category() == Some(Category::Conditional)
             && let Some(if_arg) = node
                 .if_arg
@@ -274,13 +280,13 @@ impl<'s> GraphChecker<'s> {
     }
 
     /// G3: the lists a node expands and the args it is given are set before it.
-    fn inputs_set(
-        &mut self,
-        seq: &Sequence,
-        node: &Node,
-        before: &HashSet<&str>,
-        explain: &dyn Fn(&str) -> String,
-    ) -> bool {
+    fn inputs_set(&mut self, reading: &Reading<'_>) -> bool {
+        let Reading {
+            seq,
+            node,
+            before,
+            explain,
+        } = *reading;
         let mut missing: Vec<(&str, Pos, &str)> = Vec::new();
         for entry in &node.each {
             if let Some((list, _)) = crate::model::split_each(&entry.value)
@@ -469,6 +475,16 @@ impl<'s> GraphChecker<'s> {
             self.push("G7", seq, Some(node), "sets.arg", pos, message);
         }
     }
+}
+
+/// A node as the walk of its sequence reaches it: the args set before it, and how to
+/// explain one that is not.
+#[derive(Clone, Copy)]
+struct Reading<'a> {
+    seq: &'a Sequence,
+    node: &'a Node,
+    before: &'a HashSet<&'a str>,
+    explain: &'a dyn Fn(&str) -> String,
 }
 
 /// The args set before a node: the sequence's own for a first node, else those set
