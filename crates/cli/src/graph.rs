@@ -87,12 +87,22 @@ pub(crate) fn run(
         return crate::block_on(crate::spinc::stored_graph(client, &args.request, dot));
     };
     let request_args = parse_request_args(&args.args)?;
-    let Some(specs_read) = crate::lint::load_specs(specs)? else {
+    // With --preview, job types this binary does not know are shown, not refused.
+    let checked = (!args.preview).then_some(&registry);
+    let Some(specs_read) = crate::lint::load_specs(specs, checked)? else {
         crate::exit::eprintln_failure(&format!(
             "the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
             specs.display(),
             specs.display()
         ));
+        // Only their job types are wrong: they may be written for another binary.
+        if checked.is_some() && !spec::lint(std::slice::from_ref(specs))?.has_errors() {
+            let mut stderr = anstream::stderr().lock();
+            writeln!(
+                stderr,
+                "hint: `--preview` shows job types this binary does not know as placeholders"
+            )?;
+        }
         return Ok(Exit::Failure);
     };
     let factory: Arc<dyn Factory> = Arc::new(GraphFactory {

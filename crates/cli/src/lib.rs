@@ -83,6 +83,10 @@ struct LintArgs {
     /// Treat warnings as errors
     #[arg(long, short = 's')]
     strict: bool,
+    /// Accept any job type (specs written for another binary's job types); by default a
+    /// job node's type must be one this binary runs, with the job args it requires
+    #[arg(long)]
+    any_job_type: bool,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
@@ -146,7 +150,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
     let res = match cli.command {
         None => block_on(spinc::list(&client)),
         Some(command) => match command {
-            Command::Lint(args) => lint::run(&args),
+            Command::Lint(args) => lint::run(&args, &registry),
             Command::Graph(args) => graph::run(&args, registry, &client),
             Command::Run(args) => block_on(run::run(&args, registry, client.output)),
             Command::Server(args) => block_on(serve::server(&args, registry)),

@@ -9,8 +9,20 @@ use spec::{Diagnostic, Severity};
 use crate::exit::Exit;
 use crate::{Format, LintArgs};
 
-pub(crate) fn run(args: &LintArgs) -> anyhow::Result<Exit> {
+/// The job types `registry` runs, as the linter checks nodes against them.
+pub(crate) fn job_types(registry: &job::Registry) -> spec::JobTypes {
+    let mut job_types = spec::JobTypes::new();
+    for job_type in registry.types() {
+        job_types.add(job_type, registry.required_args(job_type));
+    }
+    job_types
+}
+
+pub(crate) fn run(args: &LintArgs, registry: &job::Registry) -> anyhow::Result<Exit> {
     let mut report = spec::lint(&args.paths)?;
+    if !args.any_job_type {
+        report.check_job_types(&job_types(registry));
+    }
     for diagnostic in &mut report.diagnostics {
         if let Some(file) = &diagnostic.file {
             diagnostic.file = Some(tidy_path(file));
@@ -97,9 +109,16 @@ fn summary(report: &spec::Report, failed: bool) -> String {
     format!("{style}{verdict}{style:#}: {scope}: {found}")
 }
 
-/// Lints the specs; prints the errors and returns `None` when there are any.
-pub(crate) fn load_specs(path: &Path) -> anyhow::Result<Option<spec::Specs>> {
-    let report = spec::lint(&[path.to_path_buf()])?;
+/// Lints the specs (with `registry`, also their job nodes against its job types); prints
+/// the errors and returns `None` when there are any.
+pub(crate) fn load_specs(
+    path: &Path,
+    registry: Option<&job::Registry>,
+) -> anyhow::Result<Option<spec::Specs>> {
+    let mut report = spec::lint(&[path.to_path_buf()])?;
+    if let Some(registry) = registry {
+        report.check_job_types(&job_types(registry));
+    }
     if report.has_errors() {
         let mut stderr = anstream::stderr().lock();
         for diagnostic in report

@@ -38,7 +38,7 @@ pub(crate) async fn run(
     output: Output,
 ) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
-    let Some(specs) = load_specs(&args.specs)? else {
+    let Some(specs) = load_specs(&args.specs, Some(&registry))? else {
         eprintln_failure(&format!(
             "the specs in {} have errors; fix them first",
             args.specs.display()

@@ -224,7 +224,7 @@ async fn until_shutdown(
 pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
     let settings = args.settings("127.0.0.1:32308")?;
-    let Some(specs) = load_specs(&settings.specs)? else {
+    let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
@@ -260,7 +260,7 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
 pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
     let settings = args.settings("127.0.0.1:32308")?;
-    let Some(specs) = load_specs(&settings.specs)? else {
+    let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };

@@ -14,6 +14,8 @@ pub type Maker = Arc<dyn Fn(&JobId) -> Box<dyn Job> + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct Registry {
     makers: BTreeMap<String, Maker>,
+    /// The job args each type requires (the linter checks that nodes pass them).
+    required: BTreeMap<String, Vec<String>>,
 }
 
 impl fmt::Debug for Registry {
@@ -41,6 +43,9 @@ impl Registry {
         registry.register(builtin::SHELL_ARGS, |_| {
             Box::<builtin::ShellArgsJob>::default()
         });
+        registry.require_args(builtin::SLEEP, &["duration"]);
+        registry.require_args(builtin::SHELL_COMMAND, &["cmd"]);
+        registry.require_args(builtin::SHELL_ARGS, &["cmd"]);
         registry
     }
 
@@ -51,6 +56,21 @@ impl Registry {
     {
         self.makers.insert(job_type.to_owned(), Arc::new(maker));
         self
+    }
+
+    /// Declares the job args a type needs: `spindle lint` (and the servers, at start)
+    /// refuse a job node of that type that does not pass them in `args`.
+    pub fn require_args(&mut self, job_type: &str, args: &[&str]) -> &mut Registry {
+        self.required.insert(
+            job_type.to_owned(),
+            args.iter().map(|arg| (*arg).to_owned()).collect(),
+        );
+        self
+    }
+
+    /// The job args a type declared it requires.
+    pub fn required_args(&self, job_type: &str) -> &[String] {
+        self.required.get(job_type).map_or(&[], Vec::as_slice)
     }
 
     pub fn contains(&self, job_type: &str) -> bool {

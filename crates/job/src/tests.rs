@@ -395,3 +395,19 @@ fn bad_bytes_are_a_deserialize_error() {
         );
     }
 }
+
+/// Issue #12: job types declare the job args they require, for the linter.
+#[test]
+fn built_in_types_declare_their_required_job_args() {
+    let registry = Registry::builtin();
+    assert_eq!(registry.required_args("sleep"), ["duration"]);
+    assert_eq!(registry.required_args("shell-command"), ["cmd"]);
+    assert_eq!(registry.required_args("shell-args"), ["cmd"]);
+    assert!(registry.required_args("noop").is_empty());
+    assert!(registry.required_args("nope").is_empty());
+    let mut custom = Registry::builtin();
+    custom
+        .register("mine", |_| Box::new(NoopJob))
+        .require_args("mine", &["host", "port"]);
+    assert_eq!(custom.required_args("mine"), ["host", "port"]);
+}

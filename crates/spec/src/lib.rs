@@ -11,6 +11,7 @@
 mod check;
 mod diagnostic;
 mod graph;
+mod job_types;
 mod load;
 mod model;
 mod yaml;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Pos, Severity};
 pub use graph::SequenceGraph;
+pub use job_types::JobTypes;
 pub use load::LoadError;
 pub use model::{
     Acl, ArgDecl, Category, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
@@ -47,6 +49,16 @@ impl Report {
 
     pub fn n_warnings(&self) -> usize {
         self.diagnostics.len() - self.n_errors()
+    }
+
+    /// Checks every job node against the job types of the binary that will run the
+    /// specs (issue #12): an unknown `type` (with the near miss, if any) and a required
+    /// job arg the node does not pass are errors.
+    pub fn check_job_types(&mut self, job_types: &JobTypes) {
+        self.diagnostics
+            .extend(job_types::check(&self.specs, job_types));
+        self.diagnostics
+            .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     }
 
     pub fn has_errors(&self) -> bool {

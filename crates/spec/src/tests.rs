@@ -892,3 +892,67 @@ fn spec_line() -> impl proptest::strategy::Strategy<Value = String> {
         )
     })
 }
+
+// ---- issue #12: job types against the binary's ----
+
+fn with_job_types(yaml: &str) -> Vec<Diagnostic> {
+    let mut job_types = crate::JobTypes::new();
+    job_types
+        .add("noop", &[])
+        .add("sleep", &["duration".to_owned()])
+        .add("shell-command", &["cmd".to_owned()]);
+    let mut report = lint_str(Path::new("t.yaml"), yaml);
+    report.check_job_types(&job_types);
+    report.diagnostics
+}
+
+#[test]
+fn an_unknown_job_type_is_an_error_at_its_line_with_the_near_miss() {
+    let bad = "sequences:\n  s:\n    args:\n      required:\n        - name: duration\n    nodes:\n      a:\n        category: job\n        type: slep #!\n        args: [{expected: duration}]\n";
+    let found = with_job_types(bad);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let hit = &found[0];
+    assert_eq!((hit.code, hit.severity), ("job-type", Severity::Error));
+    assert_eq!(hit.line, Some(marked_line(bad)));
+    assert_eq!(hit.field.as_deref(), Some("type"));
+    assert_eq!(
+        hit.message,
+        "unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `noop`, `shell-command`, `sleep`"
+    );
+    // Far from every known type: no guess.
+    let found = with_job_types(&bad.replace("slep", "provision-db"));
+    assert!(!found[0].message.contains("did you mean"), "{found:#?}");
+    // Known types, sequences and the linter without job types: nothing.
+    assert!(with_job_types(&bad.replace("slep", "sleep")).is_empty());
+    assert!(lint(bad).is_empty());
+}
+
+#[test]
+fn a_job_node_must_pass_the_job_args_its_type_requires() {
+    let bad = "sequences:\n  s:\n    args:\n      required:\n        - name: ms\n    nodes:\n      a:\n        category: job\n        type: sleep\n        args: #!\n          - expected: ms\n";
+    let found = with_job_types(bad);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let hit = &found[0];
+    assert_eq!((hit.code, hit.line), ("job-args", Some(marked_line(bad))));
+    assert!(
+        hit.message.starts_with("job type `sleep` requires job arg `duration`, which this node does not pass; expected `- expected: duration`"),
+        "{}",
+        hit.message
+    );
+    // Passed under its name (given another arg), or as an `each` element: fine.
+    let good = bad.replace(
+        "- expected: ms",
+        "- expected: duration\n            given: ms",
+    );
+    assert!(
+        with_job_types(&good).is_empty(),
+        "{:#?}",
+        with_job_types(&good)
+    );
+    let each = "sequences:\n  s:\n    args:\n      required:\n        - name: waits\n    nodes:\n      a:\n        category: job\n        type: sleep\n        each: [waits:duration]\n";
+    assert!(
+        with_job_types(each).is_empty(),
+        "{:#?}",
+        with_job_types(each)
+    );
+}

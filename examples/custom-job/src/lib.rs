@@ -54,6 +54,9 @@ impl Job for GreetJob {
 /// Spindle's built-in job types plus `greet`.
 pub fn registry() -> Registry {
     let mut registry = Registry::builtin();
-    registry.register("greet", |_| Box::<GreetJob>::default());
+    registry
+        .register("greet", |_| Box::<GreetJob>::default())
+        // `spindle lint` (and the servers) refuse a `greet` node that does not pass it.
+        .require_args("greet", &["name"]);
     registry
 }

@@ -88,4 +88,25 @@ fn the_custom_binary_knows_the_custom_type() {
         types,
         ["greet", "noop", "shell-args", "shell-command", "sleep"]
     );
+    assert_eq!(registry.required_args("greet"), ["name"]);
+}
+
+/// The example's specs lint clean, job types included, with its own binary (which knows
+/// `greet`).
+#[test]
+fn the_example_specs_lint_with_the_custom_binary_only() {
+    let specs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("specs");
+    let lint = |binary: &str| {
+        std::process::Command::new(binary)
+            .arg("lint")
+            .arg(&specs)
+            .output()
+            .unwrap()
+    };
+    let custom = lint(env!("CARGO_BIN_EXE_my-spindle"));
+    assert!(
+        custom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&custom.stdout)
+    );
 }

@@ -9,7 +9,9 @@ use crate::{fixtures, run, spincycle_fixtures, spindle};
 
 /// (severity, code, line) of every diagnostic, from the JSON output.
 fn verdict(dir: &Path, file: &str) -> (Vec<(String, String, u64)>, i32) {
-    let (stdout, _, code) = run(spindle(dir).args(["lint", "--format", "json", file]));
+    // The fixtures use job types of other binaries: the spec checks alone.
+    let (stdout, _, code) =
+        run(spindle(dir).args(["lint", "--any-job-type", "--format", "json", file]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).expect("JSON output");
     let found = diagnostics
         .iter()
@@ -129,8 +131,13 @@ fn expected_verdicts_of_spin_cycle_fixtures() {
 
 #[test]
 fn diagnostics_say_which_field_and_what_was_expected() {
-    let (stdout, _, _) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "bad-retry.yaml"]));
+    let (stdout, _, _) = run(spindle(&fixtures()).args([
+        "lint",
+        "--any-job-type",
+        "--format",
+        "json",
+        "bad-retry.yaml",
+    ]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["field"], "retry");
     assert!(
@@ -139,8 +146,13 @@ fn diagnostics_say_which_field_and_what_was_expected() {
             .unwrap()
             .contains("non-negative integer")
     );
-    let (stdout, _, _) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "conditional.yaml"]));
+    let (stdout, _, _) = run(spindle(&fixtures()).args([
+        "lint",
+        "--any-job-type",
+        "--format",
+        "json",
+        "conditional.yaml",
+    ]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["node"], "choose");
     assert_eq!(diagnostics[0]["field"], "eq");
@@ -163,8 +175,13 @@ fn spin_cycle_fixture_details_match_expected_md() {
     let Some(spincycle) = spincycle_fixtures("spin_cycle_fixture_details_match_expected_md") else {
         return;
     };
-    let (stdout, _, _) =
-        run(spindle(&spincycle).args(["lint", "--format", "json", "fail-parse-spec.yaml"]));
+    let (stdout, _, _) = run(spindle(&spincycle).args([
+        "lint",
+        "--any-job-type",
+        "--format",
+        "json",
+        "fail-parse-spec.yaml",
+    ]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["field"], "retry");
     assert!(
@@ -174,8 +191,13 @@ fn spin_cycle_fixture_details_match_expected_md() {
             .contains("non-negative integer")
     );
 
-    let (stdout, _, _) =
-        run(spindle(&spincycle).args(["lint", "--format", "json", "cond-args.yaml"]));
+    let (stdout, _, _) = run(spindle(&spincycle).args([
+        "lint",
+        "--any-job-type",
+        "--format",
+        "json",
+        "cond-args.yaml",
+    ]));
     let diagnostics: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(diagnostics[0]["node"], "job1name");
     assert_eq!(diagnostics[0]["field"], "eq");
@@ -195,8 +217,13 @@ fn spin_cycle_fixture_details_match_expected_md() {
 
 #[test]
 fn json_diagnostics_carry_every_field() {
-    let (stdout, _, code) =
-        run(spindle(&fixtures()).args(["lint", "--format", "json", "bad-args.yaml"]));
+    let (stdout, _, code) = run(spindle(&fixtures()).args([
+        "lint",
+        "--any-job-type",
+        "--format",
+        "json",
+        "bad-args.yaml",
+    ]));
     assert_eq!(code, 1);
     // The raw output, so that the snapshot also shows the order of the fields.
     insta::assert_snapshot!(stdout, @r###"
@@ -255,7 +282,7 @@ fn human_output_of_a_directory() {
         dir.path().join("specs/notes.txt"),
     )
     .unwrap();
-    let (stdout, stderr, code) = run(spindle(dir.path()).args(["lint", "specs"]));
+    let (stdout, stderr, code) = run(spindle(dir.path()).args(["lint", "--any-job-type", "specs"]));
     assert_eq!(code, 1);
     assert_eq!(stderr, "");
     // notes.txt is never read; each file's diagnostics are reported, in file order.
@@ -276,7 +303,8 @@ fn human_output_of_spin_cycles_specs_directory() {
     let Some(spincycle) = spincycle_fixtures("human_output_of_spin_cycles_specs_directory") else {
         return;
     };
-    let (stdout, stderr, code) = run(spindle(&spincycle).args(["lint", "parse-specs-dir"]));
+    let (stdout, stderr, code) =
+        run(spindle(&spincycle).args(["lint", "--any-job-type", "parse-specs-dir"]));
     assert_eq!(code, 1);
     assert_eq!(stderr, "");
     // non-yaml.txt is never read; each file's diagnostics are reported.
@@ -295,10 +323,11 @@ fn human_output_of_spin_cycles_specs_directory() {
 #[test]
 fn clean_and_warning_summaries() {
     let (stdout, _, code) =
-        run(spindle(&fixtures()).args(["lint", "pipeline.yaml", "fanout.yaml"]));
+        run(spindle(&fixtures()).args(["lint", "--any-job-type", "pipeline.yaml", "fanout.yaml"]));
     assert_eq!(code, 0);
     insta::assert_snapshot!(stdout, @"ok: 2 files, 4 sequences: no errors or warnings");
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "duplicate-key.yaml"]));
+    let (stdout, _, code) =
+        run(spindle(&fixtures()).args(["lint", "--any-job-type", "duplicate-key.yaml"]));
     assert_eq!(code, 0);
     assert!(
         stdout.ends_with("ok: 1 file, 1 sequence: 1 warning\n"),
@@ -308,7 +337,8 @@ fn clean_and_warning_summaries() {
 
 #[test]
 fn strict_makes_warnings_errors() {
-    let (stdout, _, code) = run(spindle(&fixtures()).args(["lint", "--strict", "rollout.yaml"]));
+    let (stdout, _, code) =
+        run(spindle(&fixtures()).args(["lint", "--any-job-type", "--strict", "rollout.yaml"]));
     assert_eq!(code, 1);
     assert!(stdout.contains("rollout.yaml:28:9: error:"), "{stdout}");
     assert!(
@@ -319,8 +349,12 @@ fn strict_makes_warnings_errors() {
 
 #[test]
 fn sequences_defined_twice_name_both_files() {
-    let (stdout, _, code) =
-        run(spindle(&fixtures()).args(["lint", "optional.yaml", "dir/optional.yaml"]));
+    let (stdout, _, code) = run(spindle(&fixtures()).args([
+        "lint",
+        "--any-job-type",
+        "optional.yaml",
+        "dir/optional.yaml",
+    ]));
     assert_eq!(code, 1);
     assert!(
         stdout.contains("dir/optional.yaml:2:3: error: sequence `greet`: sequence `greet` is already defined in optional.yaml at line 2"),
@@ -365,4 +399,46 @@ fn shipped_example_specs_are_clean() {
     let (stdout, _, code) = run(spindle(&root).args(["lint", "--strict", "examples/specs"]));
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.starts_with("ok: "), "{stdout}");
+}
+
+/// Issue #12: `spindle lint` checks job nodes against the job types of this binary: an
+/// unknown type (with its near miss) and a missing required job arg are errors, unless
+/// `--any-job-type`; a server refuses to start with them.
+#[test]
+fn job_types_are_checked_against_this_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("typo.yaml"),
+        "sequences:\n  nap:\n    request: true\n    args:\n      required:\n        - name: ms\n    nodes:\n      wait:\n        category: job\n        type: slep\n        args: [{expected: duration, given: ms}]\n      run:\n        category: job\n        type: shell-command\n        deps: [wait]\n",
+    )
+    .unwrap();
+    let (stdout, _, code) = run(spindle(dir.path()).args(["lint", "typo.yaml"]));
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stdout, @r###"
+    typo.yaml:10:15: error: sequence `nap`, node `wait`, field `type`: unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `noop`, `shell-args`, `shell-command`, `sleep` [job-type]
+    typo.yaml:14:15: error: sequence `nap`, node `run`, field `args`: job type `shell-command` requires job arg `cmd`, which this node does not pass; expected `- expected: cmd` in `args` (with `given:` to pass another arg under that name) [job-args]
+    failed: 1 file, 1 sequence: 2 errors
+    "###);
+    let (_, _, code) = run(spindle(dir.path()).args(["lint", "--any-job-type", "typo.yaml"]));
+    assert_eq!(code, 0);
+    let (_, stderr, code) = run(spindle(dir.path()).args([
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "typo.yaml",
+        "--database",
+        "sqlite://s.db",
+    ]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("unknown job type `slep`"), "{stderr}");
+    assert!(
+        stderr.contains("the specs have errors; not starting"),
+        "{stderr}"
+    );
+    // `graph` says so, and points at --preview when only job types are wrong.
+    let (_, stderr, code) =
+        run(spindle(dir.path()).args(["graph", "--specs", "typo.yaml", "nap", "ms=1"]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--preview"), "{stderr}");
 }
