@@ -35,6 +35,21 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+/// Who is calling, as a request's creator: `$USER`, else `$LOGNAME`, else the name of
+/// the process's user (a cron job or container may set neither variable).
+pub(crate) fn caller() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|user| user.name)
+        })
+        .unwrap_or_default()
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     pub(crate) addr: String,
@@ -73,7 +88,7 @@ impl Client {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, ClientError> {
-        let user = std::env::var("USER").unwrap_or_default();
+        let user = caller();
         let response = request
             .header("x-spindle-user", user)
             .send()

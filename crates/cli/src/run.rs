@@ -54,7 +54,7 @@ pub(crate) async fn run(
         Duration::from_secs(3600),
     )
     .await?;
-    let user = std::env::var("USER").unwrap_or_default();
+    let user = crate::api_client::caller();
     let create_request = CreateRequest {
         request_type: args.request.clone(),
         args: request_args,

@@ -160,13 +160,28 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
+/// Logs go to stderr, in colour only on a terminal (and not with `NO_COLOR`), so that a
+/// log file or journal holds plain text.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Specs without a request type start, but nothing can be started on them: say so.
+fn warn_if_no_request_types(specs: &spec::Specs, path: &std::path::Path) {
+    if specs.requests().is_empty() {
+        tracing::warn!(
+            specs = %path.display(),
+            "the specs have no request types (no sequence with `request: true`); no request can be started"
+        );
+    }
 }
 
 /// Binds the service's address before anything else starts, so that a port in use ends
@@ -228,6 +243,7 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
+    warn_if_no_request_types(&specs, &settings.specs);
     let (listener, address) = bind("spindle server", settings.listen).await?;
     let base_url = format!("http://{address}");
     let local = local(
@@ -264,6 +280,7 @@ pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> any
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
+    warn_if_no_request_types(&specs, &settings.specs);
     let (listener, address) = bind("spindle rm", settings.listen).await?;
     let store = store::open(&settings.database).await?;
     let grapher = graph::Grapher::new(specs, Arc::new(registry));

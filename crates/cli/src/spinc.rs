@@ -44,8 +44,16 @@ impl ClientArgs {
             Some(addr) => addr.clone(),
             None => user_config_addr().unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
         };
+        // `host:port` alone means plain HTTP.
+        let addr = if addr.contains("://") {
+            addr
+        } else {
+            format!("http://{addr}")
+        };
         if !(addr.starts_with("http://") || addr.starts_with("https://")) {
-            anyhow::bail!("--addr {addr:?} is not a URL; expected http://HOST:PORT");
+            anyhow::bail!(
+                "--addr {addr:?} is not a URL; expected http://HOST:PORT, https://HOST:PORT or HOST:PORT"
+            );
         }
         let timeout = proto::duration::parse(&self.timeout)
             .map_err(|err| anyhow::anyhow!("--timeout {:?}: {err}", self.timeout))?;
@@ -345,7 +353,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
     let create_request = CreateRequest {
         request_type: start.request.clone(),
         args: given,
-        user: std::env::var("USER").unwrap_or_default(),
+        user: crate::api_client::caller(),
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,

@@ -473,3 +473,40 @@ fn find_and_log_snapshots() {
     stderr:
     ");
 }
+
+/// Issue #12: `--addr` takes `host:port` as well as a URL, and the caller is the login
+/// name of the process's user when neither `$USER` nor `$LOGNAME` is set.
+#[test]
+fn addr_without_a_scheme_and_the_caller_without_user_variables() {
+    let server = server();
+    let host_port = server.addr.trim_start_matches("http://").to_owned();
+    let output = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["--addr", &host_port, "start", "greet", "who=x", "--yes"])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .env_remove("SPINDLE_ADDR")
+        .current_dir(server.dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id = String::from_utf8(output.stdout)
+        .unwrap()
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_owned();
+    let login = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    let status = server.stdout(&["status", &id]);
+    assert!(status.contains(&format!("caller: {login}\n")), "{status}");
+    let output = server.run(&["--addr", "ftp://x:1", "status", &id]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("expected http://HOST:PORT"));
+}

@@ -94,6 +94,7 @@ pub(crate) struct Service {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
+    stderr: Arc<Mutex<String>>,
 }
 
 impl Service {
@@ -131,7 +132,7 @@ impl Service {
             }
         });
         match url_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => Ok(Service { child, url }),
+            Ok(url) => Ok(Service { child, url, stderr }),
             Err(err) => {
                 let _ = child.kill();
                 let status = child.wait().ok();
@@ -141,6 +142,12 @@ impl Service {
                 ))
             }
         }
+    }
+
+    /// What the service printed on stderr up to now (at least everything before its
+    /// `listening on` line).
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// SIGTERM, then wait for the process to exit.

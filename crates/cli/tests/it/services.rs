@@ -579,3 +579,33 @@ fn service_settings_are_checked_at_start() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue #12: a server's log is plain text when it is not a terminal, and specs without a
+/// request type are a warning at start.
+#[test]
+fn a_server_logs_plain_text_and_warns_of_specs_without_request_types() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("helpers.yaml"),
+        "sequences:\n  helper:\n    nodes:\n      a:\n        category: job\n        type: noop\n",
+    )
+    .unwrap();
+    let server = Service::start(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "helpers.yaml",
+            "--database",
+            "sqlite://s.db",
+        ],
+    );
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("the specs have no request types"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\x1b'), "no colour codes: {stderr:?}");
+}
