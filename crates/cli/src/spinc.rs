@@ -348,7 +348,13 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
             start.request,
             pairs.join(" ")
         ))?;
-        while ask("Enter 'ok' to start, or ctrl-c to abort: ")? != "ok" {}
+        // spinc's `ok`, and the `y`/`yes` people type out of habit.
+        while !matches!(
+            ask("Enter 'ok' to start, or ctrl-c to abort: ")?
+                .to_ascii_lowercase()
+                .as_str(),
+            "ok" | "y" | "yes"
+        ) {}
     }
     let create_request = CreateRequest {
         request_type: start.request.clone(),

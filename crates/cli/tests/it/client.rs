@@ -276,6 +276,30 @@ fn prompting_on_a_terminal() {
         .to_owned();
     let status = server.stdout(&["status", &id]);
     assert!(status.contains("args: who=Cy"), "{status}");
+    // Issue #12: `y` and `yes` confirm too.
+    for answer in ["y", "Yes"] {
+        let mut child = Command::new("script")
+            .args([
+                "-qec",
+                &format!("{} start greet who=Di", env!("CARGO_BIN_EXE_spindle")),
+                "/dev/null",
+            ])
+            .env("SPINDLE_ADDR", &server.addr)
+            .env("NO_COLOR", "1")
+            .current_dir(server.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = format!("{answer}\n");
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+        assert!(
+            text.contains("OK, started greet request "),
+            "{answer}: {text}"
+        );
+    }
     // Without a terminal, a missing required arg is an error that names it.
     let output = server.run(&["start", "greet"]);
     assert_eq!(output.status.code(), Some(2));
