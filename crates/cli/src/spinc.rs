@@ -467,7 +467,8 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
 pub(crate) struct LogArgs {
     /// The request id
     id: String,
-    /// Only this job's tries
+    /// Only the tries of this job: its id, or its name (every job of that name, such as
+    /// each expansion of a node)
     #[arg(long)]
     job: Option<String>,
     /// Keep printing new entries until the request ends
@@ -506,13 +507,43 @@ fn print_entry(entry: &proto::JobLog) -> anyhow::Result<()> {
 /// `log <id>`: every try, oldest first.
 pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
+    // `--job`: the ids of the jobs it names, by id or by name.
+    let jobs: Option<std::collections::HashSet<String>> = match &log.job {
+        None => None,
+        Some(wanted) => {
+            let chain = match client.job_chain(&log.id).await {
+                Ok(chain) => chain,
+                Err(err) => return Ok(fail(&err)),
+            };
+            let ids: std::collections::HashSet<String> = chain
+                .jobs
+                .values()
+                .filter(|job| &job.id == wanted || &job.name == wanted)
+                .map(|job| job.id.clone())
+                .collect();
+            if ids.is_empty() {
+                let mut names: Vec<&str> = chain.jobs.values().map(|j| j.name.as_str()).collect();
+                names.sort_unstable();
+                names.dedup();
+                crate::exit::eprintln_failure(&format!(
+                    "request {} has no job with id or name `{wanted}`; expected a job id or one of its job names: {}",
+                    log.id,
+                    names.join(", ")
+                ));
+                return Ok(Exit::NotFound);
+            }
+            Some(ids)
+        }
+    };
+    let wanted =
+        |entry: &proto::JobLog| jobs.as_ref().is_none_or(|ids| ids.contains(&entry.job_id));
     let mut printed = std::collections::HashSet::new();
     loop {
         let mut entries = match client.job_log(&log.id).await {
             Ok(entries) => entries,
             Err(err) => return Ok(fail(&err)),
         };
-        entries.retain(|e| log.job.as_ref().is_none_or(|job| &e.job_id == job));
+        entries.retain(|e| wanted(e));
         entries.sort_by_key(|e| (e.finished_at, e.job_id.clone(), e.r#try));
         if args.output == Output::Json && !log.follow {
             print_json(&entries)?;
@@ -538,9 +569,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
                 // One more read picks up entries that arrived with the end.
                 if let Ok(more) = client.job_log(&log.id).await {
                     for entry in more {
-                        if log.job.as_ref().is_none_or(|job| &entry.job_id == job)
-                            && printed.insert((entry.job_id.clone(), entry.r#try))
-                        {
+                        if wanted(&entry) && printed.insert((entry.job_id.clone(), entry.r#try)) {
                             print_entry(&entry)?;
                         }
                     }

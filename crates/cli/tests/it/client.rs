@@ -185,8 +185,25 @@ fn list_help_start_status_info_find_log() {
     );
     let by_arg = server.stdout(&["find", "arg=who=bob", "state=COMPLETE"]);
     assert_eq!(by_arg.lines().count(), 2, "{by_arg}");
-    let log = server.stdout(&["log", &id, "--job", "nope"]);
-    assert_eq!(log, "");
+    // Issue #12: `--job` takes a name or an id; one the request does not have is an
+    // error that lists its job names (it was silence).
+    let unknown = server.run(&["log", &id, "--job", "nope"]);
+    assert_eq!(unknown.status.code(), Some(4));
+    assert!(unknown.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("has no job with id or name `nope`") && stderr.contains("hello"),
+        "{stderr}"
+    );
+    let by_name = server.stdout(&["log", &id, "--job", "hello"]);
+    assert_eq!(by_name.matches("\n--\n").count(), 1, "{by_name}");
+    let job_id = by_name
+        .lines()
+        .find_map(|line| line.strip_prefix("job id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_eq!(server.stdout(&["log", &id, "--job", &job_id]), by_name);
     let log = server.stdout(&["log", &id]);
     assert_eq!(log.matches("\n--\n").count(), 5, "{log}");
     assert!(
