@@ -118,14 +118,16 @@ fn time(time: Option<DateTime<Utc>>) -> String {
 
 /// `name=value`, the value quoted when it holds white space or a quote.
 fn arg_pair(name: &str, value: &Value) -> String {
-    let text = match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    if text.contains([' ', '\t', '"']) {
-        format!("{name}=\"{}\"", text.replace('"', "\\\""))
-    } else {
-        format!("{name}={text}")
+    match value {
+        Value::String(text) if text.contains([' ', '\t', '"']) => {
+            format!("{name}=\"{}\"", text.replace('"', "\\\""))
+        }
+        Value::String(text) => format!("{name}={text}"),
+        // Lists and maps as their JSON, in single quotes: as a shell takes it back.
+        other @ (Value::Array(_) | Value::Object(_)) => {
+            format!("{name}='{}'", other.to_string().replace('\'', "'\\''"))
+        }
+        other => format!("{name}={other}"),
     }
 }
 
@@ -408,10 +410,11 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
         (Some(started), None) => runtime(Utc::now() - started),
         (Some(started), Some(finished)) => runtime(finished - started),
     };
+    // Every arg the caller gave (optional ones too), not the defaults.
     let required: Vec<String> = request
         .args
         .iter()
-        .filter(|a| a.arg_type == RequestArgType::Required)
+        .filter(|a| a.arg_type == RequestArgType::Required || a.given)
         .map(|a| arg_pair(&a.name, &a.value))
         .collect();
     out!(

@@ -551,3 +551,24 @@ fn addr_without_a_scheme_and_the_caller_without_user_variables() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("expected http://HOST:PORT"));
 }
+
+/// Issue #12: `status` shows every arg the caller gave, and lists and maps print as JSON
+/// that a shell takes back, not as escaped strings.
+#[test]
+fn status_and_info_show_given_args_and_json_values() {
+    let server = server();
+    let id = server.start(&["greet", "who=bob", "times=2"]);
+    let status = server.stdout(&["status", &id]);
+    assert!(status.contains("args: who=bob times=2\n"), "{status}");
+    let id = server.start(&["greet", r#"who=["ann","o'neil"]"#]);
+    let info = server.stdout(&["info", &id]);
+    assert!(
+        info.contains(r#"args: who='["ann","o'\''neil"]' times=1"#),
+        "{info}"
+    );
+    let status = server.stdout(&["status", &id]);
+    assert!(
+        status.contains(r#"args: who='["ann","o'\''neil"]'"#),
+        "{status}"
+    );
+}
