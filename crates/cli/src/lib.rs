@@ -41,11 +41,11 @@ enum Command {
     /// this process, a progress bar; Ctrl-C stops it
     Run(run::RunArgs),
     /// Serve Spin Cycle's API with the Request Manager and a Job Runner in one process
-    Server(serve::ServeArgs),
+    Server(serve::ServerArgs),
     /// Serve the Request Manager alone; chains go to Job Runners over HTTP (--jr-url)
-    Rm(serve::ServeArgs),
+    Rm(serve::RmArgs),
     /// Serve a Job Runner that reports to a Request Manager over HTTP (--rm-url)
-    Jr(serve::ServeArgs),
+    Jr(serve::JrArgs),
     /// Print Spindle's version and the Spin Cycle API version it speaks
     Version,
     /// Help for a command, or a request type's args (from the server)
@@ -96,7 +96,8 @@ struct LintArgs {
 struct GraphArgs {
     /// Directory (or file) of request specs to build the chain from; without it,
     /// REQUEST is the id of a stored request, whose chain is printed with each job's state
-    #[arg(long, env = "SPINDLE_SPECS")]
+    /// (only the flag chooses: an exported SPINDLE_SPECS, meant for the servers, does not)
+    #[arg(long)]
     specs: Option<PathBuf>,
     /// The request type to build (or, without --specs, a request id)
     request: String,

@@ -33,35 +33,125 @@ pub(crate) struct FileConfig {
     pub(crate) suspended_ttl: Option<String>,
 }
 
+/// Flags every service takes.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct ServeArgs {
+pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval, suspended_ttl
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
-    /// Address to listen on
+    /// Address to listen on (port 0: one the system picks, printed at start)
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub(crate) listen: Option<String>,
-    /// Directory of request specs (Request Manager)
+}
+
+/// Flags of the services that hold a Request Manager.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ManagerArgs {
+    /// Directory (or file) of request specs
     #[arg(long, env = "SPINDLE_SPECS")]
     pub(crate) specs: Option<PathBuf>,
-    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE (Request Manager)
+    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE
     #[arg(long, env = "SPINDLE_DATABASE")]
     pub(crate) database: Option<String>,
-    /// Where to send chains: a Job Runner or a load balancer before several (spindle rm)
-    #[arg(long, env = "SPINDLE_JR_URL")]
-    pub(crate) jr_url: Option<String>,
-    /// The Request Manager to report to (spindle jr)
-    #[arg(long, env = "SPINDLE_RM_URL")]
-    pub(crate) rm_url: Option<String>,
-    /// How long running chains have to be handed back at shutdown (Go duration)
-    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
-    pub(crate) shutdown_timeout: Option<String>,
     /// How often PENDING requests and suspended chains are retried (Go duration)
     #[arg(long, env = "SPINDLE_INTERVAL")]
     pub(crate) interval: Option<String>,
     /// Suspended chains not resumed within this time fail their request (Go duration)
     #[arg(long, env = "SPINDLE_SUSPENDED_TTL")]
     pub(crate) suspended_ttl: Option<String>,
+}
+
+/// `spindle server`: a Request Manager and a Job Runner in one process.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServerArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    #[command(flatten)]
+    pub(crate) manager: ManagerArgs,
+    /// How long running chains have to be handed back at shutdown (Go duration)
+    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
+    pub(crate) shutdown_timeout: Option<String>,
+}
+
+/// `spindle rm`: the Request Manager alone.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RmArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    #[command(flatten)]
+    pub(crate) manager: ManagerArgs,
+    /// Where to send chains: a Job Runner or a load balancer before several
+    #[arg(long, env = "SPINDLE_JR_URL")]
+    pub(crate) jr_url: Option<String>,
+}
+
+/// `spindle jr`: a Job Runner alone.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct JrArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// The Request Manager to report to
+    #[arg(long, env = "SPINDLE_RM_URL")]
+    pub(crate) rm_url: Option<String>,
+    /// How long running chains have to be handed back at shutdown (Go duration)
+    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
+    pub(crate) shutdown_timeout: Option<String>,
+}
+
+/// The flags of one service, `None` where it does not take one or it was not given.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ServeArgs {
+    pub(crate) config: Option<PathBuf>,
+    pub(crate) listen: Option<String>,
+    pub(crate) specs: Option<PathBuf>,
+    pub(crate) database: Option<String>,
+    pub(crate) jr_url: Option<String>,
+    pub(crate) rm_url: Option<String>,
+    pub(crate) shutdown_timeout: Option<String>,
+    pub(crate) interval: Option<String>,
+    pub(crate) suspended_ttl: Option<String>,
+}
+
+impl ServeArgs {
+    fn with(common: &CommonArgs, manager: Option<&ManagerArgs>) -> ServeArgs {
+        ServeArgs {
+            config: common.config.clone(),
+            listen: common.listen.clone(),
+            specs: manager.and_then(|m| m.specs.clone()),
+            database: manager.and_then(|m| m.database.clone()),
+            interval: manager.and_then(|m| m.interval.clone()),
+            suspended_ttl: manager.and_then(|m| m.suspended_ttl.clone()),
+            ..ServeArgs::default()
+        }
+    }
+}
+
+impl From<&ServerArgs> for ServeArgs {
+    fn from(args: &ServerArgs) -> ServeArgs {
+        ServeArgs {
+            shutdown_timeout: args.shutdown_timeout.clone(),
+            ..ServeArgs::with(&args.common, Some(&args.manager))
+        }
+    }
+}
+
+impl From<&RmArgs> for ServeArgs {
+    fn from(args: &RmArgs) -> ServeArgs {
+        ServeArgs {
+            jr_url: args.jr_url.clone(),
+            ..ServeArgs::with(&args.common, Some(&args.manager))
+        }
+    }
+}
+
+impl From<&JrArgs> for ServeArgs {
+    fn from(args: &JrArgs) -> ServeArgs {
+        ServeArgs {
+            rm_url: args.rm_url.clone(),
+            shutdown_timeout: args.shutdown_timeout.clone(),
+            ..ServeArgs::with(&args.common, None)
+        }
+    }
 }
 
 /// Validated settings.
@@ -236,9 +326,9 @@ async fn until_shutdown(
 }
 
 /// `spindle server`: Request Manager and Job Runner in one process.
-pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
-    let settings = args.settings("127.0.0.1:32308")?;
+    let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
@@ -273,9 +363,9 @@ pub(crate) async fn server(args: &ServeArgs, registry: Registry) -> anyhow::Resu
 }
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
-pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
-    let settings = args.settings("127.0.0.1:32308")?;
+    let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
@@ -315,9 +405,9 @@ pub(crate) async fn request_manager(args: &ServeArgs, registry: Registry) -> any
 }
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
-pub(crate) async fn job_runner(args: &ServeArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
     init_logging();
-    let settings = args.settings("127.0.0.1:32307")?;
+    let settings = ServeArgs::from(args).settings("127.0.0.1:32307")?;
     let (listener, address) = bind("spindle jr", settings.listen).await?;
     let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url, service_http()?));
     let base_url = format!("http://{address}");

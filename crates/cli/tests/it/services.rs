@@ -609,3 +609,55 @@ fn a_server_logs_plain_text_and_warns_of_specs_without_request_types() {
     );
     assert!(!stderr.contains('\x1b'), "no colour codes: {stderr:?}");
 }
+
+/// Issue #12: each service takes only its own flags, and an exported `SPINDLE_SPECS`
+/// (meant for the servers) does not turn `spindle graph <id>` into the spec form.
+#[test]
+fn each_service_takes_only_its_own_flags() {
+    let dir = specs_dir();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command.args(args).current_dir(dir.path());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command.output().unwrap()
+    };
+    for (args, flag) in [
+        (vec!["server", "--jr-url", "http://x:1"], "--jr-url"),
+        (vec!["server", "--rm-url", "http://x:1"], "--rm-url"),
+        (vec!["rm", "--rm-url", "http://x:1"], "--rm-url"),
+        (vec!["rm", "--shutdown-timeout", "1s"], "--shutdown-timeout"),
+        (vec!["jr", "--specs", "specs"], "--specs"),
+        (vec!["jr", "--database", "sqlite://x.db"], "--database"),
+    ] {
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("unexpected argument '{flag}'")),
+            "{args:?}: {stderr}"
+        );
+    }
+    let help = String::from_utf8(run(&["jr", "--help"], &[]).stdout).unwrap();
+    assert!(
+        help.contains("--rm-url") && !help.contains("--specs"),
+        "{help}"
+    );
+    let help = String::from_utf8(run(&["server", "--help"], &[]).stdout).unwrap();
+    assert!(
+        help.contains("--specs") && !help.contains("--jr-url"),
+        "{help}"
+    );
+    // The stored form: the server at --addr does not answer (5), not a spec error.
+    let out = run(
+        &["graph", "someid", "--addr", "http://127.0.0.1:1"],
+        &[("SPINDLE_SPECS", "specs")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
