@@ -669,6 +669,27 @@ pub(crate) async fn stop(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     }
 }
 
+/// A `since=`/`until=` value: a time (`YYYY-MM-DD HH:MM:SS UTC` or RFC 3339), a date
+/// (its start, UTC), or how long before `now` (a Go duration, or whole days: `2d`).
+fn filter_time(value: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if let Ok(time) =
+        chrono::NaiveDateTime::parse_from_str(value.trim_end_matches(" UTC"), "%Y-%m-%d %H:%M:%S")
+    {
+        return Some(time.and_utc());
+    }
+    if let Ok(time) = DateTime::parse_from_rfc3339(value) {
+        return Some(time.with_timezone(&Utc));
+    }
+    if let Ok(date) = chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d") {
+        return Some(date.and_hms_opt(0, 0, 0)?.and_utc());
+    }
+    let ago = match value.strip_suffix('d') {
+        Some(days) => chrono::Duration::days(days.parse().ok()?),
+        None => chrono::Duration::from_std(proto::duration::parse(value).ok()?).ok()?,
+    };
+    now.checked_sub_signed(ago)
+}
+
 /// Reads `find` filters (`type=`, `states=`, `user=`, `args=`, `since=`, `until=`,
 /// `limit=`, `offset=`).
 fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
@@ -687,15 +708,9 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
             anyhow::bail!("filter '{name}' given more than once");
         }
         let time = |value: &str| -> anyhow::Result<DateTime<Utc>> {
-            let parsed = chrono::NaiveDateTime::parse_from_str(
-                value.trim_end_matches(" UTC"),
-                "%Y-%m-%d %H:%M:%S",
-            )
-            .map(|t| t.and_utc())
-            .or_else(|_| DateTime::parse_from_rfc3339(value).map(|t| t.with_timezone(&Utc)));
-            parsed.map_err(|_| {
+            filter_time(value, Utc::now()).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "invalid time {value:?}; expected 'YYYY-MM-DD HH:MM:SS UTC' or RFC 3339"
+                    "invalid time {value:?}; expected a time ('YYYY-MM-DD HH:MM:SS UTC', RFC 3339), a date (YYYY-MM-DD, its start in UTC) or how long ago (1h, 30m, 2d)"
                 )
             })
         };
@@ -843,3 +858,6 @@ pub(crate) async fn stored_graph(args: &ClientArgs, id: &str, dot: bool) -> anyh
     }
     Ok(Exit::Success)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,26 @@
+//! The client commands' own parsing, without a server.
+
+use chrono::{TimeZone, Utc};
+
+use super::filter_time;
+
+/// Issue #12: `find since=`/`until=` take a time, a date or how long ago.
+#[test]
+fn filter_times_are_times_dates_or_durations_ago() {
+    let now = Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).unwrap();
+    let at = |y, mo, d, h, mi, s| Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap();
+    for (value, expected) in [
+        ("2026-11-30 08:15:00 UTC", at(2026, 11, 30, 8, 15, 0)),
+        ("2026-11-30 08:15:00", at(2026, 11, 30, 8, 15, 0)),
+        ("2026-11-30T08:15:00+01:00", at(2026, 11, 30, 7, 15, 0)),
+        ("2026-11-30", at(2026, 11, 30, 0, 0, 0)),
+        ("1h", at(2026, 12, 1, 11, 0, 0)),
+        ("90m", at(2026, 12, 1, 10, 30, 0)),
+        ("2d", at(2026, 11, 29, 12, 0, 0)),
+    ] {
+        assert_eq!(filter_time(value, now), Some(expected), "{value}");
+    }
+    for bad in ["yesterday", "2026-13-01", "-1h", "d", "1x"] {
+        assert_eq!(filter_time(bad, now), None, "{bad}");
+    }
+}
