@@ -6,6 +6,7 @@ mod api_client;
 mod args;
 mod dot;
 mod exit;
+mod explain;
 mod graph;
 mod lint;
 mod local;

@@ -101,10 +101,27 @@ pub(crate) async fn run(
             }
         }
     };
+    // Cleared, so that no status line is left behind on a terminal.
     bar.finish_and_clear();
     let mut stdout = anstream::stdout().lock();
     match output {
-        Output::Human => writeln!(stdout, "{} {}", final_request.id, final_request.state)?,
+        Output::Human => {
+            writeln!(stdout, "{} {}", final_request.id, final_request.state)?;
+            if final_request.state == State::Fail {
+                let job_log = store.job_log(&request.id).await?;
+                crate::spinc::eprint_block(&crate::explain::explain(&request.id, &job_log))?;
+            }
+            let took = match (final_request.started_at, final_request.finished_at) {
+                (Some(started), Some(finished)) => (finished - started)
+                    .to_std()
+                    .map_or_else(|_| "0s".to_owned(), proto::duration::format),
+                _ => "0s".to_owned(),
+            };
+            crate::spinc::eprint_block(&format!(
+                "{}: {} of {} jobs complete in {took}\n",
+                final_request.state, final_request.finished_jobs, final_request.total_jobs
+            ))?;
+        }
         Output::Json => {
             let request = store.get_request(&request.id, true).await?;
             let job_log = store.job_log(&request.id).await?;

@@ -236,6 +236,13 @@ fn text_of(value: &Value) -> String {
     }
 }
 
+/// A block of message lines on stderr.
+pub(crate) fn eprint_block(text: &str) -> anyhow::Result<()> {
+    let mut stderr = anstream::stderr().lock();
+    stderr.write_all(text.as_bytes())?;
+    Ok(())
+}
+
 /// Reads a line from stdin after printing a prompt on stderr.
 fn ask(prompt: &str) -> anyhow::Result<String> {
     let mut stderr = std::io::stderr().lock();
@@ -425,7 +432,22 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
         request.user,
         required.join(" ")
     );
+    print_failure(&client, &request).await?;
     Ok(Exit::Success)
+}
+
+/// For a failed request, which jobs failed and why (issue #12), after what was printed.
+async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()> {
+    if request.state != State::Fail {
+        return Ok(());
+    }
+    if let Ok(job_log) = client.job_log(&request.id).await {
+        let text = crate::explain::explain(&request.id, &job_log);
+        if !text.is_empty() {
+            out!("\n{}", text.trim_end());
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
@@ -463,6 +485,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         request.finished_jobs,
         args_text.join(" ")
     );
+    print_failure(&client, &request).await?;
     Ok(Exit::Success)
 }
 
@@ -835,6 +858,11 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         })?;
     } else {
         out!("{} {}", request.id, state_text(request.state, 0));
+        if request.state == State::Fail
+            && let Ok(job_log) = client.job_log(&request.id).await
+        {
+            eprint_block(&crate::explain::explain(&request.id, &job_log))?;
+        }
     }
     Ok(match request.state {
         State::Complete => Exit::Success,

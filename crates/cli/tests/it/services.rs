@@ -661,3 +661,101 @@ fn each_service_takes_only_its_own_flags() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue #12: a failed request explains itself: `spindle run`, `status`, `info` and
+/// `watch` name the job that failed, its error and exit code, the end of its stderr, and
+/// the command for the whole log; `run` ends with a one-line summary.
+#[test]
+fn a_failed_request_explains_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("breaks.yaml"),
+        r#"sequences:
+  breaks:
+    request: true
+    args:
+      static:
+        - name: prog
+          default: sh
+        - name: script
+          default: ["-c", "echo starting; echo first >&2; echo it broke >&2; exit 3"]
+    nodes:
+      boom:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: prog}, {expected: args, given: script}]
+"#,
+    )
+    .unwrap();
+    let explained = |text: &str| {
+        assert!(
+            text.contains("job `boom` (shell-command, id ")
+                && text.contains(") failed on try 1 with exit 3: ")
+                && text.contains("  | first\n  | it broke\n")
+                && text.contains("the whole log: spindle log "),
+            "{text}"
+        );
+    };
+    let run = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "run",
+            "--specs",
+            "breaks.yaml",
+            "--database",
+            "sqlite://run.db",
+            "breaks",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&run.stdout)
+            .trim_end()
+            .ends_with(" FAIL")
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    explained(&stderr);
+    assert!(
+        stderr.contains("FAIL: 2 of 5 jobs complete in "),
+        "{stderr}"
+    );
+
+    let server = Service::start(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "breaks.yaml",
+            "--database",
+            "sqlite://s.db",
+        ],
+    );
+    let client = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["--addr", &server.url])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let started = client(&["start", "breaks", "--yes"]);
+    let id = String::from_utf8(started.stdout)
+        .unwrap()
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_owned();
+    let watch = client(&["watch", &id]);
+    assert_eq!(watch.status.code(), Some(1));
+    explained(&String::from_utf8_lossy(&watch.stderr));
+    for command in ["status", "info"] {
+        let out = client(&[command, &id]);
+        assert!(out.status.success());
+        explained(&String::from_utf8_lossy(&out.stdout));
+    }
+}
