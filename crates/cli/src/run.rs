@@ -107,6 +107,8 @@ pub(crate) async fn run(
     match output {
         Output::Human => {
             writeln!(stdout, "{} {}", final_request.id, final_request.state)?;
+            // The data line first, whole, before the messages on stderr.
+            stdout.flush()?;
             if final_request.state == State::Fail {
                 let job_log = store.job_log(&request.id).await?;
                 crate::spinc::eprint_block(&crate::explain::explain(&request.id, &job_log))?;

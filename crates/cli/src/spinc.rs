@@ -858,6 +858,7 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         })?;
     } else {
         out!("{} {}", request.id, state_text(request.state, 0));
+        std::io::stdout().flush()?;
         if request.state == State::Fail
             && let Ok(job_log) = client.job_log(&request.id).await
         {
