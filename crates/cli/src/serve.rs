@@ -42,6 +42,16 @@ pub(crate) struct CommonArgs {
     /// Address to listen on (port 0: one the system picks, printed at start)
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub(crate) listen: Option<String>,
+    /// Log lines as text or as one JSON object each (for a log collector); `RUST_LOG`
+    /// sets the level (default info)
+    #[arg(long, env = "SPINDLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Flags of the services that hold a Request Manager.
@@ -250,18 +260,20 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
-/// Logs go to stderr, in colour only on a terminal (and not with `NO_COLOR`), so that a
-/// log file or journal holds plain text.
-fn init_logging() {
+/// Logs go to stderr: text in colour only on a terminal (and not with `NO_COLOR`), so
+/// that a log file or journal holds plain text; or one JSON object a line.
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => logs.with_ansi(colour).try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
 }
 
 /// Specs without a request type start, but nothing can be started on them: say so.
@@ -277,18 +289,25 @@ fn warn_if_no_request_types(specs: &spec::Specs, path: &std::path::Path) {
 /// Binds the service's address before anything else starts, so that a port in use ends
 /// the process at once (exit 2 with the reason), and says where it listens: the port
 /// the system chose for `:0` too (tests start servers that way).
-async fn bind(what: &str, listen: SocketAddr) -> anyhow::Result<(TcpListener, SocketAddr)> {
+async fn bind(
+    what: &str,
+    listen: SocketAddr,
+    format: LogFormat,
+) -> anyhow::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(%local, "listening");
-    #[allow(
-        clippy::print_stderr,
-        reason = "the one line a service prints on its own"
-    )]
-    {
-        eprintln!("{what} listening on http://{local}");
+    let url = format!("http://{local}");
+    match format {
+        // Whatever RUST_LOG says, in words: the one line a service prints on its own.
+        #[allow(
+            clippy::print_stderr,
+            reason = "the one line a service prints on its own"
+        )]
+        LogFormat::Text => eprintln!("{what} listening on {url}"),
+        // A log collector gets only JSON lines.
+        LogFormat::Json => tracing::info!(url, "{what} listening"),
     }
     Ok((listener, local))
 }
@@ -327,14 +346,15 @@ async fn until_shutdown(
 
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging();
+    init_logging(args.common.log_format);
     let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
     warn_if_no_request_types(&specs, &settings.specs);
-    let (listener, address) = bind("spindle server", settings.listen).await?;
+    let (listener, address) =
+        bind("spindle server", settings.listen, args.common.log_format).await?;
     let base_url = format!("http://{address}");
     let local = local(
         specs,
@@ -364,14 +384,14 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
 pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging();
+    init_logging(args.common.log_format);
     let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
     warn_if_no_request_types(&specs, &settings.specs);
-    let (listener, address) = bind("spindle rm", settings.listen).await?;
+    let (listener, address) = bind("spindle rm", settings.listen, args.common.log_format).await?;
     let store = store::open(&settings.database).await?;
     let grapher = graph::Grapher::new(specs, Arc::new(registry));
     let options = rm::Options {
@@ -406,9 +426,9 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
 pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging();
+    init_logging(args.common.log_format);
     let settings = ServeArgs::from(args).settings("127.0.0.1:32307")?;
-    let (listener, address) = bind("spindle jr", settings.listen).await?;
+    let (listener, address) = bind("spindle jr", settings.listen, args.common.log_format).await?;
     let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url, service_http()?));
     let base_url = format!("http://{address}");
     let runner = jr::Runner::new(

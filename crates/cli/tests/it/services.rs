@@ -759,3 +759,44 @@ fn a_failed_request_explains_itself() {
         explained(&String::from_utf8_lossy(&out.stdout));
     }
 }
+
+/// Issue #12: `--log-format json` makes every line a service logs one JSON object, the
+/// one that says where it listens included.
+#[test]
+fn json_logs_are_json_lines() {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["jr", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = lines_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the job runner logs where it listens");
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged: Value = serde_json::from_str(&line).unwrap_or_else(|err| panic!("{err}: {line}"));
+    assert_eq!(logged["level"], "INFO", "{line}");
+    assert_eq!(
+        logged["fields"]["message"], "spindle jr listening",
+        "{line}"
+    );
+    assert!(
+        logged["fields"]["url"]
+            .as_str()
+            .is_some_and(|url| url.starts_with("http://127.0.0.1:")),
+        "{line}"
+    );
+}
