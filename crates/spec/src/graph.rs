@@ -257,23 +257,18 @@ impl<'s> GraphChecker<'s> {
 
     /// G1: a conditional's `if` arg is set before it.
     fn if_arg_set(&mut self, reading: &Reading<'_>) -> bool {
-        let Reading {
-            seq,
-            node,
-            before,
-            explain,
-        } = *reading;
+        let node = reading.node;
         if node.category() == Some(Category::Conditional)
             && let Some(if_arg) = node
                 .if_arg
                 .as_ref()
-                .filter(|arg| !before.contains(arg.value.as_str()))
+                .filter(|arg| !reading.before.contains(arg.value.as_str()))
         {
             let message = format!(
                 "`if` arg {} is not set before this node; expected a sequence arg or an arg set by a node this one depends on",
-                explain(&if_arg.value)
+                (reading.explain)(&if_arg.value)
             );
-            self.push("G1", seq, Some(node), "if", if_arg.pos, message);
+            self.push("G1", reading.seq, Some(node), "if", if_arg.pos, message);
             return false;
         }
         true
@@ -282,11 +277,9 @@ impl<'s> GraphChecker<'s> {
     /// G3: the lists a node expands and the args it is given are set before it.
     fn inputs_set(&mut self, reading: &Reading<'_>) -> bool {
         let Reading {
-            seq,
-            node,
-            before,
-            explain,
+            seq, node, before, ..
         } = *reading;
+        let explain = reading.explain;
         let mut missing: Vec<(&str, Pos, &str)> = Vec::new();
         for entry in &node.each {
             if let Some((list, _)) = crate::model::split_each(&entry.value)
