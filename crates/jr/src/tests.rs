@@ -69,6 +69,18 @@ fn chain(request_id: &str, sleep: &str) -> JobChain {
     }
 }
 
+/// Waits (with a deadline) until the runner has no chain left.
+async fn wait_until_idle(runner: &Runner) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while runner.n_chains() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chain never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn setup() -> (Arc<Runner>, Arc<Kept>, axum::Router) {
     let kept = Arc::new(Kept::default());
     let runner = Runner::new(
@@ -120,14 +132,7 @@ async fn runs_chains_and_answers_with_its_location() {
     // The same chain twice is a conflict while it runs.
     let (status, answer, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while runner.n_chains() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the chain never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_idle(&runner).await;
     assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
 }
 
@@ -243,14 +248,7 @@ async fn chains_with_bad_waits_are_refused_and_huge_retries_run() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while runner.n_chains() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the chain never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_idle(&runner).await;
     assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
 }
 

@@ -68,6 +68,27 @@ fn server() -> Server {
 }
 
 impl Server {
+    /// Runs `spindle WORDS` on a pseudo-terminal (made by `script`), typing `input`;
+    /// returns what the terminal showed.
+    fn on_terminal(&self, words: &str, input: &str) -> String {
+        let mut child = Command::new("script")
+            .args([
+                "-qec",
+                &format!("{} {words}", env!("CARGO_BIN_EXE_spindle")),
+                "/dev/null",
+            ])
+            .env("SPINDLE_ADDR", &self.addr)
+            .env("NO_COLOR", "1")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&output.stdout).replace('\r', "")
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_spindle"))
             .args(args)
@@ -251,23 +272,7 @@ fn json_outputs() {
 #[test]
 fn prompting_on_a_terminal() {
     let server = server();
-    // `script` gives the command a pseudo-terminal and feeds it our input.
-    let mut child = Command::new("script")
-        .args([
-            "-qec",
-            &format!("{} start greet", env!("CARGO_BIN_EXE_spindle")),
-            "/dev/null",
-        ])
-        .env("SPINDLE_ADDR", &server.addr)
-        .env("NO_COLOR", "1")
-        .current_dir(server.dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"\nCy\n3\nno\nok\n").unwrap();
-    let output = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+    let text = server.on_terminal("start greet", "\nCy\n3\nno\nok\n");
     assert!(text.contains("# Who to greet\nwho="), "{text}");
     assert!(text.contains("# Value required for who"), "{text}");
     assert!(
@@ -295,23 +300,7 @@ fn prompting_on_a_terminal() {
     assert!(status.contains("args: who=Cy"), "{status}");
     // Issue #12: `y` and `yes` confirm too.
     for answer in ["y", "Yes"] {
-        let mut child = Command::new("script")
-            .args([
-                "-qec",
-                &format!("{} start greet who=Di", env!("CARGO_BIN_EXE_spindle")),
-                "/dev/null",
-            ])
-            .env("SPINDLE_ADDR", &server.addr)
-            .env("NO_COLOR", "1")
-            .current_dir(server.dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let input = format!("{answer}\n");
-        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+        let text = server.on_terminal("start greet who=Di", &format!("{answer}\n"));
         assert!(
             text.contains("OK, started greet request "),
             "{answer}: {text}"
