@@ -29,6 +29,9 @@ impl Reporter for Counting {
         self.logs.fetch_add(entries.len(), Ordering::Relaxed);
         Ok(())
     }
+    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
         Ok(())
     }

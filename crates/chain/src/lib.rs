@@ -19,6 +19,7 @@
 //! - `parallel` (on an expansion's begin job) is a sliding window;
 //! - a job that panics is a failed try.
 
+mod output;
 mod reporter;
 mod runner;
 mod state;

@@ -6,8 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::{FinishRequest, JobLog, RequestProgress, State, SuspendedJobChain};
+use proto::{FinishRequest, JobLog, OutputChunk, RequestProgress, State, SuspendedJobChain};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::{self, Hub};
 
 /// A report that could not be delivered, and so whether to send it again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +68,9 @@ pub trait Reporter: Send + Sync + 'static {
     /// Job log entries, one per try, oldest first. Entries are keyed by (request, job,
     /// try); a retried call may repeat entries that were stored before it failed.
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError>;
+    /// Live output of running tries, in chunks (see [`proto::OutputChunk`]). A chunk is
+    /// keyed by (request, job, try, stream, offset); a retried call may repeat chunks.
+    async fn output(&self, chunks: &[OutputChunk]) -> Result<(), ReportError>;
     /// The number of jobs completed so far.
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError>;
     /// The chain's final state: COMPLETE, FAIL or STOPPED.
@@ -123,7 +129,7 @@ pub(crate) enum Report {
 const MAX_BATCH: usize = 1000;
 
 /// Calls `send` until it succeeds or the policy gives up.
-async fn with_retries<F, Fut>(
+pub(crate) async fn with_retries<F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     request_id: &str,
@@ -159,14 +165,44 @@ where
     }
 }
 
-/// Delivers reports until the channel closes. Returns whether a suspended chain could
-/// not be delivered (the chain then was reported as FAIL instead).
+/// The task that sends a chain's live output, until the chain's last report.
+struct Flusher {
+    done: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Flusher {
+    /// Sends what output is left and waits for it, so that a chain's output is delivered
+    /// before its final state.
+    async fn finish(&mut self) {
+        self.done.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Delivers reports until the channel closes, and the live output gathered in `hub`.
+/// Returns whether a suspended chain could not be delivered (the chain then was reported
+/// as FAIL instead).
 pub(crate) async fn deliver(
     reporter: Arc<dyn Reporter>,
     policy: RetryPolicy,
     request_id: String,
+    hub: Arc<Hub>,
     mut reports: mpsc::Receiver<Report>,
 ) -> bool {
+    let done = CancellationToken::new();
+    let mut flusher = Flusher {
+        done: done.clone(),
+        task: Some(tokio::spawn(output::flush(
+            hub,
+            Arc::clone(&reporter),
+            policy.clone(),
+            request_id.clone(),
+            done,
+        ))),
+    };
     let mut suspend_failed = false;
     let mut logs: Vec<JobLog> = Vec::new();
     let mut progress: Option<u64> = None;
@@ -204,6 +240,9 @@ pub(crate) async fn deliver(
             })
             .await;
         }
+        if matches!(last, Some(Report::Finish(_) | Report::Suspend(_))) {
+            flusher.finish().await;
+        }
         match last.take() {
             Some(Report::Finish(finish)) => {
                 let _ = with_retries(&policy, "final state", &request_id, || {
@@ -233,5 +272,6 @@ pub(crate) async fn deliver(
             _ => {}
         }
     }
+    flusher.finish().await;
     suspend_failed
 }

@@ -15,6 +15,7 @@ use proto::{JobArgs, JobLog, State};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::output::Hub;
 use crate::reporter::Report;
 use crate::state::JobIdx;
 
@@ -65,6 +66,7 @@ pub(crate) struct Dispatch {
     pub(crate) cancel: CancellationToken,
     pub(crate) live: Live,
     pub(crate) reports: mpsc::Sender<Report>,
+    pub(crate) output: Arc<Hub>,
 }
 
 fn make(
@@ -128,6 +130,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         ref cancel,
         ref live,
         ref reports,
+        ref output,
     } = *dispatch;
     let log = |try_no: u32, started_at: i64, finished_at: i64, outcome: Outcome| JobLog {
         request_id: request_id.to_string(),
@@ -177,6 +180,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         let ctx = RunContext {
             cancel: cancel.clone(),
             status: live.status.clone(),
+            output: output.output(&job.id, try_no),
         };
         let mut outcome = match AssertUnwindSafe(job_to_run.run(data, ctx))
             .catch_unwind()
@@ -189,6 +193,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                 Outcome::failed(format!("panic from job.Run: {}", panic_text(&*payload)))
             }
         };
+        output.close(&job.id, try_no);
         latest += 1;
         total += 1;
         if cancel.is_cancelled() && !matches!(outcome.state, State::Stopped | State::Complete) {
@@ -250,6 +255,7 @@ mod size {
             cancel: Default::default(),
             live: Default::default(),
             reports,
+            output: Default::default(),
         };
         let future = super::run(Box::new(dispatch));
         let size = std::mem::size_of_val(&future);

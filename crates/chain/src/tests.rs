@@ -31,6 +31,8 @@ enum Step {
     Data(&'static str, &'static str, Box<Step>),
     /// Sets its live status line, then does the next step.
     Status(&'static str, Box<Step>),
+    /// Writes to its live output, then does the next step.
+    Print(proto::Stream, &'static str, Box<Step>),
 }
 
 fn sleep(ms: u64, then: Step) -> Step {
@@ -127,6 +129,10 @@ impl FakeJob {
                     ctx.status.set(line);
                     step = *then;
                 }
+                Step::Print(stream, text, then) => {
+                    ctx.output.write(stream, text.as_bytes());
+                    step = *then;
+                }
             }
         }
     }
@@ -207,6 +213,10 @@ struct Recorder {
     /// Every `finish` call fails with this, when set.
     finish_error: Mutex<Option<ReportError>>,
     finish_calls: AtomicUsize,
+    /// Live output chunks, each with whether the final state had been reported before it.
+    output: Mutex<Vec<(proto::OutputChunk, bool)>>,
+    /// Transient failures of the next `output` calls.
+    fail_output: AtomicUsize,
 }
 
 impl Recorder {
@@ -248,6 +258,16 @@ impl Reporter for Recorder {
             return Err(ReportError::unavailable("request manager unavailable"));
         }
         self.logs.lock().unwrap().extend_from_slice(entries);
+        Ok(())
+    }
+    async fn output(&self, chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
+        if self.fail_output.load(Ordering::SeqCst) > 0 {
+            self.fail_output.fetch_sub(1, Ordering::SeqCst);
+            return Err(ReportError::unavailable("request manager unavailable"));
+        }
+        let finished = !self.finishes.lock().unwrap().is_empty();
+        let mut kept = self.output.lock().unwrap();
+        kept.extend(chunks.iter().map(|chunk| (chunk.clone(), finished)));
         Ok(())
     }
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
@@ -1392,5 +1412,72 @@ async fn a_slow_reporter_holds_back_a_flood_of_tries_without_losing_any() {
             .iter()
             .enumerate()
             .all(|(i, (t, _))| *t == i as u32 + 1)
+    );
+}
+
+// ---- live output ----
+
+fn print(stream: proto::Stream, text: &'static str, then: Step) -> Step {
+    Step::Print(stream, text, Box::new(then))
+}
+
+#[tokio::test(start_paused = true)]
+async fn live_output_is_sent_while_a_job_runs_and_all_of_it_before_the_final_state() {
+    use proto::Stream::{Stderr, Stdout};
+    let fakes = Arc::new(Fakes::default());
+    fakes.script(
+        "j2",
+        vec![
+            print(
+                Stdout,
+                "one\n",
+                print(Stderr, "warn\n", sleep(5_000, Step::Fail)),
+            ),
+            print(Stdout, "again\n", Step::Complete),
+        ],
+    );
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 1;
+    let recorder = Arc::new(Recorder::default());
+    recorder.fail_output.store(2, Ordering::SeqCst);
+    let handle = start(c, &fakes, &recorder);
+    // The first try is still sleeping: its output has arrived all the same (after two
+    // failed deliveries).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen: Vec<(String, u32, proto::Stream, u64, String)> = recorder
+        .output
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(c, _)| {
+            (
+                c.job_id.clone(),
+                c.r#try,
+                c.stream,
+                c.offset,
+                c.data.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("j2".to_owned(), 1, Stdout, 0, "one\n".to_owned()),
+            ("j2".to_owned(), 1, Stderr, 0, "warn\n".to_owned()),
+        ]
+    );
+    assert_eq!(handle.wait().await.state, State::Complete);
+    let output = recorder.output.lock().unwrap().clone();
+    assert_eq!(output.len(), 3, "{output:?}");
+    let last = &output[2].0;
+    assert_eq!(
+        (last.r#try, last.offset, last.data.as_str()),
+        (2, 0, "again\n")
+    );
+    // None arrived after the final state.
+    assert!(
+        output
+            .iter()
+            .all(|(chunk, after)| !after && chunk.request_id == "req")
     );
 }

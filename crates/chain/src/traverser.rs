@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
+use crate::output::Hub;
 use crate::reporter::{self, Report, Reporter};
 use crate::runner::{self, Dispatch, JobDone, Live};
 use crate::state::{Chain, JobIdx, Seq};
@@ -85,6 +86,8 @@ struct Traverser {
     /// sequence rather than per job keeps a fan-out of thousands of jobs light.
     sequence_cancel: HashMap<Seq, CancellationToken>,
     reports: mpsc::Sender<Report>,
+    /// Live output of the running tries.
+    output: Arc<Hub>,
     /// Job log entries of the traverser's own (abandoned or panicked tries) waiting for
     /// room in the report queue; at most one per job the traverser gave up on.
     backlog: std::collections::VecDeque<Report>,
@@ -103,10 +106,12 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = watch::channel(None);
     let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
+    let output = Arc::new(Hub::default());
     let delivery = tokio::spawn(reporter::deliver(
         reporter,
         options.retry.clone(),
         chain.request_id.clone(),
+        Arc::clone(&output),
         reports_rx,
     ));
     let traverser = Traverser {
@@ -122,6 +127,7 @@ pub(crate) fn spawn(
         cancel_all: CancellationToken::new(),
         sequence_cancel: HashMap::new(),
         reports: reports_tx,
+        output,
         backlog: Default::default(),
         stop_waiters: Vec::new(),
         deadline: None,
@@ -555,6 +561,7 @@ impl Traverser {
             cancel,
             live: live.clone(),
             reports: self.reports.clone(),
+            output: Arc::clone(&self.output),
         };
         let task = self.spawn_observed(
             runner::run(Box::new(dispatch)).map(Event::Done),

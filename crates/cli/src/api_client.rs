@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use proto::{CreateRequest, JobChain, JobLog, Request, RequestFilter, RequestSpec, RunningStatus};
+use proto::{
+    CreateRequest, JobChain, JobLog, OutputPage, Request, RequestFilter, RequestSpec, RunningStatus,
+};
 use serde::de::DeserializeOwned;
 
 /// Why a call to the Request Manager failed.
@@ -143,6 +145,12 @@ impl Client {
         // The log of an unknown request is an empty list; ask for the request first.
         self.request(id).await?;
         self.get(&format!("/api/v1/requests/{id}/log")).await
+    }
+
+    /// A page of a request's live output after the cursor `after`.
+    pub(crate) async fn output(&self, id: &str, after: i64) -> Result<OutputPage, ClientError> {
+        self.get(&format!("/api/v1/requests/{id}/output?after={after}"))
+            .await
     }
 
     pub(crate) async fn running(&self, id: Option<&str>) -> Result<RunningStatus, ClientError> {

@@ -126,6 +126,13 @@ impl Reporter for ManagerReporter {
             .map_err(report_error)
     }
 
+    async fn output(&self, chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
+        self.0
+            .add_output(chunks.to_vec())
+            .await
+            .map_err(report_error)
+    }
+
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
         self.0.progress(progress).await.map_err(report_error)
     }

@@ -12,7 +12,7 @@ mod registry;
 
 use std::sync::{Arc, Mutex};
 
-use proto::{JobArgs, State};
+use proto::{JobArgs, State, Stream};
 use tokio_util::sync::CancellationToken;
 
 pub use builtin::{NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration};
@@ -110,6 +110,48 @@ impl Status {
     }
 }
 
+/// Where a try's output goes while the try runs: the Job Runner sends it on to the
+/// Request Manager in batches, so that it can be followed (`spindle log --follow`).
+pub trait OutputSink: Send + Sync {
+    /// The next `bytes` of `stream`. Must not block: a sink that cannot keep up drops
+    /// bytes (readers then see a cut), it never slows the job.
+    fn write(&self, stream: Stream, bytes: &[u8]);
+}
+
+/// A try's live output: a job writes what its program prints here as it prints it (the
+/// whole output still goes in its [`Outcome`]). Writing to [`Output::discard`] does
+/// nothing: that is what a try gets where nobody follows output (a job's own tests).
+#[derive(Clone)]
+pub struct Output(Option<Arc<dyn OutputSink>>);
+
+impl Output {
+    pub fn new(sink: Arc<dyn OutputSink>) -> Output {
+        Output(Some(sink))
+    }
+
+    pub fn discard() -> Output {
+        Output(None)
+    }
+
+    pub fn write(&self, stream: Stream, bytes: &[u8]) {
+        if let Some(sink) = &self.0
+            && !bytes.is_empty()
+        {
+            sink.write(stream, bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Output"
+        } else {
+            "Output(discard)"
+        })
+    }
+}
+
 /// What a job gets to run one try.
 #[derive(Debug, Clone)]
 pub struct RunContext {
@@ -117,6 +159,7 @@ pub struct RunContext {
     /// return promptly with [`State::Stopped`].
     pub cancel: CancellationToken,
     pub status: Status,
+    pub output: Output,
 }
 
 /// A job. See the crate documentation for its two lives.

@@ -1,5 +1,6 @@
 //! Tests of the registry and the built-in job types (real processes for the shell jobs).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use proto::{JobArgs, State};
@@ -29,6 +30,7 @@ fn ctx() -> RunContext {
     RunContext {
         cancel: CancellationToken::new(),
         status: Status::default(),
+        output: Output::discard(),
     }
 }
 
@@ -213,15 +215,71 @@ async fn shell_command_dir() {
 }
 
 #[tokio::test]
-async fn shell_command_output_is_cut_at_one_mib() {
+async fn shell_command_output_keeps_head_and_tail_with_a_marker() {
+    // 400,000 numbered lines (2.7 MB): the first and last lines survive, the middle is cut.
     let outcome = run(
         "shell-command",
-        json!({"cmd": "head", "args": ["-c", "3000000", "/dev/zero"]}),
+        json!({"cmd": "seq", "args": ["1", "400000"]}),
     )
     .await;
     assert_eq!(outcome.state, State::Complete);
-    assert!(outcome.stdout.ends_with("[spindle: output cut at 1 MiB]\n"));
-    assert!(outcome.stdout.len() < 1024 * 1024 + 100);
+    let total: usize = (1..=400_000).map(|n: u32| n.to_string().len() + 1).sum();
+    assert!(outcome.stdout.starts_with("1\n2\n3\n"));
+    assert!(outcome.stdout.ends_with("\n399999\n400000\n"));
+    let cut = total - 1024 * 1024;
+    let marker = format!(
+        "\n[spindle: {cut} bytes of output cut here; the first 512 KiB and the last 512 KiB are kept]\n"
+    );
+    assert!(outcome.stdout.contains(&marker), "no marker {marker:?}");
+    assert_eq!(outcome.stdout.len(), 1024 * 1024 + marker.len());
+}
+
+/// Keeps what a try writes to its live output.
+#[derive(Default)]
+struct Sink(std::sync::Mutex<Vec<(proto::Stream, Vec<u8>)>>);
+
+impl OutputSink for Sink {
+    fn write(&self, stream: proto::Stream, bytes: &[u8]) {
+        self.0.lock().unwrap().push((stream, bytes.to_vec()));
+    }
+}
+
+#[tokio::test]
+async fn shell_command_output_goes_to_the_live_output_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let sink = Arc::new(Sink::default());
+    let mut job = made(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", "echo before; echo oops >&2; while [ ! -e \"$1\" ]; do sleep 0.02; done; echo after", "sh", go.to_str().unwrap()]}),
+    )
+    .unwrap();
+    let ctx = RunContext {
+        output: Output::new(sink.clone()),
+        ..ctx()
+    };
+    let running = tokio::spawn(async move { job.run(&mut JobArgs::new(), ctx).await });
+    // Before the program ends, its first lines are in the live output.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let seen = |stream| {
+        sink.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _)| *s == stream)
+            .flat_map(|(_, bytes)| bytes.clone())
+            .collect::<Vec<u8>>()
+    };
+    while seen(proto::Stream::Stdout) != b"before\n" || seen(proto::Stream::Stderr) != b"oops\n" {
+        assert!(tokio::time::Instant::now() < deadline, "no live output");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!running.is_finished());
+    std::fs::write(&go, "").unwrap();
+    let outcome = running.await.unwrap();
+    assert_eq!(outcome.state, State::Complete);
+    assert_eq!(seen(proto::Stream::Stdout), b"before\nafter\n");
+    assert_eq!(outcome.stdout, "before\nafter\n");
 }
 
 /// Waits (with a deadline) until the program a test started has written `file`.

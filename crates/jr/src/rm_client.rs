@@ -1,7 +1,7 @@
 //! Reporting to a Request Manager over HTTP: `chain::Reporter` on its API.
 
 use chain::{ReportError, Reporter};
-use proto::{FinishRequest, JobLog, RequestProgress, SuspendedJobChain};
+use proto::{FinishRequest, JobLog, OutputChunk, RequestProgress, SuspendedJobChain};
 
 /// Sends a chain's reports to the Request Manager at `url`. A connection failure, a
 /// timeout and HTTP 502, 503, 504 and 429 mean the Request Manager is unavailable (retried
@@ -53,6 +53,15 @@ impl Reporter for HttpRmClient {
             self.http
                 .post(format!("{}/api/v1/job-logs", self.url))
                 .json(entries),
+        )
+        .await
+    }
+
+    async fn output(&self, chunks: &[OutputChunk]) -> Result<(), ReportError> {
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/job-output", self.url))
+                .json(chunks),
         )
         .await
     }

@@ -25,6 +25,9 @@ impl Reporter for Kept {
     async fn job_logs(&self, _entries: &[JobLog]) -> Result<(), ReportError> {
         Ok(())
     }
+    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
         Ok(())
     }

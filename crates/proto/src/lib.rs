@@ -15,9 +15,10 @@ pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
 pub use state::{State, UnknownState};
 pub use types::{
-    CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, Request,
-    RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, SuspendedJobChain,
-    json_kind,
+    CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
+    OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
+    RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, Stream,
+    SuspendedJobChain, json_kind,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.

@@ -422,3 +422,109 @@ fn base64_decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, 
         .decode(text.as_bytes())
         .map_err(|err| serde::de::Error::custom(format!("field bytes: invalid base64: {err}")))
 }
+
+/// Which of a job's output streams a chunk is from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    #[default]
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Per try and stream, the first this many bytes of a job's output are kept...
+pub const OUTPUT_HEAD_BYTES: u64 = 512 * 1024;
+/// ... and the last this many; what lies between is cut (a Spindle extension; Spin Cycle
+/// keeps whatever the job returns).
+pub const OUTPUT_TAIL_BYTES: u64 = 512 * 1024;
+
+/// A piece of a running job's output (a Spindle extension). A Job Runner sends chunks
+/// while the try runs (`POST /api/v1/job-output`); the Request Manager numbers them as it
+/// stores them (`seq`, increasing per request) and serves them from a cursor
+/// (`GET /api/v1/requests/{id}/output?after=SEQ`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputChunk {
+    /// The Request Manager's number for the chunk; 0 in what a Job Runner sends.
+    #[serde(default, skip_serializing_if = "is_zero_seq")]
+    pub seq: i64,
+    pub request_id: String,
+    pub job_id: String,
+    pub r#try: u32,
+    pub stream: Stream,
+    /// Where in the try's stream `data` starts, in bytes. A chunk that starts past the
+    /// end of the one before it follows a cut (output past the cap, or dropped while the
+    /// Request Manager could not be reached).
+    pub offset: u64,
+    pub data: String,
+}
+
+fn is_zero_seq(n: &i64) -> bool {
+    *n == 0
+}
+
+impl OutputChunk {
+    /// The stream offset just past this chunk.
+    pub fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// An answer of `GET /api/v1/requests/{id}/output`: chunks after the cursor, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputPage {
+    pub chunks: Vec<OutputChunk>,
+    /// The cursor for the next call (`after=`): the last chunk's `seq`, or the cursor
+    /// given when there is nothing new.
+    pub next: i64,
+    /// The request's state when the page was read: once it is final and a page comes back
+    /// empty, there is no more output.
+    pub state: State,
+}
+
+/// Which output chunks `GET /api/v1/requests/{id}/output` answers with (its query).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputQuery {
+    /// Only chunks stored after this cursor (an earlier page's `next`; 0: from the start).
+    pub after: i64,
+    /// Only this job's chunks.
+    pub job: Option<String>,
+    /// Only this try's chunks (with `job`).
+    pub r#try: Option<u32>,
+    /// At most this many chunks (1 to [`OutputQuery::MAX_LIMIT`]).
+    pub limit: u32,
+}
+
+impl OutputQuery {
+    pub const MAX_LIMIT: u32 = 1000;
+}
+
+impl Default for OutputQuery {
+    fn default() -> OutputQuery {
+        OutputQuery {
+            after: 0,
+            job: None,
+            r#try: None,
+            limit: OutputQuery::MAX_LIMIT,
+        }
+    }
+}

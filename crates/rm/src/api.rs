@@ -7,14 +7,15 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use proto::{
-    CreateRequest, FinishRequest, JobLog, RequestFilter, RequestId, RequestProgress,
-    SuspendedJobChain,
+    CreateRequest, FinishRequest, JobLog, OutputChunk, OutputQuery, RequestFilter, RequestId,
+    RequestProgress, SuspendedJobChain,
 };
 use serde::de::DeserializeOwned;
 
@@ -90,7 +91,9 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/finish", put(finish))
         .route("/api/v1/requests/{id}/suspend", put(suspend))
         .route("/api/v1/requests/{id}/progress", put(progress))
+        .route("/api/v1/requests/{id}/output", get(output))
         .route("/api/v1/job-logs", post(add_logs))
+        .route("/api/v1/job-output", post(add_output))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/status/running", get(running))
         .route("/version", get(|| async { proto::version() }))
@@ -221,6 +224,43 @@ async fn add_logs(
     }
     manager.add_job_logs(entries).await?;
     Ok(StatusCode::CREATED)
+}
+
+async fn add_output(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
+    let chunks: Vec<OutputChunk> = decode(&headers, &body, "list of output chunks")?;
+    manager.add_output(chunks).await?;
+    Ok(StatusCode::CREATED)
+}
+
+async fn output(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    query: Result<Query<OutputQuery>, QueryRejection>,
+) -> Result<Response, Error> {
+    let Query(query) = query.map_err(|err| {
+        Error::BadRequest(format!(
+            "{}; expected after=CURSOR, job=JOB_ID, try=N, limit=1..{}",
+            err.body_text(),
+            OutputQuery::MAX_LIMIT
+        ))
+    })?;
+    if query.r#try.is_some() && query.job.is_none() {
+        return Err(Error::BadRequest(
+            "try= without job=; expected job=JOB_ID with it".to_owned(),
+        ));
+    }
+    if !(1..=OutputQuery::MAX_LIMIT).contains(&query.limit) {
+        return Err(Error::BadRequest(format!(
+            "limit={} is out of range; expected 1..{}",
+            query.limit,
+            OutputQuery::MAX_LIMIT
+        )));
+    }
+    Ok(Json(manager.output(&id, &query).await?).into_response())
 }
 
 async fn finish(

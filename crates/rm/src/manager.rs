@@ -10,8 +10,9 @@ use std::time::Duration;
 use chrono::Utc;
 use graph::Grapher;
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId,
-    RequestProgress, RequestSpec, RunningStatus, State, SuspendedJobChain,
+    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputPage, OutputQuery, Request,
+    RequestFilter, RequestId, RequestProgress, RequestSpec, RunningStatus, State,
+    SuspendedJobChain,
 };
 use store::{Batcher, Store};
 use tokio_util::sync::CancellationToken;
@@ -261,6 +262,42 @@ impl Manager {
             .insert_job_logs(entries)
             .await
             .map_err(|err| store_error(&err))
+    }
+
+    /// Live output chunks from a Job Runner; a re-sent chunk is stored once. Each chunk
+    /// must name its request, job and try and hold at most the per-try cap of text.
+    pub async fn add_output(&self, chunks: Vec<OutputChunk>) -> Result<(), Error> {
+        if let Some(chunk) = chunks.iter().find(|chunk| {
+            chunk.request_id.is_empty() || chunk.job_id.is_empty() || chunk.r#try == 0
+        }) {
+            return Err(Error::BadRequest(format!(
+                "output chunk of job {:?} has no requestId, jobId or try; expected all three (try from 1)",
+                chunk.job_id
+            )));
+        }
+        let cap = proto::OUTPUT_HEAD_BYTES + proto::OUTPUT_TAIL_BYTES;
+        if let Some(chunk) = chunks.iter().find(|chunk| chunk.data.len() as u64 > cap) {
+            return Err(Error::BadRequest(format!(
+                "output chunk of job {:?} holds {} bytes; expected at most {cap} (the per-try cap)",
+                chunk.job_id,
+                chunk.data.len()
+            )));
+        }
+        Ok(self.store.insert_output(&chunks).await?)
+    }
+
+    /// A request's live output from a cursor, with the request's state (so that a
+    /// follower knows when the output has ended). An unknown request is an error.
+    pub async fn output(&self, request_id: &str, query: &OutputQuery) -> Result<OutputPage, Error> {
+        // The state first: output stored after it was read is still returned, so a final
+        // state and an empty page mean there is no more.
+        let state = self.store.get_request(request_id, false).await?.state;
+        let chunks = self.store.output(request_id, query).await?;
+        Ok(OutputPage {
+            next: chunks.last().map_or(query.after, |chunk| chunk.seq),
+            chunks,
+            state,
+        })
     }
 
     /// A running request's count of completed jobs.

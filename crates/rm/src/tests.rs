@@ -755,3 +755,95 @@ async fn every_error_has_the_error_body() {
         assert!(!message.contains(database_word), "{message}");
     }
 }
+
+#[tokio::test]
+async fn job_output_is_stored_and_served_from_a_cursor() {
+    let env = env().await;
+    let id = create(&env).await;
+    let batch = json!([
+        {"requestId": id, "jobId": "abcd", "try": 1, "stream": "stdout", "offset": 0, "data": "one\n"},
+        {"requestId": id, "jobId": "abcd", "try": 1, "stream": "stderr", "offset": 0, "data": "<b>warn</b>\n"},
+    ]);
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-output",
+        Some(&batch.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let url = format!("/api/v1/requests/{id}/output");
+    let (status, page, _) = call(&env.router, Method::GET, &url, None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["state"], 2, "a RUNNING request: {page}");
+    let chunks = page["chunks"].as_array().unwrap();
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(chunks[1]["stream"], "stderr");
+    assert_eq!(chunks[1]["data"], "<b>warn</b>\n");
+    let next = page["next"].as_i64().unwrap();
+    assert_eq!(chunks[1]["seq"].as_i64(), Some(next));
+    // Nothing new after the cursor: an empty page that keeps the cursor.
+    let (_, page, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("{url}?after={next}"),
+        None,
+    )
+    .await;
+    assert_eq!(page["chunks"], json!([]));
+    assert_eq!(page["next"].as_i64(), Some(next));
+    let more = json!([{"requestId": id, "jobId": "abcd", "try": 1, "stream": "stdout", "offset": 4, "data": "two\n"}]);
+    call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-output",
+        Some(&more.to_string()),
+    )
+    .await;
+    let (_, page, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("{url}?after={next}&job=abcd&try=1"),
+        None,
+    )
+    .await;
+    assert_eq!(page["chunks"][0]["data"], "two\n");
+    assert_eq!(page["chunks"][0]["offset"], 4);
+
+    // Bad input is a 400 that says what was expected; an unknown request is a 404.
+    for (query, expected) in [
+        ("?after=soon", "expected after=CURSOR"),
+        ("?try=1", "try= without job="),
+        ("?limit=0", "expected 1..1000"),
+        ("?colour=red", "unknown field `colour`"),
+    ] {
+        let (status, body, _) =
+            call(&env.router, Method::GET, &format!("{url}{query}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{query}: {message}");
+    }
+    let (status, _, _) = call(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests/nope/output",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let nameless = json!([{"requestId": id, "jobId": "", "try": 1, "stream": "stdout", "offset": 0, "data": "x"}]);
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-output",
+        Some(&nameless.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected all three")
+    );
+}

@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId, State,
-    SuspendedJobChain,
+    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputQuery, Request,
+    RequestFilter, RequestId, State, Stream, SuspendedJobChain,
 };
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
@@ -15,6 +15,9 @@ use crate::{Error, Finished, Store};
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
 pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
+
+/// Output chunk rows per INSERT statement (7 parameters each).
+pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
 
 /// What differs between the databases Spindle stores in.
 pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
@@ -66,6 +69,24 @@ pub(crate) fn state_of(value: i16) -> Result<State, Error> {
         .ok()
         .and_then(|v| State::from_value(v).ok())
         .ok_or_else(|| Error::Corrupt(format!("stored state {value} is not a state")))
+}
+
+/// A stream as the databases store it (SMALLINT).
+fn stream_value(stream: Stream) -> i16 {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+fn stream_of(value: i16) -> Result<Stream, Error> {
+    match value {
+        0 => Ok(Stream::Stdout),
+        1 => Ok(Stream::Stderr),
+        other => Err(Error::Corrupt(format!(
+            "stored output stream {other} is not 0 (stdout) or 1 (stderr)"
+        ))),
+    }
 }
 
 /// A state as the databases store it (SMALLINT).
@@ -414,6 +435,97 @@ where
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        // Per try and stream, how far the output has come.
+        let mut ends: std::collections::BTreeMap<(&str, &str, u32, Stream), u64> =
+            Default::default();
+        for chunk in chunks {
+            let end = ends
+                .entry((&chunk.request_id, &chunk.job_id, chunk.r#try, chunk.stream))
+                .or_default();
+            *end = (*end).max(chunk.end());
+        }
+        let mut tx = self.pool.begin().await?;
+        for rows in chunks.chunks(OUTPUT_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_output (request_id, job_id, try, stream, byte_offset, byte_len, data) ",
+            );
+            insert.push_values(rows, |mut row, chunk| {
+                row.push_bind(chunk.request_id.as_str())
+                    .push_bind(chunk.job_id.as_str())
+                    .push_bind(i32::try_from(chunk.r#try).unwrap_or(i32::MAX))
+                    .push_bind(stream_value(chunk.stream))
+                    .push_bind(count(chunk.offset))
+                    .push_bind(count(chunk.data.len() as u64))
+                    .push_bind(chunk.data.as_str());
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try, stream, byte_offset) DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
+        }
+        for ((request_id, job_id, try_no, stream), end) in ends {
+            let Some(tail_start) = end.checked_sub(proto::OUTPUT_TAIL_BYTES) else {
+                continue;
+            };
+            if tail_start <= proto::OUTPUT_HEAD_BYTES {
+                continue;
+            }
+            sqlx::query(
+                "DELETE FROM job_output WHERE request_id = $1 AND job_id = $2 AND try = $3 \
+                 AND stream = $4 AND byte_offset >= $5 AND byte_offset + byte_len <= $6",
+            )
+            .bind(request_id)
+            .bind(job_id)
+            .bind(i32::try_from(try_no).unwrap_or(i32::MAX))
+            .bind(stream_value(stream))
+            .bind(count(proto::OUTPUT_HEAD_BYTES))
+            .bind(count(tail_start))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn output(
+        &self,
+        request_id: &str,
+        query: &OutputQuery,
+    ) -> Result<Vec<OutputChunk>, Error> {
+        let mut select = QueryBuilder::<DB>::new(
+            "SELECT seq, request_id, job_id, try, stream, byte_offset, data FROM job_output WHERE request_id = ",
+        );
+        select.push_bind(request_id.to_owned());
+        select.push(" AND seq > ").push_bind(query.after);
+        if let Some(job_id) = &query.job {
+            select.push(" AND job_id = ").push_bind(job_id.clone());
+        }
+        if let Some(try_no) = query.r#try {
+            select
+                .push(" AND try = ")
+                .push_bind(i32::try_from(try_no).unwrap_or(i32::MAX));
+        }
+        select
+            .push(" ORDER BY seq LIMIT ")
+            .push_bind(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(OutputChunk {
+                    seq: row.try_get("seq")?,
+                    request_id: row.try_get("request_id")?,
+                    job_id: row.try_get("job_id")?,
+                    r#try: u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0),
+                    stream: stream_of(row.try_get("stream")?)?,
+                    offset: u64::try_from(row.try_get::<i64, _>("byte_offset")?).unwrap_or(0),
+                    data: row.try_get("data")?,
+                })
+            })
+            .collect()
     }
 
     async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {

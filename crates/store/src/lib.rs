@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, Request, RequestFilter, RequestId, State,
-    SuspendedJobChain,
+    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputQuery, Request,
+    RequestFilter, RequestId, State, SuspendedJobChain,
 };
 
 pub use backend::{Backend, SqlStore};
@@ -78,6 +78,20 @@ pub trait Store: Send + Sync + 'static {
     /// Stores job log entries in one transaction; an entry whose (request, job, try) is
     /// stored already is skipped, so a re-sent entry is never duplicated.
     async fn insert_job_logs(&self, entries: &[JobLog]) -> Result<(), Error>;
+
+    /// Stores live output chunks in one transaction; a chunk whose (request, job, try,
+    /// stream, offset) is stored already is skipped. Then, per try and stream, deletes the
+    /// chunks lying wholly between the first [`proto::OUTPUT_HEAD_BYTES`] and the last
+    /// [`proto::OUTPUT_TAIL_BYTES`] of what has arrived, so a try keeps head and tail.
+    async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error>;
+
+    /// A request's stored output chunks that `query` selects, in the order they were
+    /// stored (by `seq`).
+    async fn output(
+        &self,
+        request_id: &str,
+        query: &OutputQuery,
+    ) -> Result<Vec<OutputChunk>, Error>;
 
     /// Every job log entry of a request, by job then try.
     async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error>;

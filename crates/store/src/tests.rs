@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proto::{
-    CreateRequest, FinishRequest, Job, JobChain, JobLog, Request, RequestArg, RequestArgType,
-    RequestFilter, State, SuspendedJobChain,
+    CreateRequest, FinishRequest, Job, JobChain, JobLog, OutputChunk, OutputQuery, Request,
+    RequestArg, RequestArgType, RequestFilter, State, SuspendedJobChain,
 };
 use serde_json::json;
 
@@ -864,6 +864,105 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     assert_eq!(r3.finished_at, Some(at(1, 0)));
 }
 
+fn chunk(job_id: &str, try_no: u32, stream: proto::Stream, offset: u64, data: &str) -> OutputChunk {
+    OutputChunk {
+        seq: 0,
+        request_id: "out".to_owned(),
+        job_id: job_id.to_owned(),
+        r#try: try_no,
+        stream,
+        offset,
+        data: data.to_owned(),
+    }
+}
+
+async fn output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    use proto::Stream::{Stderr, Stdout};
+    create(&*store, "out").await;
+    store
+        .insert_output(&[
+            chunk("a", 1, Stdout, 0, "héllo "),
+            chunk("a", 1, Stderr, 0, "warn\n"),
+        ])
+        .await
+        .unwrap();
+    // A re-sent batch is not stored twice.
+    store
+        .insert_output(&[
+            chunk("a", 1, Stdout, 0, "héllo "),
+            chunk("a", 1, Stdout, 7, "world\n"),
+        ])
+        .await
+        .unwrap();
+    store
+        .insert_output(&[chunk("b", 2, Stdout, 0, "b's\n")])
+        .await
+        .unwrap();
+    let all = store.output("out", &OutputQuery::default()).await.unwrap();
+    let seen: Vec<(&str, proto::Stream, u64, &str)> = all
+        .iter()
+        .map(|c| (c.job_id.as_str(), c.stream, c.offset, c.data.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a", Stdout, 0, "héllo "),
+            ("a", Stderr, 0, "warn\n"),
+            ("a", Stdout, 7, "world\n"),
+            ("b", Stdout, 0, "b's\n"),
+        ]
+    );
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+    // From a cursor, for one job, a page at a time.
+    let after = OutputQuery {
+        after: all[0].seq,
+        job: Some("a".to_owned()),
+        limit: 1,
+        ..OutputQuery::default()
+    };
+    let page = store.output("out", &after).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].data, "warn\n");
+    let none = OutputQuery {
+        job: Some("a".to_owned()),
+        r#try: Some(2),
+        ..OutputQuery::default()
+    };
+    assert!(store.output("out", &none).await.unwrap().is_empty());
+    assert!(
+        store
+            .output("other", &OutputQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // 3 MiB in 64 KiB chunks: the first 512 KiB and the last 512 KiB stay.
+    let piece = "x".repeat(64 * 1024);
+    let chunks: Vec<OutputChunk> = (0..48u64)
+        .map(|n| chunk("big", 1, Stdout, n * 64 * 1024, &piece))
+        .collect();
+    for batch in chunks.chunks(5) {
+        store.insert_output(batch).await.unwrap();
+    }
+    let big = OutputQuery {
+        job: Some("big".to_owned()),
+        ..OutputQuery::default()
+    };
+    let kept: Vec<u64> = store
+        .output("out", &big)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.offset / (64 * 1024))
+        .collect();
+    let expected: Vec<u64> = (0..8).chain(40..48).collect();
+    assert_eq!(kept, expected);
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -905,6 +1004,7 @@ suite!(
     batched_writes_from_many_callers,
     a_long_arg_value_is_stored_and_found_through_an_index,
     request_times_stay_in_order,
+    output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap,
 );
 
 fn postgres_url() -> String {
@@ -1041,7 +1141,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 2);
+    assert_eq!(migrations, 3);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1058,6 +1158,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         [
             "_sqlx_migrations",
             "job_log",
+            "job_output",
             "request_archives",
             "request_args",
             "requests",

@@ -20,6 +20,9 @@ impl Reporter for Kept {
         self.logs.lock().unwrap().extend_from_slice(entries);
         Ok(())
     }
+    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
         Ok(())
     }

@@ -36,6 +36,22 @@ const SPECS: &str = "sequences:
         category: job
         type: sleep
         args: [{expected: duration, given: ms}]
+  talk:
+    request: true
+    args:
+      required:
+        - name: go
+          desc: A file whose creation lets the job end
+      static:
+        - name: sh
+          default: sh
+        - name: script
+          default: [\"-c\", \"echo first line; echo to stderr >&2; while [ ! -e \\\"$SPINDLE_ARG_GO\\\" ]; do sleep 0.05; done; echo last line\"]
+    nodes:
+      chatter:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
 ";
 
 struct Server {
@@ -149,6 +165,7 @@ fn list_help_start_status_info_find_log() {
     Requests:
       greet
       nap
+      talk
 
     spindle help  <request>
     spindle start <request>
@@ -402,6 +419,56 @@ fn failures_have_one_line_and_their_own_exit_code() {
     );
     let completions = server.stdout(&["completions", "bash"]);
     assert!(completions.contains("spindle"));
+}
+
+#[test]
+fn log_follow_prints_a_running_jobs_output_as_it_is_printed() {
+    let server = server();
+    let go = server.dir.path().join("go");
+    let id = server.start(&["talk", &format!("go={}", go.display())]);
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["log", &id, "--follow"])
+        .env("SPINDLE_ADDR", &server.addr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let _ = lines_tx.send(line.unwrap());
+        }
+    });
+    // The job is still waiting for `go` when its first line shows.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|line: &String| line == "first line") {
+        match lines.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => seen.push(line),
+            Err(err) => panic!("no live output ({err}); so far: {seen:?}"),
+        }
+    }
+    assert!(follow.try_wait().unwrap().is_none(), "follow ended early");
+    assert!(
+        seen.iter().any(
+            |line| line.starts_with("==> chatter (job ") && line.ends_with(" try 1 stdout <==")
+        ),
+        "{seen:?}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let status = follow.wait().unwrap();
+    reader.join().unwrap();
+    seen.extend(lines.try_iter());
+    assert!(status.success(), "{seen:?}");
+    let text = seen.join("\n");
+    assert!(text.contains("try 1 stdout <==\nfirst line\n"), "{text}");
+    assert!(text.contains("\nlast line\n"), "{text}");
+    assert!(text.contains("try 1 stderr <==\nto stderr"), "{text}");
+    assert!(
+        text.contains("job name: chatter\njob type: shell-command\nstate:    COMPLETE"),
+        "{text}"
+    );
+    assert!(text.contains("stdout:   (shown above)"), "{text}");
 }
 
 #[test]

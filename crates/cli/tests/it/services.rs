@@ -800,3 +800,87 @@ fn json_logs_are_json_lines() {
         "{line}"
     );
 }
+
+/// Issue #12: a Job Runner sends a running job's output to the Request Manager over HTTP,
+/// where the output endpoint serves it while the job still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runner_sends_live_output_to_the_request_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("talk.yaml"),
+        r#"sequences:
+  talk:
+    request: true
+    args:
+      required:
+        - name: go
+      static:
+        - name: prog
+          default: sh
+        - name: script
+          default: ["-c", "echo hello from $SPINDLE_ARG_GO; while [ ! -e \"$SPINDLE_ARG_GO\" ]; do sleep 0.05; done; echo bye >&2"]
+    nodes:
+      chatter:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: prog}, {expected: args, given: script}, {expected: go}]
+"#,
+    )
+    .unwrap();
+    let jr_address = JrAddress::new().await;
+    let rm = Service::start(
+        dir.path(),
+        &[
+            "rm",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "talk.yaml",
+            "--database",
+            "sqlite://rm.db",
+            "--jr-url",
+            &jr_address.url,
+        ],
+    );
+    let jr = Service::start(
+        dir.path(),
+        &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm.url],
+    );
+    jr_address.point_at(&jr);
+    let api = Api::new(&rm);
+    let go = dir.path().join("go");
+    let response = api
+        .http
+        .post(format!("{}/api/v1/requests", api.base))
+        .json(&json!({"type": "talk", "args": {"go": go.to_str().unwrap()}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hello = format!("hello from {}\n", go.display());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        let page = api.get(&format!("/api/v1/requests/{id}/output")).await;
+        if !page["chunks"].as_array().unwrap().is_empty() {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "no output arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(page["state"], 2, "still RUNNING: {page}");
+    assert_eq!(page["chunks"][0]["data"], hello.as_str());
+    assert_eq!(page["chunks"][0]["stream"], "stdout");
+    std::fs::write(&go, "").unwrap();
+    api.wait_state(&id, 3).await;
+    let after = page["next"].as_i64().unwrap();
+    let rest = api
+        .get(&format!("/api/v1/requests/{id}/output?after={after}"))
+        .await;
+    assert_eq!(rest["state"], 3);
+    assert_eq!(rest["chunks"][0]["data"], "bye\n");
+    assert_eq!(rest["chunks"][0]["stream"], "stderr");
+}

@@ -18,11 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use crate::{CreateContext, Error, Job, Outcome, RunContext};
+use crate::{CreateContext, Error, Job, Outcome, Output, RunContext};
 
-/// Captured stdout and stderr are cut at this many bytes each.
-const OUTPUT_CAP: usize = 1024 * 1024;
-const CUT_MARKER: &str = "\n[spindle: output cut at 1 MiB]\n";
 /// How long a stopped or timed-out process group has between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for output after the program exits (a background child that keeps
@@ -168,39 +165,77 @@ impl Command {
     }
 }
 
-/// Bytes read from a pipe, cut at [`OUTPUT_CAP`]; shared so that what was read so far can
-/// be taken even if the pipe never closes.
+/// Bytes read from a pipe: the first [`proto::OUTPUT_HEAD_BYTES`] and the last
+/// [`proto::OUTPUT_TAIL_BYTES`], so that memory stays bounded however much a program
+/// prints. Shared, so that what was read so far can be taken even if the pipe never
+/// closes.
 #[derive(Debug, Clone, Default)]
-struct Captured(Arc<Mutex<(Vec<u8>, bool)>>);
+struct Captured(Arc<Mutex<HeadTail>>);
+
+#[derive(Debug, Default)]
+struct HeadTail {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    /// Bytes seen in all.
+    total: u64,
+}
+
+/// What replaces the bytes between head and tail.
+fn cut_marker(cut: u64) -> String {
+    format!(
+        "\n[spindle: {cut} bytes of output cut here; the first {} KiB and the last {} KiB are kept]\n",
+        proto::OUTPUT_HEAD_BYTES / 1024,
+        proto::OUTPUT_TAIL_BYTES / 1024
+    )
+}
 
 impl Captured {
     fn push(&self, bytes: &[u8]) {
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (buffer, cut) = &mut *guard;
-        let room = OUTPUT_CAP.saturating_sub(buffer.len());
-        if bytes.len() > room {
-            *cut = true;
-        }
-        buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        let kept = &mut *guard;
+        kept.total += bytes.len() as u64;
+        let head_cap = usize::try_from(proto::OUTPUT_HEAD_BYTES).unwrap_or(usize::MAX);
+        let tail_cap = usize::try_from(proto::OUTPUT_TAIL_BYTES).unwrap_or(usize::MAX);
+        let to_head = head_cap.saturating_sub(kept.head.len()).min(bytes.len());
+        kept.head.extend_from_slice(&bytes[..to_head]);
+        let rest = &bytes[to_head..];
+        let rest = &rest[rest.len().saturating_sub(tail_cap)..];
+        let overflow = (kept.tail.len() + rest.len()).saturating_sub(tail_cap);
+        kept.tail.drain(..overflow);
+        kept.tail.extend(rest);
     }
 
     fn text(&self) -> String {
         let guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (buffer, cut) = &*guard;
-        let mut text = String::from_utf8_lossy(buffer).into_owned();
-        if *cut {
-            text.push_str(CUT_MARKER);
+        let kept = &*guard;
+        let mut text = String::from_utf8_lossy(&kept.head).into_owned();
+        let cut = kept.total - kept.head.len() as u64 - kept.tail.len() as u64;
+        if cut > 0 {
+            text.push_str(&cut_marker(cut));
         }
+        let (front, back) = kept.tail.as_slices();
+        let tail = [front, back].concat();
+        text.push_str(&String::from_utf8_lossy(&tail));
         text
     }
 }
 
-async fn capture(mut pipe: impl tokio::io::AsyncRead + Unpin, captured: Captured) {
+/// Reads a pipe to its end, keeping its bytes and passing them on to the try's live
+/// output.
+async fn capture(
+    mut pipe: impl tokio::io::AsyncRead + Unpin,
+    captured: Captured,
+    output: Output,
+    stream: proto::Stream,
+) {
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => captured.push(&chunk[..n]),
+            Ok(n) => {
+                captured.push(&chunk[..n]);
+                output.write(stream, &chunk[..n]);
+            }
         }
     }
 }
@@ -277,10 +312,20 @@ impl Job for ShellCommandJob {
         let (stdout, stderr) = (Captured::default(), Captured::default());
         let mut readers = tokio::task::JoinSet::new();
         if let Some(pipe) = child.stdout.take() {
-            readers.spawn(capture(pipe, stdout.clone()));
+            readers.spawn(capture(
+                pipe,
+                stdout.clone(),
+                ctx.output.clone(),
+                proto::Stream::Stdout,
+            ));
         }
         if let Some(pipe) = child.stderr.take() {
-            readers.spawn(capture(pipe, stderr.clone()));
+            readers.spawn(capture(
+                pipe,
+                stderr.clone(),
+                ctx.output.clone(),
+                proto::Stream::Stderr,
+            ));
         }
         let timeout = command.timeout();
         let deadline = async {

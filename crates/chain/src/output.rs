@@ -1,0 +1,222 @@
+//! Live job output: every try's [`job::Output`] writes into the chain's [`Hub`], and the
+//! delivery task's flusher ([`flush`]) sends what has gathered to the Reporter in
+//! batches, every [`FLUSH_INTERVAL`] or sooner when much has gathered.
+//!
+//! Memory stays bounded: per try and stream at most [`PENDING_CAP`] bytes wait to be
+//! sent; past that the oldest waiting bytes are dropped, and the next chunk's offset
+//! shows the cut. So a Request Manager that is down, or a job that prints faster than the
+//! output can be sent, never slows the job nor grows the runner.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proto::{OutputChunk, Stream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::reporter::{Reporter, RetryPolicy, with_retries};
+
+/// How often gathered output is sent.
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+/// Gathered bytes (all streams) that make the flusher send at once.
+const FLUSH_BYTES: usize = 256 * 1024;
+/// Bytes of one try's stream waiting to be sent, at most.
+pub(crate) const PENDING_CAP: usize = 256 * 1024;
+
+/// Where one stream of one try stands.
+#[derive(Debug, Default)]
+struct Pending {
+    /// The stream offset of `bytes[0]`.
+    offset: u64,
+    bytes: Vec<u8>,
+    /// Ended: once sent, the entry goes.
+    closed: bool,
+}
+
+type Key = (Arc<str>, u32, Stream);
+
+/// A chain's gathered output, by job, try and stream.
+#[derive(Debug, Default)]
+pub(crate) struct Hub {
+    pending: Mutex<HashMap<Key, Pending>>,
+    /// Bytes gathered and not yet taken.
+    gathered: std::sync::atomic::AtomicUsize,
+    wake: Notify,
+}
+
+impl Hub {
+    /// The live output of one try of `job_id`.
+    pub(crate) fn output(self: &Arc<Hub>, job_id: &str, try_no: u32) -> job::Output {
+        job::Output::new(Arc::new(TryOutput {
+            hub: Arc::clone(self),
+            job_id: Arc::from(job_id),
+            try_no,
+        }))
+    }
+
+    fn write(&self, key: Key, bytes: &[u8]) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = pending.entry(key).or_default();
+        entry.bytes.extend_from_slice(bytes);
+        let mut added = bytes.len();
+        if entry.bytes.len() > PENDING_CAP {
+            let dropped = entry.bytes.len() - PENDING_CAP;
+            entry.bytes.drain(..dropped);
+            entry.offset += dropped as u64;
+            added = added.saturating_sub(dropped);
+        }
+        drop(pending);
+        let gathered = self
+            .gathered
+            .fetch_add(added, std::sync::atomic::Ordering::Relaxed)
+            + added;
+        if gathered >= FLUSH_BYTES {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The try's output has ended: what is left of it is sent in full (no character is
+    /// held back for its missing end).
+    pub(crate) fn close(&self, job_id: &str, try_no: u32) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            if let Some(entry) = pending.get_mut(&(Arc::from(job_id), try_no, stream)) {
+                entry.closed = true;
+            }
+        }
+    }
+
+    /// Takes what can be sent: each stream's waiting bytes up to the last whole UTF-8
+    /// character (the rest waits for its end, unless the stream is closed).
+    fn take(&self, request_id: &str) -> Vec<OutputChunk> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chunks = Vec::new();
+        pending.retain(|(job_id, try_no, stream), entry| {
+            let cut = if entry.closed {
+                entry.bytes.len()
+            } else {
+                whole_chars(&entry.bytes)
+            };
+            if cut > 0 {
+                let bytes: Vec<u8> = entry.bytes.drain(..cut).collect();
+                chunks.push(OutputChunk {
+                    seq: 0,
+                    request_id: request_id.to_owned(),
+                    job_id: job_id.to_string(),
+                    r#try: *try_no,
+                    stream: *stream,
+                    offset: entry.offset,
+                    data: String::from_utf8_lossy(&bytes).into_owned(),
+                });
+                entry.offset += cut as u64;
+            }
+            !(entry.closed && entry.bytes.is_empty())
+        });
+        self.gathered.store(
+            pending.values().map(|entry| entry.bytes.len()).sum(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        chunks.sort_by(|a, b| (&a.job_id, a.r#try, a.stream).cmp(&(&b.job_id, b.r#try, b.stream)));
+        chunks
+    }
+}
+
+/// The length of `bytes` without an unfinished UTF-8 character at its end.
+fn whole_chars(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        // An error at the very end with no length is a character still being written.
+        Err(err) if err.error_len().is_none() => err.valid_up_to(),
+        Err(_) => bytes.len(),
+    }
+}
+
+struct TryOutput {
+    hub: Arc<Hub>,
+    job_id: Arc<str>,
+    try_no: u32,
+}
+
+impl job::OutputSink for TryOutput {
+    fn write(&self, stream: Stream, bytes: &[u8]) {
+        self.hub
+            .write((Arc::clone(&self.job_id), self.try_no, stream), bytes);
+    }
+}
+
+/// Sends gathered output until `done` is cancelled, then sends what is left and returns.
+/// A batch the Reporter cannot take is retried as the policy says, meanwhile new output
+/// gathers (bounded); a batch given up on is dropped: live output is a convenience, the
+/// job log entry holds the try's output in any case.
+pub(crate) async fn flush(
+    hub: Arc<Hub>,
+    reporter: Arc<dyn Reporter>,
+    policy: RetryPolicy,
+    request_id: String,
+    done: CancellationToken,
+) {
+    loop {
+        let last = tokio::select! {
+            () = tokio::time::sleep(FLUSH_INTERVAL) => false,
+            () = hub.wake.notified() => false,
+            () = done.cancelled() => true,
+        };
+        let chunks = hub.take(&request_id);
+        if !chunks.is_empty() {
+            let _ = with_retries(&policy, "job output", &request_id, || {
+                reporter.output(&chunks)
+            })
+            .await;
+        }
+        if last {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(job: &str, stream: Stream) -> Key {
+        (Arc::from(job), 1, stream)
+    }
+
+    #[test]
+    fn chunks_carry_offsets_and_wait_for_whole_characters() {
+        let hub = Hub::default();
+        hub.write(key("j", Stream::Stdout), b"caf\xc3");
+        let first = hub.take("r");
+        assert_eq!(first.len(), 1);
+        assert_eq!((first[0].offset, first[0].data.as_str()), (0, "caf"));
+        hub.write(key("j", Stream::Stdout), b"\xa9!");
+        let second = hub.take("r");
+        assert_eq!((second[0].offset, second[0].data.as_str()), (3, "é!"));
+        assert!(hub.take("r").is_empty());
+    }
+
+    #[test]
+    fn a_stream_that_cannot_be_sent_keeps_its_newest_bytes_and_shows_the_cut() {
+        let hub = Hub::default();
+        let line = [b'x'; 1000];
+        for _ in 0..1000 {
+            hub.write(key("j", Stream::Stderr), &line);
+        }
+        let chunks = hub.take("r");
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0].data.len(), PENDING_CAP);
+        assert_eq!(chunks[0].offset, 1_000_000 - PENDING_CAP as u64);
+        assert_eq!(chunks[0].end(), 1_000_000);
+    }
+
+    #[test]
+    fn a_closed_try_is_sent_in_full_and_forgotten() {
+        let hub = Hub::default();
+        hub.write(key("j", Stream::Stdout), b"half \xe2\x82");
+        hub.close("j", 1);
+        let chunks = hub.take("r");
+        assert_eq!(chunks[0].data, "half \u{fffd}");
+        assert!(hub.pending.lock().unwrap().is_empty());
+    }
+}
