@@ -596,6 +596,7 @@ impl Traverser {
                     state: self.chain.state(idx),
                     status,
                     r#try: active.live.try_no.load(Ordering::Relaxed),
+                    each: job.each.clone(),
                 }
             })
             .collect();

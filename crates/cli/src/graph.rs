@@ -1,7 +1,7 @@
 //! `spindle graph`: builds a request's job chain from specs and prints it without running
 //! anything.
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::sync::Arc;
 
 use job::{CreateContext, Factory, Job, JobId, Outcome, Registry, RunContext};
@@ -82,9 +82,15 @@ pub(crate) fn run(
     registry: Registry,
     client: &crate::spinc::ClientArgs,
 ) -> anyhow::Result<Exit> {
+    let format = args.format.unwrap_or_else(|| {
+        if std::io::stdout().is_terminal() {
+            GraphFormat::Tree
+        } else {
+            GraphFormat::Json
+        }
+    });
     let Some(specs) = &args.specs else {
-        let dot = args.format == GraphFormat::Dot;
-        return crate::block_on(crate::spinc::stored_graph(client, &args.request, dot));
+        return crate::block_on(crate::spinc::stored_graph(client, &args.request, format));
     };
     let request_args = parse_request_args(&args.args)?;
     // With --preview, job types this binary does not know are shown, not refused.
@@ -127,13 +133,20 @@ pub(crate) fn run(
             return Ok(Exit::Failure);
         }
     };
+    print_chain(&created.job_chain, format)?;
+    Ok(Exit::Success)
+}
+
+/// Prints a chain in `format`.
+pub(crate) fn print_chain(chain: &proto::JobChain, format: GraphFormat) -> anyhow::Result<()> {
     let mut stdout = anstream::stdout().lock();
-    match args.format {
+    match format {
         GraphFormat::Json => {
-            serde_json::to_writer_pretty(&mut stdout, &created.job_chain)?;
+            serde_json::to_writer_pretty(&mut stdout, chain)?;
             writeln!(stdout)?;
         }
-        GraphFormat::Dot => write!(stdout, "{}", crate::dot::render(&created.job_chain))?,
+        GraphFormat::Dot => write!(stdout, "{}", crate::dot::render(chain))?,
+        GraphFormat::Tree => write!(stdout, "{}", crate::dot::tree(chain))?,
     }
-    Ok(Exit::Success)
+    Ok(())
 }

@@ -105,9 +105,9 @@ struct GraphArgs {
     /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
     /// is passed as that value, anything else as a string
     args: Vec<String>,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = GraphFormat::Json)]
-    format: GraphFormat,
+    /// Output format [default: tree on a terminal, otherwise json]
+    #[arg(long, value_enum)]
+    format: Option<GraphFormat>,
     /// Show job types this binary does not know as placeholders (the chain is for looking
     /// at, not for running)
     #[arg(long)]
@@ -119,11 +119,13 @@ struct GraphArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum GraphFormat {
+pub(crate) enum GraphFormat {
     /// Spin Cycle's JobChain JSON (`requestId`, `jobs`, `adjacencyList`, ...)
     Json,
-    /// Graphviz DOT, each sequence a cluster
+    /// Graphviz DOT, each sequence a cluster, jobs coloured by state
     Dot,
+    /// An indented tree of sequences and jobs with their states
+    Tree,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

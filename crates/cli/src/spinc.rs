@@ -719,15 +719,36 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
     if status.jobs.is_empty() {
         return Ok(Exit::Success);
     }
+    // The EACH column (an expansion's element, such as host=db2) only when a job has one.
+    let each_text = |job: &proto::JobStatus| {
+        job.each
+            .iter()
+            .map(|(name, value)| match value {
+                Value::String(text) => format!("{name}={text}"),
+                other => format!("{name}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let with_each = status.jobs.iter().any(|job| !job.each.is_empty());
+    let each_column = |text: &str| {
+        if with_each {
+            format!(" {:<20}", squeeze(text, 20))
+        } else {
+            String::new()
+        }
+    };
     out!(
-        "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<22} STATUS",
+        "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<5} {:<22}{} STATUS",
         "REQUEST",
         "ID",
         "PRG",
         "USER",
         "RUNTIME",
         "TRY",
-        "JOB"
+        "JOBID",
+        "JOB",
+        each_column("EACH")
     );
     let now = Utc::now();
     for job in &status.jobs {
@@ -747,14 +768,16 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
         };
         let started = DateTime::from_timestamp_nanos(job.started_at);
         out!(
-            "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<22} {}",
+            "{:<20} {:<20} {:>4}  {:<9} {:<8} {:>3} {:<5} {:<22}{} {}",
             request_type,
             id,
             prg,
             user,
             runtime(now - started),
             job.r#try,
+            job.job_id,
             squeeze(&job.name, 22),
+            each_column(&each_text(job)),
             job.status
         );
     }
@@ -970,18 +993,17 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
 }
 
 /// `graph <id>`: the stored chain with each job's latest state.
-pub(crate) async fn stored_graph(args: &ClientArgs, id: &str, dot: bool) -> anyhow::Result<Exit> {
+pub(crate) async fn stored_graph(
+    args: &ClientArgs,
+    id: &str,
+    format: crate::GraphFormat,
+) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let chain = match client.job_chain(id).await {
         Ok(chain) => chain,
         Err(err) => return Ok(fail(&err)),
     };
-    if dot {
-        let mut stdout = anstream::stdout().lock();
-        write!(stdout, "{}", crate::dot::render(&chain))?;
-    } else {
-        print_json(&chain)?;
-    }
+    crate::graph::print_chain(&chain, format)?;
     Ok(Exit::Success)
 }
 

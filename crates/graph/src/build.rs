@@ -25,6 +25,7 @@ pub(crate) fn build_chain(
         succs: Vec::new(),
         ids: HashSet::new(),
         rng: rand::rng(),
+        each: JobArgs::new(),
     };
     let graph_name = format!("request_{request_type}");
     // The request's own sequence is not retried (Spin Cycle records `0s` as its wait).
@@ -108,6 +109,9 @@ struct Builder<'g> {
     /// Job ids used so far, packed into integers.
     ids: HashSet<u64>,
     rng: rand::rngs::ThreadRng,
+    /// The `each:` elements of the iterations being built (outermost first); every job
+    /// made meanwhile records them.
+    each: JobArgs,
 }
 
 const ID_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -184,6 +188,7 @@ impl Builder<'_> {
             sequence_retry: 0,
             sequence_retry_wait: String::new(),
             parallel: 0,
+            each: self.each.clone(),
             tries: 0,
         });
         self.succs.push(Vec::new());
@@ -371,7 +376,16 @@ impl Builder<'_> {
         let mut iteration_pieces = Vec::with_capacity(n_iterations);
         for iteration in 0..n_iterations {
             let mut inputs = node_inputs(seq, node, job_args, &lists, iteration)?;
-            let piece = self.node_piece(seq, node, job_args, &mut inputs)?;
+            let outer = (!lists.is_empty()).then(|| self.each.clone());
+            for (_, element, items) in &lists {
+                self.each
+                    .insert((*element).to_owned(), items[iteration].clone());
+            }
+            let piece = self.node_piece(seq, node, job_args, &mut inputs);
+            if let Some(outer) = outer {
+                self.each = outer;
+            }
+            let piece = piece?;
             // With several iterations the last one's outputs win, as in Spin Cycle.
             node_outputs(seq, node, &inputs, job_args)?;
             iteration_pieces.push(piece);

@@ -360,6 +360,19 @@ fn expansion_with_parallel_is_a_sliding_window() {
             .filter(|j| j.name == "use-host")
             .all(|j| j.args["zone"] == json!("z1"))
     );
+    // Every job of an expansion records its element; the wrappers around them do not.
+    for job in chain.jobs.values() {
+        match job.name.as_str() {
+            "sequence_x_begin" | "y_begin" | "use-host" | "y_end" | "sequence_x_end" => {
+                assert_eq!(job.each.len(), 1, "{job:?}");
+                assert!(job.each["host"].is_string());
+            }
+            _ => assert!(job.each.is_empty(), "{job:?}"),
+        }
+    }
+    for job in chain.jobs.values().filter(|j| j.name == "use-host") {
+        assert_eq!(job.each["host"], job.args["host"]);
+    }
     // No limit is recorded when every expansion fits in it.
     let two = grapher(EXPANSION)
         .create("r", &args(json!({"hosts": ["a", "b"]})))

@@ -190,6 +190,15 @@ pub struct Job {
     /// (its latest try number). 0 (omitted) in chains sent to a Job Runner.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tries: u32,
+    /// Spindle's addition: for a job made in an iteration of an `each:` expansion (or
+    /// inside a sequence so expanded), each element's name and its value in that
+    /// iteration, such as `{"host": "db2"}`, so that expansions can be told apart.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Map::is_empty"
+    )]
+    pub each: JobArgs,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -252,6 +261,13 @@ pub struct JobStatus {
     pub status: String,
     #[serde(default)]
     pub r#try: u32,
+    /// Spindle's addition: the job's `each:` elements (see [`Job::each`]).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Map::is_empty"
+    )]
+    pub each: JobArgs,
 }
 
 /// Running jobs across Job Runners, with their requests.

@@ -36,6 +36,20 @@ const SPECS: &str = "sequences:
         category: job
         type: sleep
         args: [{expected: duration, given: ms}]
+  naps:
+    request: true
+    args:
+      static:
+        - name: hosts
+          default: [db1, db2]
+        - name: ms
+          default: \"60000\"
+    nodes:
+      sleep:
+        category: job
+        type: sleep
+        each: [hosts:host]
+        args: [{expected: duration, given: ms}]
   talk:
     request: true
     args:
@@ -165,6 +179,7 @@ fn list_help_start_status_info_find_log() {
     Requests:
       greet
       nap
+      naps
       talk
 
     spindle help  <request>
@@ -284,6 +299,12 @@ fn json_outputs() {
     );
     let dot = server.stdout(&["graph", &id, "--format", "dot"]);
     assert!(dot.contains("COMPLETE (try 1)"), "{dot}");
+    assert!(dot.contains("fillcolor=\"#c6efce\""), "COMPLETE is green: {dot}");
+    // On a terminal the default is the tree, with each job's state.
+    let tree = server.on_terminal(&format!("graph {id}"), "");
+    assert!(tree.starts_with("request_greet\n"), "{tree}");
+    assert!(tree.contains("  hello (noop, "), "{tree}");
+    assert!(tree.contains(")  COMPLETE (try 1)\n"), "{tree}");
 }
 
 #[test]
@@ -352,7 +373,37 @@ fn ps_stop_watch_and_running() {
         "{ps}"
     );
     assert!(lines[1].ends_with("sleeping 1m0s"), "{ps}");
+    assert!(
+        !lines[0].contains("EACH"),
+        "no expansion, no EACH column: {ps}"
+    );
     assert_eq!(server.run(&["running", &id]).status.code(), Some(0));
+    // The jobs of an expansion: each with its own id and its element.
+    let naps = server.start(&["naps"]);
+    let ps = loop {
+        let ps = server.stdout(&["ps", &naps]);
+        if ps.matches("sleeping").count() == 2 {
+            break ps;
+        }
+        assert!(Instant::now() < deadline, "the naps never showed in ps");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let lines: Vec<&str> = ps.lines().collect();
+    assert!(lines[0].contains(" TRY JOBID JOB "), "{ps}");
+    assert!(lines[0].contains(" EACH "), "{ps}");
+    let mut elements: Vec<&str> = lines[1..]
+        .iter()
+        .map(|line| line.split_whitespace().nth(8).unwrap())
+        .collect();
+    elements.sort_unstable();
+    assert_eq!(elements, ["host=db1", "host=db2"], "{ps}");
+    let ids: std::collections::HashSet<&str> = lines[1..]
+        .iter()
+        .map(|line| line.split_whitespace().nth(6).unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ps}");
+    assert!(ids.iter().all(|id| id.len() >= 4), "{ps}");
+    server.stdout(&["stop", &naps]);
     let stopped = server.stdout(&["stop", &id]);
     assert_eq!(stopped.trim(), format!("OK, stopped {id}"));
     let watch = server.run(&["watch", &id]);

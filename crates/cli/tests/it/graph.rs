@@ -147,9 +147,72 @@ fn dot_has_a_cluster_per_sequence() {
     assert!(stdout.starts_with("digraph \""));
     assert_eq!(stdout.matches("subgraph \"cluster_").count(), 3, "{stdout}");
     assert!(stdout.contains("label=\"sequence_nap-1\";"));
-    assert!(stdout.contains("label=\"nap\\nsleep\"]"));
+    assert!(stdout.contains("label=\"nap\\nsleep\", fillcolor=\"white\"]"));
     assert_eq!(stdout.matches(" -> ").count(), 15);
     assert!(stdout.ends_with("}\n"));
+}
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs")
+}
+
+#[test]
+fn tree_shows_sequences_expansions_and_states_in_run_order() {
+    let (stdout, stderr, code) = run(spindle(&examples()).args([
+        "graph",
+        "restart-fleet",
+        "service=web",
+        "--specs",
+        ".",
+        "--format",
+        "tree",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let mut settings = insta::Settings::clone_current();
+    // Job ids are random.
+    settings.add_filter(r", [A-Za-z0-9]{4,5}\)", ", ID)");
+    let _guard = settings.bind_to_scope();
+    insta::assert_snapshot!(stdout, @r"
+    request_restart-fleet
+      check (shell-command, ID)  PENDING
+      repeat_restart-each: at most 2 at once
+      sequence_restart-each [host=host-a] (retry 1, wait 1s)
+        drain (sleep, ID)  PENDING
+        restart (shell-command, ID)  PENDING
+      sequence_restart-each [host=host-b] (retry 1, wait 1s)
+        drain (sleep, ID)  PENDING
+        restart (shell-command, ID)  PENDING
+      sequence_restart-each [host=host-c] (retry 1, wait 1s)
+        drain (sleep, ID)  PENDING
+        restart (shell-command, ID)  PENDING
+      conditional_maybe-notify
+    ");
+}
+
+#[test]
+fn dot_labels_expansions_with_their_element_and_fills_jobs_by_state() {
+    let (stdout, stderr, code) = run(spindle(&examples()).args([
+        "graph",
+        "restart-fleet",
+        "service=web",
+        "--specs",
+        ".",
+        "--format",
+        "dot",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    for host in ["host-a", "host-b", "host-c"] {
+        assert!(
+            stdout.contains(&format!("label=\"sequence_restart-each [host={host}] (retry 1, wait 1s)\";")),
+            "{stdout}"
+        );
+    }
+    // Nothing has run: every job is filled white (PENDING).
+    assert_eq!(
+        stdout.matches("fillcolor=\"white\"];").count(),
+        stdout.matches(" [label=").count(),
+        "{stdout}"
+    );
 }
 
 #[test]
