@@ -103,6 +103,7 @@ impl JrClient for FakeJr {
                 state: State::Running,
                 status: "sleeping".to_owned(),
                 r#try: 1,
+                each: Default::default(),
             })
             .collect())
     }
