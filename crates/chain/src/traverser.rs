@@ -644,7 +644,7 @@ impl Traverser {
             let _ = self.reports.send(earlier).await;
         }
         let _ = self.reports.send(report).await;
-        tracing::info!(request_id = %chain.request_id, state = %state, finished_jobs, "chain ended");
+        tracing::debug!(request_id = %chain.request_id, state = %state, finished_jobs, "chain ended");
         Final {
             state,
             finished_jobs,

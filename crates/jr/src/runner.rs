@@ -100,7 +100,8 @@ impl Runner {
         let request_id = request_id.to_owned();
         tokio::spawn(async move {
             let end = handle.wait().await;
-            tracing::info!(request_id, state = %end.state, "chain ended");
+            // The Request Manager logs the request's end; this is the runner's view.
+            tracing::debug!(request_id, state = %end.state, "chain ended");
             runner.chains().remove(&request_id);
         });
         Ok(())

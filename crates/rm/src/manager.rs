@@ -146,6 +146,13 @@ impl Manager {
             ..create_request
         };
         self.store.create_request(&request, &stored).await?;
+        tracing::info!(
+            request_id = %request.id,
+            request_type = %request.request_type,
+            user,
+            jobs = request.total_jobs,
+            "request created"
+        );
         let job_chain = request.job_chain.as_ref().expect("set above");
         self.send_to_jr(&RequestId::new(request.id.clone()), job_chain)
             .await?;
@@ -160,21 +167,25 @@ impl Manager {
     /// fails the request.
     async fn send_to_jr(&self, request_id: &RequestId, job_chain: &JobChain) -> Result<(), Error> {
         match self.jr.new_chain(job_chain).await {
-            Ok(jr_url) => match self
-                .store
-                .start_request(request_id, &jr_url, Utc::now())
-                .await
-            {
-                // The chain may have finished (or been started by another loop) already.
-                Ok(()) | Err(store::Error::State { .. }) => Ok(()),
-                Err(err) => Err(err.into()),
-            },
+            Ok(jr_url) => {
+                tracing::info!(%request_id, jr_url, "request handed to a job runner");
+                match self
+                    .store
+                    .start_request(request_id, &jr_url, Utc::now())
+                    .await
+                {
+                    // The chain may have finished (or been started by another loop) already.
+                    Ok(()) | Err(store::Error::State { .. }) => Ok(()),
+                    Err(err) => Err(err.into()),
+                }
+            }
             Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
                 Ok(())
             }
             Err(err) => {
                 self.store.fail_pending(request_id, Utc::now()).await?;
+                tracing::warn!(%request_id, error = %err, "request failed: the job runner refused its chain");
                 Err(Error::Internal {
                     message: format!("the job runner refused request {request_id}"),
                     source: Some(Box::new(err)),
@@ -256,12 +267,31 @@ impl Manager {
         self.grapher.request_specs()
     }
 
-    /// Job log entries from a Job Runner; a re-sent entry is stored once.
+    /// Job log entries from a Job Runner; a re-sent entry is stored once. Each failed
+    /// try is logged (a re-sent one again: the store, not this, knows it is a repeat).
     pub async fn add_job_logs(&self, entries: Vec<JobLog>) -> Result<(), Error> {
+        let failed: Vec<JobLog> = entries
+            .iter()
+            .filter(|entry| !matches!(entry.state, State::Complete | State::Stopped))
+            .cloned()
+            .collect();
         self.batcher
             .insert_job_logs(entries)
             .await
-            .map_err(|err| store_error(&err))
+            .map_err(|err| store_error(&err))?;
+        for entry in failed {
+            tracing::warn!(
+                request_id = entry.request_id,
+                job_id = entry.job_id,
+                job = entry.name,
+                r#try = entry.r#try,
+                state = %entry.state,
+                exit = entry.exit,
+                error = entry.error,
+                "job try failed"
+            );
+        }
+        Ok(())
     }
 
     /// Live output chunks from a Job Runner; a re-sent chunk is stored once. Each chunk
@@ -313,8 +343,8 @@ impl Manager {
     /// started when it finished (the store keeps created ≤ started ≤ finished).
     pub async fn finish(&self, finish: &FinishRequest) -> Result<(), Error> {
         let request_id = finish.request_id.as_str();
-        match self.store.finish_request(finish).await {
-            Ok(_) => Ok(()),
+        let finished = match self.store.finish_request(finish).await {
+            Ok(finished) => finished,
             Err(store::Error::State {
                 actual: State::Pending,
                 ..
@@ -323,15 +353,53 @@ impl Manager {
                 self.store
                     .start_request(&RequestId::from(request_id), "", started_at)
                     .await?;
-                self.store.finish_request(finish).await?;
-                Ok(())
+                self.store.finish_request(finish).await?
             }
-            Err(err) => Err(err.into()),
+            Err(err) => return Err(err.into()),
+        };
+        // Logged once: a report sent again finds the request finished already.
+        if finished == store::Finished::Now {
+            self.log_finished(request_id).await;
+        }
+        Ok(())
+    }
+
+    async fn log_finished(&self, request_id: &str) {
+        match self.store.get_request(request_id, false).await {
+            Ok(request) => {
+                let runtime = match (request.started_at, request.finished_at) {
+                    (Some(started), Some(finished)) => (finished - started)
+                        .to_std()
+                        .map(proto::duration::format)
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                tracing::info!(
+                    request_id,
+                    state = %request.state,
+                    runtime,
+                    finished_jobs = request.finished_jobs,
+                    total_jobs = request.total_jobs,
+                    "request finished"
+                );
+            }
+            Err(err) => tracing::info!(request_id, error = %err, "request finished"),
         }
     }
 
     /// A chain handed back by a Job Runner that is shutting down.
     pub async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), Error> {
+        let res = self.suspend_stored(suspended).await;
+        if res.is_ok() {
+            tracing::info!(
+                request_id = %suspended.request_id,
+                "request suspended by its job runner; another one resumes it"
+            );
+        }
+        res
+    }
+
+    async fn suspend_stored(&self, suspended: &SuspendedJobChain) -> Result<(), Error> {
         match self.store.suspend_request(suspended, Utc::now()).await {
             Ok(()) => Ok(()),
             Err(store::Error::State {

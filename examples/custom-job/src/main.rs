@@ -1,5 +1,5 @@
 //! `my-spindle`: the `spindle` command line with the `greet` job type added.
 
 fn main() -> std::process::ExitCode {
-    cli::main(custom_job::registry())
+    spindle::main(custom_job::registry())
 }

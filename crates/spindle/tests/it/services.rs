@@ -884,3 +884,100 @@ async fn a_job_runner_sends_live_output_to_the_request_manager() {
     assert_eq!(rest["chunks"][0]["data"], "bye\n");
     assert_eq!(rest["chunks"][0]["stream"], "stderr");
 }
+
+/// Issue #12: a server logs one line per request event (created by whom, handed to which
+/// runner, finished in what state after how long) and per failed try, none twice.
+#[test]
+fn a_server_logs_each_request_event_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("breaks.yaml"),
+        r#"sequences:
+  breaks:
+    request: true
+    args:
+      static:
+        - name: prog
+          default: sh
+        - name: script
+          default: ["-c", "echo it broke >&2; exit 3"]
+    nodes:
+      boom:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: prog}, {expected: args, given: script}]
+        retry: 1
+"#,
+    )
+    .unwrap();
+    let server = Service::start_env(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "breaks.yaml",
+            "--database",
+            "sqlite://s.db",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let started = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["--addr", &server.url, "start", "breaks", "--yes"])
+        .env("USER", "ann")
+        .output()
+        .unwrap();
+    assert!(started.status.success());
+    let id = String::from_utf8(started.stdout)
+        .unwrap()
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.stderr().contains("request finished") {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stderr = server.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|line| line.contains(&id)).collect();
+    let one = |what: &str, with: &[&str]| {
+        let matching: Vec<&&str> = lines.iter().filter(|line| line.contains(what)).collect();
+        assert_eq!(matching.len(), 1, "{what}: {lines:#?}");
+        for part in with {
+            assert!(
+                matching[0].contains(part),
+                "{what} without {part}: {}",
+                matching[0]
+            );
+        }
+    };
+    one(
+        "request created",
+        &["request_type=breaks", "user=\"ann\"", "jobs=5"],
+    );
+    one("request handed to a job runner", &["jr_url="]);
+    one(
+        "request finished",
+        &["state=FAIL", "runtime=", "finished_jobs=2", "total_jobs=5"],
+    );
+    let failed: Vec<&&str> = lines
+        .iter()
+        .filter(|line| line.contains("job try failed"))
+        .collect();
+    assert_eq!(failed.len(), 2, "two tries, each logged once: {lines:#?}");
+    assert!(
+        failed[0].contains("try=1") && failed[1].contains("try=2"),
+        "{failed:#?}"
+    );
+    assert!(
+        failed[0].contains("exit=3") && failed[0].contains("job=\"boom\""),
+        "{failed:#?}"
+    );
+    // No line at all is logged twice.
+    let mut seen = std::collections::HashSet::new();
+    for line in stderr.lines() {
+        assert!(seen.insert(line), "logged twice: {line}");
+    }
+}

@@ -299,7 +299,10 @@ fn json_outputs() {
     );
     let dot = server.stdout(&["graph", &id, "--format", "dot"]);
     assert!(dot.contains("COMPLETE (try 1)"), "{dot}");
-    assert!(dot.contains("fillcolor=\"#c6efce\""), "COMPLETE is green: {dot}");
+    assert!(
+        dot.contains("fillcolor=\"#c6efce\""),
+        "COMPLETE is green: {dot}"
+    );
     // On a terminal the default is the tree, with each job's state.
     let tree = server.on_terminal(&format!("graph {id}"), "");
     assert!(tree.starts_with("request_greet\n"), "{tree}");
@@ -677,5 +680,43 @@ fn status_and_info_show_given_args_and_json_values() {
     assert!(
         status.contains(r#"args: who='["ann","o'\''neil"]'"#),
         "{status}"
+    );
+}
+
+#[test]
+fn the_user_config_file_gives_the_address_and_refuses_unknown_keys() {
+    let server = server();
+    let home = tempfile::tempdir().unwrap();
+    let spindle = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(args)
+            .env_remove("SPINDLE_ADDR")
+            .env("HOME", home.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let host_port = server.addr.trim_start_matches("http://");
+    std::fs::write(
+        home.path().join(".spindle.yaml"),
+        format!("addr: {host_port}\n"),
+    )
+    .unwrap();
+    let list = spindle(&[]);
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    assert!(String::from_utf8_lossy(&list.stdout).contains("  greet\n"));
+    std::fs::write(home.path().join(".spindle.yaml"), "adress: x\n").unwrap();
+    let refused = spindle(&["ps"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(".spindle.yaml")
+            && stderr.contains("unknown field `adress`, expected one of addr"),
+        "{stderr}"
     );
 }

@@ -203,7 +203,9 @@ fn dot_labels_expansions_with_their_element_and_fills_jobs_by_state() {
     assert_eq!(code, 0, "{stderr}");
     for host in ["host-a", "host-b", "host-c"] {
         assert!(
-            stdout.contains(&format!("label=\"sequence_restart-each [host={host}] (retry 1, wait 1s)\";")),
+            stdout.contains(&format!(
+                "label=\"sequence_restart-each [host={host}] (retry 1, wait 1s)\";"
+            )),
             "{stdout}"
         );
     }

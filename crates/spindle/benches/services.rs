@@ -1,4 +1,4 @@
-//! End-to-end benchmark of the services: `cargo bench -p cli --bench services`.
+//! End-to-end benchmark of the services: `cargo bench -p spindle --bench services`.
 //!
 //! Real `spindle` processes, no-op jobs:
 //! - a 10,000-job fan-out with `spindle run` on SQLite (process start to exit);

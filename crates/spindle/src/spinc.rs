@@ -33,8 +33,11 @@ pub(crate) struct ClientArgs {
     pub(crate) output: Output,
 }
 
+/// `~/.spindle.yaml`, the CLI's own settings.
 #[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct UserConfig {
+    /// The Request Manager's address, used when `--addr` and `SPINDLE_ADDR` are not set.
     addr: Option<String>,
 }
 
@@ -42,7 +45,7 @@ impl ClientArgs {
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
         let addr = match &self.addr {
             Some(addr) => addr.clone(),
-            None => user_config_addr().unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
+            None => user_config_addr()?.unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
         };
         // `host:port` alone means plain HTTP.
         let addr = if addr.contains("://") {
@@ -61,11 +64,21 @@ impl ClientArgs {
     }
 }
 
-/// `addr:` from ~/.spindle.yaml, if the file exists and says so.
-fn user_config_addr() -> Option<String> {
-    let home = std::env::var_os("HOME")?;
-    let text = std::fs::read_to_string(std::path::Path::new(&home).join(".spindle.yaml")).ok()?;
-    serde_saphyr::from_str::<UserConfig>(&text).ok()?.addr
+/// `addr:` from ~/.spindle.yaml, if the file exists and says so. A file that cannot be
+/// read or has an unknown key is an error (naming the key and the valid ones).
+fn user_config_addr() -> anyhow::Result<Option<String>> {
+    let Some(home) = std::env::var_os("HOME") else {
+        return Ok(None);
+    };
+    let path = std::path::Path::new(&home).join(".spindle.yaml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => anyhow::bail!("cannot read {}: {err}", path.display()),
+    };
+    let config: UserConfig = serde_saphyr::from_str(&text)
+        .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))?;
+    Ok(config.addr)
 }
 
 /// Running jobs for a progress bar's message: `name: status line, ...`.

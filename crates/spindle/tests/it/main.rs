@@ -106,11 +106,23 @@ impl Service {
     /// Starts `spindle ARGS` in `dir`; the error is what it printed if it exited (or
     /// said nothing for 30 s) before listening.
     pub(crate) fn try_start(dir: &Path, args: &[&str]) -> Result<Service, String> {
+        Service::try_start_env(dir, args, &[])
+    }
+
+    /// [`Service::start`] with environment variables set (`RUST_LOG` is `warn` unless
+    /// `env` says otherwise).
+    pub(crate) fn start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
+        Service::try_start_env(dir, args, env)
+            .unwrap_or_else(|err| panic!("spindle {args:?}: {err}"))
+    }
+
+    fn try_start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Service, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
             .args(args)
             .current_dir(dir)
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
