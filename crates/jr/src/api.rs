@@ -46,6 +46,15 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
         .route("/api/v1/job-chains/resume", post(resume))
         .route("/api/v1/job-chains/{id}/stop", put(stop))
         .route("/api/v1/status/running", get(running))
+        .route(
+            "/api/v1/openapi.json",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    proto::openapi::JOB_RUNNER,
+                )
+            }),
+        )
         .route("/version", get(move || async move { version_text }))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {

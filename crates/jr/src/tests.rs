@@ -102,6 +102,7 @@ async fn call(
     uri: &str,
     body: Option<String>,
 ) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let method_name = method.as_str().to_owned();
     let request = HttpRequest::builder()
         .method(method)
         .uri(uri)
@@ -111,8 +112,37 @@ async fn call(
     let response = router.clone().oneshot(request).await.unwrap();
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    // Every response a test sees is what the OpenAPI document says.
+    let document: Value = serde_json::from_str(proto::openapi::JOB_RUNNER).unwrap();
+    if let Err(err) =
+        openapi_check::check_response(&document, &method_name, uri, status.as_u16(), &body)
+    {
+        panic!("{err}");
+    }
     (status, body, headers)
+}
+
+#[test]
+fn every_route_is_in_the_openapi_document_and_every_operation_is_routed() {
+    let document: Value = serde_json::from_str(proto::openapi::JOB_RUNNER).unwrap();
+    assert_eq!(
+        openapi_check::routes(include_str!("api.rs")),
+        proto::openapi::operations(&document)
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served() {
+    let (_, _, router) = setup();
+    let (status, body, _) = call(&router, Method::GET, "/api/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["info"]["title"], "Spindle Job Runner API");
 }
 
 #[tokio::test]

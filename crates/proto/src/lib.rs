@@ -8,6 +8,7 @@
 pub mod duration;
 mod filter;
 mod id;
+pub mod openapi;
 mod state;
 mod types;
 

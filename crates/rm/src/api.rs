@@ -96,6 +96,15 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/job-output", post(add_output))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/status/running", get(running))
+        .route(
+            "/api/v1/openapi.json",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    proto::openapi::REQUEST_MANAGER,
+                )
+            }),
+        )
         .route("/version", get(|| async { proto::version() }))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {

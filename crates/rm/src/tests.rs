@@ -144,6 +144,8 @@ async fn call(
     uri: &str,
     body: Option<&str>,
 ) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let method_name = method.as_str().to_owned();
+    let method_name = method_name.as_str();
     let mut request = HttpRequest::builder().method(method).uri(uri);
     if body.is_some() {
         request = request.header("content-type", "application/json");
@@ -161,7 +163,34 @@ async fn call(
         serde_json::from_slice(&bytes)
             .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
+    // Every response a test sees is what the OpenAPI document says.
+    let document: Value = serde_json::from_str(proto::openapi::REQUEST_MANAGER).unwrap();
+    if let Err(err) =
+        openapi_check::check_response(&document, method_name, uri, status.as_u16(), &body)
+    {
+        panic!("{err}");
+    }
     (status, body, headers)
+}
+
+#[test]
+fn every_route_is_in_the_openapi_document_and_every_operation_is_routed() {
+    let document: Value = serde_json::from_str(proto::openapi::REQUEST_MANAGER).unwrap();
+    assert_eq!(
+        openapi_check::routes(include_str!("api.rs")),
+        proto::openapi::operations(&document)
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served() {
+    let env = env().await;
+    let (status, body, headers) =
+        call(&env.router, Method::GET, "/api/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(body["openapi"], "3.1.0");
+    assert_eq!(body["info"]["title"], "Spindle Request Manager API");
 }
 
 async fn create(env: &Env) -> String {
