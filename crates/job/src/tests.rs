@@ -469,3 +469,15 @@ fn built_in_types_declare_their_required_job_args() {
         .require_args("mine", &["host", "port"]);
     assert_eq!(custom.required_args("mine"), ["host", "port"]);
 }
+
+#[tokio::test]
+async fn a_failure_names_the_command_with_long_arguments_cut() {
+    let script = format!("exit 3\n# {}\n", "x".repeat(200));
+    let outcome = run(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", script]}),
+    )
+    .await;
+    assert_eq!(outcome.state, State::Fail);
+    assert_eq!(outcome.error, "`sh -c exit 3…` exited with status 3");
+}

@@ -281,8 +281,8 @@ impl Manager {
             .map_err(|err| store_error(&err))?;
         for entry in failed {
             tracing::warn!(
-                request_id = entry.request_id,
-                job_id = entry.job_id,
+                request_id = %entry.request_id,
+                job_id = %entry.job_id,
                 job = entry.name,
                 r#try = entry.r#try,
                 state = %entry.state,
@@ -375,7 +375,7 @@ impl Manager {
                     _ => String::new(),
                 };
                 tracing::info!(
-                    request_id,
+                    %request_id,
                     state = %request.state,
                     runtime,
                     finished_jobs = request.finished_jobs,
@@ -383,7 +383,7 @@ impl Manager {
                     "request finished"
                 );
             }
-            Err(err) => tracing::info!(request_id, error = %err, "request finished"),
+            Err(err) => tracing::info!(%request_id, error = %err, "request finished"),
         }
     }
 

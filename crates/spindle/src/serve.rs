@@ -456,3 +456,36 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
     server.await??;
     Ok(Exit::Success)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/examples' config files are what the services read, every value checked.
+    #[test]
+    fn the_documented_example_configs_are_valid() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples");
+        for (file, listen) in [
+            ("server.yaml", "127.0.0.1:32308"),
+            ("rm.yaml", "0.0.0.0:32308"),
+            ("jr.yaml", "0.0.0.0:32307"),
+        ] {
+            let args = ServeArgs {
+                config: Some(examples.join(file)),
+                ..ServeArgs::default()
+            };
+            let settings = args
+                .settings("127.0.0.1:1")
+                .unwrap_or_else(|err| panic!("{file}: {err:#}"));
+            assert_eq!(settings.listen.to_string(), listen, "{file}");
+        }
+        let rm = ServeArgs {
+            config: Some(examples.join("rm.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        assert!(rm.database.starts_with("postgres://"));
+        assert_eq!(rm.jr_url, "http://jr.example.com:32307");
+    }
+}

@@ -29,6 +29,9 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 /// unless its `timeout` arg says otherwise.
 const SHELL_ARGS_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Characters of each argument shown in messages.
+const SHOWN_ARG_CHARS: usize = 60;
+
 /// The job args both job types read; everything else becomes `SPINDLE_ARG_*`.
 const OWN_ARGS: [&str; 5] = ["cmd", "args", "dir", "env", "timeout"];
 
@@ -156,10 +159,19 @@ impl Command {
             .and_then(|t| proto::duration::parse(t).ok())
     }
 
-    /// Shown in messages: the program and its arguments.
+    /// Shown in messages: the program and its arguments, each argument cut to its
+    /// first line and [`SHOWN_ARG_CHARS`] characters (a script passed to `sh -c` would
+    /// drown the message).
     fn display(&self) -> String {
-        std::iter::once(self.cmd.as_str())
-            .chain(self.args.iter().map(String::as_str))
+        std::iter::once(self.cmd.clone())
+            .chain(self.args.iter().map(|arg| {
+                let first = arg.lines().next().unwrap_or_default();
+                let mut shown: String = first.chars().take(SHOWN_ARG_CHARS).collect();
+                if shown.len() < arg.len() {
+                    shown.push('…');
+                }
+                shown
+            }))
             .collect::<Vec<_>>()
             .join(" ")
     }

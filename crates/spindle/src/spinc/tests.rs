@@ -24,3 +24,10 @@ fn filter_times_are_times_dates_or_durations_ago() {
         assert_eq!(filter_time(bad, now), None, "{bad}");
     }
 }
+
+#[test]
+fn the_documented_user_config_is_valid() {
+    let text = include_str!("../../../../docs/examples/spindle.yaml");
+    let config: super::UserConfig = serde_saphyr::from_str(text).unwrap();
+    assert_eq!(config.addr.as_deref(), Some("rm.example.com:32308"));
+}

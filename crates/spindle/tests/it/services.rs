@@ -981,3 +981,34 @@ fn a_server_logs_each_request_event_once() {
         assert!(seen.insert(line), "logged twice: {line}");
     }
 }
+
+/// README's quick start: the shipped `backup-db` example, told to fail, explains itself.
+#[test]
+fn the_shipped_failing_example_explains_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs");
+    let run = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["run", "--specs"])
+        .arg(&examples)
+        .args([
+            "--database",
+            "sqlite://run.db",
+            "backup-db",
+            "db=orders",
+            "parts=1",
+            "fail=yes",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("job `dump` (shell-command, id ")
+            && stderr
+                .contains(") failed on try 1 with exit 28: `sh -c i=1…` exited with status 28\n")
+            && stderr.contains("  | cannot write part 2: no space left on /backups\n")
+            && stderr.contains("FAIL: 2 of 6 jobs complete in "),
+        "{stderr}"
+    );
+}
