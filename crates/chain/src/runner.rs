@@ -62,6 +62,8 @@ pub(crate) struct Dispatch {
     pub(crate) prev_total: u32,
     /// The job's `retryWait`, checked when the chain was accepted.
     pub(crate) retry_wait: Duration,
+    /// The job's `timeout`: the bound on each try.
+    pub(crate) timeout: Option<Duration>,
     pub(crate) factory: Arc<dyn Factory>,
     pub(crate) cancel: CancellationToken,
     pub(crate) live: Live,
@@ -115,6 +117,54 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// One try, bounded by `timeout` if it is set: past it, the try's own token is cancelled (as a stop
+/// is), the job's end is awaited, and the try is FAIL with an error that says it timed
+/// out after how long (unless the chain was stopped meanwhile: then it is the stop's).
+async fn run_try(
+    job: &mut dyn Job,
+    data: &mut JobArgs,
+    mut ctx: RunContext,
+    timeout: Option<Duration>,
+) -> std::thread::Result<Outcome> {
+    let Some(timeout) = timeout else {
+        return AssertUnwindSafe(job.run(data, ctx)).catch_unwind().await;
+    };
+    let chain_cancel = ctx.cancel.clone();
+    let try_cancel = chain_cancel.child_token();
+    ctx.cancel = try_cancel.clone();
+    let run = AssertUnwindSafe(job.run(data, ctx)).catch_unwind();
+    tokio::pin!(run);
+    tokio::select! {
+        ended = &mut run => ended,
+        () = tokio::time::sleep(timeout) => {
+            try_cancel.cancel();
+            let outcome = run.await?;
+            if chain_cancel.is_cancelled() {
+                return Ok(outcome);
+            }
+            Ok(Outcome {
+                state: State::Fail,
+                exit: if outcome.exit == 0 { 1 } else { outcome.exit },
+                error: timed_out_error(timeout, &outcome.error),
+                ..outcome
+            })
+        }
+    }
+}
+
+/// The error of a try stopped at its timeout, with what the job said as it stopped.
+fn timed_out_error(timeout: Duration, said: &str) -> String {
+    let mut error = format!(
+        "timed out after {} and was stopped",
+        proto::duration::format(timeout)
+    );
+    if !said.is_empty() && said != "stopped" {
+        error.push_str(": ");
+        error.push_str(said);
+    }
+    error
+}
+
 /// Runs a dispatched job. The dispatch is boxed so that each job's task stays small
 /// (a fan-out starts thousands of them at once).
 pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
@@ -126,6 +176,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         prev_latest,
         prev_total,
         retry_wait,
+        timeout,
         ref factory,
         ref cancel,
         ref live,
@@ -182,10 +233,8 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             status: live.status.clone(),
             output: output.output(&job.id, try_no),
         };
-        let mut outcome = match AssertUnwindSafe(job_to_run.run(data, ctx))
-            .catch_unwind()
-            .await
-        {
+        // Boxed: the try's future (its timer included) is not part of every job's task.
+        let mut outcome = match Box::pin(run_try(&mut **job_to_run, data, ctx, timeout)).await {
             Ok(outcome) => outcome,
             Err(payload) => {
                 // The job may be half-changed: the next try makes it anew.
@@ -251,6 +300,7 @@ mod size {
             prev_latest: 0,
             prev_total: 0,
             retry_wait: std::time::Duration::ZERO,
+            timeout: None,
             factory: std::sync::Arc::new(job::Registry::builtin()),
             cancel: Default::default(),
             live: Default::default(),

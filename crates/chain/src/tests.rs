@@ -1481,3 +1481,73 @@ async fn live_output_is_sent_while_a_job_runs_and_all_of_it_before_the_final_sta
             .all(|(chunk, after)| !after && chunk.request_id == "req")
     );
 }
+
+// ---- timeouts ----
+
+#[tokio::test(start_paused = true)]
+async fn a_try_past_its_timeout_is_stopped_and_fails_and_retries_apply() {
+    let fakes = Arc::new(Fakes::default());
+    // Try 1 hangs until stopped; try 2 finishes in time.
+    fakes.script(
+        "j2",
+        vec![sleep(60_000, Step::Complete), sleep(100, Step::Complete)],
+    );
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 1;
+    job(&mut c, "2").timeout = "1s".to_owned();
+    let recorder = Arc::new(Recorder::default());
+    let started = Instant::now();
+    let handle = start(c, &fakes, &recorder);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Fail), (2, State::Complete)]
+    );
+    let logs = recorder.logs.lock().unwrap().clone();
+    let first = logs
+        .iter()
+        .find(|l| l.job_id == "j2" && l.r#try == 1)
+        .unwrap();
+    assert_eq!(first.error, "timed out after 1s and was stopped");
+    assert_ne!(first.exit, 0);
+    // Stopped at the timeout, not after the job's own minute.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_a_timed_try_is_a_stop_not_a_timeout() {
+    let fakes = Arc::new(Fakes::default());
+    fakes.script("j2", vec![sleep(60_000, Step::Complete)]);
+    let mut c = chain("1>2");
+    job(&mut c, "2").timeout = "1m".to_owned();
+    let recorder = Arc::new(Recorder::default());
+    let handle = start(c, &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(handle.stop().await.unwrap().state, State::Stopped);
+    assert_eq!(recorder.tries_of("j2"), [(1, State::Stopped)]);
+}
+
+#[test]
+fn a_timeout_that_is_not_a_duration_refuses_the_chain() {
+    let mut c = chain("1>2");
+    job(&mut c, "2").timeout = "soon".to_owned();
+    let err = crate::validate::new_chain(&c)
+        .and_then(|()| {
+            crate::state::Chain::new(
+                c,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            )
+            .map(|_| ())
+        })
+        .unwrap_err();
+    assert!(
+        err.message.contains("timeout \"soon\" is not a duration"),
+        "{err}"
+    );
+}

@@ -557,6 +557,7 @@ impl Traverser {
             prev_latest: self.chain.latest_tries[idx],
             prev_total: self.chain.total_tries[idx],
             retry_wait: self.chain.waits[idx].retry_wait,
+            timeout: self.chain.waits[idx].timeout,
             factory: Arc::clone(&self.factory),
             cancel,
             live: live.clone(),

@@ -144,9 +144,12 @@ pub(crate) struct Waits {
     pub(crate) retry_wait: Duration,
     /// `sequenceRetryWait` (on a sequence's start job): before the sequence runs again.
     pub(crate) sequence_retry_wait: Duration,
+    /// `timeout`: the bound on each try of the job, if any.
+    pub(crate) timeout: Option<Duration>,
 }
 
-/// Reads a job's `retryWait` and `sequenceRetryWait` (Go durations; empty means none).
+/// Reads a job's `retryWait`, `sequenceRetryWait` and `timeout` (Go durations; empty
+/// means none).
 pub(crate) fn waits(job: &proto::Job) -> Result<Waits, ValidationError> {
     let parse = |field: &str, text: &str| -> Result<Duration, ValidationError> {
         if text.is_empty() {
@@ -162,5 +165,6 @@ pub(crate) fn waits(job: &proto::Job) -> Result<Waits, ValidationError> {
     Ok(Waits {
         retry_wait: parse("retryWait", &job.retry_wait)?,
         sequence_retry_wait: parse("sequenceRetryWait", &job.sequence_retry_wait)?,
+        timeout: Some(parse("timeout", &job.timeout)?).filter(|timeout| !timeout.is_zero()),
     })
 }

@@ -145,6 +145,7 @@ impl Builder<'_> {
             sets,
             keep_args,
             retry,
+            timeout,
         } = new;
         let id = self.new_id();
         let job_id = JobId {
@@ -188,6 +189,7 @@ impl Builder<'_> {
             sequence_retry: 0,
             sequence_retry_wait: String::new(),
             parallel: 0,
+            timeout,
             each: self.each.clone(),
             tries: 0,
         });
@@ -416,6 +418,11 @@ impl Builder<'_> {
                         .collect(),
                     keep_args: true,
                     retry: Retry::of(node),
+                    timeout: node
+                        .timeout
+                        .as_ref()
+                        .map(|t| t.value.clone())
+                        .unwrap_or_default(),
                 };
                 let job = self.job(new, inputs)?;
                 Ok(Piece {
@@ -528,6 +535,8 @@ struct NewJob<'a> {
     /// jobs do; wrappers do not).
     keep_args: bool,
     retry: Retry,
+    /// The node's `timeout:`, as written (a Go duration); empty for none.
+    timeout: String,
 }
 
 impl<'a> NewJob<'a> {
@@ -540,6 +549,7 @@ impl<'a> NewJob<'a> {
             sets: Vec::new(),
             keep_args,
             retry: Retry::default(),
+            timeout: String::new(),
         }
     }
 }

@@ -1031,3 +1031,28 @@ fn chains_round_trip_through_json() {
     assert_eq!(back, created.job_chain);
     let _: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
 }
+
+#[test]
+fn a_job_nodes_timeout_is_recorded_on_its_job() {
+    let created = grapher(
+        "sequences:
+  r:
+    request: true
+    nodes:
+      slow:
+        category: job
+        type: t
+        timeout: 90s
+      quick:
+        category: job
+        type: t
+        deps: [slow]
+",
+    )
+    .create("r", &JobArgs::new())
+    .unwrap();
+    for job in created.job_chain.jobs.values() {
+        let expected = if job.name == "slow" { "90s" } else { "" };
+        assert_eq!(job.timeout, expected, "{}", job.name);
+    }
+}

@@ -193,6 +193,7 @@ mod tests {
             sequence_retry_wait: "5s".to_owned(),
             parallel: 2,
             tries: 3,
+            timeout: "5m".to_owned(),
             each: json!({"host": "db1"}).as_object().unwrap().clone(),
         };
         let chain = JobChain {

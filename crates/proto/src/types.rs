@@ -190,6 +190,14 @@ pub struct Job {
     /// (its latest try number). 0 (omitted) in chains sent to a Job Runner.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tries: u32,
+    /// Spindle's addition: a Go duration bounding each try of the job (the node's
+    /// `timeout:`); empty (omitted) for none. A try past it is stopped and fails.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub timeout: String,
     /// Spindle's addition: for a job made in an iteration of an `each:` expansion (or
     /// inside a sequence so expanded), each element's name and its value in that
     /// iteration, such as `{"host": "db2"}`, so that expansions can be told apart.

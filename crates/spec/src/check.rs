@@ -480,9 +480,30 @@ impl Checker<'_> {
         }
     }
 
-    /// N13, N23, N19: retries and `parallel`.
+    /// N13, N23, N19: retries and `parallel`; Spindle's `timeout`.
     fn node_retries(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
+        // timeout: a positive duration, on job nodes.
+        if let Some(timeout) = &node.timeout {
+            let message = match proto::duration::parse(&timeout.value) {
+                Err(err) => Some(format!(
+                    "invalid `timeout`: {err}; expected a Go duration such as 30s or 5m"
+                )),
+                Ok(duration) if duration.is_zero() => Some(
+                    "`timeout` is 0; expected a duration greater than 0 (or no timeout)".to_owned(),
+                ),
+                Ok(_) if node.category() != Some(Category::Job) => Some(format!(
+                    "`timeout` on a {} node is not supported yet; expected it on job nodes only, where it bounds each try",
+                    node.category
+                        .as_ref()
+                        .map_or("non-job", |c| c.value.as_str())
+                )),
+                Ok(_) => None,
+            };
+            if let Some(message) = message {
+                self.push(Error, "timeout", seq, n, "timeout", timeout.pos, message);
+            }
+        }
         // N13: retryWait is a duration.
         if let Some(wait) = &node.retry_wait
             && let Err(err) = proto::duration::parse(&wait.value)

@@ -212,6 +212,7 @@ const NODE_FIELDS: &[&str] = &[
     "deps",
     "retry",
     "retryWait",
+    "timeout",
     "each",
     "parallel",
     "if",
@@ -668,6 +669,7 @@ impl Reader<'_> {
             deps: Vec::new(),
             retry: None,
             retry_wait: None,
+            timeout: None,
             each: Vec::new(),
             parallel: None,
             if_arg: None,
@@ -711,6 +713,7 @@ impl Reader<'_> {
                 "deps" => node.deps = self.string_list(value, place, field, "a list of node names"),
                 "retry" => node.retry = self.uint(value, place, field, "the number of retries"),
                 "retryWait" => node.retry_wait = self.string(value, place, field),
+                "timeout" => node.timeout = self.string(value, place, field),
                 "each" => {
                     node.each =
                         self.string_list(value, place, field, "a list of `list:element` entries");

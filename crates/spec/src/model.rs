@@ -211,6 +211,8 @@ pub struct Node {
     pub deps: Vec<Spanned<String>>,
     pub retry: Option<Spanned<u32>>,
     pub retry_wait: Option<Spanned<String>>,
+    /// Spindle: a Go duration bounding each try of a job node.
+    pub timeout: Option<Spanned<String>>,
     /// `list:element` entries, as written.
     pub each: Vec<Spanned<String>>,
     pub parallel: Option<Spanned<u32>>,
@@ -247,6 +249,13 @@ impl Node {
             Some(wait) => proto::duration::parse(&wait.value).ok(),
             None => Some(Duration::ZERO),
         }
+    }
+
+    /// The bound on each try, when `timeout` is set and a duration.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+            .as_ref()
+            .and_then(|timeout| proto::duration::parse(&timeout.value).ok())
     }
 
     /// Well-formed `each` entries split into `(list, element)`.

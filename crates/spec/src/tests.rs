@@ -427,6 +427,28 @@ fn n13_retry_wait_is_a_duration_and_n23_needs_retry() {
 }
 
 #[test]
+fn timeout_is_a_positive_duration_on_job_nodes() {
+    use Severity::Error;
+    let good = spec("      a:\n        category: job\n        type: t\n        timeout: 1m30s");
+    assert!(lint(&good).is_empty(), "{:#?}", lint(&good));
+    for bad in [
+        "      a:\n        category: job\n        type: t\n        timeout: soon #!",
+        "      a:\n        category: job\n        type: t\n        timeout: 0s #!",
+        "      a:\n        category: sequence\n        type: sub\n        args:\n          - expected: host\n        timeout: 5m #!",
+    ] {
+        case("timeout", Error, &spec(bad), &good);
+    }
+    let message = &lint(&spec(
+        "      a:\n        category: job\n        type: t\n        timeout: soon",
+    ))[0]
+        .message;
+    assert!(
+        message.contains("expected a Go duration such as 30s"),
+        "{message}"
+    );
+}
+
+#[test]
 fn n14_required_args_provided() {
     case(
         "N14",

@@ -1012,3 +1012,56 @@ fn the_shipped_failing_example_explains_itself() {
         "{stderr}"
     );
 }
+
+/// A job node's `timeout:` bounds each try: the program is stopped and the try fails,
+/// saying it timed out after how long.
+#[test]
+fn a_job_past_its_timeout_is_stopped_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("slow.yaml"),
+        r#"sequences:
+  slow:
+    request: true
+    args:
+      static:
+        - name: prog
+          default: sleep
+        - name: long
+          default: ["30"]
+    nodes:
+      nap:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: prog}, {expected: args, given: long}]
+        timeout: 500ms
+"#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let run = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "run",
+            "--specs",
+            "slow.yaml",
+            "--database",
+            "sqlite://run.db",
+            "slow",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("job `nap` (shell-command, id ")
+            && stderr.contains("failed on try 1 with exit ")
+            && stderr.contains(": timed out after 500ms and was stopped"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
