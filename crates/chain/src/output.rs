@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::reporter::{Reporter, RetryPolicy, with_retries};
+use crate::state::{JobIdx, PerJob};
 
 /// How often gathered output is sent.
 pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
@@ -34,28 +35,40 @@ struct Pending {
     closed: bool,
 }
 
-type Key = (Arc<str>, u32, Stream);
+/// (job, try, stream).
+type Key = (JobIdx, u32, Stream);
 
 /// A chain's gathered output, by job, try and stream.
 #[derive(Debug, Default)]
 pub(crate) struct Hub {
+    /// The chain's jobs, for their ids.
+    jobs: PerJob<Arc<proto::Job>>,
     pending: Mutex<HashMap<Key, Pending>>,
     /// Bytes gathered and not yet taken.
     gathered: std::sync::atomic::AtomicUsize,
+    /// Whether any try wrote anything (until then, ending a try costs no lock).
+    written: std::sync::atomic::AtomicBool,
     wake: Notify,
 }
 
 impl Hub {
-    /// The live output of one try of `job_id`.
-    pub(crate) fn output(self: &Arc<Hub>, job_id: &str, try_no: u32) -> job::Output {
-        job::Output::new(Arc::new(TryOutput {
-            hub: Arc::clone(self),
-            job_id: Arc::from(job_id),
-            try_no,
-        }))
+    pub(crate) fn new(jobs: PerJob<Arc<proto::Job>>) -> Hub {
+        Hub {
+            jobs,
+            ..Hub::default()
+        }
+    }
+
+    /// The live output of one try of job `idx`: the hub itself, with a tag naming the
+    /// try, so that it costs no allocation.
+    pub(crate) fn output(self: &Arc<Hub>, idx: JobIdx, try_no: u32) -> job::Output {
+        let tag = (u64::from(idx.raw()) << 32) | u64::from(try_no);
+        job::Output::new(Arc::clone(self) as Arc<dyn job::OutputSink>, tag)
     }
 
     fn write(&self, key: Key, bytes: &[u8]) {
+        self.written
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let entry = pending.entry(key).or_default();
         entry.bytes.extend_from_slice(bytes);
@@ -78,10 +91,13 @@ impl Hub {
 
     /// The try's output has ended: what is left of it is sent in full (no character is
     /// held back for its missing end).
-    pub(crate) fn close(&self, job_id: &str, try_no: u32) {
+    pub(crate) fn close(&self, idx: JobIdx, try_no: u32) {
+        if !self.written.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         for stream in [Stream::Stdout, Stream::Stderr] {
-            if let Some(entry) = pending.get_mut(&(Arc::from(job_id), try_no, stream)) {
+            if let Some(entry) = pending.get_mut(&(idx, try_no, stream)) {
                 entry.closed = true;
             }
         }
@@ -92,7 +108,8 @@ impl Hub {
     fn take(&self, request_id: &str) -> Vec<OutputChunk> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let mut chunks = Vec::new();
-        pending.retain(|(job_id, try_no, stream), entry| {
+        let jobs = &self.jobs;
+        pending.retain(|(idx, try_no, stream), entry| {
             let cut = if entry.closed {
                 entry.bytes.len()
             } else {
@@ -103,7 +120,7 @@ impl Hub {
                 chunks.push(OutputChunk {
                     seq: 0,
                     request_id: request_id.to_owned(),
-                    job_id: job_id.to_string(),
+                    job_id: jobs.get(*idx).map(|job| job.id.clone()).unwrap_or_default(),
                     r#try: *try_no,
                     stream: *stream,
                     offset: entry.offset,
@@ -132,16 +149,11 @@ fn whole_chars(bytes: &[u8]) -> usize {
     }
 }
 
-struct TryOutput {
-    hub: Arc<Hub>,
-    job_id: Arc<str>,
-    try_no: u32,
-}
-
-impl job::OutputSink for TryOutput {
-    fn write(&self, stream: Stream, bytes: &[u8]) {
-        self.hub
-            .write((Arc::clone(&self.job_id), self.try_no, stream), bytes);
+impl job::OutputSink for Hub {
+    fn write(&self, tag: u64, stream: Stream, bytes: &[u8]) {
+        let idx = JobIdx::from_raw(u32::try_from(tag >> 32).unwrap_or(u32::MAX));
+        let try_no = u32::try_from(tag & u64::from(u32::MAX)).unwrap_or(0);
+        Hub::write(self, (idx, try_no, stream), bytes);
     }
 }
 
@@ -179,18 +191,30 @@ pub(crate) async fn flush(
 mod tests {
     use super::*;
 
-    fn key(job: &str, stream: Stream) -> Key {
-        (Arc::from(job), 1, stream)
+    /// A hub over one job, `j`.
+    fn hub() -> Hub {
+        Hub::new(
+            [Arc::new(proto::Job {
+                id: "j".to_owned(),
+                ..proto::Job::default()
+            })]
+            .into_iter()
+            .collect(),
+        )
+    }
+
+    fn key(stream: Stream) -> Key {
+        (JobIdx::from_raw(0), 1, stream)
     }
 
     #[test]
     fn chunks_carry_offsets_and_wait_for_whole_characters() {
-        let hub = Hub::default();
-        hub.write(key("j", Stream::Stdout), b"caf\xc3");
+        let hub = hub();
+        hub.write(key(Stream::Stdout), b"caf\xc3");
         let first = hub.take("r");
         assert_eq!(first.len(), 1);
         assert_eq!((first[0].offset, first[0].data.as_str()), (0, "caf"));
-        hub.write(key("j", Stream::Stdout), b"\xa9!");
+        hub.write(key(Stream::Stdout), b"\xa9!");
         let second = hub.take("r");
         assert_eq!((second[0].offset, second[0].data.as_str()), (3, "é!"));
         assert!(hub.take("r").is_empty());
@@ -198,10 +222,10 @@ mod tests {
 
     #[test]
     fn a_stream_that_cannot_be_sent_keeps_its_newest_bytes_and_shows_the_cut() {
-        let hub = Hub::default();
+        let hub = hub();
         let line = [b'x'; 1000];
         for _ in 0..1000 {
-            hub.write(key("j", Stream::Stderr), &line);
+            hub.write(key(Stream::Stderr), &line);
         }
         let chunks = hub.take("r");
         assert_eq!(chunks.len(), 1);
@@ -212,9 +236,9 @@ mod tests {
 
     #[test]
     fn a_closed_try_is_sent_in_full_and_forgotten() {
-        let hub = Hub::default();
-        hub.write(key("j", Stream::Stdout), b"half \xe2\x82");
-        hub.close("j", 1);
+        let hub = hub();
+        hub.write(key(Stream::Stdout), b"half \xe2\x82");
+        hub.close(JobIdx::from_raw(0), 1);
         let chunks = hub.take("r");
         assert_eq!(chunks[0].data, "half \u{fffd}");
         assert!(hub.pending.lock().unwrap().is_empty());

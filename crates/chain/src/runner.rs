@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt as _;
+use futures_util::future::Either;
 use job::{Factory, Job, JobId, Outcome, RunContext, Status};
 use proto::{JobArgs, JobLog, State};
 use tokio::sync::mpsc;
@@ -117,18 +118,15 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// One try, bounded by `timeout` if it is set: past it, the try's own token is cancelled (as a stop
+/// One try bounded by `timeout`: past it, the try's own token is cancelled (as a stop
 /// is), the job's end is awaited, and the try is FAIL with an error that says it timed
 /// out after how long (unless the chain was stopped meanwhile: then it is the stop's).
-async fn run_try(
+async fn run_timed(
     job: &mut dyn Job,
     data: &mut JobArgs,
     mut ctx: RunContext,
-    timeout: Option<Duration>,
+    timeout: Duration,
 ) -> std::thread::Result<Outcome> {
-    let Some(timeout) = timeout else {
-        return AssertUnwindSafe(job.run(data, ctx)).catch_unwind().await;
-    };
     let chain_cancel = ctx.cancel.clone();
     let try_cancel = chain_cancel.child_token();
     ctx.cancel = try_cancel.clone();
@@ -231,10 +229,16 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         let ctx = RunContext {
             cancel: cancel.clone(),
             status: live.status.clone(),
-            output: output.output(&job.id, try_no),
+            output: output.output(idx, try_no),
         };
-        // Boxed: the try's future (its timer included) is not part of every job's task.
-        let mut outcome = match Box::pin(run_try(&mut **job_to_run, data, ctx, timeout)).await {
+        // A timed try is boxed: only jobs with a timeout carry its timer.
+        let try_run = match timeout {
+            None => Either::Left(AssertUnwindSafe(job_to_run.run(data, ctx)).catch_unwind()),
+            Some(timeout) => {
+                Either::Right(Box::pin(run_timed(&mut **job_to_run, data, ctx, timeout)))
+            }
+        };
+        let mut outcome = match try_run.await {
             Ok(outcome) => outcome,
             Err(payload) => {
                 // The job may be half-changed: the next try makes it anew.
@@ -242,7 +246,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                 Outcome::failed(format!("panic from job.Run: {}", panic_text(&*payload)))
             }
         };
-        output.close(&job.id, try_no);
+        output.close(idx, try_no);
         latest += 1;
         total += 1;
         if cancel.is_cancelled() && !matches!(outcome.state, State::Stopped | State::Complete) {

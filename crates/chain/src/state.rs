@@ -22,6 +22,15 @@ impl JobIdx {
     fn get(self) -> usize {
         self.0 as usize
     }
+
+    /// The index as a number (live output tags tries with it).
+    pub(crate) fn raw(self) -> u32 {
+        self.0
+    }
+
+    pub(crate) fn from_raw(raw: u32) -> JobIdx {
+        JobIdx(raw)
+    }
 }
 
 /// A sequence of the chain, named by its start job (the `sequenceId` of its jobs).
@@ -39,6 +48,11 @@ impl Seq {
 pub(crate) struct PerJob<T>(Vec<T>);
 
 impl<T> PerJob<T> {
+    /// The value of `idx`, if the chain has such a job.
+    pub(crate) fn get(&self, idx: JobIdx) -> Option<&T> {
+        self.0.get(idx.get())
+    }
+
     fn iter(&self) -> impl Iterator<Item = (JobIdx, &T)> {
         self.0
             .iter()

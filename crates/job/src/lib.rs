@@ -113,42 +113,50 @@ impl Status {
 /// Where a try's output goes while the try runs: the Job Runner sends it on to the
 /// Request Manager in batches, so that it can be followed (`spindle log --follow`).
 pub trait OutputSink: Send + Sync {
-    /// The next `bytes` of `stream`. Must not block: a sink that cannot keep up drops
+    /// The next `bytes` of `stream` of the try that `tag` names (the tag the sink's
+    /// owner gave [`Output::new`]). Must not block: a sink that cannot keep up drops
     /// bytes (readers then see a cut), it never slows the job.
-    fn write(&self, stream: Stream, bytes: &[u8]);
+    fn write(&self, tag: u64, stream: Stream, bytes: &[u8]);
 }
 
 /// A try's live output: a job writes what its program prints here as it prints it (the
 /// whole output still goes in its [`Outcome`]). Writing to [`Output::discard`] does
 /// nothing: that is what a try gets where nobody follows output (a job's own tests).
+/// One sink serves many tries, each with its own tag, so making an `Output` allocates
+/// nothing.
 #[derive(Clone)]
-pub struct Output(Option<Arc<dyn OutputSink>>);
+pub struct Output {
+    sink: Option<Arc<dyn OutputSink>>,
+    tag: u64,
+}
 
 impl Output {
-    pub fn new(sink: Arc<dyn OutputSink>) -> Output {
-        Output(Some(sink))
+    pub fn new(sink: Arc<dyn OutputSink>, tag: u64) -> Output {
+        Output {
+            sink: Some(sink),
+            tag,
+        }
     }
 
     pub fn discard() -> Output {
-        Output(None)
+        Output { sink: None, tag: 0 }
     }
 
     pub fn write(&self, stream: Stream, bytes: &[u8]) {
-        if let Some(sink) = &self.0
+        if let Some(sink) = &self.sink
             && !bytes.is_empty()
         {
-            sink.write(stream, bytes);
+            sink.write(self.tag, stream, bytes);
         }
     }
 }
 
 impl std::fmt::Debug for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Output"
-        } else {
-            "Output(discard)"
-        })
+        match self.sink {
+            Some(_) => write!(f, "Output({})", self.tag),
+            None => f.write_str("Output(discard)"),
+        }
     }
 }
 

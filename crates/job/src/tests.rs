@@ -239,7 +239,7 @@ async fn shell_command_output_keeps_head_and_tail_with_a_marker() {
 struct Sink(std::sync::Mutex<Vec<(proto::Stream, Vec<u8>)>>);
 
 impl OutputSink for Sink {
-    fn write(&self, stream: proto::Stream, bytes: &[u8]) {
+    fn write(&self, _tag: u64, stream: proto::Stream, bytes: &[u8]) {
         self.0.lock().unwrap().push((stream, bytes.to_vec()));
     }
 }
@@ -255,7 +255,7 @@ async fn shell_command_output_goes_to_the_live_output_while_it_runs() {
     )
     .unwrap();
     let ctx = RunContext {
-        output: Output::new(sink.clone()),
+        output: Output::new(sink.clone(), 7),
         ..ctx()
     };
     let running = tokio::spawn(async move { job.run(&mut JobArgs::new(), ctx).await });
