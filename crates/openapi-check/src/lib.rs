@@ -58,6 +58,32 @@ pub fn routes(source: &str) -> Vec<(String, String)> {
     found
 }
 
+/// Checks that the routes `source` registers are exactly the operations of `document`
+/// (the OpenAPI document as JSON text), naming what is missing on either side.
+pub fn check_routes(source: &str, document: &str) -> Result<(), String> {
+    let document: Value =
+        serde_json::from_str(document).map_err(|err| format!("the document is not JSON: {err}"))?;
+    let routed = routes(source);
+    let documented = proto::openapi::operations(&document);
+    let missing = |from: &[(String, String)], to: &[(String, String)]| -> Vec<String> {
+        from.iter()
+            .filter(|op| !to.contains(op))
+            .map(|(method, path)| format!("{method} {path}"))
+            .collect()
+    };
+    let undocumented = missing(&routed, &documented);
+    let unrouted = missing(&documented, &routed);
+    if undocumented.is_empty() && unrouted.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "routed but not documented: [{}]; documented but not routed: [{}]",
+            undocumented.join(", "),
+            unrouted.join(", ")
+        ))
+    }
+}
+
 /// Checks that a response (its status and its body as JSON, a string for a text body,
 /// null for none) fits what `document` says of `method` on `path`. An undocumented
 /// status is an error; a documented response without a body schema is not checked. A
@@ -161,6 +187,17 @@ mod tests {
                 ("PUT".to_owned(), "/c".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn routes_and_documents_must_agree() {
+        let source = r#".route("/version", get(version)) .route("/extra", put(x))"#;
+        let err = check_routes(source, proto::openapi::JOB_RUNNER).unwrap_err();
+        assert!(
+            err.contains("routed but not documented: [PUT /extra]"),
+            "{err}"
+        );
+        assert!(err.contains("POST /api/v1/job-chains"), "{err}");
     }
 
     #[test]

@@ -675,7 +675,11 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
         return Ok(Exit::Success);
     }
     let mut followed = Followed::default();
+    // Output is polled every 250 ms; the job log (every entry with its output) only every
+    // fourth time, and once more at the end.
+    let mut poll = 0u64;
     loop {
+        poll += 1;
         // The output first: its page says the request's state, and once that is final
         // an empty page means there is no more output.
         let mut finished;
@@ -692,6 +696,10 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
             if page.chunks.len() < proto::OutputQuery::MAX_LIMIT as usize {
                 break;
             }
+        }
+        if !finished && poll % 4 != 1 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
         }
         let mut entries = match client.job_log(&log.id).await {
             Ok(entries) => entries,
