@@ -9,11 +9,16 @@ pub mod duration;
 mod filter;
 mod id;
 pub mod openapi;
+mod runners;
 mod state;
 mod types;
 
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
+pub use runners::{
+    EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, RUNNER_HEADER, RunnerRegistration, RunnerState,
+    TryStart,
+};
 pub use state::{State, UnknownState};
 pub use types::{
     CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,

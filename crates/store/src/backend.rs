@@ -5,13 +5,14 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputQuery, Request,
-    RequestFilter, RequestId, State, Stream, SuspendedJobChain,
+    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
+    Request, RequestFilter, RequestId, RunnerRegistration, RunnerState, State, Stream,
+    SuspendedJobChain, TryStart,
 };
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
-use crate::{Error, Finished, Store};
+use crate::{Error, Finished, Owner, StartedTry, Store};
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
 pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
@@ -45,6 +46,29 @@ pub(crate) fn micros(time: DateTime<Utc>) -> i64 {
 
 pub(crate) fn from_micros(micros: i64) -> DateTime<Utc> {
     Utc.timestamp_micros(micros).single().unwrap_or_default()
+}
+
+/// Registered runners with their count of RUNNING requests (`$1` RUNNING); a macro, so
+/// that the queries built on it are literals.
+macro_rules! runner_select {
+    () => {
+        "SELECT r.instance_id, r.url, r.host, r.pid, r.started_at, r.renewed_at, r.lease_us, \
+     r.lost_at, r.ended_at, \
+     (SELECT COUNT(*) FROM requests q WHERE q.jr_instance = r.instance_id AND q.state = $1) AS running \
+     FROM job_runners r"
+    };
+}
+
+fn fenced(request_id: &str, owner: &Owner, fence: &Fence) -> Error {
+    let owner_text = if owner.instance.is_empty() {
+        "no job runner instance yet".to_owned()
+    } else {
+        format!("job runner instance {}", owner.instance)
+    };
+    Error::Fenced(format!(
+        "request {request_id} is owned by {owner_text} at epoch {}; a report from instance {} for epoch {} is refused",
+        owner.epoch, fence.instance, fence.epoch
+    ))
 }
 
 /// Progress of a RUNNING request (`$1` id, `$2` count, `$3` RUNNING); others are left.
@@ -87,6 +111,16 @@ fn stream_of(value: i16) -> Result<Stream, Error> {
             "stored output stream {other} is not 0 (stdout) or 1 (stderr)"
         ))),
     }
+}
+
+/// An epoch as the databases store it; -1 stands for "no fence given".
+fn epoch_value(fence: Option<&Fence>) -> i64 {
+    fence.map_or(-1, |fence| count(fence.epoch))
+}
+
+/// A fence's instance as bound (empty without a fence; stored as NULL).
+fn instance_value(fence: Option<&Fence>) -> &str {
+    fence.map_or("", |fence| fence.instance.as_str())
 }
 
 /// A state as the databases store it (SMALLINT).
@@ -145,6 +179,85 @@ where
             },
             Err(err) => err,
         }
+    }
+
+    /// Why a report with `fence` about `request_id` matched no row: not from the owner
+    /// ([`Error::Fenced`]), or the request was not in the state expected.
+    async fn refusal(&self, request_id: &str, fence: Option<&Fence>, expected: State) -> Error {
+        if let Some(fence) = fence {
+            match self.owner(request_id).await {
+                Ok(owner) if !owner.accepts(fence) => return fenced(request_id, &owner, fence),
+                Ok(_) => {}
+                Err(err) => return err,
+            }
+        }
+        self.state_error(request_id, expected).await
+    }
+
+    async fn insert_logs_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        entries: &[JobLog],
+    ) -> Result<(), Error> {
+        for chunk in entries.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, exit, error, stdout, stderr) ",
+            );
+            insert.push_values(chunk, |mut row, entry| {
+                row.push_bind(entry.request_id.as_str())
+                    .push_bind(entry.job_id.as_str())
+                    .push_bind(i32::try_from(entry.r#try).unwrap_or(i32::MAX))
+                    .push_bind(entry.name.as_str())
+                    .push_bind(entry.job_type.as_str())
+                    .push_bind(state_value(entry.state))
+                    .push_bind(entry.started_at)
+                    .push_bind(entry.finished_at)
+                    .push_bind(entry.exit)
+                    .push_bind(entry.error.as_str())
+                    .push_bind(entry.stdout.as_str())
+                    .push_bind(entry.stderr.as_str());
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
+            insert.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    fn runner_from_row(row: &DB::Row, now: DateTime<Utc>) -> Result<JobRunner, Error> {
+        let renewed_at: i64 = row.try_get("renewed_at")?;
+        let lease_us: i64 = row.try_get("lease_us")?;
+        let lost_at: Option<i64> = row.try_get("lost_at")?;
+        let ended_at: Option<i64> = row.try_get("ended_at")?;
+        let state = match (lost_at, ended_at) {
+            (_, Some(_)) => RunnerState::Stopped,
+            (Some(_), None) => RunnerState::Lost,
+            (None, None) if renewed_at.saturating_add(lease_us) < micros(now) => RunnerState::Lost,
+            (None, None) => RunnerState::Live,
+        };
+        Ok(JobRunner {
+            instance_id: row.try_get("instance_id")?,
+            url: row.try_get("url")?,
+            host: row.try_get("host")?,
+            pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
+            started_at: from_micros(row.try_get("started_at")?),
+            renewed_at: from_micros(renewed_at),
+            lease: proto::duration::format(std::time::Duration::from_micros(
+                u64::try_from(lease_us).unwrap_or(0),
+            )),
+            running_requests: u64::try_from(row.try_get::<i64, _>("running").unwrap_or(0))
+                .unwrap_or(0),
+            state,
+            ended_at: ended_at.or(lost_at).map(from_micros),
+        })
+    }
+
+    async fn runner(&self, instance: &str, now: DateTime<Utc>) -> Result<JobRunner, Error> {
+        let row = sqlx::query(concat!(runner_select!(), " WHERE r.instance_id = $2"))
+            .bind(state_value(State::Running))
+            .bind(instance)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| Error::not_found("job runner instance", instance))?;
+        Self::runner_from_row(&row, now)
     }
 
     fn request_from_row(row: &DB::Row) -> Result<Request, Error> {
@@ -323,23 +436,59 @@ where
         Ok(chain)
     }
 
+    async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error> {
+        let row = sqlx::query(
+            "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2 RETURNING epoch",
+        )
+        .bind(request_id.as_str())
+        .bind(state_value(expected))
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => Ok(u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0)),
+            None => Err(self.state_error(request_id, expected).await),
+        }
+    }
+
     async fn start_request(
         &self,
         request_id: &RequestId,
         jr_url: &str,
+        owner: Option<&Fence>,
         at: DateTime<Utc>,
     ) -> Result<(), Error> {
         // Never before it was created: times stay in order whatever the clocks say.
         let query = sqlx::query(
             "UPDATE requests SET state = $4, started_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
-             jr_url = $3 WHERE request_id = $1 AND state = $5",
+             jr_url = $3, jr_instance = NULLIF($6, '') WHERE request_id = $1 AND state = $5 AND ($7 < 0 OR epoch = $7)",
         )
         .bind(request_id.as_str())
         .bind(micros(at))
         .bind(jr_url)
         .bind(state_value(State::Running))
-        .bind(state_value(State::Pending));
-        self.update_request(query, request_id, State::Pending).await
+        .bind(state_value(State::Pending))
+        .bind(instance_value(owner))
+        .bind(epoch_value(owner));
+        let done = query.execute(&self.pool).await?;
+        if DB::rows_affected(&done) == 0 {
+            return Err(self.refusal(request_id, owner, State::Pending).await);
+        }
+        Ok(())
+    }
+
+    async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
+        let row = sqlx::query("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| Error::not_found("request", request_id))?;
+        Ok(Owner {
+            state: state_of(row.try_get("state")?)?,
+            instance: row
+                .try_get::<Option<String>, _>("jr_instance")?
+                .unwrap_or_default(),
+            epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
+        })
     }
 
     async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
@@ -354,7 +503,11 @@ where
         self.update_request(query, request_id, State::Pending).await
     }
 
-    async fn finish_request(&self, finish: &FinishRequest) -> Result<Finished, Error> {
+    async fn finish_request(
+        &self,
+        finish: &FinishRequest,
+        fence: Option<&Fence>,
+    ) -> Result<Finished, Error> {
         if !finish.state.is_finished() {
             return Err(Error::Invalid(format!(
                 "final state {} is not a final state; expected COMPLETE, FAIL or STOPPED",
@@ -365,19 +518,30 @@ where
         let done = sqlx::query(
             "UPDATE requests SET state = $2, \
              finished_at = CASE WHEN $3 < started_at THEN started_at ELSE $3 END, \
-             finished_jobs = $4, jr_url = NULL WHERE request_id = $1 AND state = $5",
+             finished_jobs = $4, jr_url = NULL WHERE request_id = $1 AND state = $5 \
+             AND ($6 < 0 OR (epoch = $6 AND (jr_instance IS NULL OR jr_instance = $7)))",
         )
         .bind(finish.request_id.as_str())
         .bind(state_value(finish.state))
         .bind(micros(finish.finished_at))
         .bind(count(finish.finished_jobs))
         .bind(state_value(State::Running))
+        .bind(epoch_value(fence))
+        .bind(instance_value(fence))
         .execute(&self.pool)
         .await?;
         if DB::rows_affected(&done) == 1 {
+            // What started is of no use once the request has finished.
+            sqlx::query("DELETE FROM job_tries WHERE request_id = $1")
+                .bind(finish.request_id.as_str())
+                .execute(&self.pool)
+                .await?;
             return Ok(Finished::Now);
         }
-        match self.state_error(&finish.request_id, State::Running).await {
+        match self
+            .refusal(&finish.request_id, fence, State::Running)
+            .await
+        {
             Error::State { actual, .. } if actual.is_finished() => Ok(Finished::Already(actual)),
             err => Err(err),
         }
@@ -412,27 +576,7 @@ where
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
-        for chunk in entries.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, exit, error, stdout, stderr) ",
-            );
-            insert.push_values(chunk, |mut row, entry| {
-                row.push_bind(entry.request_id.as_str())
-                    .push_bind(entry.job_id.as_str())
-                    .push_bind(i32::try_from(entry.r#try).unwrap_or(i32::MAX))
-                    .push_bind(entry.name.as_str())
-                    .push_bind(entry.job_type.as_str())
-                    .push_bind(state_value(entry.state))
-                    .push_bind(entry.started_at)
-                    .push_bind(entry.finished_at)
-                    .push_bind(entry.exit)
-                    .push_bind(entry.error.as_str())
-                    .push_bind(entry.stdout.as_str())
-                    .push_bind(entry.stderr.as_str());
-            });
-            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
-            insert.build().execute(&mut *tx).await?;
-        }
+        Self::insert_logs_in(&mut tx, entries).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -554,6 +698,7 @@ where
     async fn suspend_request(
         &self,
         suspended: &SuspendedJobChain,
+        fence: Option<&Fence>,
         at: DateTime<Utc>,
     ) -> Result<(), Error> {
         let request_id = suspended.request_id.as_str();
@@ -571,6 +716,14 @@ where
         match inserted.map_err(Error::from) {
             Ok(_) => {}
             Err(Error::Duplicate(_)) => {
+                drop(tx);
+                // A runner that no longer owns the request hears that first.
+                if let Some(fence) = fence {
+                    let owner = self.owner(request_id).await?;
+                    if !owner.accepts(fence) {
+                        return Err(fenced(request_id, &owner, fence));
+                    }
+                }
                 return Err(Error::Conflict(format!(
                     "request {request_id} already has a suspended job chain"
                 )));
@@ -578,21 +731,24 @@ where
             // A chain for a request that does not exist breaks the foreign key.
             Err(Error::Database(_)) => {
                 drop(tx);
-                return Err(self.state_error(request_id, State::Running).await);
+                return Err(self.refusal(request_id, fence, State::Running).await);
             }
             Err(err) => return Err(err),
         }
         let updated = sqlx::query(
-            "UPDATE requests SET state = $2, jr_url = NULL WHERE request_id = $1 AND state = $3",
+            "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL WHERE request_id = $1 AND state = $3 \
+             AND ($4 < 0 OR (epoch = $4 AND (jr_instance IS NULL OR jr_instance = $5)))",
         )
         .bind(request_id)
         .bind(state_value(State::Suspended))
         .bind(state_value(State::Running))
+        .bind(epoch_value(fence))
+        .bind(instance_value(fence))
         .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
-            return Err(self.state_error(request_id, State::Running).await);
+            return Err(self.refusal(request_id, fence, State::Running).await);
         }
         tx.commit().await?;
         Ok(())
@@ -617,7 +773,13 @@ where
         }
     }
 
-    async fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str) -> Result<(), Error> {
+    async fn resumed(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        jr_url: &str,
+        owner: Option<&Fence>,
+    ) -> Result<(), Error> {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         let deleted =
@@ -632,12 +794,15 @@ where
             )));
         }
         let updated = sqlx::query(
-            "UPDATE requests SET state = $3, jr_url = $2 WHERE request_id = $1 AND state = $4",
+            "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
+             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
         )
         .bind(request_id)
         .bind(jr_url)
         .bind(state_value(State::Running))
         .bind(state_value(State::Suspended))
+        .bind(instance_value(owner))
+        .bind(epoch_value(owner))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -769,5 +934,210 @@ where
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
+    }
+
+    async fn register_runner(
+        &self,
+        runner: &RunnerRegistration,
+        at: DateTime<Utc>,
+    ) -> Result<JobRunner, Error> {
+        let lease = proto::duration::parse(&runner.lease).map_err(|err| {
+            Error::Invalid(format!(
+                "lease {:?} is not a duration ({err}); expected such as 10s",
+                runner.lease
+            ))
+        })?;
+        let lease_us = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
+        let inserted = sqlx::query(
+            "INSERT INTO job_runners (instance_id, url, host, pid, started_at, renewed_at, lease_us) \
+             VALUES ($1, $2, $3, $4, $5, $5, $6)",
+        )
+        .bind(runner.instance_id.as_str())
+        .bind(runner.url.as_str())
+        .bind(runner.host.as_str())
+        .bind(i64::from(runner.pid))
+        .bind(micros(at))
+        .bind(lease_us)
+        .execute(&self.pool)
+        .await;
+        match inserted.map_err(Error::from) {
+            Ok(_) => {}
+            Err(Error::Duplicate(_)) => {
+                return Err(Error::Conflict(format!(
+                    "job runner instance {} is registered already; an instance id is new at every start",
+                    runner.instance_id
+                )));
+            }
+            Err(err) => return Err(err),
+        }
+        self.runner(&runner.instance_id, at).await
+    }
+
+    async fn renew_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<JobRunner, Error> {
+        let done = sqlx::query(
+            "UPDATE job_runners SET renewed_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
+        )
+        .bind(instance)
+        .bind(micros(at))
+        .execute(&self.pool)
+        .await?;
+        let runner = self.runner(instance, at).await?;
+        if DB::rows_affected(&done) == 0 {
+            return Err(Error::RunnerEnded {
+                instance: instance.to_owned(),
+                state: runner.state,
+            });
+        }
+        Ok(runner)
+    }
+
+    async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
+        sqlx::query("UPDATE job_runners SET ended_at = $2 WHERE instance_id = $1 AND ended_at IS NULL")
+            .bind(instance)
+            .bind(micros(at))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn job_runners(
+        &self,
+        now: DateTime<Utc>,
+        ended_since: DateTime<Utc>,
+    ) -> Result<Vec<JobRunner>, Error> {
+        let rows = sqlx::query(concat!(
+            runner_select!(),
+            " WHERE (r.lost_at IS NULL AND r.ended_at IS NULL) \
+             OR COALESCE(r.ended_at, r.lost_at) >= $2 \
+             OR EXISTS (SELECT 1 FROM requests q WHERE q.jr_instance = r.instance_id AND q.state = $1) \
+             ORDER BY r.started_at DESC, r.instance_id"
+        ))
+        .bind(state_value(State::Running))
+        .bind(micros(ended_since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Self::runner_from_row(row, now))
+            .collect()
+    }
+
+    async fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> Result<bool, Error> {
+        let done = sqlx::query(
+            "UPDATE job_runners SET lost_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
+        )
+        .bind(instance)
+        .bind(micros(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(DB::rows_affected(&done) == 1)
+    }
+
+    async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error> {
+        let rows = sqlx::query(
+            "SELECT request_id FROM requests WHERE jr_instance = $1 AND state = $2 ORDER BY created_at",
+        )
+        .bind(instance)
+        .bind(state_value(State::Running))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get("request_id")?))
+            .collect()
+    }
+
+    async fn recover_request(
+        &self,
+        instance: &str,
+        interrupted: &[JobLog],
+        suspended: &SuspendedJobChain,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let request_id = suspended.request_id.as_str();
+        let suspended_json = to_json("suspended job chain", suspended)?;
+        let mut tx = self.pool.begin().await?;
+        // The ownership first: a request that moved on is left as it is.
+        let updated = sqlx::query(
+            "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
+             WHERE request_id = $1 AND state = $3 AND jr_instance = $4",
+        )
+        .bind(request_id)
+        .bind(state_value(State::Suspended))
+        .bind(state_value(State::Running))
+        .bind(instance)
+        .execute(&mut *tx)
+        .await?;
+        if DB::rows_affected(&updated) == 0 {
+            drop(tx);
+            let fence = Fence {
+                instance: instance.to_owned(),
+                epoch: self.owner(request_id).await.map_or(0, |owner| owner.epoch),
+            };
+            return Err(self.refusal(request_id, Some(&fence), State::Running).await);
+        }
+        Self::insert_logs_in(&mut tx, interrupted).await?;
+        sqlx::query(
+            "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
+             VALUES ($1, $2, NULL, $3, $3)",
+        )
+        .bind(request_id)
+        .bind(suspended_json)
+        .bind(micros(at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error> {
+        if starts.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for chunk in starts.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) ",
+            );
+            insert.push_values(chunk, |mut row, start| {
+                row.push_bind(start.request_id.as_str())
+                    .push_bind(start.job_id.as_str())
+                    .push_bind(i32::try_from(start.r#try).unwrap_or(i32::MAX))
+                    .push_bind(i32::try_from(start.run_try).unwrap_or(i32::MAX))
+                    .push_bind(i32::try_from(start.sequence_try).unwrap_or(i32::MAX))
+                    .push_bind(start.started_at)
+                    .push_bind(instance);
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
+        let rows = sqlx::query(
+            "SELECT job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
+             WHERE request_id = $1 ORDER BY job_id, try",
+        )
+        .bind(request_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
+            Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(StartedTry {
+                    start: TryStart {
+                        request_id: request_id.to_owned(),
+                        job_id: row.try_get("job_id")?,
+                        r#try: number(row, "try")?,
+                        run_try: number(row, "run_try")?,
+                        sequence_try: number(row, "sequence_try")?,
+                        started_at: row.try_get("started_at")?,
+                    },
+                    instance: row.try_get("jr_instance")?,
+                })
+            })
+            .collect()
     }
 }

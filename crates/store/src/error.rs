@@ -18,6 +18,17 @@ pub enum Error {
     /// A row that may exist once exists already (a second suspended chain for a request).
     #[error("{0}")]
     Conflict(String),
+    /// A report about a request from a Job Runner that no longer owns it (another epoch
+    /// or another instance): refused, so that one runner at a time advances a request.
+    #[error("{0}")]
+    Fenced(String),
+    /// A Job Runner instance whose lease was declared lost, or that deregistered: it may
+    /// not renew (it registers again as a new instance).
+    #[error("job runner instance {instance} is {state}; register again as a new instance")]
+    RunnerEnded {
+        instance: String,
+        state: proto::RunnerState,
+    },
     /// A key that exists already, as the database said (its words are the source).
     #[error("a row with this key is stored already")]
     Duplicate(#[source] sqlx::Error),

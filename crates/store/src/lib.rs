@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputQuery, Request,
-    RequestFilter, RequestId, State, SuspendedJobChain,
+    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
+    Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain, TryStart,
 };
 
 pub use backend::{Backend, SqlStore};
@@ -28,6 +28,7 @@ pub use error::Error;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
+
 /// What `finish` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
@@ -35,6 +36,30 @@ pub enum Finished {
     Now,
     /// The request had already finished in this state; nothing changed.
     Already(State),
+}
+
+/// Who owns a request now: its state, the runner instance it was handed to (empty
+/// before the runner answered, and after a recovery) and the epoch of that hand-over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub state: State,
+    pub instance: String,
+    pub epoch: u64,
+}
+
+impl Owner {
+    /// Whether a report that names `fence` comes from the owner: the same epoch, and the
+    /// same instance once one is recorded.
+    pub fn accepts(&self, fence: &Fence) -> bool {
+        fence.epoch == self.epoch && (self.instance.is_empty() || self.instance == fence.instance)
+    }
+}
+
+/// A try that started, with the runner instance that started it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartedTry {
+    pub start: TryStart,
+    pub instance: String,
 }
 
 /// What the Request Manager keeps. Every method is one transaction.
@@ -55,19 +80,34 @@ pub trait Store: Send + Sync + 'static {
     /// The chain as created, with each job's latest state and try count.
     async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error>;
 
-    /// PENDING → RUNNING, on the Job Runner at `jr_url`.
+    /// Begins a hand-over of a request in state `expected` (PENDING or SUSPENDED): the
+    /// epoch grows by one and is returned; the Job Runner it is handed to reports with it.
+    async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error>;
+
+    /// PENDING → RUNNING, on the Job Runner at `jr_url`. With `owner`, only for that
+    /// hand-over's epoch, and the instance is recorded as the request's owner.
     async fn start_request(
         &self,
         request_id: &RequestId,
         jr_url: &str,
+        owner: Option<&Fence>,
         at: DateTime<Utc>,
     ) -> Result<(), Error>;
+
+    /// Who owns a request now.
+    async fn owner(&self, request_id: &str) -> Result<Owner, Error>;
 
     /// PENDING → FAIL (starting it failed).
     async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error>;
 
     /// RUNNING → the final state. A request that already finished is left as it is.
-    async fn finish_request(&self, finish: &FinishRequest) -> Result<Finished, Error>;
+    /// With `fence`, only from the request's owner ([`Error::Fenced`] otherwise). The
+    /// request's started tries are forgotten.
+    async fn finish_request(
+        &self,
+        finish: &FinishRequest,
+        fence: Option<&Fence>,
+    ) -> Result<Finished, Error>;
 
     /// Sets the count of completed jobs of a RUNNING request (otherwise does nothing).
     async fn update_progress(&self, request_id: &str, finished_jobs: u64) -> Result<(), Error>;
@@ -100,9 +140,11 @@ pub trait Store: Send + Sync + 'static {
     async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error>;
 
     /// Stores a suspended chain and sets its RUNNING request SUSPENDED, in one transaction.
+    /// With `fence`, only from the request's owner ([`Error::Fenced`] otherwise).
     async fn suspend_request(
         &self,
         suspended: &SuspendedJobChain,
+        fence: Option<&Fence>,
         at: DateTime<Utc>,
     ) -> Result<(), Error>;
 
@@ -116,8 +158,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The claimed chain was resumed on the Job Runner at `jr_url`: SUSPENDED → RUNNING and
     /// the chain deleted, in one transaction. If the request is no longer SUSPENDED, only
-    /// the chain is deleted and the request's state is returned in the error.
-    async fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str) -> Result<(), Error>;
+    /// the chain is deleted and the request's state is returned in the error. With
+    /// `owner`, the runner instance is recorded for the hand-over's epoch.
+    async fn resumed(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        jr_url: &str,
+        owner: Option<&Fence>,
+    ) -> Result<(), Error>;
 
     /// Gives up a claim (resuming failed); only `host`'s own claim.
     async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error>;
@@ -138,6 +187,55 @@ pub trait Store: Send + Sync + 'static {
 
     /// The Job Runners of RUNNING requests.
     async fn running_jr_urls(&self) -> Result<Vec<String>, Error>;
+
+    /// Registers a new Job Runner instance, its lease starting `at`.
+    async fn register_runner(
+        &self,
+        runner: &RunnerRegistration,
+        at: DateTime<Utc>,
+    ) -> Result<JobRunner, Error>;
+
+    /// Renews a live instance's lease. One declared lost, or deregistered, is
+    /// [`Error::RunnerEnded`]; an unknown one is [`Error::NotFound`].
+    async fn renew_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<JobRunner, Error>;
+
+    /// Deregisters an instance that shut down (its chains handed back).
+    async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error>;
+
+    /// Every registered instance, newest first, its state as of `now`, with its count
+    /// of RUNNING requests. Instances that ended before `ended_since` are left out.
+    async fn job_runners(
+        &self,
+        now: DateTime<Utc>,
+        ended_since: DateTime<Utc>,
+    ) -> Result<Vec<JobRunner>, Error>;
+
+    /// Declares an instance lost: true for the one caller that did it (the claim of its
+    /// recovery), false if it was lost or ended already.
+    async fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> Result<bool, Error>;
+
+    /// RUNNING requests owned by `instance`.
+    async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error>;
+
+    /// Recovers a request of a lost instance, in one transaction: stores `interrupted`
+    /// (job log entries of the tries that never reported), stores `suspended` and sets
+    /// the request SUSPENDED with a new epoch and no owner, so that it is resumed like a
+    /// chain handed back, and nothing more from the lost instance is accepted. Only if
+    /// the request is RUNNING and owned by `instance` (otherwise [`Error::Fenced`] or
+    /// [`Error::State`]).
+    async fn recover_request(
+        &self,
+        instance: &str,
+        interrupted: &[JobLog],
+        suspended: &SuspendedJobChain,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error>;
+
+    /// Stores that tries started (a re-sent one is skipped), for `instance`.
+    async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error>;
+
+    /// The started tries of a request that has not finished.
+    async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error>;
 }
 
 /// Opens the store a URL names: `sqlite://PATH` (created if missing) or

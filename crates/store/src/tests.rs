@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proto::{
-    CreateRequest, FinishRequest, Job, JobChain, JobLog, OutputChunk, OutputQuery, Request,
+    CreateRequest, Fence, FinishRequest, Job, JobChain, JobLog, OutputChunk, OutputQuery, Request,
     RequestArg, RequestArgType, RequestFilter, State, SuspendedJobChain,
 };
 use serde_json::json;
 
-use crate::{Batcher, Error, Finished, Store};
+use crate::{Batcher, Error, Finished, Owner, StartedTry, Store};
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 2, hour, minute, 0).unwrap()
@@ -150,7 +150,7 @@ fn sjc(request_id: &str) -> SuspendedJobChain {
 async fn running(store: &dyn Store, id: &str) {
     create(store, id).await;
     store
-        .start_request(&id.into(), "http://jr1:32307", at(1, 1))
+        .start_request(&id.into(), "http://jr1:32307", None, at(1, 1))
         .await
         .unwrap();
 }
@@ -193,7 +193,7 @@ async fn create_and_read(store: Arc<dyn Store>, _raw: Raw) {
 async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
     create(&*store, "r1").await;
     store
-        .start_request(&"r1".into(), "http://jr1:32307", at(1, 1))
+        .start_request(&"r1".into(), "http://jr1:32307", None, at(1, 1))
         .await
         .unwrap();
     let started = store.get_request("r1", false).await.unwrap();
@@ -202,7 +202,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         (State::Running, "http://jr1:32307", Some(at(1, 1)))
     );
     let err = store
-        .start_request(&"r1".into(), "http://jr2", at(1, 2))
+        .start_request(&"r1".into(), "http://jr2", None, at(1, 2))
         .await
         .unwrap_err();
     assert_eq!(
@@ -214,7 +214,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         Err(Error::State { .. })
     ));
     assert!(matches!(
-        store.start_request(&"nope".into(), "x", at(1, 2)).await,
+        store.start_request(&"nope".into(), "x", None, at(1, 2)).await,
         Err(Error::NotFound { .. })
     ));
 
@@ -229,14 +229,14 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(1, 5),
         finished_jobs: 3,
     };
-    assert_eq!(store.finish_request(&finish).await.unwrap(), Finished::Now);
+    assert_eq!(store.finish_request(&finish, None).await.unwrap(), Finished::Now);
     // A second finish changes nothing and says so, even with another state.
     let again = FinishRequest {
         state: State::Fail,
         ..finish.clone()
     };
     assert_eq!(
-        store.finish_request(&again).await.unwrap(),
+        store.finish_request(&again, None).await.unwrap(),
         Finished::Already(State::Complete)
     );
     let done = store.get_request("r1", false).await.unwrap();
@@ -252,7 +252,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
     // Never back to RUNNING, and progress of a finished request is ignored.
     assert!(
         store
-            .start_request(&"r1".into(), "x", at(1, 6))
+            .start_request(&"r1".into(), "x", None, at(1, 6))
             .await
             .is_err()
     );
@@ -267,7 +267,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         .finish_request(&FinishRequest {
             request_id: "r2".to_owned(),
             ..finish.clone()
-        })
+        }, None)
         .await
         .unwrap_err();
     assert_eq!(
@@ -278,7 +278,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         .finish_request(&FinishRequest {
             state: State::Running,
             ..finish
-        })
+        }, None)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
@@ -331,17 +331,17 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
 
 async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
     running(&*store, "r1").await;
-    store.suspend_request(&sjc("r1"), at(2, 0)).await.unwrap();
+    store.suspend_request(&sjc("r1"), None, at(2, 0)).await.unwrap();
     assert_eq!(
         store.get_request("r1", false).await.unwrap().state,
         State::Suspended
     );
     assert!(store.running_jr_urls().await.unwrap().is_empty());
     // Suspending again: the request is no longer RUNNING and the chain exists.
-    assert!(store.suspend_request(&sjc("r1"), at(2, 1)).await.is_err());
+    assert!(store.suspend_request(&sjc("r1"), None, at(2, 1)).await.is_err());
     create(&*store, "r2").await;
     let err = store
-        .suspend_request(&sjc("r2"), at(2, 1))
+        .suspend_request(&sjc("r2"), None, at(2, 1))
         .await
         .unwrap_err();
     assert_eq!(
@@ -349,7 +349,7 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
         "request r2 in state PENDING, expected state RUNNING"
     );
     assert!(matches!(
-        store.suspend_request(&sjc("nope"), at(2, 1)).await,
+        store.suspend_request(&sjc("nope"), None, at(2, 1)).await,
         Err(Error::NotFound { .. })
     ));
 
@@ -386,13 +386,13 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
     );
     assert!(
         store
-            .resumed(&"r1".into(), "rm-a", "http://jr2:32307")
+            .resumed(&"r1".into(), "rm-a", "http://jr2:32307", None)
             .await
             .is_err(),
         "not rm-a's claim"
     );
     store
-        .resumed(&"r1".into(), "rm-b", "http://jr2:32307")
+        .resumed(&"r1".into(), "rm-b", "http://jr2:32307", None)
         .await
         .unwrap();
     let resumed = store.get_request("r1", false).await.unwrap();
@@ -415,7 +415,7 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
 /// a claim not renewed is released, and an old unclaimed chain expires.
 async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     running(&*store, "r2").await;
-    store.suspend_request(&sjc("r2"), at(2, 0)).await.unwrap();
+    store.suspend_request(&sjc("r2"), None, at(2, 0)).await.unwrap();
     store
         .claim_suspended("rm-a", at(2, 1))
         .await
@@ -424,7 +424,7 @@ async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     raw.exec("UPDATE requests SET state = 3 WHERE request_id = 'r2'")
         .await;
     let err = store
-        .resumed(&"r2".into(), "rm-a", "http://jr9")
+        .resumed(&"r2".into(), "rm-a", "http://jr9", None)
         .await
         .unwrap_err();
     assert_eq!(
@@ -445,7 +445,7 @@ async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     );
 
     running(&*store, "r1").await;
-    store.suspend_request(&sjc("r1"), at(2, 0)).await.unwrap();
+    store.suspend_request(&sjc("r1"), None, at(2, 0)).await.unwrap();
     store
         .claim_suspended("rm-a", at(2, 1))
         .await
@@ -496,7 +496,7 @@ async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) {
     ];
     for (id, suspended_at) in chains {
         running(&*store, id).await;
-        store.suspend_request(&sjc(id), suspended_at).await.unwrap();
+        store.suspend_request(&sjc(id), None, suspended_at).await.unwrap();
     }
     // A Request Manager that went away claimed three of them half an hour ago.
     for _ in 0..3 {
@@ -567,7 +567,7 @@ async fn claims_race_and_each_chain_is_claimed_once(store: Arc<dyn Store>, _raw:
         let id = format!("r{i:03}");
         running(&*store, &id).await;
         store
-            .suspend_request(&sjc(&id), at(2, 0) + Duration::seconds(i))
+            .suspend_request(&sjc(&id), None, at(2, 0) + Duration::seconds(i))
             .await
             .unwrap();
     }
@@ -613,11 +613,11 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
             .unwrap();
     }
     store
-        .start_request(&"r".into(), "http://jr1", at(1, 1))
+        .start_request(&"r".into(), "http://jr1", None, at(1, 1))
         .await
         .unwrap();
     store
-        .start_request(&"f".into(), "http://jr1", at(2, 1))
+        .start_request(&"f".into(), "http://jr1", None, at(2, 1))
         .await
         .unwrap();
     let finish = FinishRequest {
@@ -626,7 +626,7 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(4, 0),
         finished_jobs: 3,
     };
-    store.finish_request(&finish).await.unwrap();
+    store.finish_request(&finish, None).await.unwrap();
     let ids = |found: Vec<Request>| found.into_iter().map(|r| r.id).collect::<Vec<_>>();
     let find = |filter: RequestFilter| {
         let store = Arc::clone(&store);
@@ -825,7 +825,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     // Created at 01:00; started "at" 00:30; finished "at" 00:10.
     create(&*store, "r1").await;
     store
-        .start_request(&"r1".into(), "", at(0, 30))
+        .start_request(&"r1".into(), "", None, at(0, 30))
         .await
         .unwrap();
     let finish = FinishRequest {
@@ -834,7 +834,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(0, 10),
         finished_jobs: 3,
     };
-    store.finish_request(&finish).await.unwrap();
+    store.finish_request(&finish, None).await.unwrap();
     let (created, started, finished) = times(&store.get_request("r1", false).await.unwrap());
     assert!(
         created <= started && started <= finished,
@@ -844,7 +844,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
     // In order already: kept as given.
     create(&*store, "r2").await;
     store
-        .start_request(&"r2".into(), "", at(1, 5))
+        .start_request(&"r2".into(), "", None, at(1, 5))
         .await
         .unwrap();
     store
@@ -852,7 +852,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
             request_id: "r2".to_owned(),
             finished_at: at(1, 9),
             ..finish.clone()
-        })
+        }, None)
         .await
         .unwrap();
     let r2 = store.get_request("r2", false).await.unwrap();
@@ -963,6 +963,343 @@ async fn output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap(
     assert_eq!(kept, expected);
 }
 
+fn registration(instance: &str, url: &str) -> proto::RunnerRegistration {
+    proto::RunnerRegistration {
+        instance_id: instance.to_owned(),
+        url: url.to_owned(),
+        host: "host1".to_owned(),
+        pid: 4242,
+        lease: "10s".to_owned(),
+    }
+}
+
+async fn runners_register_renew_lapse_and_end(store: Arc<dyn Store>, _raw: Raw) {
+    let t0 = at(3, 0);
+    let jr1 = store
+        .register_runner(&registration("i1", "http://jr1:32307"), t0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (jr1.state, jr1.lease.as_str(), jr1.pid, jr1.running_requests),
+        (proto::RunnerState::Live, "10s", 4242, 0)
+    );
+    let again = store
+        .register_runner(&registration("i1", "http://jr1:32307"), t0)
+        .await
+        .unwrap_err();
+    assert!(matches!(again, Error::Conflict(_)), "{again}");
+    let bad = store
+        .register_runner(
+            &proto::RunnerRegistration {
+                lease: "soon".to_owned(),
+                ..registration("i9", "http://x")
+            },
+            t0,
+        )
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("expected such as 10s"), "{bad}");
+    store
+        .register_runner(&registration("i2", "http://jr2:32307"), t0)
+        .await
+        .unwrap();
+
+    // Renewed within its lease it stays live; past it, it shows lost.
+    let renewed = store
+        .renew_runner("i1", t0 + Duration::seconds(5))
+        .await
+        .unwrap();
+    assert_eq!(renewed.renewed_at, t0 + Duration::seconds(5));
+    let now = t0 + Duration::seconds(12);
+    let states: Vec<(String, proto::RunnerState)> = store
+        .job_runners(now, now)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.instance_id, r.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("i1".to_owned(), proto::RunnerState::Live),
+            ("i2".to_owned(), proto::RunnerState::Lost)
+        ]
+    );
+
+    // Declaring it lost is a claim: once.
+    assert!(store.mark_runner_lost("i2", now).await.unwrap());
+    assert!(!store.mark_runner_lost("i2", now).await.unwrap());
+    let err = store.renew_runner("i2", now).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::RunnerEnded {
+                state: proto::RunnerState::Lost,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        store.renew_runner("nope", now).await.unwrap_err(),
+        Error::NotFound { .. }
+    ));
+
+    // A runner that shut down is stopped, and listed only while recent.
+    store.end_runner("i1", now).await.unwrap();
+    assert!(!store.mark_runner_lost("i1", now).await.unwrap());
+    let listed = store.job_runners(now, now).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let i1 = listed.iter().find(|r| r.instance_id == "i1").unwrap();
+    assert_eq!(
+        (i1.state, i1.ended_at),
+        (proto::RunnerState::Stopped, Some(now))
+    );
+    assert!(
+        store
+            .job_runners(now, now + Duration::seconds(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
+    create(&*store, "r1").await;
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending)
+        .await
+        .unwrap();
+    assert_eq!(epoch, 1);
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch,
+    };
+    // A hand-over of an older epoch cannot start it.
+    let stale = Fence {
+        instance: "i0".to_owned(),
+        epoch: 0,
+    };
+    let err = store
+        .start_request(&"r1".into(), "http://jr1", Some(&stale), at(1, 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    store
+        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.owner("r1").await.unwrap(),
+        Owner {
+            state: State::Running,
+            instance: "i1".to_owned(),
+            epoch: 1
+        }
+    );
+    assert!(
+        store
+            .hand_over(&"r1".into(), State::Pending)
+            .await
+            .is_err()
+    );
+
+    // Another instance, or the same at another epoch, cannot finish it.
+    let finish = FinishRequest {
+        request_id: "r1".to_owned(),
+        state: State::Complete,
+        finished_at: at(1, 5),
+        finished_jobs: 2,
+    };
+    for fence in [
+        Fence {
+            instance: "i2".to_owned(),
+            epoch: 1,
+        },
+        Fence {
+            instance: "i1".to_owned(),
+            epoch: 2,
+        },
+    ] {
+        let err = store
+            .finish_request(&finish, Some(&fence))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("is owned by job runner instance i1 at epoch 1"),
+            "{err}"
+        );
+        let err = store
+            .suspend_request(&sjc("r1"), Some(&fence), at(1, 5))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced(_)), "{err}");
+    }
+    assert_eq!(store.owner("r1").await.unwrap().state, State::Running);
+    // Nothing was left behind by the refused suspend: the owner may suspend.
+    store
+        .suspend_request(&sjc("r1"), Some(&owner), at(1, 5))
+        .await
+        .unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended)
+        .await
+        .unwrap();
+    let claimed = store.claim_suspended("rm-a", at(1, 6)).await.unwrap();
+    assert!(claimed.is_some());
+    let resumed_by = Fence {
+        instance: "i3".to_owned(),
+        epoch,
+    };
+    store
+        .resumed(&"r1".into(), "rm-a", "http://jr3", Some(&resumed_by))
+        .await
+        .unwrap();
+    let err = store.finish_request(&finish, Some(&owner)).await.unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert_eq!(
+        store
+            .finish_request(&finish, Some(&resumed_by))
+            .await
+            .unwrap(),
+        Finished::Now
+    );
+    // A finished request answers a re-sent finish from its owner as done already.
+    assert_eq!(
+        store
+            .finish_request(&finish, Some(&resumed_by))
+            .await
+            .unwrap(),
+        Finished::Already(State::Complete)
+    );
+}
+
+fn try_start(request_id: &str, job_id: &str, try_no: u32) -> proto::TryStart {
+    proto::TryStart {
+        request_id: request_id.to_owned(),
+        job_id: job_id.to_owned(),
+        r#try: try_no,
+        run_try: try_no,
+        sequence_try: 1,
+        started_at: 5_000 + i64::from(try_no),
+    }
+}
+
+async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: Raw) {
+    store
+        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
+        .await
+        .unwrap();
+    create(&*store, "r1").await;
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending)
+        .await
+        .unwrap();
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch,
+    };
+    store
+        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
+        .await
+        .unwrap();
+    store
+        .insert_try_starts("i1", &[try_start("r1", "a", 1), try_start("r1", "b", 1)])
+        .await
+        .unwrap();
+    // Sent again: stored once.
+    store
+        .insert_try_starts("i1", &[try_start("r1", "b", 1)])
+        .await
+        .unwrap();
+    store
+        .insert_job_logs(&[log("r1", "a", 1, State::Complete)])
+        .await
+        .unwrap();
+    let started = store.try_starts("r1").await.unwrap();
+    assert_eq!(
+        started,
+        [
+            StartedTry {
+                start: try_start("r1", "a", 1),
+                instance: "i1".to_owned()
+            },
+            StartedTry {
+                start: try_start("r1", "b", 1),
+                instance: "i1".to_owned()
+            }
+        ]
+    );
+    assert_eq!(store.owned_requests("i1").await.unwrap(), ["r1"]);
+    assert_eq!(
+        store.job_runners(at(1, 0), at(1, 0)).await.unwrap()[0].running_requests,
+        1
+    );
+
+    let interrupted = JobLog {
+        error: "interrupted".to_owned(),
+        ..log("r1", "b", 1, State::Stopped)
+    };
+    store
+        .recover_request("i1", &[interrupted.clone()], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap();
+    // A second recovery (another Request Manager) finds it moved on.
+    let err = store
+        .recover_request("i1", &[interrupted], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_) | Error::State { .. }), "{err}");
+    let now = store.owner("r1").await.unwrap();
+    assert_eq!(
+        (now.state, now.instance.as_str(), now.epoch),
+        (State::Suspended, "", epoch + 1)
+    );
+    // The lost instance can report nothing more.
+    let err = store
+        .suspend_request(&sjc("r1"), Some(&owner), at(1, 3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    let logs = store.job_log("r1").await.unwrap();
+    assert_eq!(
+        logs.iter()
+            .map(|l| (l.job_id.as_str(), l.r#try, l.state))
+            .collect::<Vec<_>>(),
+        [("a", 1, State::Complete), ("b", 1, State::Stopped)]
+    );
+    assert!(store.claim_suspended("rm-a", at(1, 4)).await.unwrap().is_some());
+
+    // Once finished, its started tries are forgotten.
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended)
+        .await
+        .unwrap();
+    let next = Fence {
+        instance: "i2".to_owned(),
+        epoch,
+    };
+    store
+        .resumed(&"r1".into(), "rm-a", "http://jr2", Some(&next))
+        .await
+        .unwrap();
+    store
+        .finish_request(
+            &FinishRequest {
+                request_id: "r1".to_owned(),
+                state: State::Complete,
+                finished_at: at(1, 5),
+                finished_jobs: 2,
+            },
+            Some(&next),
+        )
+        .await
+        .unwrap();
+    assert!(store.try_starts("r1").await.unwrap().is_empty());
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1005,6 +1342,9 @@ suite!(
     a_long_arg_value_is_stored_and_found_through_an_index,
     request_times_stay_in_order,
     output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap,
+    runners_register_renew_lapse_and_end,
+    hand_overs_are_fenced,
+    a_lost_runners_request_is_recovered_once,
 );
 
 fn postgres_url() -> String {
@@ -1141,7 +1481,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 3);
+    assert_eq!(migrations, 4);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1159,6 +1499,8 @@ async fn postgres_migrates_an_empty_schema_once() {
             "_sqlx_migrations",
             "job_log",
             "job_output",
+            "job_runners",
+            "job_tries",
             "request_archives",
             "request_args",
             "requests",

@@ -1,0 +1,112 @@
+//! Job Runner registration, leases and fencing (Spindle extensions to Spin Cycle's API).
+//!
+//! A Job Runner process has an instance id, new at every start, and holds a lease with
+//! the Request Managers that it renews every third of its length. A request handed to a
+//! runner records the runner's instance and an epoch that grows at every hand-over; every
+//! report about the request names both ([`Fence`], sent as the headers [`RUNNER_HEADER`]
+//! and [`EPOCH_HEADER`]), and a report from a runner that no longer owns the request is
+//! refused.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The header that names the runner instance sending a report, or answering a hand-over.
+pub const RUNNER_HEADER: &str = "spindle-runner";
+/// The header that carries the epoch of a hand-over, and of every report about it.
+pub const EPOCH_HEADER: &str = "spindle-epoch";
+/// Set (to `true`) on a 409 answer that refuses a report because its runner no longer
+/// owns the request: the runner stops that chain and reports nothing more for it.
+pub const FENCED_HEADER: &str = "spindle-fenced";
+
+/// Who sends a report: a runner instance and the epoch of the hand-over it was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub instance: String,
+    pub epoch: u64,
+}
+
+/// A Job Runner registering itself (`POST /api/v1/job-runners`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerRegistration {
+    /// New at every start of a runner process.
+    pub instance_id: String,
+    /// The runner's base URL, as Request Managers reach it.
+    pub url: String,
+    /// The machine it runs on, and its process id there: a runner started again on the
+    /// same machine knows that a registration with a process that is gone is lost.
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub pid: u32,
+    /// Go duration: the lease it renews every third of.
+    pub lease: String,
+}
+
+/// Whether a registered runner holds its lease.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerState {
+    /// Renewed within its lease.
+    #[default]
+    Live,
+    /// Its lease lapsed (or its process is known to be gone); its requests are recovered.
+    Lost,
+    /// Shut down and deregistered after handing back its chains.
+    Stopped,
+}
+
+impl std::fmt::Display for RunnerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunnerState::Live => "live",
+            RunnerState::Lost => "lost",
+            RunnerState::Stopped => "stopped",
+        })
+    }
+}
+
+/// A registered Job Runner as `GET /api/v1/job-runners` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRunner {
+    pub instance_id: String,
+    pub url: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub pid: u32,
+    pub started_at: DateTime<Utc>,
+    pub renewed_at: DateTime<Utc>,
+    /// Go duration.
+    pub lease: String,
+    /// RUNNING requests it owns.
+    #[serde(default)]
+    pub running_requests: u64,
+    pub state: RunnerState,
+    /// When it was declared lost or deregistered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// A job try that has started (`POST /api/v1/job-tries`, in batches): the store knows
+/// which tries began, so that a try whose runner was lost before it reported is logged
+/// as interrupted and the job runs again as the next try.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TryStart {
+    #[serde(default)]
+    pub request_id: String,
+    pub job_id: String,
+    /// The job log's try number.
+    pub r#try: u32,
+    /// The try within the job's current sequence run (what its retry budget counts).
+    #[serde(default)]
+    pub run_try: u32,
+    /// The try count of the job's sequence when the try began.
+    #[serde(default)]
+    pub sequence_try: u32,
+    /// Unix nanoseconds.
+    #[serde(default)]
+    pub started_at: i64,
+}
