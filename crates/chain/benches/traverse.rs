@@ -25,6 +25,9 @@ struct Counting {
 
 #[async_trait::async_trait]
 impl Reporter for Counting {
+    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
         self.logs.fetch_add(entries.len(), Ordering::Relaxed);
         Ok(())

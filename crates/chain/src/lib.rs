@@ -58,7 +58,8 @@ impl Default for Options {
 /// How a chain run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Final {
-    /// COMPLETE, FAIL or STOPPED; SUSPENDED when the chain was handed back.
+    /// COMPLETE, FAIL or STOPPED; SUSPENDED when the chain was handed back; UNKNOWN
+    /// when it was abandoned (another runner owns the request).
     pub state: State,
     pub finished_jobs: u64,
 }
@@ -70,6 +71,8 @@ pub enum StopError {
         "chain not stopped because the job runner is shutting down (the chain is being suspended)"
     )]
     ShuttingDown,
+    #[error("chain not stopped here: this job runner no longer owns the request")]
+    Abandoned,
 }
 
 pub(crate) enum Command {
@@ -84,6 +87,7 @@ pub struct Handle {
     request_id: Arc<str>,
     commands: mpsc::UnboundedSender<Command>,
     done: watch::Receiver<Option<Final>>,
+    abandoned: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Command {
@@ -119,6 +123,13 @@ impl Handle {
     /// [`Handle::wait`] tells when it is done.
     pub fn suspend(&self) {
         let _ = self.commands.send(Command::Suspend);
+    }
+
+    /// Abandons the chain (this runner lost its lease, or was told that it no longer owns
+    /// the request): running jobs are stopped and nothing more is reported, not even a
+    /// final state; [`Handle::wait`] then answers UNKNOWN. Returns at once.
+    pub fn abandon(&self) {
+        self.abandoned.cancel();
     }
 
     /// The jobs running now, oldest first.

@@ -6,8 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::{FinishRequest, JobLog, OutputChunk, RequestProgress, State, SuspendedJobChain};
-use tokio::sync::mpsc;
+use proto::{
+    FinishRequest, JobLog, OutputChunk, RequestProgress, State, SuspendedJobChain, TryStart,
+};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::output::{self, Hub};
@@ -32,6 +34,10 @@ pub enum ReportErrorKind {
     Failed,
     /// The Request Manager refused the report (HTTP 4xx): sending it again cannot help.
     Rejected,
+    /// The Request Manager refused the report because this runner no longer owns the
+    /// request (another runner was given it): the chain's jobs are stopped and nothing
+    /// more is reported for it.
+    Fenced,
 }
 
 impl ReportError {
@@ -56,6 +62,13 @@ impl ReportError {
         }
     }
 
+    pub fn fenced(message: impl Into<String>) -> ReportError {
+        ReportError {
+            message: message.into(),
+            kind: ReportErrorKind::Fenced,
+        }
+    }
+
     /// Whether the same report may be delivered by trying again later.
     pub fn is_transient(&self) -> bool {
         self.kind == ReportErrorKind::Unavailable
@@ -65,6 +78,9 @@ impl ReportError {
 /// Receives what a running chain reports: the Request Manager, in Spindle.
 #[async_trait::async_trait]
 pub trait Reporter: Send + Sync + 'static {
+    /// Tries that began, oldest first, keyed by (request, job, try) like job log
+    /// entries. A try whose entry goes in the same batch is not sent here.
+    async fn try_starts(&self, starts: &[TryStart]) -> Result<(), ReportError>;
     /// Job log entries, one per try, oldest first. Entries are keyed by (request, job,
     /// try); a retried call may repeat entries that were stored before it failed.
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError>;
@@ -111,7 +127,7 @@ impl RetryPolicy {
         match err.kind {
             ReportErrorKind::Unavailable => attempts_left,
             ReportErrorKind::Failed => attempts_left && faults < self.max_failed_attempts,
-            ReportErrorKind::Rejected => false,
+            ReportErrorKind::Rejected | ReportErrorKind::Fenced => false,
         }
     }
 }
@@ -119,6 +135,9 @@ impl RetryPolicy {
 /// What the traverser hands the delivery task.
 #[derive(Debug)]
 pub(crate) enum Report {
+    /// A try began; a runner that must wait until it is stored waits on the sender,
+    /// which is answered once the start was delivered (or given up on).
+    Start(TryStart, Option<oneshot::Sender<()>>),
     Log(JobLog),
     Progress(u64),
     Finish(FinishRequest),
@@ -185,35 +204,77 @@ impl Flusher {
 /// Delivers reports until the channel closes, and the live output gathered in `hub`.
 /// Returns whether a suspended chain could not be delivered (the chain then was reported
 /// as FAIL instead).
+///
+/// A report refused as fenced (this runner no longer owns the request) cancels
+/// `abandoned`; once it is cancelled, from there or by [`crate::Handle::abandon`], nothing
+/// more is sent: the task ends at once, dropping what is queued (runners waiting for a
+/// start to be stored then do not run their try).
 pub(crate) async fn deliver(
     reporter: Arc<dyn Reporter>,
     policy: RetryPolicy,
     request_id: String,
     hub: Arc<Hub>,
-    mut reports: mpsc::Receiver<Report>,
+    reports: mpsc::Receiver<Report>,
+    abandoned: CancellationToken,
 ) -> bool {
-    let done = CancellationToken::new();
+    let flush_done = CancellationToken::new();
+    let flusher = tokio::spawn(output::flush(
+        hub,
+        Arc::clone(&reporter),
+        policy.clone(),
+        request_id.clone(),
+        flush_done.clone(),
+    ));
     let mut flusher = Flusher {
-        done: done.clone(),
-        task: Some(tokio::spawn(output::flush(
-            hub,
-            Arc::clone(&reporter),
-            policy.clone(),
-            request_id.clone(),
-            done,
-        ))),
+        done: flush_done,
+        task: Some(flusher),
     };
+    let delivered = tokio::select! {
+        suspend_failed = deliver_all(&reporter, &policy, &request_id, &mut flusher, reports, &abandoned) => suspend_failed,
+        () = abandoned.cancelled() => false,
+    };
+    if abandoned.is_cancelled() {
+        if let Some(task) = flusher.task.take() {
+            task.abort();
+        }
+    } else {
+        flusher.finish().await;
+    }
+    delivered
+}
+
+/// Whether a failed delivery was a refusal of this runner as not the owner: then the
+/// chain is abandoned.
+fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken) {
+    if let Err(err) = res
+        && err.kind == ReportErrorKind::Fenced
+    {
+        tracing::warn!(error = %err, "this job runner no longer owns the request; its chain is abandoned");
+        abandoned.cancel();
+    }
+}
+
+async fn deliver_all(
+    reporter: &Arc<dyn Reporter>,
+    policy: &RetryPolicy,
+    request_id: &str,
+    flusher: &mut Flusher,
+    mut reports: mpsc::Receiver<Report>,
+    abandoned: &CancellationToken,
+) -> bool {
     let mut suspend_failed = false;
+    let mut starts: Vec<(TryStart, Option<oneshot::Sender<()>>)> = Vec::new();
     let mut logs: Vec<JobLog> = Vec::new();
     let mut progress: Option<u64> = None;
     let mut last: Option<Report> = None;
     while let Some(first) = reports.recv().await {
         // Take what is queued (up to a batch of logs), keeping only the newest progress.
         let mut next = Some(first);
-        while logs.len() < MAX_BATCH
+        while logs.len() + starts.len() < MAX_BATCH
             && let Some(report) = next.take().or_else(|| reports.try_recv().ok())
         {
             match report {
+                Report::Start(start, ack) => starts.push((start, ack)),
                 Report::Log(entry) => logs.push(entry),
                 Report::Progress(n) => progress = Some(n),
                 other => {
@@ -222,56 +283,94 @@ pub(crate) async fn deliver(
                 }
             }
         }
+        if !starts.is_empty() {
+            // A try whose entry is in this batch needs no start of its own.
+            let logged: std::collections::HashSet<(&str, u32)> = logs
+                .iter()
+                .map(|entry| (entry.job_id.as_str(), entry.r#try))
+                .collect();
+            let to_send: Vec<TryStart> = starts
+                .iter()
+                .filter(|(start, _)| !logged.contains(&(start.job_id.as_str(), start.r#try)))
+                .map(|(start, _)| start.clone())
+                .collect();
+            if !to_send.is_empty() {
+                let res = with_retries(policy, "try starts", request_id, || {
+                    reporter.try_starts(&to_send)
+                })
+                .await;
+                fenced(&res, abandoned);
+                if abandoned.is_cancelled() {
+                    return false;
+                }
+            }
+            for (_, ack) in starts.drain(..) {
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+            }
+        }
         if !logs.is_empty() {
-            let _ = with_retries(&policy, "job log entries", &request_id, || {
+            let res = with_retries(policy, "job log entries", request_id, || {
                 reporter.job_logs(&logs)
             })
             .await;
+            fenced(&res, abandoned);
+            if abandoned.is_cancelled() {
+                return false;
+            }
             logs.clear();
         }
         if let Some(finished_jobs) = progress.take() {
             let body = RequestProgress {
-                request_id: request_id.clone(),
+                request_id: request_id.to_owned(),
                 finished_jobs,
             };
             // Progress is advisory: a failure is not retried beyond the policy.
-            let _ = with_retries(&policy, "progress", &request_id, || {
-                reporter.progress(&body)
-            })
-            .await;
+            let res =
+                with_retries(policy, "progress", request_id, || reporter.progress(&body)).await;
+            fenced(&res, abandoned);
+            if abandoned.is_cancelled() {
+                return false;
+            }
         }
         if matches!(last, Some(Report::Finish(_) | Report::Suspend(_))) {
             flusher.finish().await;
         }
         match last.take() {
             Some(Report::Finish(finish)) => {
-                let _ = with_retries(&policy, "final state", &request_id, || {
+                let res = with_retries(policy, "final state", request_id, || {
                     reporter.finish(&finish)
                 })
                 .await;
+                fenced(&res, abandoned);
             }
             Some(Report::Suspend(suspended)) => {
-                let res = with_retries(&policy, "suspended chain", &request_id, || {
+                let res = with_retries(policy, "suspended chain", request_id, || {
                     reporter.suspend(&suspended)
                 })
                 .await;
+                fenced(&res, abandoned);
+                if abandoned.is_cancelled() {
+                    return false;
+                }
                 if res.is_err() {
                     suspend_failed = true;
                     let finish = FinishRequest {
-                        request_id: request_id.clone(),
+                        request_id: request_id.to_owned(),
                         state: State::Fail,
                         finished_at: chrono::Utc::now(),
                         finished_jobs: suspended.job_chain.finished_jobs,
                     };
-                    let _ = with_retries(&policy, "final state", &request_id, || {
+                    let res = with_retries(policy, "final state", request_id, || {
                         reporter.finish(&finish)
                     })
                     .await;
+                    fenced(&res, abandoned);
                 }
             }
             _ => {}
         }
     }
-    flusher.finish().await;
     suspend_failed
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::FutureExt as _;
 use futures_util::future::Either;
 use job::{Factory, Job, JobId, Outcome, RunContext, Status};
-use proto::{JobArgs, JobLog, State};
-use tokio::sync::mpsc;
+use proto::{JobArgs, JobLog, State, TryStart};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::output::Hub;
@@ -61,6 +61,8 @@ pub(crate) struct Dispatch {
     pub(crate) data: JobArgs,
     pub(crate) prev_latest: u32,
     pub(crate) prev_total: u32,
+    /// The try count of the job's sequence when it was dispatched.
+    pub(crate) sequence_try: u32,
     /// The job's `retryWait`, checked when the chain was accepted.
     pub(crate) retry_wait: Duration,
     /// The job's `timeout`: the bound on each try.
@@ -105,6 +107,27 @@ fn send(
 ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
     Box::pin(async move {
         let _ = reports.send(report).await;
+    })
+}
+
+/// Reports that a try begins; with `durable`, waits until the start was delivered.
+/// False if the chain was abandoned meanwhile (the try must not run). Boxed like
+/// [`send`].
+fn report_start(
+    reports: &mpsc::Sender<Report>,
+    start: TryStart,
+    durable: bool,
+) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    Box::pin(async move {
+        if !durable {
+            let _ = reports.send(Report::Start(start, None)).await;
+            return true;
+        }
+        let (ack, stored) = oneshot::channel();
+        if reports.send(Report::Start(start, Some(ack))).await.is_err() {
+            return false;
+        }
+        stored.await.is_ok()
     })
 }
 
@@ -173,6 +196,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         ref mut data,
         prev_latest,
         prev_total,
+        sequence_try,
         retry_wait,
         timeout,
         ref factory,
@@ -226,6 +250,24 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             }
         }
         let job_to_run = made.as_mut().expect("made above");
+        if !report_start(
+            reports,
+            TryStart {
+                request_id: request_id.to_string(),
+                job_id: job.id.clone(),
+                r#try: try_no,
+                run_try: latest.saturating_add(1),
+                sequence_try,
+                started_at,
+            },
+            job_to_run.durable_start(),
+        )
+        .await
+        {
+            // Abandoned before the start was stored: the try does not run.
+            state = State::Stopped;
+            break;
+        }
         let ctx = RunContext {
             cancel: cancel.clone(),
             status: live.status.clone(),
@@ -303,6 +345,7 @@ mod size {
             data: Default::default(),
             prev_latest: 0,
             prev_total: 0,
+            sequence_try: 0,
             retry_wait: std::time::Duration::ZERO,
             timeout: None,
             factory: std::sync::Arc::new(job::Registry::builtin()),

@@ -54,6 +54,11 @@ struct Fakes {
     panic_drop: Mutex<Vec<String>>,
     /// Data each job saw when it ran, by job id (last try).
     seen_data: Mutex<HashMap<String, JobArgs>>,
+    /// Jobs whose tries may begin only once their start is stored.
+    durable: Mutex<Vec<String>>,
+    /// Per job, whether each of its tries found its start stored when it began.
+    start_stored: Mutex<HashMap<String, Vec<bool>>>,
+    recorder: Mutex<Option<Arc<Recorder>>>,
 }
 
 impl Fakes {
@@ -146,6 +151,9 @@ impl Job for FakeJob {
     fn serialize(&self) -> Result<Vec<u8>, job::Error> {
         Ok(Vec::new())
     }
+    fn durable_start(&self) -> bool {
+        self.fakes.durable.lock().unwrap().contains(&self.id)
+    }
     fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
         if self
             .fakes
@@ -177,6 +185,21 @@ impl Job for FakeJob {
                 None => Step::Complete,
             }
         };
+        if let Some(recorder) = self.fakes.recorder.lock().unwrap().clone() {
+            let stored = recorder
+                .starts
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|start| start.job_id == self.id && start.r#try as usize == try_idx + 1);
+            self.fakes
+                .start_stored
+                .lock()
+                .unwrap()
+                .entry(self.id.clone())
+                .or_default()
+                .push(stored);
+        }
         let now = self.fakes.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.fakes.max_running.fetch_max(now, Ordering::SeqCst);
         struct Leave<'a>(&'a AtomicUsize);
@@ -217,6 +240,21 @@ struct Recorder {
     output: Mutex<Vec<(proto::OutputChunk, bool)>>,
     /// Transient failures of the next `output` calls.
     fail_output: AtomicUsize,
+    starts: Mutex<Vec<proto::TryStart>>,
+    /// Every report is refused as fenced once set.
+    fenced: std::sync::atomic::AtomicBool,
+    /// Calls made while fenced.
+    fenced_calls: AtomicUsize,
+}
+
+impl Recorder {
+    fn refuse(&self) -> Result<(), ReportError> {
+        if self.fenced.load(Ordering::SeqCst) {
+            self.fenced_calls.fetch_add(1, Ordering::SeqCst);
+            return Err(ReportError::fenced("another runner owns the request"));
+        }
+        Ok(())
+    }
 }
 
 impl Recorder {
@@ -250,9 +288,17 @@ impl Recorder {
 
 #[async_trait::async_trait]
 impl Reporter for Recorder {
+    async fn try_starts(&self, starts: &[proto::TryStart]) -> Result<(), ReportError> {
+        let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        self.refuse()?;
+        self.starts.lock().unwrap().extend_from_slice(starts);
+        Ok(())
+    }
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
         let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
         tokio::time::sleep(Duration::from_millis(delay)).await;
+        self.refuse()?;
         if self.fail_logs.load(Ordering::SeqCst) > 0 {
             self.fail_logs.fetch_sub(1, Ordering::SeqCst);
             return Err(ReportError::unavailable("request manager unavailable"));
@@ -271,11 +317,13 @@ impl Reporter for Recorder {
         Ok(())
     }
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
+        self.refuse()?;
         self.progress.lock().unwrap().push(progress.finished_jobs);
         Ok(())
     }
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
         self.finish_calls.fetch_add(1, Ordering::SeqCst);
+        self.refuse()?;
         if let Some(err) = self.finish_error.lock().unwrap().clone() {
             return Err(err);
         }
@@ -283,6 +331,7 @@ impl Reporter for Recorder {
         Ok(())
     }
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
+        self.refuse()?;
         self.suspended.lock().unwrap().push(suspended.clone());
         Ok(())
     }
@@ -1550,4 +1599,83 @@ fn a_timeout_that_is_not_a_duration_refuses_the_chain() {
         err.message.contains("timeout \"soon\" is not a duration"),
         "{err}"
     );
+}
+
+// ---- try starts and abandonment (issue 11) ----
+
+#[tokio::test(start_paused = true)]
+async fn tries_report_their_start_and_a_durable_one_waits_until_it_is_stored() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    *fakes.recorder.lock().unwrap() = Some(Arc::clone(&recorder));
+    fakes.durable.lock().unwrap().push("j2".to_owned());
+    fakes.script("j2", vec![Step::Fail, sleep(1_000, Step::Complete)]);
+    // Slow deliveries: a job that did not wait would begin before its start is stored.
+    recorder.delay_ms.store(50, Ordering::SeqCst);
+    let mut c = chain("1>2");
+    job(&mut c, "2").retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(fakes.start_stored.lock().unwrap()["j2"], [true, true]);
+    let starts = recorder.starts.lock().unwrap().clone();
+    let j2: Vec<(u32, u32, u32)> = starts
+        .iter()
+        .filter(|s| s.job_id == "j2")
+        .map(|s| (s.r#try, s.run_try, s.sequence_try))
+        .collect();
+    assert_eq!(j2, [(1, 1, 1), (2, 2, 1)]);
+    assert!(
+        starts
+            .iter()
+            .all(|s| s.request_id == "req" && s.started_at > 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fenced_report_abandons_the_chain_without_another_word() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j1", vec![Step::Complete])
+        .script("j2", vec![sleep(60_000, Step::Complete)])
+        .script("j3", vec![sleep(1_000, Step::Complete)]);
+    let handle = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another runner was given the request: j3's entry is refused.
+    recorder.fenced.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Unknown);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "j2 was stopped, not awaited"
+    );
+    assert_eq!(recorder.tries_of("j1"), [(1, State::Complete)]);
+    assert!(recorder.tries_of("j2").is_empty());
+    assert!(recorder.finishes().is_empty());
+    assert_eq!(
+        recorder.fenced_calls.load(Ordering::SeqCst),
+        1,
+        "nothing more was sent after the refusal"
+    );
+    assert_eq!(fakes.running.load(Ordering::SeqCst), 0);
+    assert_eq!(handle.stop().await.unwrap().state, State::Unknown);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_abandoned_chain_stops_its_jobs_and_reports_nothing_more() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![sleep(60_000, Step::Complete)]);
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(recorder.tries_of("j1"), [(1, State::Complete)]);
+    handle.abandon();
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Unknown);
+    assert_eq!(fakes.running.load(Ordering::SeqCst), 0);
+    assert!(
+        recorder.tries_of("j2").is_empty(),
+        "its stopped try is not reported"
+    );
+    assert!(recorder.tries_of("j3").is_empty());
+    assert!(recorder.finishes().is_empty());
+    assert!(recorder.suspended.lock().unwrap().is_empty());
 }

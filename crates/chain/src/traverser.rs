@@ -47,6 +47,7 @@ enum Wake {
     Event(Option<Event>),
     Command(Option<Command>),
     Deadline,
+    Abandoned,
     /// The report queue has room for the backlog (false: the delivery task is gone).
     Room(bool),
 }
@@ -56,6 +57,8 @@ enum Mode {
     Running,
     Stopping,
     Suspending,
+    /// This runner no longer owns the request: stop the jobs, report nothing.
+    Abandoning,
 }
 
 /// A job being run.
@@ -93,6 +96,9 @@ struct Traverser {
     backlog: std::collections::VecDeque<Report>,
     stop_waiters: Vec<oneshot::Sender<Result<(), StopError>>>,
     deadline: Option<tokio::time::Instant>,
+    /// Cancelled when the chain is abandoned (by its handle, or by the delivery task when
+    /// a report was refused as fenced).
+    abandoned: CancellationToken,
 }
 
 pub(crate) fn spawn(
@@ -107,12 +113,14 @@ pub(crate) fn spawn(
     let (done_tx, done_rx) = watch::channel(None);
     let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
     let output = Arc::new(Hub::new(chain.jobs.clone()));
+    let abandoned = CancellationToken::new();
     let delivery = tokio::spawn(reporter::deliver(
         reporter,
         options.retry.clone(),
         chain.request_id.clone(),
         Arc::clone(&output),
         reports_rx,
+        abandoned.clone(),
     ));
     let traverser = Traverser {
         request_id: Arc::clone(&request_id),
@@ -131,12 +139,14 @@ pub(crate) fn spawn(
         backlog: Default::default(),
         stop_waiters: Vec::new(),
         deadline: None,
+        abandoned: abandoned.clone(),
     };
     tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
     Handle {
         request_id,
         commands: commands_tx,
         done: done_rx,
+        abandoned,
     }
 }
 
@@ -156,7 +166,10 @@ impl Traverser {
         let mut commands_open = true;
         while !self.is_done() {
             let deadline = self.deadline;
+            let abandoning = self.mode == Mode::Abandoning;
+            let abandoned = self.abandoned.clone();
             let wake = tokio::select! {
+                () = abandoned.cancelled(), if !abandoning => Wake::Abandoned,
                 event = events.recv() => Wake::Event(event),
                 command = commands.recv(), if commands_open => Wake::Command(command),
                 () = sleep_until(deadline), if deadline.is_some() => Wake::Deadline,
@@ -169,6 +182,7 @@ impl Traverser {
                 Wake::Command(Some(command)) => self.on_command(command),
                 Wake::Command(None) => commands_open = false,
                 Wake::Deadline => self.abandon_running(),
+                Wake::Abandoned => self.wind_down(Mode::Abandoning),
                 // The permit was given back; nobody else sends while the loop runs, except
                 // runners, so the room may be taken again: then it waits once more.
                 Wake::Room(true) => {
@@ -225,6 +239,9 @@ impl Traverser {
                 Mode::Suspending => {
                     let _ = reply.send(Err(StopError::ShuttingDown));
                 }
+                Mode::Abandoning => {
+                    let _ = reply.send(Err(StopError::Abandoned));
+                }
                 Mode::Stopping => self.stop_waiters.push(reply),
                 Mode::Running => {
                     self.stop_waiters.push(reply);
@@ -248,7 +265,7 @@ impl Traverser {
         for (_, wait) in self.retry_waits.drain() {
             wait.abort();
         }
-        if mode == Mode::Stopping {
+        if mode == Mode::Stopping || mode == Mode::Abandoning {
             self.retrying.clear();
         } else {
             // Sequences being reset for a retry are reset now if nothing of theirs runs,
@@ -271,7 +288,9 @@ impl Traverser {
         let running: Vec<(JobIdx, Active)> = self.running.drain().collect();
         for (idx, active) in running {
             active.task.abort();
-            self.fail_lost_try(idx, &active, now, &error);
+            if self.mode != Mode::Abandoning {
+                self.fail_lost_try(idx, &active, now, &error);
+            }
         }
         self.retrying.clear();
     }
@@ -408,7 +427,7 @@ impl Traverser {
             return;
         }
         match (self.mode, state) {
-            (Mode::Stopping, _) => {}
+            (Mode::Stopping | Mode::Abandoning, _) => {}
             (_, State::Complete) => {
                 self.chain.pass_data(idx);
                 if self.mode == Mode::Running {
@@ -556,6 +575,8 @@ impl Traverser {
             data: std::mem::take(&mut self.chain.data[idx]),
             prev_latest: self.chain.latest_tries[idx],
             prev_total: self.chain.total_tries[idx],
+            sequence_try: self.chain.sequence_of[idx]
+                .map_or(0, |sequence| self.chain.sequence_tries[sequence.start()]),
             retry_wait: self.chain.waits[idx].retry_wait,
             timeout: self.chain.waits[idx].timeout,
             factory: Arc::clone(&self.factory),
@@ -613,6 +634,15 @@ impl Traverser {
     /// delivery task.
     async fn finalize(&mut self) -> Final {
         let chain = &self.chain;
+        if self.mode == Mode::Abandoning || self.abandoned.is_cancelled() {
+            // Another runner owns the request now: nothing more is said about it.
+            tracing::warn!(request_id = %chain.request_id, "chain abandoned: this job runner no longer owns the request");
+            self.backlog.clear();
+            return Final {
+                state: State::Unknown,
+                finished_jobs: chain.finished_jobs,
+            };
+        }
         let all_complete = chain.finished_jobs as usize == chain.len();
         let failed_for_good = chain.indices().any(|idx| {
             matches!(chain.state(idx), State::Fail | State::Unknown)
@@ -628,6 +658,7 @@ impl Traverser {
             Mode::Stopping => State::Stopped,
             Mode::Suspending if any_failed => State::Fail,
             Mode::Suspending => State::Suspended,
+            Mode::Abandoning => unreachable!("returned above"),
         };
         let finished_jobs = chain.finished_jobs;
         let report = if state == State::Suspended {

@@ -170,6 +170,28 @@ pub struct RunContext {
     pub output: Output,
 }
 
+/// What the supervisor writes first on stderr when it cannot start a program, followed
+/// by the program and the reason: `` `PROGRAM`: REASON ``.
+pub const SUPERVISOR_CANNOT_START: &str = "spindle supervisor: cannot start ";
+
+static SUPERVISOR: std::sync::OnceLock<(std::path::PathBuf, &'static str)> =
+    std::sync::OnceLock::new();
+
+/// Runs every `shell-command` program as `PROGRAM SUBCOMMAND RUNNER_PID -- CMD ARGS...`
+/// from now on: a supervisor that ends the program (and its process group) when the runner
+/// that started it dies. The `spindle` binary sets itself. Without one, programs are the
+/// runner's own children and outlive a runner that is killed. Set once; later calls are
+/// ignored.
+pub fn set_supervisor(program: std::path::PathBuf, subcommand: &'static str) {
+    let _ = SUPERVISOR.set((program, subcommand));
+}
+
+pub(crate) fn supervisor() -> Option<(&'static std::path::Path, &'static str)> {
+    SUPERVISOR
+        .get()
+        .map(|(program, subcommand)| (program.as_path(), *subcommand))
+}
+
 /// A job. See the crate documentation for its two lives.
 #[async_trait::async_trait]
 pub trait Job: Send + Sync {
@@ -186,6 +208,16 @@ pub trait Job: Send + Sync {
     /// JR side: one try. `data` is the job's run-time data, which it may change; on
     /// success it flows to the jobs that run after it.
     async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome;
+
+    /// JR side: whether a try may begin only once the Request Manager has stored that it
+    /// began. True for jobs that act outside the runner (run a program): if their runner
+    /// dies during a try, the store knows the try ran, logs it as interrupted and runs the
+    /// job again as the next try, so no execution goes unrecorded. Jobs that only change
+    /// the runner's own state (the default) start at once; their start is reported too,
+    /// just not waited for.
+    fn durable_start(&self) -> bool {
+        false
+    }
 }
 
 /// Makes jobs by type. Implemented by [`Registry`]; a user's binary registers its own job

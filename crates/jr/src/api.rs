@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -88,18 +88,54 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
 
 type Shared = State<Arc<Runner>>;
 
-async fn new_chain(State(runner): Shared, body: Bytes) -> Result<Response, Error> {
-    let job_chain: JobChain = decode(&body, "job chain")?;
-    let location = runner.location(&job_chain.request_id);
-    runner.run_chain(job_chain)?;
-    Ok((StatusCode::OK, [(header::LOCATION, location)]).into_response())
+/// The epoch of a hand-over (`Spindle-Epoch`; 0 from a Request Manager that sends none,
+/// such as Spin Cycle's).
+fn epoch(headers: &HeaderMap) -> Result<u64, Error> {
+    match headers.get(proto::EPOCH_HEADER) {
+        None => Ok(0),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "header {}: {value:?} is not an epoch; expected a whole number",
+                    proto::EPOCH_HEADER
+                ))
+            }),
+    }
 }
 
-async fn resume(State(runner): Shared, body: Bytes) -> Result<Response, Error> {
+/// The answer to a hand-over: where the chain lives and which instance runs it.
+fn accepted(location: String, instance: String) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::LOCATION.as_str(), location),
+            (proto::RUNNER_HEADER, instance),
+        ],
+    )
+        .into_response()
+}
+
+async fn new_chain(
+    State(runner): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let epoch = epoch(&headers)?;
+    let job_chain: JobChain = decode(&body, "job chain")?;
+    let location = runner.location(&job_chain.request_id);
+    let instance = runner.run_chain(job_chain, epoch)?;
+    Ok(accepted(location, instance))
+}
+
+async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Result<Response, Error> {
+    let epoch = epoch(&headers)?;
     let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
     let location = runner.location(&suspended.request_id);
-    runner.resume(suspended)?;
-    Ok((StatusCode::OK, [(header::LOCATION, location)]).into_response())
+    let instance = runner.resume(suspended, epoch)?;
+    Ok(accepted(location, instance))
 }
 
 async fn stop(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {

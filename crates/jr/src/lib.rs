@@ -2,15 +2,17 @@
 //! reports to the Request Manager through a `chain::Reporter`, answers stop and
 //! running-status calls, and on shutdown suspends every chain and hands it back.
 //! `api.rs` serves it over Spin Cycle's v2 Job Runner API; [`HttpRmClient`] reports to a
-//! Request Manager over HTTP.
+//! Request Manager over HTTP; `lease.rs` holds the runner's registration and lease.
 
 mod api;
+pub mod lease;
 mod rm_client;
 mod runner;
 
 pub use api::router;
+pub use lease::{LeaseSettings, Registry, RegistryError};
 pub use rm_client::HttpRmClient;
-pub use runner::{Error, Runner};
+pub use runner::{Error, Reporters, Runner, new_instance_id};
 
 #[cfg(test)]
 mod tests;

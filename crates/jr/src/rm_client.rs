@@ -1,37 +1,90 @@
-//! Reporting to a Request Manager over HTTP: `chain::Reporter` on its API.
+//! Reaching Request Managers over HTTP: `chain::Reporter` on their API (one per chain,
+//! naming the runner instance and the epoch of the chain's hand-over), and the runner's
+//! registration and lease.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chain::{ReportError, Reporter};
-use proto::{FinishRequest, JobLog, OutputChunk, RequestProgress, SuspendedJobChain};
+use proto::{
+    Fence, FinishRequest, JobLog, JobRunner, OutputChunk, RequestProgress, RunnerRegistration,
+    SuspendedJobChain, TryStart,
+};
 
-/// Sends a chain's reports to the Request Manager at `url`. A connection failure, a
-/// timeout and HTTP 502, 503, 504 and 429 mean the Request Manager is unavailable (retried
-/// until it is back); any other 5xx is a fault (retried a few times); a 4xx is a refusal
-/// (not retried). See [`chain::RetryPolicy`].
+use crate::lease::{Registry, RegistryError};
+use crate::runner::Reporters;
+
+/// Sends to the Request Managers at `urls`, using whichever answers: the one that answered
+/// last, then the others in turn when it does not. A connection failure, a timeout and
+/// HTTP 502, 503, 504 and 429 mean a Request Manager is unavailable (the next is tried,
+/// and the report retried until one is back); any other 5xx is a fault (retried a few
+/// times); a 4xx is a refusal (not retried), and a 409 that says `Spindle-Fenced` means
+/// this runner no longer owns the request. See [`chain::RetryPolicy`].
 #[derive(Debug, Clone)]
 pub struct HttpRmClient {
-    url: String,
+    urls: Arc<Vec<String>>,
+    current: Arc<AtomicUsize>,
     http: reqwest::Client,
+    fence: Option<Fence>,
 }
 
 impl HttpRmClient {
-    /// Reports to the Request Manager at `url` through `http` (the binary's client, with
+    /// Reports to the Request Managers at `urls` through `http` (the binary's client, with
     /// its timeouts and TLS settings; one client keeps connections alive).
-    pub fn new(url: &str, http: reqwest::Client) -> HttpRmClient {
+    pub fn new(urls: &[String], http: reqwest::Client) -> HttpRmClient {
         HttpRmClient {
-            url: url.trim_end_matches('/').to_owned(),
+            urls: Arc::new(
+                urls.iter()
+                    .map(|url| url.trim_end_matches('/').to_owned())
+                    .collect(),
+            ),
+            current: Arc::new(AtomicUsize::new(0)),
             http,
+            fence: None,
         }
     }
 
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(), ReportError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|err| ReportError::unavailable(err.to_string()))?;
+    /// Sends `build(base URL)` to the Request Manager that answered last, then to each
+    /// other one while they are unavailable; returns the answer of the first that
+    /// answered, or the last failure.
+    async fn call(
+        &self,
+        build: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ReportError> {
+        let n = self.urls.len().max(1);
+        let first = self.current.load(Ordering::Relaxed);
+        let mut last = ReportError::unavailable("no Request Manager URL is configured");
+        for i in 0..n {
+            let index = (first + i) % n;
+            let Some(url) = self.urls.get(index) else {
+                break;
+            };
+            let mut request = build(url);
+            if let Some(fence) = &self.fence {
+                request = request
+                    .header(proto::RUNNER_HEADER, fence.instance.as_str())
+                    .header(proto::EPOCH_HEADER, fence.epoch.to_string());
+            }
+            match Self::answer(request.send().await).await {
+                Err(err) if err.kind == chain::ReportErrorKind::Unavailable => last = err,
+                res => {
+                    self.current.store(index, Ordering::Relaxed);
+                    return res;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    async fn answer(
+        sent: Result<reqwest::Response, reqwest::Error>,
+    ) -> Result<reqwest::Response, ReportError> {
+        let response = sent.map_err(|err| ReportError::unavailable(err.to_string()))?;
         let status = response.status();
         if status.is_success() {
-            return Ok(());
+            return Ok(response);
         }
+        let fenced = response.headers().contains_key(proto::FENCED_HEADER);
         let body = response.text().await.unwrap_or_default();
         let message = format!(
             "request manager answered HTTP {}: {}",
@@ -39,51 +92,144 @@ impl HttpRmClient {
             proto::Error::message_of(&body)
         );
         Err(match status.as_u16() {
+            409 if fenced => ReportError::fenced(message),
             429 | 502 | 503 | 504 => ReportError::unavailable(message),
             500..=599 => ReportError::failed(message),
             _ => ReportError::rejected(message),
         })
     }
+
+    async fn send(
+        &self,
+        build: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<(), ReportError> {
+        self.call(build).await.map(drop)
+    }
+
+    async fn runner(
+        &self,
+        build: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<JobRunner, RegistryError> {
+        let response = self.call(build).await.map_err(registry_error)?;
+        response
+            .json()
+            .await
+            .map_err(|err| RegistryError::Unavailable(format!("reading the answer: {err}")))
+    }
+}
+
+fn registry_error(err: ReportError) -> RegistryError {
+    match err.kind {
+        chain::ReportErrorKind::Rejected | chain::ReportErrorKind::Fenced => {
+            RegistryError::Ended(err.message)
+        }
+        _ => RegistryError::Unavailable(err.message),
+    }
+}
+
+impl Reporters for HttpRmClient {
+    fn for_chain(&self, fence: Fence) -> Arc<dyn Reporter> {
+        Arc::new(HttpRmClient {
+            fence: Some(fence),
+            ..self.clone()
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Registry for HttpRmClient {
+    async fn register(
+        &self,
+        registration: &RunnerRegistration,
+    ) -> Result<JobRunner, RegistryError> {
+        self.runner(|url| {
+            self.http
+                .post(format!("{url}/api/v1/job-runners"))
+                .json(registration)
+        })
+        .await
+    }
+
+    async fn renew(&self, instance: &str) -> Result<JobRunner, RegistryError> {
+        self.runner(|url| {
+            self.http
+                .put(format!("{url}/api/v1/job-runners/{instance}/lease"))
+        })
+        .await
+    }
+
+    async fn deregister(&self, instance: &str) -> Result<(), RegistryError> {
+        self.send(|url| {
+            self.http
+                .delete(format!("{url}/api/v1/job-runners/{instance}"))
+        })
+        .await
+        .map_err(registry_error)
+    }
 }
 
 #[async_trait::async_trait]
 impl Reporter for HttpRmClient {
-    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.send(
+    async fn try_starts(&self, starts: &[TryStart]) -> Result<(), ReportError> {
+        self.send(|url| {
             self.http
-                .post(format!("{}/api/v1/job-logs", self.url))
-                .json(entries),
-        )
+                .post(format!("{url}/api/v1/job-tries"))
+                .json(starts)
+        })
+        .await
+    }
+
+    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        self.send(|url| {
+            self.http
+                .post(format!("{url}/api/v1/job-logs"))
+                .json(entries)
+        })
         .await
     }
 
     async fn output(&self, chunks: &[OutputChunk]) -> Result<(), ReportError> {
-        self.send(
+        self.send(|url| {
             self.http
-                .post(format!("{}/api/v1/job-output", self.url))
-                .json(chunks),
-        )
+                .post(format!("{url}/api/v1/job-output"))
+                .json(chunks)
+        })
         .await
     }
 
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
-        let url = format!(
-            "{}/api/v1/requests/{}/progress",
-            self.url, progress.request_id
-        );
-        self.send(self.http.put(url).json(progress)).await
+        self.send(|url| {
+            self.http
+                .put(format!(
+                    "{url}/api/v1/requests/{}/progress",
+                    progress.request_id
+                ))
+                .json(progress)
+        })
+        .await
     }
 
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        let url = format!("{}/api/v1/requests/{}/finish", self.url, finish.request_id);
-        self.send(self.http.put(url).json(finish)).await
+        self.send(|url| {
+            self.http
+                .put(format!(
+                    "{url}/api/v1/requests/{}/finish",
+                    finish.request_id
+                ))
+                .json(finish)
+        })
+        .await
     }
 
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        let url = format!(
-            "{}/api/v1/requests/{}/suspend",
-            self.url, suspended.request_id
-        );
-        self.send(self.http.put(url).json(suspended)).await
+        self.send(|url| {
+            self.http
+                .put(format!(
+                    "{url}/api/v1/requests/{}/suspend",
+                    suspended.request_id
+                ))
+                .json(suspended)
+        })
+        .await
     }
 }

@@ -7,7 +7,20 @@ use std::time::Duration;
 
 use chain::{Handle, Reporter};
 use job::Factory;
-use proto::{JobChain, JobStatus, SuspendedJobChain};
+use proto::{Fence, JobChain, JobStatus, SuspendedJobChain};
+
+/// Makes the reporter of one chain: its reports name the runner instance and the epoch
+/// of the chain's hand-over, so that the Request Manager can refuse them once another
+/// runner owns the request.
+pub trait Reporters: Send + Sync + 'static {
+    fn for_chain(&self, fence: Fence) -> Arc<dyn Reporter>;
+}
+
+/// A new instance id: one per start of a runner process, and one more each time it
+/// registers again after its lease lapsed.
+pub fn new_instance_id() -> String {
+    xid::new().to_string()
+}
 
 /// Why the Job Runner did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +45,11 @@ pub enum Error {
 /// The Job Runner.
 pub struct Runner {
     factory: Arc<dyn Factory>,
-    reporter: Arc<dyn Reporter>,
+    reporters: Arc<dyn Reporters>,
+    /// This runner's instance now.
+    instance: Mutex<String>,
+    /// Whether that instance holds a lease with a Request Manager.
+    registered: tokio::sync::watch::Sender<bool>,
     /// This Job Runner's base URL, as the Request Manager reaches it.
     base_url: String,
     options: chain::Options,
@@ -51,13 +68,15 @@ impl std::fmt::Debug for Runner {
 impl Runner {
     pub fn new(
         factory: Arc<dyn Factory>,
-        reporter: Arc<dyn Reporter>,
+        reporters: Arc<dyn Reporters>,
         base_url: &str,
         options: chain::Options,
     ) -> Arc<Runner> {
         Arc::new(Runner {
             factory,
-            reporter,
+            reporters,
+            instance: Mutex::new(new_instance_id()),
+            registered: tokio::sync::watch::Sender::new(false),
             base_url: base_url.trim_end_matches('/').to_owned(),
             options,
             chains: Mutex::new(HashMap::new()),
@@ -67,6 +86,56 @@ impl Runner {
 
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// This runner's instance id now.
+    pub fn instance(&self) -> String {
+        self.instance
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Whether this runner's instance holds a lease now.
+    pub fn is_registered(&self) -> bool {
+        *self.registered.borrow()
+    }
+
+    /// Waits until this runner's instance holds a lease.
+    pub async fn registered(&self) {
+        let mut registered = self.registered.subscribe();
+        let _ = registered.wait_for(|registered| *registered).await;
+    }
+
+    pub(crate) fn set_registered(&self, registered: bool) {
+        self.registered.send_replace(registered);
+    }
+
+    /// Becomes a new instance after the old one's lease lapsed: every chain is abandoned
+    /// first (its requests belong to whichever runner recovers them). Returns the new id.
+    pub fn renew_instance(&self) -> String {
+        self.set_registered(false);
+        self.abandon_all();
+        let id = new_instance_id();
+        *self
+            .instance
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = id.clone();
+        id
+    }
+
+    /// Stops every chain's jobs and reports nothing more for them (the lease lapsed).
+    pub fn abandon_all(&self) {
+        let handles: Vec<Handle> = self.chains().values().cloned().collect();
+        if !handles.is_empty() {
+            tracing::warn!(
+                n_chains = handles.len(),
+                "abandoning every chain: this job runner's lease lapsed"
+            );
+        }
+        for handle in handles {
+            handle.abandon();
+        }
     }
 
     /// Where a chain's resource lives, for the `Location` header.
@@ -107,30 +176,47 @@ impl Runner {
         Ok(())
     }
 
-    /// Runs a new chain.
-    pub fn run_chain(self: &Arc<Self>, job_chain: JobChain) -> Result<(), Error> {
+    /// The reporter of a chain handed over as `epoch`, and the instance it names.
+    fn reporter(&self, epoch: u64) -> (Arc<dyn Reporter>, String) {
+        let instance = self.instance();
+        let reporter = self.reporters.for_chain(Fence {
+            instance: instance.clone(),
+            epoch,
+        });
+        (reporter, instance)
+    }
+
+    /// Runs a new chain, given as hand-over `epoch`; returns the instance that runs it.
+    pub fn run_chain(self: &Arc<Self>, job_chain: JobChain, epoch: u64) -> Result<String, Error> {
         let request_id = job_chain.request_id.clone();
-        let (factory, reporter, options) = (
+        let (factory, (reporter, instance), options) = (
             Arc::clone(&self.factory),
-            Arc::clone(&self.reporter),
+            self.reporter(epoch),
             self.options.clone(),
         );
         self.start(&request_id, move || {
             chain::run(job_chain, factory, reporter, options)
-        })
+        })?;
+        Ok(instance)
     }
 
-    /// Resumes a suspended chain.
-    pub fn resume(self: &Arc<Self>, suspended: SuspendedJobChain) -> Result<(), Error> {
+    /// Resumes a suspended chain, given as hand-over `epoch`; returns the instance that
+    /// runs it.
+    pub fn resume(
+        self: &Arc<Self>,
+        suspended: SuspendedJobChain,
+        epoch: u64,
+    ) -> Result<String, Error> {
         let request_id = suspended.request_id.clone();
-        let (factory, reporter, options) = (
+        let (factory, (reporter, instance), options) = (
             Arc::clone(&self.factory),
-            Arc::clone(&self.reporter),
+            self.reporter(epoch),
             self.options.clone(),
         );
         self.start(&request_id, move || {
             chain::resume(suspended, factory, reporter, options)
-        })
+        })?;
+        Ok(instance)
     }
 
     /// Stops a chain; returns once its final state was reported.

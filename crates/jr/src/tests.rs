@@ -18,10 +18,26 @@ use crate::Runner;
 struct Kept {
     finishes: Mutex<Vec<FinishRequest>>,
     suspended: Mutex<Vec<SuspendedJobChain>>,
+    /// The fence of every chain's reporter.
+    fences: Mutex<Vec<proto::Fence>>,
+}
+
+/// Every chain reports to the one `Kept`, which notes each chain's fence.
+#[derive(Default)]
+struct KeptReporters(Arc<Kept>);
+
+impl crate::Reporters for KeptReporters {
+    fn for_chain(&self, fence: proto::Fence) -> Arc<dyn Reporter> {
+        self.0.fences.lock().unwrap().push(fence);
+        self.0.clone()
+    }
 }
 
 #[async_trait::async_trait]
 impl Reporter for Kept {
+    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn job_logs(&self, _entries: &[JobLog]) -> Result<(), ReportError> {
         Ok(())
     }
@@ -88,7 +104,7 @@ fn setup() -> (Arc<Runner>, Arc<Kept>, axum::Router) {
     let kept = Arc::new(Kept::default());
     let runner = Runner::new(
         Arc::new(job::Registry::builtin()),
-        kept.clone(),
+        Arc::new(KeptReporters(kept.clone())),
         "http://10.0.0.5:32307",
         chain::Options::default(),
     );
@@ -319,7 +335,10 @@ async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
         calls.store(0, Ordering::SeqCst);
         unavailable_for.store(unavailable, Ordering::SeqCst);
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let reporter = Arc::new(crate::HttpRmClient::new(&url, reqwest::Client::new()));
+        let reporter = Arc::new(crate::HttpRmClient::new(
+            std::slice::from_ref(&url),
+            reqwest::Client::new(),
+        ));
         let handle = chain::run(
             chain("req1", "1ms"),
             Arc::new(job::Registry::builtin()),
@@ -333,10 +352,10 @@ async fn a_request_manager_that_always_fails_does_not_hold_a_chain_forever() {
         assert_eq!(end.state, State::Complete);
         let max_failed = chain::RetryPolicy::default().max_failed_attempts as usize;
         let n = calls.load(Ordering::SeqCst);
-        // At most 3 batches of job logs, 3 progress counts and the final state, each given
-        // up after its attempts at a fault; the 503s come on top.
+        // At most 3 batches of try starts, 3 of job logs, 3 progress counts and the final
+        // state, each given up after its attempts at a fault; the 503s come on top.
         assert!(n >= unavailable + max_failed, "{n} calls");
-        assert!(n <= unavailable + 7 * max_failed, "{n} calls");
+        assert!(n <= unavailable + 10 * max_failed, "{n} calls");
     }
 }
 
@@ -365,4 +384,198 @@ async fn every_error_has_the_error_body() {
         assert_eq!(error.http_status, status.as_u16(), "{method} {uri}: {body}");
         assert!(!error.message.is_empty(), "{method} {uri}: {body}");
     }
+}
+
+// ---- leases and fencing (issue 11) ----
+
+/// A hand-over names its epoch; the answer names the instance, and the chain's reports
+/// carry both.
+#[tokio::test]
+async fn a_hand_over_is_answered_with_the_instance_and_reported_with_its_epoch() {
+    let (runner, kept, router) = setup();
+    let request = HttpRequest::builder()
+        .method(Method::POST)
+        .uri("/api/v1/job-chains")
+        .header("content-type", "application/json")
+        .header("spindle-epoch", "7")
+        .body(Body::from(
+            serde_json::to_string(&chain("req7", "1ms")).unwrap(),
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["spindle-runner"],
+        runner.instance().as_str()
+    );
+    wait_until_idle(&runner).await;
+    assert_eq!(
+        kept.fences.lock().unwrap().as_slice(),
+        [proto::Fence {
+            instance: runner.instance(),
+            epoch: 7
+        }]
+    );
+    let request = HttpRequest::builder()
+        .method(Method::POST)
+        .uri("/api/v1/job-chains")
+        .header("content-type", "application/json")
+        .header("spindle-epoch", "seven")
+        .body(Body::from(
+            serde_json::to_string(&chain("req8", "1ms")).unwrap(),
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}
+
+/// A registry whose renewals fail (unavailable) once told to, or end the instance.
+#[derive(Default)]
+struct FakeRegistry {
+    registered: Mutex<Vec<String>>,
+    renewals: std::sync::atomic::AtomicUsize,
+    /// 0: renew; 1: unavailable; 2: the instance was declared lost.
+    renew_answer: std::sync::atomic::AtomicU8,
+    deregistered: Mutex<Vec<String>>,
+}
+
+fn record(instance: &str) -> proto::JobRunner {
+    proto::JobRunner {
+        instance_id: instance.to_owned(),
+        ..proto::JobRunner::default()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Registry for FakeRegistry {
+    async fn register(
+        &self,
+        registration: &proto::RunnerRegistration,
+    ) -> Result<proto::JobRunner, crate::RegistryError> {
+        self.registered
+            .lock()
+            .unwrap()
+            .push(registration.instance_id.clone());
+        Ok(record(&registration.instance_id))
+    }
+    async fn renew(&self, instance: &str) -> Result<proto::JobRunner, crate::RegistryError> {
+        self.renewals
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.renew_answer.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => Ok(record(instance)),
+            1 => Err(crate::RegistryError::Unavailable(
+                "connection refused".to_owned(),
+            )),
+            _ => Err(crate::RegistryError::Ended("declared lost".to_owned())),
+        }
+    }
+    async fn deregister(&self, instance: &str) -> Result<(), crate::RegistryError> {
+        self.deregistered.lock().unwrap().push(instance.to_owned());
+        Ok(())
+    }
+}
+
+fn lease_settings() -> crate::LeaseSettings {
+    crate::LeaseSettings {
+        lease: Duration::from_secs(9),
+        host: "h".to_owned(),
+        pid: 1,
+    }
+}
+
+/// With a paused clock: renewals every third of the lease; a runner that cannot renew
+/// for a whole lease abandons its chains (nothing more is reported) and registers again
+/// as a new instance.
+#[tokio::test(start_paused = true)]
+async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_registers_anew() {
+    use std::sync::atomic::Ordering;
+    let (runner, kept, _) = setup();
+    let registry = Arc::new(FakeRegistry::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let lease = tokio::spawn(crate::lease::hold(
+        runner.clone(),
+        registry.clone(),
+        lease_settings(),
+        stop.clone(),
+    ));
+    let first = runner.instance();
+    runner.run_chain(chain("long", "1h"), 1).unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        registry.registered.lock().unwrap().as_slice(),
+        [first.clone()]
+    );
+    assert_eq!(registry.renewals.load(Ordering::SeqCst), 3, "every 3 s");
+    // The Request Managers go away: after 9 s without a renewal the chain is abandoned.
+    registry.renew_answer.store(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(runner.n_chains(), 1, "still within the lease");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_until_idle(&runner).await;
+    assert!(kept.finishes.lock().unwrap().is_empty(), "nothing reported");
+    assert!(kept.suspended.lock().unwrap().is_empty());
+    let registered = registry.registered.lock().unwrap().clone();
+    assert_eq!(registered.len(), 2);
+    assert_ne!(registered[1], first);
+    assert_eq!(registered[1], runner.instance());
+    // Told that its instance was declared lost, it does the same at once.
+    registry.renew_answer.store(0, Ordering::SeqCst);
+    runner.run_chain(chain("long2", "1h"), 1).unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    registry.renew_answer.store(2, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_until_idle(&runner).await;
+    assert_eq!(registry.registered.lock().unwrap().len(), 3);
+    registry.renew_answer.store(0, Ordering::SeqCst);
+    stop.cancel();
+    lease.await.unwrap();
+    assert_eq!(
+        registry.deregistered.lock().unwrap().as_slice(),
+        [runner.instance()]
+    );
+}
+
+/// Reports go to whichever Request Manager answers; a 409 that says it is fenced is a
+/// fenced report.
+#[tokio::test]
+async fn reports_go_to_whichever_request_manager_answers_and_fencing_is_recognised() {
+    use axum::routing::post;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let app = axum::Router::new().route(
+        "/api/v1/job-logs",
+        post(|headers: axum::http::HeaderMap| async move {
+            if headers.get("spindle-epoch").map(|v| v.as_bytes()) == Some(b"2") {
+                (
+                    StatusCode::CONFLICT,
+                    [("spindle-fenced", "true")],
+                    r#"{"message": "owned by another", "httpStatus": 409}"#,
+                )
+                    .into_response()
+            } else {
+                StatusCode::CREATED.into_response()
+            }
+        }),
+    );
+    use axum::response::IntoResponse as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    // The first URL answers nothing (a port with no server).
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let client = crate::HttpRmClient::new(&[dead_url, url], reqwest::Client::new());
+    use crate::Reporters as _;
+    let owner = client.for_chain(proto::Fence {
+        instance: "i".to_owned(),
+        epoch: 1,
+    });
+    owner.job_logs(&[]).await.unwrap();
+    let stale = client.for_chain(proto::Fence {
+        instance: "i".to_owned(),
+        epoch: 2,
+    });
+    let err = stale.job_logs(&[]).await.unwrap_err();
+    assert_eq!(err.kind, chain::ReportErrorKind::Fenced, "{err}");
+    assert!(err.message.contains("owned by another"), "{err}");
 }

@@ -2,7 +2,10 @@
 //! bad input is 400 with a message, an unknown id 404, a state conflict 409, shutting
 //! down 503, and empty lists are `[]`. Plus one addition: `POST /api/v1/job-logs` takes
 //! a batch of entries (Spindle's Job Runners send those; Spin Cycle's send one at a time
-//! to `POST .../log`, which works too).
+//! to `POST .../log`, which works too). Spindle's own: Job Runner registration and leases
+//! (`/api/v1/job-runners`), try starts (`POST /api/v1/job-tries`), and fencing: a report
+//! that names its runner and epoch in headers is refused (409, `Spindle-Fenced: true`)
+//! unless that runner owns the request.
 
 use std::sync::Arc;
 
@@ -11,11 +14,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use proto::{
-    CreateRequest, FinishRequest, JobLog, OutputChunk, OutputQuery, RequestFilter, RequestId,
-    RequestProgress, SuspendedJobChain,
+    CreateRequest, Fence, FinishRequest, JobLog, OutputChunk, OutputQuery, RequestFilter,
+    RequestId, RequestProgress, RunnerRegistration, SuspendedJobChain, TryStart,
 };
 use serde::de::DeserializeOwned;
 
@@ -39,7 +42,16 @@ impl IntoResponse for Error {
             }
             other => other.to_string(),
         };
-        (status, Json(proto::Error::new(status.as_u16(), message))).into_response()
+        let fenced = matches!(self, Error::Fenced(_));
+        let mut response =
+            (status, Json(proto::Error::new(status.as_u16(), message))).into_response();
+        if fenced {
+            response.headers_mut().insert(
+                proto::FENCED_HEADER,
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+        response
     }
 }
 
@@ -61,6 +73,30 @@ fn decode<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, what: &str) ->
         )));
     }
     serde_json::from_slice(body).map_err(|err| Error::BadRequest(format!("invalid {what}: {err}")))
+}
+
+/// The fence a Job Runner's report names in its headers (`Spindle-Runner`,
+/// `Spindle-Epoch`); none when it names none (Spin Cycle's Job Runners).
+fn fence(headers: &HeaderMap) -> Result<Option<Fence>, Error> {
+    let Some(epoch) = headers.get(proto::EPOCH_HEADER) else {
+        return Ok(None);
+    };
+    let epoch = epoch
+        .to_str()
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .ok_or_else(|| {
+            Error::BadRequest(format!(
+                "header {}: {epoch:?} is not an epoch; expected a whole number",
+                proto::EPOCH_HEADER
+            ))
+        })?;
+    let instance = headers
+        .get(proto::RUNNER_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Some(Fence { instance, epoch }))
 }
 
 /// Reconciles the request id in a body with the one in the path, the same way for every
@@ -93,6 +129,13 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/progress", put(progress))
         .route("/api/v1/requests/{id}/output", get(output))
         .route("/api/v1/job-logs", post(add_logs))
+        .route("/api/v1/job-tries", post(add_try_starts))
+        .route(
+            "/api/v1/job-runners",
+            post(register_runner).get(job_runners),
+        )
+        .route("/api/v1/job-runners/{instance}", delete(end_runner))
+        .route("/api/v1/job-runners/{instance}/lease", put(renew_runner))
         .route("/api/v1/job-output", post(add_output))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/status/running", get(running))
@@ -212,7 +255,9 @@ async fn add_log(
 ) -> Result<Response, Error> {
     let mut entry: JobLog = decode(&headers, &body, "job log entry")?;
     reconcile(&id, &mut entry.request_id, "job log entry")?;
-    manager.add_job_logs(vec![entry.clone()]).await?;
+    manager
+        .add_job_logs(vec![entry.clone()], fence(&headers)?.as_ref())
+        .await?;
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
 
@@ -231,7 +276,9 @@ async fn add_logs(
             entry.job_id
         )));
     }
-    manager.add_job_logs(entries).await?;
+    manager
+        .add_job_logs(entries, fence(&headers)?.as_ref())
+        .await?;
     Ok(StatusCode::CREATED)
 }
 
@@ -241,8 +288,55 @@ async fn add_output(
     body: Bytes,
 ) -> Result<StatusCode, Error> {
     let chunks: Vec<OutputChunk> = decode(&headers, &body, "list of output chunks")?;
-    manager.add_output(chunks).await?;
+    manager
+        .add_output(chunks, fence(&headers)?.as_ref())
+        .await?;
     Ok(StatusCode::CREATED)
+}
+
+async fn add_try_starts(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
+    let starts: Vec<TryStart> = decode(&headers, &body, "list of try starts")?;
+    manager
+        .add_try_starts(starts, fence(&headers)?.as_ref())
+        .await?;
+    Ok(StatusCode::CREATED)
+}
+
+async fn register_runner(
+    State(manager): Shared,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let registration: RunnerRegistration = decode(
+        &headers,
+        &body,
+        "job runner registration ({\"instanceId\": ..., \"url\": ..., \"lease\": ...})",
+    )?;
+    let runner = manager.register_runner(registration).await?;
+    Ok((StatusCode::CREATED, Json(runner)).into_response())
+}
+
+async fn job_runners(State(manager): Shared) -> Result<Response, Error> {
+    Ok(Json(manager.job_runners().await?).into_response())
+}
+
+async fn renew_runner(
+    State(manager): Shared,
+    Path(instance): Path<String>,
+) -> Result<Response, Error> {
+    Ok(Json(manager.renew_runner(&instance).await?).into_response())
+}
+
+async fn end_runner(
+    State(manager): Shared,
+    Path(instance): Path<String>,
+) -> Result<StatusCode, Error> {
+    manager.end_runner(&instance).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn output(
@@ -284,7 +378,7 @@ async fn finish(
         "finish request ({\"state\": ..., \"finishedAt\": ...})",
     )?;
     reconcile(&id, &mut finish.request_id, "finish request")?;
-    manager.finish(&finish).await?;
+    manager.finish(&finish, fence(&headers)?.as_ref()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -296,7 +390,9 @@ async fn suspend(
 ) -> Result<StatusCode, Error> {
     let mut suspended: SuspendedJobChain = decode(&headers, &body, "suspended job chain")?;
     reconcile(&id, &mut suspended.request_id, "suspended job chain")?;
-    manager.suspend(&suspended).await?;
+    manager
+        .suspend(&suspended, fence(&headers)?.as_ref())
+        .await?;
     Ok(StatusCode::OK)
 }
 
@@ -312,7 +408,9 @@ async fn progress(
         "progress ({\"requestId\": ..., \"finishedJobs\": ...})",
     )?;
     reconcile(&id, &mut progress.request_id, "progress")?;
-    manager.progress(&progress).await?;
+    manager
+        .progress(&progress, fence(&headers)?.as_ref())
+        .await?;
     Ok(Json(serde_json::Value::Null).into_response())
 }
 

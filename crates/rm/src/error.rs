@@ -13,6 +13,10 @@ pub enum Error {
     /// The request is not in a state that allows this (409).
     #[error("{0}")]
     Conflict(String),
+    /// A report from a Job Runner that no longer owns the request (409, with the
+    /// `Spindle-Fenced` header, which tells the runner to abandon the chain).
+    #[error("{0}")]
+    Fenced(String),
     /// A body that is not declared JSON (415).
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -40,7 +44,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => 400,
             Error::NotFound(_) => 404,
-            Error::Conflict(_) => 409,
+            Error::Conflict(_) | Error::Fenced(_) => 409,
             Error::UnsupportedMediaType(_) => 415,
             Error::MethodNotAllowed(_) => 405,
             Error::Unavailable { .. } => 503,
@@ -79,9 +83,10 @@ impl From<store::Error> for Error {
     fn from(err: store::Error) -> Error {
         match err {
             store::Error::NotFound { .. } => Error::NotFound(err.to_string()),
-            store::Error::State { .. } | store::Error::Conflict(_) => {
-                Error::Conflict(err.to_string())
-            }
+            store::Error::State { .. }
+            | store::Error::Conflict(_)
+            | store::Error::RunnerEnded { .. } => Error::Conflict(err.to_string()),
+            store::Error::Fenced(_) => Error::Fenced(err.to_string()),
             store::Error::Duplicate(_) => {
                 Error::Conflict("it is stored already (an id that is taken); try again".to_owned())
             }

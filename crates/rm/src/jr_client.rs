@@ -31,13 +31,32 @@ impl ClientError {
     }
 }
 
+/// Where a chain went: the Job Runner's base URL and its instance (empty when it did not
+/// say, as Spin Cycle's Job Runners do not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandedOver {
+    pub url: String,
+    pub instance: String,
+}
+
 /// What the Request Manager asks of Job Runners.
 #[async_trait::async_trait]
 pub trait JrClient: Send + Sync + 'static {
-    /// Starts a new chain; returns the base URL of the Job Runner that runs it.
-    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError>;
-    /// Resumes a suspended chain; returns the base URL of the Job Runner that runs it.
-    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError>;
+    /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`, as hand-over
+    /// `epoch` (which the runner reports with).
+    async fn new_chain(
+        &self,
+        jr_url: &str,
+        job_chain: &JobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError>;
+    /// Resumes a suspended chain on the Job Runner (or load balancer) at `jr_url`.
+    async fn resume(
+        &self,
+        jr_url: &str,
+        suspended: &SuspendedJobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError>;
     /// Stops a chain on the Job Runner at `jr_url`; returns once it has stopped.
     async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError>;
     /// The running jobs on the Job Runner at `jr_url` (of one request, or all).
@@ -48,23 +67,19 @@ pub trait JrClient: Send + Sync + 'static {
     ) -> Result<Vec<JobStatus>, ClientError>;
 }
 
-/// [`JrClient`] over HTTP. New and resumed chains go to `url` (one Job Runner, or a load
-/// balancer in front of several); stop and status go to the Job Runner that runs the
-/// request.
+/// [`JrClient`] over HTTP: new and resumed chains go to the URL the Request Manager
+/// chose (a registered Job Runner, or a load balancer in front of several); stop and
+/// status go to the Job Runner that runs the request.
 #[derive(Debug, Clone)]
 pub struct HttpJrClient {
-    url: String,
     http: reqwest::Client,
 }
 
 impl HttpJrClient {
-    /// Sends new and resumed chains to `url` through `http` (the binary's client, with
-    /// its timeouts and TLS settings; one client keeps connections alive).
-    pub fn new(url: &str, http: reqwest::Client) -> HttpJrClient {
-        HttpJrClient {
-            url: url.trim_end_matches('/').to_owned(),
-            http,
-        }
+    /// Reaches Job Runners through `http` (the binary's client, with its timeouts and TLS
+    /// settings; one client keeps connections alive).
+    pub fn new(http: reqwest::Client) -> HttpJrClient {
+        HttpJrClient { http }
     }
 
     /// Sends, retrying transient failures twice with backoff (100 ms, then 400 ms).
@@ -112,16 +127,31 @@ impl HttpJrClient {
         })
     }
 
-    /// Posts a chain (new or resumed) to `path`; returns the base URL of the Job Runner
-    /// that runs it, from the `Location` of its answer.
+    /// Posts a chain (new or resumed) to `path` at `jr_url`; returns the base URL of the
+    /// Job Runner that runs it, from the `Location` of its answer, and its instance.
     async fn post_chain(
         &self,
+        jr_url: &str,
         path: &str,
         chain: &impl serde::Serialize,
-    ) -> Result<String, ClientError> {
-        let request = self.http.post(format!("{}{path}", self.url)).json(chain);
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
+        let request = self
+            .http
+            .post(format!("{}{path}", jr_url.trim_end_matches('/')))
+            .header(proto::EPOCH_HEADER, epoch.to_string())
+            .json(chain);
         let response = self.send(request).await?;
-        Self::base_url(&response)
+        let instance = response
+            .headers()
+            .get(proto::RUNNER_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(HandedOver {
+            url: Self::base_url(&response)?,
+            instance,
+        })
     }
 
     /// The Job Runner's base URL from the `Location` of its answer.
@@ -146,12 +176,23 @@ impl HttpJrClient {
 
 #[async_trait::async_trait]
 impl JrClient for HttpJrClient {
-    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
-        self.post_chain("/api/v1/job-chains", job_chain).await
+    async fn new_chain(
+        &self,
+        jr_url: &str,
+        job_chain: &JobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
+        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, epoch)
+            .await
     }
 
-    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
-        self.post_chain("/api/v1/job-chains/resume", suspended)
+    async fn resume(
+        &self,
+        jr_url: &str,
+        suspended: &SuspendedJobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
+        self.post_chain(jr_url, "/api/v1/job-chains/resume", suspended, epoch)
             .await
     }
 

@@ -12,10 +12,11 @@ mod api;
 mod error;
 mod jr_client;
 mod manager;
+mod recovery;
 
 pub use api::router;
 pub use error::Error;
-pub use jr_client::{ClientError, HttpJrClient, JrClient};
+pub use jr_client::{ClientError, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options};
 
 #[cfg(test)]

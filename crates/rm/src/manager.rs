@@ -2,22 +2,22 @@
 //! Runners report; the background loops that start PENDING requests once a Job Runner
 //! answers and resume suspended chains.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
 use graph::Grapher;
 use proto::{
-    CreateRequest, FinishRequest, JobChain, JobLog, OutputChunk, OutputPage, OutputQuery, Request,
-    RequestFilter, RequestId, RequestProgress, RequestSpec, RunningStatus, State,
-    SuspendedJobChain,
+    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputPage,
+    OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
+    RunnerRegistration, RunnerState, RunningStatus, State, SuspendedJobChain, TryStart,
 };
 use store::{Batcher, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::{ClientError, Error, JrClient};
+use crate::{ClientError, Error, HandedOver, JrClient};
 
 /// Knobs of the Request Manager.
 #[derive(Debug, Clone)]
@@ -31,6 +31,13 @@ pub struct Options {
     pub stale_claim: Duration,
     /// This instance's name in claims.
     pub host: String,
+    /// How long a Job Runner's registration holds without a renewal; past it (and once
+    /// this Request Manager has reached its database for as long), the runner is lost
+    /// and its requests are recovered.
+    pub lease: Duration,
+    /// Where new and resumed chains go: one Job Runner or a load balancer. `None`: a
+    /// live registered Job Runner with the fewest running requests.
+    pub jr_url: Option<String>,
 }
 
 impl Default for Options {
@@ -40,6 +47,8 @@ impl Default for Options {
             suspended_ttl: Duration::from_secs(3600),
             stale_claim: Duration::from_secs(300),
             host: "localhost".to_owned(),
+            lease: Duration::from_secs(10),
+            jr_url: None,
         }
     }
 }
@@ -53,6 +62,28 @@ pub struct Manager {
     jr: Arc<dyn JrClient>,
     options: Options,
     shutting_down: AtomicBool,
+    /// The live registered runners as last read, with the requests handed to each since
+    /// (so that a burst of creates spreads), and when they were read.
+    runners: Mutex<Option<(tokio::time::Instant, Vec<JobRunner>)>>,
+    /// Since when the database has answered the background loop without a break: a
+    /// runner's lease lapsed only if this Request Manager could have seen its renewals.
+    healthy_since: Mutex<Option<tokio::time::Instant>>,
+}
+
+/// How long the list of live runners is used before it is read again.
+const RUNNERS_CACHE: Duration = Duration::from_secs(1);
+
+/// How long ended runners are still listed.
+const ENDED_RUNNERS_LISTED: chrono::Duration = chrono::Duration::hours(1);
+
+/// Why a hand-over did not happen.
+enum Handed {
+    /// The chain runs (or the request moved on meanwhile).
+    Done,
+    /// No Job Runner took it: try later.
+    Later(ClientError),
+    /// The Job Runner refused the chain as invalid.
+    Refused(ClientError),
 }
 
 impl std::fmt::Debug for Manager {
@@ -83,7 +114,13 @@ impl Manager {
             jr,
             options,
             shutting_down: AtomicBool::new(false),
+            runners: Mutex::new(None),
+            healthy_since: Mutex::new(None),
         }
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -162,28 +199,99 @@ impl Manager {
         })
     }
 
-    /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
-    /// that does not answer leaves it PENDING (not an error); one that refuses the chain
-    /// fails the request.
-    async fn send_to_jr(&self, request_id: &RequestId, job_chain: &JobChain) -> Result<(), Error> {
-        match self.jr.new_chain(job_chain).await {
-            Ok(jr_url) => {
-                tracing::info!(%request_id, jr_url, "request handed to a job runner");
+    /// Where the next chain goes: the fixed URL, or the live registered runner with the
+    /// fewest running requests (counting those handed to it since the list was read).
+    async fn target(&self) -> Result<String, ClientError> {
+        if let Some(url) = &self.options.jr_url {
+            return Ok(url.clone());
+        }
+        let fresh = self
+            .runners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|(read, _)| read.elapsed() < RUNNERS_CACHE);
+        if !fresh {
+            let now = Utc::now();
+            let live: Vec<JobRunner> = self
+                .store
+                .job_runners(now, now)
+                .await
+                .map_err(|err| ClientError::Unavailable(format!("reading the job runners: {err}")))?
+                .into_iter()
+                .filter(|runner| runner.state == RunnerState::Live)
+                .collect();
+            *self.runners.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((tokio::time::Instant::now(), live));
+        }
+        let mut cached = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        let runner = cached
+            .as_mut()
+            .and_then(|(_, live)| live.iter_mut().min_by_key(|runner| runner.running_requests))
+            .ok_or_else(|| {
+                ClientError::Unavailable("no live job runner is registered".to_owned())
+            })?;
+        runner.running_requests += 1;
+        Ok(runner.url.clone())
+    }
+
+    /// Forgets the list of live runners (one registered, ended or was lost).
+    fn forget_runners(&self) {
+        *self.runners.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Hands a PENDING request's chain to a Job Runner as a new hand-over (its epoch) and
+    /// marks it RUNNING there.
+    async fn hand_over(
+        &self,
+        request_id: &RequestId,
+        job_chain: &JobChain,
+    ) -> Result<Handed, Error> {
+        let url = match self.target().await {
+            Ok(url) => url,
+            Err(err) => return Ok(Handed::Later(err)),
+        };
+        let epoch = match self.store.hand_over(request_id, State::Pending).await {
+            Ok(epoch) => epoch,
+            // Started or finished meanwhile (another loop, a fast chain).
+            Err(store::Error::State { .. }) => return Ok(Handed::Done),
+            Err(err) => return Err(err.into()),
+        };
+        match self.jr.new_chain(&url, job_chain, epoch).await {
+            Ok(HandedOver { url, instance }) => {
+                tracing::info!(%request_id, jr_url = url, instance, epoch, "request handed to a job runner");
+                let owner = Fence { instance, epoch };
                 match self
                     .store
-                    .start_request(request_id, &jr_url, Utc::now())
+                    .start_request(request_id, &url, Some(&owner), Utc::now())
                     .await
                 {
                     // The chain may have finished (or been started by another loop) already.
-                    Ok(()) | Err(store::Error::State { .. }) => Ok(()),
+                    Ok(()) | Err(store::Error::State { .. } | store::Error::Fenced(_)) => {
+                        Ok(Handed::Done)
+                    }
                     Err(err) => Err(err.into()),
                 }
             }
             Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
+                self.forget_runners();
+                Ok(Handed::Later(err))
+            }
+            Err(err) => Ok(Handed::Refused(err)),
+        }
+    }
+
+    /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
+    /// that does not answer leaves it PENDING (not an error); one that refuses the chain
+    /// fails the request.
+    async fn send_to_jr(&self, request_id: &RequestId, job_chain: &JobChain) -> Result<(), Error> {
+        match self.hand_over(request_id, job_chain).await? {
+            Handed::Done => Ok(()),
+            Handed::Later(err) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
                 Ok(())
             }
-            Err(err) => {
+            Handed::Refused(err) => {
                 self.store.fail_pending(request_id, Utc::now()).await?;
                 tracing::warn!(%request_id, error = %err, "request failed: the job runner refused its chain");
                 Err(Error::Internal {
@@ -232,6 +340,14 @@ impl Manager {
                     "request {request_id} is not running on its Job Runner {} any more",
                     request.jr_url
                 )),
+                ClientError::Unavailable(_) => Error::Unavailable {
+                    message: format!(
+                        "request {request_id}'s Job Runner {} does not answer; if it is lost, the request is recovered on another within the lease ({}); stop it then",
+                        request.jr_url,
+                        proto::duration::format(self.options.lease)
+                    ),
+                    source: Some(Box::new(err)),
+                },
                 err => Error::Internal {
                     message: format!("stopping request {request_id} on its Job Runner failed"),
                     source: Some(Box::new(err)),
@@ -267,9 +383,65 @@ impl Manager {
         self.grapher.request_specs()
     }
 
+    /// Refuses a report about `request_ids` from a runner that does not own each of them
+    /// (no fence: a Job Runner that does not say, such as Spin Cycle's, is believed).
+    async fn check_fence<'a>(
+        &self,
+        request_ids: impl IntoIterator<Item = &'a str>,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        let Some(fence) = fence else {
+            return Ok(());
+        };
+        let ids: BTreeSet<&str> = request_ids.into_iter().collect();
+        for request_id in ids {
+            let owner = self.store.owner(request_id).await?;
+            if !owner.accepts(fence) {
+                return Err(Error::Fenced(format!(
+                    "request {request_id} is owned by {} at epoch {}; a report from job runner instance {} for epoch {} is refused",
+                    if owner.instance.is_empty() {
+                        "no job runner instance yet".to_owned()
+                    } else {
+                        format!("job runner instance {}", owner.instance)
+                    },
+                    owner.epoch,
+                    fence.instance,
+                    fence.epoch
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tries that began on a Job Runner; a re-sent one is stored once.
+    pub async fn add_try_starts(
+        &self,
+        starts: Vec<TryStart>,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        if let Some(start) = starts.iter().find(|start| {
+            start.request_id.is_empty() || start.job_id.is_empty() || start.r#try == 0
+        }) {
+            return Err(Error::BadRequest(format!(
+                "try start of job {:?} has no requestId, jobId or try; expected all three (try from 1)",
+                start.job_id
+            )));
+        }
+        self.check_fence(starts.iter().map(|start| start.request_id.as_str()), fence)
+            .await?;
+        let instance = fence.map_or("", |fence| fence.instance.as_str());
+        Ok(self.store.insert_try_starts(instance, &starts).await?)
+    }
+
     /// Job log entries from a Job Runner; a re-sent entry is stored once. Each failed
     /// try is logged (a re-sent one again: the store, not this, knows it is a repeat).
-    pub async fn add_job_logs(&self, entries: Vec<JobLog>) -> Result<(), Error> {
+    pub async fn add_job_logs(
+        &self,
+        entries: Vec<JobLog>,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        self.check_fence(entries.iter().map(|entry| entry.request_id.as_str()), fence)
+            .await?;
         let failed: Vec<JobLog> = entries
             .iter()
             .filter(|entry| !matches!(entry.state, State::Complete | State::Stopped))
@@ -296,7 +468,11 @@ impl Manager {
 
     /// Live output chunks from a Job Runner; a re-sent chunk is stored once. Each chunk
     /// must name its request, job and try and hold at most the per-try cap of text.
-    pub async fn add_output(&self, chunks: Vec<OutputChunk>) -> Result<(), Error> {
+    pub async fn add_output(
+        &self,
+        chunks: Vec<OutputChunk>,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
         if let Some(chunk) = chunks.iter().find(|chunk| {
             chunk.request_id.is_empty() || chunk.job_id.is_empty() || chunk.r#try == 0
         }) {
@@ -313,6 +489,8 @@ impl Manager {
                 chunk.data.len()
             )));
         }
+        self.check_fence(chunks.iter().map(|chunk| chunk.request_id.as_str()), fence)
+            .await?;
         Ok(self.store.insert_output(&chunks).await?)
     }
 
@@ -331,7 +509,13 @@ impl Manager {
     }
 
     /// A running request's count of completed jobs.
-    pub async fn progress(&self, progress: &RequestProgress) -> Result<(), Error> {
+    pub async fn progress(
+        &self,
+        progress: &RequestProgress,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        self.check_fence([progress.request_id.as_str()], fence)
+            .await?;
         self.batcher
             .update_progress(&progress.request_id, progress.finished_jobs)
             .await
@@ -341,9 +525,9 @@ impl Manager {
     /// The final state from a Job Runner. A second report is a no-op. A chain that ended
     /// before the request was marked RUNNING (a very fast chain) is marked first, as
     /// started when it finished (the store keeps created ≤ started ≤ finished).
-    pub async fn finish(&self, finish: &FinishRequest) -> Result<(), Error> {
+    pub async fn finish(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Result<(), Error> {
         let request_id = finish.request_id.as_str();
-        let finished = match self.store.finish_request(finish).await {
+        let finished = match self.store.finish_request(finish, fence).await {
             Ok(finished) => finished,
             Err(store::Error::State {
                 actual: State::Pending,
@@ -351,9 +535,9 @@ impl Manager {
             }) => {
                 let started_at = finish.finished_at.min(Utc::now());
                 self.store
-                    .start_request(&RequestId::from(request_id), "", started_at)
+                    .start_request(&RequestId::from(request_id), "", fence, started_at)
                     .await?;
-                self.store.finish_request(finish).await?
+                self.store.finish_request(finish, fence).await?
             }
             Err(err) => return Err(err.into()),
         };
@@ -388,8 +572,12 @@ impl Manager {
     }
 
     /// A chain handed back by a Job Runner that is shutting down.
-    pub async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), Error> {
-        let res = self.suspend_stored(suspended).await;
+    pub async fn suspend(
+        &self,
+        suspended: &SuspendedJobChain,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        let res = self.suspend_stored(suspended, fence).await;
         if res.is_ok() {
             tracing::info!(
                 request_id = %suspended.request_id,
@@ -399,8 +587,16 @@ impl Manager {
         res
     }
 
-    async fn suspend_stored(&self, suspended: &SuspendedJobChain) -> Result<(), Error> {
-        match self.store.suspend_request(suspended, Utc::now()).await {
+    async fn suspend_stored(
+        &self,
+        suspended: &SuspendedJobChain,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        match self
+            .store
+            .suspend_request(suspended, fence, Utc::now())
+            .await
+        {
             Ok(()) => Ok(()),
             Err(store::Error::State {
                 actual: State::Pending,
@@ -410,10 +606,14 @@ impl Manager {
                     .start_request(
                         &RequestId::new(suspended.request_id.clone()),
                         "",
+                        fence,
                         Utc::now(),
                     )
                     .await?;
-                Ok(self.store.suspend_request(suspended, Utc::now()).await?)
+                Ok(self
+                    .store
+                    .suspend_request(suspended, fence, Utc::now())
+                    .await?)
             }
             Err(err) => Err(err.into()),
         }
@@ -465,20 +665,16 @@ impl Manager {
             return;
         };
         for request in pending.into_iter().rev() {
+            let request_id = RequestId::new(request.id.clone());
             let Ok(job_chain) = self.store.job_chain(&request.id).await else {
                 continue;
             };
-            match self.jr.new_chain(&job_chain).await {
-                Ok(jr_url) => {
-                    let _ = self
-                        .store
-                        .start_request(&RequestId::new(request.id.clone()), &jr_url, Utc::now())
-                        .await;
-                }
-                Err(ClientError::Unavailable(_)) => return,
-                Err(ClientError::AlreadyRunning(_)) => {}
-                Err(err) => {
-                    tracing::error!(request_id = %request.id, error = %err, "job runner refused the request");
+            match self.hand_over(&request_id, &job_chain).await {
+                Ok(Handed::Done) => {}
+                Ok(Handed::Later(ClientError::AlreadyRunning(_))) => {}
+                Ok(Handed::Later(_)) | Err(_) => return,
+                Ok(Handed::Refused(err)) => {
+                    tracing::error!(%request_id, error = %err, "job runner refused the request");
                     let _ = self.store.fail_pending(&request.id, Utc::now()).await;
                 }
             }
@@ -509,18 +705,46 @@ impl Manager {
                 .map(|r| r.state);
             if !matches!(state, Ok(State::Suspended)) {
                 // Resumed already, or gone on: only the chain is left to delete.
-                let _ = self.store.resumed(&request_id, host, "").await;
+                let _ = self.store.resumed(&request_id, host, "", None).await;
                 continue;
             }
-            match self.jr.resume(&suspended).await {
-                Ok(jr_url) => {
-                    if let Err(err) = self.store.resumed(&request_id, host, &jr_url).await {
+            let resumed = match self.target().await {
+                Ok(url) => match self.store.hand_over(&request_id, State::Suspended).await {
+                    Ok(epoch) => self
+                        .jr
+                        .resume(&url, &suspended, epoch)
+                        .await
+                        .map(|handed| (handed, epoch)),
+                    Err(err) => Err(ClientError::Unavailable(err.to_string())),
+                },
+                Err(err) => Err(err),
+            };
+            match resumed {
+                Ok((HandedOver { url, instance }, epoch)) => {
+                    let owner = Fence { instance, epoch };
+                    if let Err(err) = self
+                        .store
+                        .resumed(&request_id, host, &url, Some(&owner))
+                        .await
+                    {
                         tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
                     } else {
-                        tracing::info!(%request_id, jr_url, "resumed suspended chain");
+                        tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, "resumed suspended chain");
+                    }
+                }
+                Err(err @ ClientError::Invalid(_)) => {
+                    // It can never run: the request fails, with the reason in the log.
+                    tracing::error!(%request_id, error = %err, "the suspended chain cannot be resumed; request failed");
+                    if let Err(err) = self
+                        .store
+                        .fail_suspended(&request_id, host, Utc::now())
+                        .await
+                    {
+                        tracing::warn!(%request_id, error = %err, "failing the request failed");
                     }
                 }
                 Err(err) => {
+                    self.forget_runners();
                     tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
                     let _ = self.store.unclaim(&request_id, host).await;
                     break;
@@ -549,20 +773,221 @@ impl Manager {
         }
     }
 
-    /// Runs the background loops until `cancel` fires.
+    /// Runs the background loops until `cancel` fires: the first round at once (a
+    /// restarted Request Manager resumes what waits without delay), then every
+    /// `interval`.
     pub async fn run_background(self: Arc<Self>, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                _ = tick.tick() => {
-                    self.start_pending().await;
-                    self.resume_suspended().await;
+                _ = tick.tick() => self.background_round().await,
+            }
+        }
+    }
+
+    /// One round of the background loop.
+    pub async fn background_round(&self) {
+        self.recover_lost_runners().await;
+        self.start_pending().await;
+        self.resume_suspended().await;
+    }
+
+    /// A Job Runner registers (a new instance at every start). Another live registration
+    /// at the same URL is a process that is gone (one address holds one process): it is
+    /// lost at once, and its requests are recovered.
+    pub async fn register_runner(
+        &self,
+        registration: RunnerRegistration,
+    ) -> Result<JobRunner, Error> {
+        if registration.instance_id.is_empty() {
+            return Err(Error::BadRequest(
+                "job runner registration has no instanceId; expected a new id for each start"
+                    .to_owned(),
+            ));
+        }
+        if url::Url::parse(&registration.url)
+            .ok()
+            .is_none_or(|url| !matches!(url.scheme(), "http" | "https" | "in-process"))
+        {
+            return Err(Error::BadRequest(format!(
+                "job runner registration: url {:?} is not a URL; expected http://HOST:PORT",
+                registration.url
+            )));
+        }
+        let now = Utc::now();
+        let runner = self.store.register_runner(&registration, now).await?;
+        for other in self.store.job_runners(now, now).await? {
+            if other.url == runner.url
+                && other.instance_id != runner.instance_id
+                && other.state == RunnerState::Live
+            {
+                self.declare_lost(&other, "a new job runner registered at its address")
+                    .await?;
+            }
+        }
+        tracing::info!(
+            instance = runner.instance_id,
+            url = runner.url,
+            lease = runner.lease,
+            "job runner registered"
+        );
+        self.forget_runners();
+        Ok(runner)
+    }
+
+    /// Renews a runner's lease; a runner declared lost must register again.
+    pub async fn renew_runner(&self, instance: &str) -> Result<JobRunner, Error> {
+        Ok(self.store.renew_runner(instance, Utc::now()).await?)
+    }
+
+    /// A runner that shut down, its chains handed back.
+    pub async fn end_runner(&self, instance: &str) -> Result<(), Error> {
+        self.store.end_runner(instance, Utc::now()).await?;
+        tracing::info!(instance, "job runner deregistered");
+        self.forget_runners();
+        Ok(())
+    }
+
+    /// The registered runners: live, lost and recently ended.
+    pub async fn job_runners(&self) -> Result<Vec<JobRunner>, Error> {
+        let now = Utc::now();
+        Ok(self
+            .store
+            .job_runners(now, now - ENDED_RUNNERS_LISTED)
+            .await?)
+    }
+
+    /// Declares a runner lost now (its process is known to be gone) and recovers its
+    /// requests.
+    pub async fn declare_lost(&self, runner: &JobRunner, why: &str) -> Result<(), Error> {
+        if self
+            .store
+            .mark_runner_lost(&runner.instance_id, Utc::now())
+            .await?
+        {
+            tracing::warn!(
+                instance = runner.instance_id,
+                url = runner.url,
+                why,
+                "job runner lost"
+            );
+        }
+        self.forget_runners();
+        self.recover_requests_of(runner).await;
+        Ok(())
+    }
+
+    /// Whether the database has answered for at least a lease without a break.
+    fn trusted_for_a_lease(&self, healthy: bool) -> bool {
+        let mut since = self.healthy_since.lock().unwrap_or_else(|p| p.into_inner());
+        if !healthy {
+            *since = None;
+            return false;
+        }
+        let since = since.get_or_insert_with(tokio::time::Instant::now);
+        since.elapsed() >= self.options.lease
+    }
+
+    /// Declares lost the runners whose lease lapsed (once this Request Manager has
+    /// reached the database for a whole lease, so that it could have seen their
+    /// renewals), then recovers the requests of every lost runner. Each request is
+    /// recovered by one Request Manager: the store's recovery is conditional.
+    pub async fn recover_lost_runners(&self) {
+        let now = Utc::now();
+        let runners = match self
+            .store
+            .job_runners(now, now - ENDED_RUNNERS_LISTED)
+            .await
+        {
+            Ok(runners) => runners,
+            Err(err) => {
+                self.trusted_for_a_lease(false);
+                tracing::warn!(error = %err, "reading the job runners failed");
+                return;
+            }
+        };
+        let trusted = self.trusted_for_a_lease(true);
+        for runner in &runners {
+            let lapsed = runner.state == RunnerState::Lost && runner.ended_at.is_none();
+            if lapsed && trusted {
+                match self.store.mark_runner_lost(&runner.instance_id, now).await {
+                    Ok(true) => {
+                        tracing::warn!(
+                            instance = runner.instance_id,
+                            url = runner.url,
+                            renewed_at = %runner.renewed_at,
+                            lease = runner.lease,
+                            "job runner lost: its lease lapsed"
+                        );
+                        self.forget_runners();
+                    }
+                    Ok(false) => {}
+                    Err(err) => tracing::warn!(error = %err, "declaring a job runner lost failed"),
+                }
+            }
+            let gone = (runner.state == RunnerState::Lost
+                && (runner.ended_at.is_some() || (lapsed && trusted)))
+                || runner.state == RunnerState::Stopped;
+            if gone && runner.running_requests > 0 {
+                self.recover_requests_of(runner).await;
+            }
+        }
+    }
+
+    /// Recovers each RUNNING request of a lost runner: rebuilt from the store, stored as
+    /// a suspended chain, and resumed on a live runner by the loop that resumes them.
+    async fn recover_requests_of(&self, runner: &JobRunner) {
+        let requests = match self.store.owned_requests(&runner.instance_id).await {
+            Ok(requests) => requests,
+            Err(err) => {
+                tracing::warn!(instance = runner.instance_id, error = %err, "reading a lost job runner's requests failed");
+                return;
+            }
+        };
+        for request_id in requests {
+            match self.recover_request(&request_id, runner).await {
+                Ok(interrupted) => tracing::warn!(
+                    request_id,
+                    instance = runner.instance_id,
+                    interrupted,
+                    "request recovered from a lost job runner; it is resumed on a live one"
+                ),
+                // Another Request Manager recovered it, or it finished meanwhile.
+                Err(Error::Fenced(_) | Error::Conflict(_)) => {}
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again later")
                 }
             }
         }
+    }
+
+    /// Recovers one request of a lost runner; returns how many tries were interrupted.
+    async fn recover_request(&self, request_id: &str, runner: &JobRunner) -> Result<usize, Error> {
+        let chain = self.store.job_chain(request_id).await?;
+        let logs = self.store.job_log(request_id).await?;
+        let started = self.store.try_starts(request_id).await?;
+        let now_nanos = Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let rebuilt = crate::recovery::rebuild(chain, &logs, &started, runner, now_nanos);
+        for entry in &rebuilt.interrupted {
+            tracing::warn!(
+                request_id,
+                job_id = entry.job_id,
+                r#try = entry.r#try,
+                instance = runner.instance_id,
+                "job try interrupted: its job runner was lost"
+            );
+        }
+        self.store
+            .recover_request(
+                &runner.instance_id,
+                &rebuilt.interrupted,
+                &rebuilt.suspended,
+                Utc::now(),
+            )
+            .await?;
+        Ok(rebuilt.interrupted.len())
     }
 }
 

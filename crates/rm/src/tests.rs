@@ -12,7 +12,7 @@ use proto::{JobChain, JobStatus, RequestId, State, SuspendedJobChain};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-use crate::{ClientError, JrClient, Manager, Options};
+use crate::{ClientError, HandedOver, JrClient, Manager, Options};
 
 const SPECS: &str = "sequences:
   deploy:
@@ -35,6 +35,11 @@ const SPECS: &str = "sequences:
 #[derive(Default)]
 struct FakeJr {
     chains: Mutex<Vec<JobChain>>,
+    /// Where each chain (new or resumed) was sent, with its epoch.
+    sent_to: Mutex<Vec<(String, u64)>>,
+    /// The instance that answers at a URL (registered by the test); otherwise
+    /// `instance-of-URL`.
+    instances: Mutex<std::collections::HashMap<String, String>>,
     resumed: Mutex<Vec<SuspendedJobChain>>,
     stopped: Mutex<Vec<String>>,
     /// 0: accept; 503: unavailable; other: refuse with that status.
@@ -45,9 +50,21 @@ struct FakeJr {
 }
 
 impl FakeJr {
-    fn result(&self) -> Result<String, ClientError> {
+    fn instance(&self, jr_url: &str) -> String {
+        self.instances
+            .lock()
+            .unwrap()
+            .get(jr_url)
+            .cloned()
+            .unwrap_or_else(|| format!("instance-of-{jr_url}"))
+    }
+
+    fn result(&self, jr_url: &str) -> Result<HandedOver, ClientError> {
         match self.answer.load(Ordering::SeqCst) {
-            0 => Ok("http://jr1:32307".to_owned()),
+            0 => Ok(HandedOver {
+                url: jr_url.to_owned(),
+                instance: self.instance(jr_url),
+            }),
             503 => Err(ClientError::Unavailable("connection refused".to_owned())),
             409 => Err(ClientError::AlreadyRunning("req".to_owned())),
             _ => Err(ClientError::Invalid("invalid chain".to_owned())),
@@ -57,10 +74,19 @@ impl FakeJr {
 
 #[async_trait::async_trait]
 impl JrClient for FakeJr {
-    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
-        let res = self.result();
+    async fn new_chain(
+        &self,
+        jr_url: &str,
+        job_chain: &JobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
+        let res = self.result(jr_url);
         if res.is_ok() {
             self.chains.lock().unwrap().push(job_chain.clone());
+            self.sent_to
+                .lock()
+                .unwrap()
+                .push((jr_url.to_owned(), epoch));
         }
         let manager = self.finish_at_once.lock().unwrap().clone();
         if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
@@ -70,14 +96,27 @@ impl JrClient for FakeJr {
                 finished_at: chrono::Utc::now(),
                 finished_jobs: job_chain.jobs.len() as u64,
             };
-            manager.finish(&finish).await.unwrap();
+            let fence = proto::Fence {
+                instance: self.instance(jr_url),
+                epoch,
+            };
+            manager.finish(&finish, Some(&fence)).await.unwrap();
         }
         res
     }
-    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
-        let res = self.result();
+    async fn resume(
+        &self,
+        jr_url: &str,
+        suspended: &SuspendedJobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
+        let res = self.result(jr_url);
         if res.is_ok() {
             self.resumed.lock().unwrap().push(suspended.clone());
+            self.sent_to
+                .lock()
+                .unwrap()
+                .push((jr_url.to_owned(), epoch));
         }
         res
     }
@@ -117,6 +156,14 @@ struct Env {
 }
 
 async fn env() -> Env {
+    env_with(Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        ..Options::default()
+    })
+    .await
+}
+
+async fn env_with(options: Options) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
         store::SqliteStore::open(&dir.path().join("rm.db"))
@@ -127,7 +174,7 @@ async fn env() -> Env {
     assert!(!report.has_errors());
     let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
     let jr = Arc::new(FakeJr::default());
-    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), Options::default()));
+    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let router = crate::router(manager.clone());
     Env {
         manager,
@@ -144,9 +191,23 @@ async fn call(
     uri: &str,
     body: Option<&str>,
 ) -> (StatusCode, Value, axum::http::HeaderMap) {
+    call_with(router, method, uri, body, &[]).await
+}
+
+/// [`call`] with request headers.
+async fn call_with(
+    router: &axum::Router,
+    method: Method,
+    uri: &str,
+    body: Option<&str>,
+    extra: &[(&str, &str)],
+) -> (StatusCode, Value, axum::http::HeaderMap) {
     let method_name = method.as_str().to_owned();
     let method_name = method_name.as_str();
     let mut request = HttpRequest::builder().method(method).uri(uri);
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
     if body.is_some() {
         request = request.header("content-type", "application/json");
     }
@@ -872,4 +933,308 @@ async fn job_output_is_stored_and_served_from_a_cursor() {
             .unwrap()
             .contains("expected all three")
     );
+}
+
+// ---- runners, fencing, recovery (issue 11) ----
+
+async fn register(env: &Env, instance: &str, url: &str) -> Value {
+    env.jr
+        .instances
+        .lock()
+        .unwrap()
+        .insert(url.to_owned(), instance.to_owned());
+    let body = serde_json::json!({"instanceId": instance, "url": url, "lease": "10s", "host": "h", "pid": 7});
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(&body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn chains_go_to_the_live_runner_with_the_fewest_requests() {
+    let env = env_with(Options::default()).await;
+    // No runner yet: the request waits.
+    let waiting = create(&env).await;
+    assert_eq!(
+        env.manager.get(&waiting).await.unwrap().state,
+        State::Pending
+    );
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(r#"{"instanceId": "", "url": "http://a", "lease": "10s"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"].as_str().unwrap().contains("no instanceId"),
+        "{body}"
+    );
+    let a = register(&env, "ia", "http://jr-a:1").await;
+    assert_eq!(
+        (a["state"].as_str(), a["runningRequests"].as_u64()),
+        (Some("live"), Some(0))
+    );
+    register(&env, "ib", "http://jr-b:1").await;
+    for _ in 0..4 {
+        create(&env).await;
+    }
+    let sent: Vec<String> = env
+        .jr
+        .sent_to
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(url, _)| url.clone())
+        .collect();
+    let to_a = sent.iter().filter(|url| *url == "http://jr-a:1").count();
+    assert_eq!((sent.len(), to_a), (4, 2), "{sent:?}");
+    let (status, listed, _) = call(&env.router, Method::GET, "/api/v1/job-runners", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let counts: Vec<u64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runningRequests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [2, 2]);
+
+    // A runner that renews keeps its lease; one that deregistered is stopped and gets
+    // nothing more.
+    let (status, renewed, _) = call(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ia/lease",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, renewed["state"].as_str()),
+        (StatusCode::OK, Some("live"))
+    );
+    let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ib", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ib/lease",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        body["message"].as_str().unwrap().contains("register again"),
+        "{body}"
+    );
+    create(&env).await;
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap().last().unwrap().0,
+        "http://jr-a:1"
+    );
+    // A new registration at a runner's address means that process is gone.
+    register(&env, "ia2", "http://jr-a:1").await;
+    let (_, listed, _) = call(&env.router, Method::GET, "/api/v1/job-runners", None).await;
+    let ia = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instanceId"] == "ia")
+        .unwrap()
+        .clone();
+    assert_eq!(ia["state"], "lost");
+}
+
+#[tokio::test]
+async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fenced() {
+    let env = env().await;
+    let id = create(&env).await;
+    let (_, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    assert_eq!(epoch, 1);
+    let owner = "instance-of-http://jr1:32307";
+    let entry =
+        serde_json::json!([{"requestId": id, "jobId": "j", "try": 1, "state": 3}]).to_string();
+    let (status, body, headers) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-runner", "someone-else"), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(headers["spindle-fenced"], "true");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("owned by job runner instance {owner} at epoch 1")),
+        "{body}"
+    );
+    let (status, _, headers) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-runner", owner), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(headers.get("spindle-fenced").is_none());
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-epoch", "one")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected a whole number"),
+        "{body}"
+    );
+    let finish =
+        serde_json::json!({"state": 3, "finishedAt": "2026-01-01T00:00:00Z", "finishedJobs": 1})
+            .to_string();
+    let (status, _, headers) = call_with(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+        &[("spindle-runner", owner), ("spindle-epoch", "0")],
+    )
+    .await;
+    assert_eq!(
+        (status, headers.get("spindle-fenced").is_some()),
+        (StatusCode::CONFLICT, true)
+    );
+    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Running);
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+        &[("spindle-runner", owner), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Complete);
+}
+
+#[tokio::test]
+async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
+    let lease = std::time::Duration::from_millis(200);
+    let env = env_with(Options {
+        lease,
+        ..Options::default()
+    })
+    .await;
+    register(&env, "lost", "http://jr-lost:1").await;
+    let id = create(&env).await;
+    let (url, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    assert_eq!(url, "http://jr-lost:1");
+    let fence = proto::Fence {
+        instance: "lost".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let mut ids: Vec<String> = chain.jobs.keys().cloned().collect();
+    ids.sort();
+    let (done, cut) = (&ids[0], &ids[1]);
+    // One job completed; another had started its second try when the runner went.
+    let start = |job: &str, try_no: u32| proto::TryStart {
+        request_id: id.clone(),
+        job_id: job.to_owned(),
+        r#try: try_no,
+        run_try: try_no,
+        sequence_try: 1,
+        started_at: 1_000,
+    };
+    env.manager
+        .add_try_starts(
+            vec![start(done, 1), start(cut, 1), start(cut, 2)],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    let log = |job: &str, try_no: u32, state: State| proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.to_owned(),
+        r#try: try_no,
+        state,
+        ..proto::JobLog::default()
+    };
+    env.manager
+        .add_job_logs(
+            vec![log(done, 1, State::Complete), log(cut, 1, State::Fail)],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    // Its lease lapsed a minute ago; another runner is live.
+    register(&env, "live", "http://jr-live:1").await;
+    env.manager
+        .store()
+        .renew_runner("lost", chrono::Utc::now() - chrono::Duration::minutes(1))
+        .await
+        .unwrap();
+    // Not before this Request Manager has seen the database for a whole lease.
+    env.manager.background_round().await;
+    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Running);
+    // The lease is what must pass: a wait for time itself, not for a condition.
+    tokio::time::sleep(lease).await;
+    env.manager.renew_runner("live").await.unwrap();
+    env.manager.background_round().await;
+
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    let suspended = &resumed[0];
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap()[1],
+        ("http://jr-live:1".to_owned(), epoch + 2)
+    );
+    assert_eq!(suspended.job_chain.jobs[done].state, State::Complete);
+    assert_eq!(suspended.job_chain.jobs[cut].state, State::Stopped);
+    assert_eq!(suspended.total_job_tries[cut], 2);
+    // Try 2 was interrupted: resuming gives it back, so one try counts.
+    assert_eq!(suspended.latest_run_job_tries[cut], 2);
+    let logs = env.manager.job_log(&id).await.unwrap();
+    let interrupted = logs
+        .iter()
+        .find(|l| l.job_id == *cut && l.r#try == 2)
+        .unwrap();
+    assert_eq!(interrupted.state, State::Stopped);
+    assert!(
+        interrupted.error.starts_with(
+            "interrupted: its job runner (instance lost at http://jr-lost:1) was lost"
+        ),
+        "{}",
+        interrupted.error
+    );
+    let request = env.manager.get(&id).await.unwrap();
+    assert_eq!(
+        (request.state, request.jr_url.as_str()),
+        (State::Running, "http://jr-live:1")
+    );
+    // The lost runner, back from a pause, is refused.
+    let late = proto::FinishRequest {
+        request_id: id.clone(),
+        state: State::Complete,
+        finished_at: chrono::Utc::now(),
+        finished_jobs: 2,
+    };
+    let err = env.manager.finish(&late, Some(&fence)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    // Another round recovers nothing more.
+    env.manager.background_round().await;
+    assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
 }

@@ -13,6 +13,7 @@ mod local;
 mod run;
 mod serve;
 mod spinc;
+mod supervise;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -147,6 +148,19 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<Exit>>>(
 
 /// Runs the `spindle` command line with the job types of `registry`.
 pub fn main(registry: job::Registry) -> ExitCode {
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|command| command == supervise::COMMAND)
+    {
+        let code = supervise::run(args.collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // Programs of `shell-command` jobs run under this binary's supervisor, so that they
+    // die with the runner that started them.
+    if let Ok(exe) = std::env::current_exe() {
+        job::set_supervisor(exe, supervise::COMMAND);
+    }
     // The process's one TLS crypto provider (ring), for every HTTPS client in it.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();

@@ -8,9 +8,10 @@ use std::time::Duration;
 use chain::{ReportError, Reporter};
 use job::Registry;
 use proto::{
-    FinishRequest, JobChain, JobLog, JobStatus, RequestId, RequestProgress, SuspendedJobChain,
+    Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, RequestId, RequestProgress,
+    RunnerRegistration, SuspendedJobChain, TryStart,
 };
-use rm::{ClientError, JrClient, Manager};
+use rm::{ClientError, HandedOver, JrClient, Manager};
 
 /// The Job Runner in the same process: RM and JR call each other directly.
 #[derive(Debug, Default)]
@@ -40,16 +41,36 @@ fn client_error(err: jr::Error) -> ClientError {
 
 #[async_trait::async_trait]
 impl JrClient for InProcessJr {
-    async fn new_chain(&self, job_chain: &JobChain) -> Result<String, ClientError> {
+    async fn new_chain(
+        &self,
+        _jr_url: &str,
+        job_chain: &JobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
-        runner.run_chain(job_chain.clone()).map_err(client_error)?;
-        Ok(runner.base_url().to_owned())
+        let instance = runner
+            .run_chain(job_chain.clone(), epoch)
+            .map_err(client_error)?;
+        Ok(HandedOver {
+            url: runner.base_url().to_owned(),
+            instance,
+        })
     }
 
-    async fn resume(&self, suspended: &SuspendedJobChain) -> Result<String, ClientError> {
+    async fn resume(
+        &self,
+        _jr_url: &str,
+        suspended: &SuspendedJobChain,
+        epoch: u64,
+    ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
-        runner.resume(suspended.clone()).map_err(client_error)?;
-        Ok(runner.base_url().to_owned())
+        let instance = runner
+            .resume(suspended.clone(), epoch)
+            .map_err(client_error)?;
+        Ok(HandedOver {
+            url: runner.base_url().to_owned(),
+            instance,
+        })
     }
 
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
@@ -81,6 +102,7 @@ pub(crate) async fn local(
     base_url: &str,
     interval: Duration,
     suspended_ttl: Duration,
+    lease: Duration,
 ) -> anyhow::Result<Local> {
     let store = store::open(database).await?;
     let registry = Arc::new(registry);
@@ -90,12 +112,15 @@ pub(crate) async fn local(
         interval,
         suspended_ttl,
         host: gethostname::gethostname().to_string_lossy().into_owned(),
+        lease,
+        // The runner in this process takes every chain.
+        jr_url: Some(base_url.to_owned()),
         ..rm::Options::default()
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(
         registry,
-        Arc::new(ManagerReporter(manager.clone())),
+        Arc::new(ManagerReporters(manager.clone())),
         base_url,
         chain::Options::default(),
     );
@@ -105,43 +130,112 @@ pub(crate) async fn local(
 
 /// A Job Runner in the same process reports straight to the manager. The manager's
 /// errors say whether to send again: unavailable (a busy database) is retried, a fault
-/// a few times, a refusal not at all.
+/// a few times, a refusal not at all, and a report from a runner that no longer owns the
+/// request abandons its chain.
 #[derive(Debug)]
-pub(crate) struct ManagerReporter(pub(crate) Arc<Manager>);
+pub(crate) struct ManagerReporter {
+    manager: Arc<Manager>,
+    fence: Fence,
+}
+
+/// The in-process runner's [`jr::Reporters`]: each chain's reports name its fence, as
+/// over HTTP, so a chain this process no longer owns is refused here too.
+#[derive(Debug)]
+pub(crate) struct ManagerReporters(pub(crate) Arc<Manager>);
+
+impl jr::Reporters for ManagerReporters {
+    fn for_chain(&self, fence: Fence) -> Arc<dyn Reporter> {
+        Arc::new(ManagerReporter {
+            manager: self.0.clone(),
+            fence,
+        })
+    }
+}
 
 fn report_error(err: rm::Error) -> ReportError {
     match err {
         err @ rm::Error::Unavailable { .. } => ReportError::unavailable(err.chain()),
         err @ rm::Error::Internal { .. } => ReportError::failed(err.chain()),
+        err @ rm::Error::Fenced(_) => ReportError::fenced(err.to_string()),
         other => ReportError::rejected(other.to_string()),
     }
 }
 
 #[async_trait::async_trait]
 impl Reporter for ManagerReporter {
+    async fn try_starts(&self, starts: &[TryStart]) -> Result<(), ReportError> {
+        self.manager
+            .add_try_starts(starts.to_vec(), Some(&self.fence))
+            .await
+            .map_err(report_error)
+    }
+
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.0
-            .add_job_logs(entries.to_vec())
+        self.manager
+            .add_job_logs(entries.to_vec(), Some(&self.fence))
             .await
             .map_err(report_error)
     }
 
     async fn output(&self, chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        self.0
-            .add_output(chunks.to_vec())
+        self.manager
+            .add_output(chunks.to_vec(), Some(&self.fence))
             .await
             .map_err(report_error)
     }
 
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
-        self.0.progress(progress).await.map_err(report_error)
+        self.manager
+            .progress(progress, Some(&self.fence))
+            .await
+            .map_err(report_error)
     }
 
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.0.finish(finish).await.map_err(report_error)
+        self.manager
+            .finish(finish, Some(&self.fence))
+            .await
+            .map_err(report_error)
     }
 
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        self.0.suspend(suspended).await.map_err(report_error)
+        self.manager
+            .suspend(suspended, Some(&self.fence))
+            .await
+            .map_err(report_error)
+    }
+}
+
+/// The in-process runner registers and renews its lease with the manager itself.
+#[derive(Debug)]
+pub(crate) struct ManagerRegistry(pub(crate) Arc<Manager>);
+
+fn registry_error(err: rm::Error) -> jr::RegistryError {
+    match err {
+        rm::Error::Unavailable { .. } | rm::Error::Internal { .. } => {
+            jr::RegistryError::Unavailable(err.chain())
+        }
+        other => jr::RegistryError::Ended(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl jr::Registry for ManagerRegistry {
+    async fn register(
+        &self,
+        registration: &RunnerRegistration,
+    ) -> Result<JobRunner, jr::RegistryError> {
+        self.0
+            .register_runner(registration.clone())
+            .await
+            .map_err(registry_error)
+    }
+
+    async fn renew(&self, instance: &str) -> Result<JobRunner, jr::RegistryError> {
+        self.0.renew_runner(instance).await.map_err(registry_error)
+    }
+
+    async fn deregister(&self, instance: &str) -> Result<(), jr::RegistryError> {
+        self.0.end_runner(instance).await.map_err(registry_error)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -52,8 +53,20 @@ pub(crate) async fn run(
         "in-process://spindle-run",
         Duration::from_secs(1),
         Duration::from_secs(3600),
+        Duration::from_secs(10),
     )
     .await?;
+    // The runner in this process holds a lease like any other, so that a server on the
+    // same database resumes this request if this process is killed.
+    crate::serve::reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
+    let stop_lease = tokio_util::sync::CancellationToken::new();
+    let lease = tokio::spawn(jr::lease::hold(
+        local.runner.clone(),
+        Arc::new(crate::local::ManagerRegistry(local.manager.clone())),
+        crate::serve::lease_settings(Duration::from_secs(10)),
+        stop_lease.clone(),
+    ));
+    local.runner.registered().await;
     let user = crate::api_client::caller();
     let create_request = CreateRequest {
         request_type: args.request.clone(),
@@ -103,6 +116,8 @@ pub(crate) async fn run(
     };
     // Cleared, so that no status line is left behind on a terminal.
     bar.finish_and_clear();
+    stop_lease.cancel();
+    let _ = lease.await;
     let mut stdout = anstream::stdout().lock();
     match output {
         Output::Human => {

@@ -31,14 +31,21 @@ pub(crate) struct FileConfig {
     pub(crate) interval: Option<String>,
     /// Go-style duration: suspended chains not resumed within it fail their request.
     pub(crate) suspended_ttl: Option<String>,
+    /// Go-style duration: how long a Job Runner's registration holds without renewal.
+    pub(crate) lease: Option<String>,
 }
 
 /// Flags every service takes.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CommonArgs {
-    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval, suspended_ttl
+    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval, suspended_ttl, lease
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
+    /// How long a Job Runner's registration holds without renewal (Go duration; renewed
+    /// every third of it; default 10s): a runner that misses it is lost and its requests
+    /// run again elsewhere
+    #[arg(long, env = "SPINDLE_LEASE")]
+    pub(crate) lease: Option<String>,
     /// Address to listen on (port 0: one the system picks, printed at start)
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub(crate) listen: Option<String>,
@@ -90,9 +97,13 @@ pub(crate) struct RmArgs {
     pub(crate) common: CommonArgs,
     #[command(flatten)]
     pub(crate) manager: ManagerArgs,
-    /// Where to send chains: a Job Runner or a load balancer before several
+    /// Where to send chains: a Job Runner or a load balancer before several (default:
+    /// the live registered Job Runner with the fewest running requests)
     #[arg(long, env = "SPINDLE_JR_URL")]
     pub(crate) jr_url: Option<String>,
+    /// How long in-flight HTTP requests have to finish at shutdown (Go duration)
+    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
+    pub(crate) shutdown_timeout: Option<String>,
 }
 
 /// `spindle jr`: a Job Runner alone.
@@ -100,7 +111,8 @@ pub(crate) struct RmArgs {
 pub(crate) struct JrArgs {
     #[command(flatten)]
     pub(crate) common: CommonArgs,
-    /// The Request Manager to report to
+    /// The Request Managers to register and report with: one URL, or several separated by
+    /// commas (whichever answers is used)
     #[arg(long, env = "SPINDLE_RM_URL")]
     pub(crate) rm_url: Option<String>,
     /// How long running chains have to be handed back at shutdown (Go duration)
@@ -120,6 +132,7 @@ pub(crate) struct ServeArgs {
     pub(crate) shutdown_timeout: Option<String>,
     pub(crate) interval: Option<String>,
     pub(crate) suspended_ttl: Option<String>,
+    pub(crate) lease: Option<String>,
 }
 
 impl ServeArgs {
@@ -127,6 +140,7 @@ impl ServeArgs {
         ServeArgs {
             config: common.config.clone(),
             listen: common.listen.clone(),
+            lease: common.lease.clone(),
             specs: manager.and_then(|m| m.specs.clone()),
             database: manager.and_then(|m| m.database.clone()),
             interval: manager.and_then(|m| m.interval.clone()),
@@ -149,6 +163,7 @@ impl From<&RmArgs> for ServeArgs {
     fn from(args: &RmArgs) -> ServeArgs {
         ServeArgs {
             jr_url: args.jr_url.clone(),
+            shutdown_timeout: args.shutdown_timeout.clone(),
             ..ServeArgs::with(&args.common, Some(&args.manager))
         }
     }
@@ -170,11 +185,14 @@ pub(crate) struct Settings {
     pub(crate) listen: SocketAddr,
     pub(crate) specs: PathBuf,
     pub(crate) database: String,
-    pub(crate) jr_url: String,
-    pub(crate) rm_url: String,
+    /// None: the live registered Job Runner with the fewest running requests.
+    pub(crate) jr_url: Option<String>,
+    /// One or more Request Managers.
+    pub(crate) rm_urls: Vec<String>,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
+    pub(crate) lease: Duration,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -228,14 +246,16 @@ impl ServeArgs {
                 .or(file.specs)
                 .unwrap_or_else(|| PathBuf::from("specs")),
             database,
-            jr_url: url(
-                "jr_url",
-                pick(&self.jr_url, &file.jr_url, "http://127.0.0.1:32307"),
-            )?,
-            rm_url: url(
-                "rm_url",
-                pick(&self.rm_url, &file.rm_url, "http://127.0.0.1:32308"),
-            )?,
+            jr_url: self
+                .jr_url
+                .clone()
+                .or(file.jr_url)
+                .map(|value| url("jr_url", value))
+                .transpose()?,
+            rm_urls: pick(&self.rm_url, &file.rm_url, "http://127.0.0.1:32308")
+                .split(',')
+                .map(|value| url("rm_url", value.trim().to_owned()))
+                .collect::<anyhow::Result<_>>()?,
             shutdown_timeout: duration(
                 "shutdown_timeout",
                 &pick(&self.shutdown_timeout, &file.shutdown_timeout, "20s"),
@@ -245,7 +265,58 @@ impl ServeArgs {
                 "suspended_ttl",
                 &pick(&self.suspended_ttl, &file.suspended_ttl, "1h"),
             )?,
+            lease: positive(
+                "lease",
+                duration("lease", &pick(&self.lease, &file.lease, "10s"))?,
+            )?,
         })
+    }
+}
+
+/// A duration that must not be zero.
+fn positive(name: &str, value: Duration) -> anyhow::Result<Duration> {
+    if value.is_zero() {
+        anyhow::bail!("{name}: 0s; expected a positive duration such as 10s");
+    }
+    Ok(value)
+}
+
+/// What a runner in this process registers with beside its URL.
+pub(crate) fn lease_settings(lease: Duration) -> jr::LeaseSettings {
+    jr::LeaseSettings {
+        lease,
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        pid: std::process::id(),
+    }
+}
+
+/// Whether process `pid` runs on this machine (Linux: it has a `/proc` entry).
+fn process_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Runners registered from this machine whose process is gone (a `spindle server` or
+/// `spindle run` killed before): lost now, so that what they ran resumes at once rather
+/// than after their lease.
+pub(crate) async fn reap_dead_local_runners(manager: &rm::Manager, own_instance: &str) {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let Ok(runners) = manager.job_runners().await else {
+        return;
+    };
+    for runner in runners {
+        let gone = runner.state != proto::RunnerState::Stopped
+            && runner.instance_id != own_instance
+            && runner.host == host
+            && runner.pid != 0
+            && (runner.pid == std::process::id() || !process_exists(runner.pid));
+        if gone
+            && (runner.ended_at.is_none() || runner.running_requests > 0)
+            && let Err(err) = manager
+                .declare_lost(&runner, "its process on this machine is gone")
+                .await
+        {
+            tracing::warn!(instance = runner.instance_id, error = %err.chain(), "recovering a dead runner's requests failed");
+        }
     }
 }
 
@@ -363,23 +434,53 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         &base_url,
         settings.interval,
         settings.suspended_ttl,
+        settings.lease,
     )
     .await?;
+    // What a killed predecessor on this machine ran resumes at once.
+    reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
+    let stop_lease = CancellationToken::new();
+    let lease = tokio::spawn(jr::lease::hold(
+        local.runner.clone(),
+        Arc::new(crate::local::ManagerRegistry(local.manager.clone())),
+        lease_settings(settings.lease),
+        stop_lease.clone(),
+    ));
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
     let router = rm::router(local.manager.clone());
     let mut server = tokio::spawn(serve(listener, router, stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
+        stop_lease.cancel();
         return ended.map(|()| Exit::Success);
     }
     tracing::info!("shutting down: suspending running chains");
     local.manager.shut_down();
     local.runner.shut_down(settings.shutdown_timeout).await;
+    stop_lease.cancel();
+    let _ = lease.await;
     stop.cancel();
     let _ = background.await;
-    server.await??;
+    finish_serving(server, settings.shutdown_timeout).await?;
     Ok(Exit::Success)
+}
+
+/// Waits for the HTTP server to finish the requests in flight, at most `timeout`.
+async fn finish_serving(
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(timeout, server).await {
+        Ok(ended) => ended?,
+        Err(_) => {
+            tracing::warn!(
+                timeout = %proto::duration::format(timeout),
+                "requests still in flight at the shutdown timeout were cut off"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
@@ -402,12 +503,14 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
             gethostname::gethostname().to_string_lossy(),
             address.port()
         ),
+        lease: settings.lease,
+        jr_url: settings.jr_url.clone(),
         ..rm::Options::default()
     };
     let manager = Arc::new(Manager::new(
         grapher,
         store,
-        Arc::new(rm::HttpJrClient::new(&settings.jr_url, service_http()?)),
+        Arc::new(rm::HttpJrClient::new(service_http()?)),
         options,
     ));
     let stop = CancellationToken::new();
@@ -417,10 +520,11 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         stop.cancel();
         return ended.map(|()| Exit::Success);
     }
+    tracing::info!("shutting down: finishing the requests in flight");
     manager.shut_down();
     stop.cancel();
     let _ = background.await;
-    server.await??;
+    finish_serving(server, settings.shutdown_timeout).await?;
     Ok(Exit::Success)
 }
 
@@ -429,14 +533,21 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
     init_logging(args.common.log_format);
     let settings = ServeArgs::from(args).settings("127.0.0.1:32307")?;
     let (listener, address) = bind("spindle jr", settings.listen, args.common.log_format).await?;
-    let reporter = Arc::new(jr::HttpRmClient::new(&settings.rm_url, service_http()?));
+    let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http()?);
     let base_url = format!("http://{address}");
     let runner = jr::Runner::new(
         Arc::new(registry),
-        reporter,
+        Arc::new(rm.clone()),
         &base_url,
         chain::Options::default(),
     );
+    let stop_lease = CancellationToken::new();
+    let lease = tokio::spawn(jr::lease::hold(
+        runner.clone(),
+        Arc::new(rm),
+        lease_settings(settings.lease),
+        stop_lease.clone(),
+    ));
     let stop = CancellationToken::new();
     let mut server = tokio::spawn(serve(
         listener,
@@ -445,6 +556,7 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
     ));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
+        stop_lease.cancel();
         return ended.map(|()| Exit::Success);
     }
     tracing::info!(
@@ -452,6 +564,8 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         "shutting down: suspending running chains"
     );
     runner.shut_down(settings.shutdown_timeout).await;
+    stop_lease.cancel();
+    let _ = lease.await;
     stop.cancel();
     server.await??;
     Ok(Exit::Success)
@@ -486,6 +600,6 @@ mod tests {
         .settings("127.0.0.1:1")
         .unwrap();
         assert!(rm.database.starts_with("postgres://"));
-        assert_eq!(rm.jr_url, "http://jr.example.com:32307");
+        assert_eq!(rm.jr_url.as_deref(), Some("http://jr.example.com:32307"));
     }
 }

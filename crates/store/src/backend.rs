@@ -477,11 +477,12 @@ where
     }
 
     async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
-        let row = sqlx::query("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
-            .bind(request_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| Error::not_found("request", request_id))?;
+        let row =
+            sqlx::query("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
+                .bind(request_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| Error::not_found("request", request_id))?;
         Ok(Owner {
             state: state_of(row.try_get("state")?)?,
             instance: row
@@ -812,6 +813,40 @@ where
         Ok(())
     }
 
+    async fn fail_suspended(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let request_id = request_id.as_str();
+        let mut tx = self.pool.begin().await?;
+        let deleted =
+            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
+                .bind(request_id)
+                .bind(host)
+                .execute(&mut *tx)
+                .await?;
+        if DB::rows_affected(&deleted) == 0 {
+            return Err(Error::Conflict(format!(
+                "the suspended job chain of request {request_id} is not claimed by {host}"
+            )));
+        }
+        sqlx::query(
+            "UPDATE requests SET state = $3, \
+             finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
+             jr_url = NULL WHERE request_id = $1 AND state = $4",
+        )
+        .bind(request_id)
+        .bind(micros(at))
+        .bind(state_value(State::Fail))
+        .bind(state_value(State::Suspended))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
         let request_id = request_id.as_str();
         sqlx::query(
@@ -992,11 +1027,13 @@ where
     }
 
     async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
-        sqlx::query("UPDATE job_runners SET ended_at = $2 WHERE instance_id = $1 AND ended_at IS NULL")
-            .bind(instance)
-            .bind(micros(at))
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE job_runners SET ended_at = $2 WHERE instance_id = $1 AND ended_at IS NULL",
+        )
+        .bind(instance)
+        .bind(micros(at))
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

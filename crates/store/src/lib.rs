@@ -28,7 +28,6 @@ pub use error::Error;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
-
 /// What `finish` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
@@ -166,6 +165,15 @@ pub trait Store: Send + Sync + 'static {
         host: &str,
         jr_url: &str,
         owner: Option<&Fence>,
+    ) -> Result<(), Error>;
+
+    /// Fails a request whose claimed chain can never be resumed (a Job Runner refused it
+    /// as invalid): the chain deleted and SUSPENDED → FAIL, in one transaction.
+    async fn fail_suspended(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        at: DateTime<Utc>,
     ) -> Result<(), Error>;
 
     /// Gives up a claim (resuming failed); only `host`'s own claim.

@@ -214,7 +214,9 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         Err(Error::State { .. })
     ));
     assert!(matches!(
-        store.start_request(&"nope".into(), "x", None, at(1, 2)).await,
+        store
+            .start_request(&"nope".into(), "x", None, at(1, 2))
+            .await,
         Err(Error::NotFound { .. })
     ));
 
@@ -229,7 +231,10 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(1, 5),
         finished_jobs: 3,
     };
-    assert_eq!(store.finish_request(&finish, None).await.unwrap(), Finished::Now);
+    assert_eq!(
+        store.finish_request(&finish, None).await.unwrap(),
+        Finished::Now
+    );
     // A second finish changes nothing and says so, even with another state.
     let again = FinishRequest {
         state: State::Fail,
@@ -264,10 +269,13 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
 
     create(&*store, "r2").await;
     let err = store
-        .finish_request(&FinishRequest {
-            request_id: "r2".to_owned(),
-            ..finish.clone()
-        }, None)
+        .finish_request(
+            &FinishRequest {
+                request_id: "r2".to_owned(),
+                ..finish.clone()
+            },
+            None,
+        )
         .await
         .unwrap_err();
     assert_eq!(
@@ -275,10 +283,13 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         "request r2 in state PENDING, expected state RUNNING"
     );
     let err = store
-        .finish_request(&FinishRequest {
-            state: State::Running,
-            ..finish
-        }, None)
+        .finish_request(
+            &FinishRequest {
+                state: State::Running,
+                ..finish
+            },
+            None,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
@@ -331,14 +342,22 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
 
 async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
     running(&*store, "r1").await;
-    store.suspend_request(&sjc("r1"), None, at(2, 0)).await.unwrap();
+    store
+        .suspend_request(&sjc("r1"), None, at(2, 0))
+        .await
+        .unwrap();
     assert_eq!(
         store.get_request("r1", false).await.unwrap().state,
         State::Suspended
     );
     assert!(store.running_jr_urls().await.unwrap().is_empty());
     // Suspending again: the request is no longer RUNNING and the chain exists.
-    assert!(store.suspend_request(&sjc("r1"), None, at(2, 1)).await.is_err());
+    assert!(
+        store
+            .suspend_request(&sjc("r1"), None, at(2, 1))
+            .await
+            .is_err()
+    );
     create(&*store, "r2").await;
     let err = store
         .suspend_request(&sjc("r2"), None, at(2, 1))
@@ -415,7 +434,10 @@ async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
 /// a claim not renewed is released, and an old unclaimed chain expires.
 async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     running(&*store, "r2").await;
-    store.suspend_request(&sjc("r2"), None, at(2, 0)).await.unwrap();
+    store
+        .suspend_request(&sjc("r2"), None, at(2, 0))
+        .await
+        .unwrap();
     store
         .claim_suspended("rm-a", at(2, 1))
         .await
@@ -445,7 +467,10 @@ async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     );
 
     running(&*store, "r1").await;
-    store.suspend_request(&sjc("r1"), None, at(2, 0)).await.unwrap();
+    store
+        .suspend_request(&sjc("r1"), None, at(2, 0))
+        .await
+        .unwrap();
     store
         .claim_suspended("rm-a", at(2, 1))
         .await
@@ -496,7 +521,10 @@ async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) {
     ];
     for (id, suspended_at) in chains {
         running(&*store, id).await;
-        store.suspend_request(&sjc(id), None, suspended_at).await.unwrap();
+        store
+            .suspend_request(&sjc(id), None, suspended_at)
+            .await
+            .unwrap();
     }
     // A Request Manager that went away claimed three of them half an hour ago.
     for _ in 0..3 {
@@ -848,11 +876,14 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
         .await
         .unwrap();
     store
-        .finish_request(&FinishRequest {
-            request_id: "r2".to_owned(),
-            finished_at: at(1, 9),
-            ..finish.clone()
-        }, None)
+        .finish_request(
+            &FinishRequest {
+                request_id: "r2".to_owned(),
+                finished_at: at(1, 9),
+                ..finish.clone()
+            },
+            None,
+        )
         .await
         .unwrap();
     let r2 = store.get_request("r2", false).await.unwrap();
@@ -1066,10 +1097,7 @@ async fn runners_register_renew_lapse_and_end(store: Arc<dyn Store>, _raw: Raw) 
 
 async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
     create(&*store, "r1").await;
-    let epoch = store
-        .hand_over(&"r1".into(), State::Pending)
-        .await
-        .unwrap();
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
     assert_eq!(epoch, 1);
     let owner = Fence {
         instance: "i1".to_owned(),
@@ -1097,12 +1125,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
             epoch: 1
         }
     );
-    assert!(
-        store
-            .hand_over(&"r1".into(), State::Pending)
-            .await
-            .is_err()
-    );
+    assert!(store.hand_over(&"r1".into(), State::Pending).await.is_err());
 
     // Another instance, or the same at another epoch, cannot finish it.
     let finish = FinishRequest {
@@ -1157,7 +1180,10 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         .resumed(&"r1".into(), "rm-a", "http://jr3", Some(&resumed_by))
         .await
         .unwrap();
-    let err = store.finish_request(&finish, Some(&owner)).await.unwrap_err();
+    let err = store
+        .finish_request(&finish, Some(&owner))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Fenced(_)), "{err}");
     assert_eq!(
         store
@@ -1193,10 +1219,7 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
         .await
         .unwrap();
     create(&*store, "r1").await;
-    let epoch = store
-        .hand_over(&"r1".into(), State::Pending)
-        .await
-        .unwrap();
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
     let owner = Fence {
         instance: "i1".to_owned(),
         epoch,
@@ -1251,7 +1274,10 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
         .recover_request("i1", &[interrupted], &sjc("r1"), at(1, 2))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Fenced(_) | Error::State { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Fenced(_) | Error::State { .. }),
+        "{err}"
+    );
     let now = store.owner("r1").await.unwrap();
     assert_eq!(
         (now.state, now.instance.as_str(), now.epoch),
@@ -1270,7 +1296,13 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
             .collect::<Vec<_>>(),
         [("a", 1, State::Complete), ("b", 1, State::Stopped)]
     );
-    assert!(store.claim_suspended("rm-a", at(1, 4)).await.unwrap().is_some());
+    assert!(
+        store
+            .claim_suspended("rm-a", at(1, 4))
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // Once finished, its started tries are forgotten.
     let epoch = store

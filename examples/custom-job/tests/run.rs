@@ -16,6 +16,9 @@ struct Kept {
 
 #[async_trait::async_trait]
 impl Reporter for Kept {
+    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
+        Ok(())
+    }
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
         self.logs.lock().unwrap().extend_from_slice(entries);
         Ok(())

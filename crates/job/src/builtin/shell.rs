@@ -292,9 +292,27 @@ impl Job for ShellCommandJob {
         Ok(())
     }
 
+    /// A program acts outside the runner: its start is stored before it runs.
+    fn durable_start(&self) -> bool {
+        true
+    }
+
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
         let command = &self.command;
-        let mut process = tokio::process::Command::new(&command.cmd);
+        let supervisor = crate::supervisor();
+        let mut process = match supervisor {
+            // The supervisor runs the program and takes it down if this runner dies.
+            Some((program, subcommand)) => {
+                let mut process = tokio::process::Command::new(program);
+                process
+                    .arg(subcommand)
+                    .arg(std::process::id().to_string())
+                    .arg("--")
+                    .arg(&command.cmd);
+                process
+            }
+            None => tokio::process::Command::new(&command.cmd),
+        };
         process
             .args(&command.args)
             .envs(&command.env)
@@ -399,6 +417,20 @@ impl Job for ShellCommandJob {
                 format!("cannot wait for `{}`: {err}", command.cmd),
             ),
             (End::Exited, Ok(status)) if status.success() => (State::Complete, String::new()),
+            // The supervisor could not start the program: it said why on stderr.
+            (End::Exited, Ok(_))
+                if supervisor.is_some()
+                    && exit == 127
+                    && stderr.text().starts_with(crate::SUPERVISOR_CANNOT_START) =>
+            {
+                let said = stderr.text();
+                let said = said
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches(crate::SUPERVISOR_CANNOT_START);
+                (State::Fail, format!("cannot start {said}"))
+            }
             (End::Exited, Ok(_)) => (
                 State::Fail,
                 format!("`{}` exited with status {exit}", command.display()),

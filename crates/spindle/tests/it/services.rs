@@ -627,7 +627,7 @@ fn each_service_takes_only_its_own_flags() {
         (vec!["server", "--jr-url", "http://x:1"], "--jr-url"),
         (vec!["server", "--rm-url", "http://x:1"], "--rm-url"),
         (vec!["rm", "--rm-url", "http://x:1"], "--rm-url"),
-        (vec!["rm", "--shutdown-timeout", "1s"], "--shutdown-timeout"),
+        (vec!["jr", "--interval", "1s"], "--interval"),
         (vec!["jr", "--specs", "specs"], "--specs"),
         (vec!["jr", "--database", "sqlite://x.db"], "--database"),
     ] {

@@ -1,0 +1,134 @@
+//! The runner's registration and lease with the Request Managers.
+//!
+//! A runner registers as its instance and renews every third of its lease. If it cannot
+//! renew for a whole lease (measured from when the last renewal that succeeded was sent),
+//! or it is told that its instance was declared lost, it abandons every chain — their
+//! requests are recovered elsewhere — and registers again as a new instance. So a runner
+//! never advances a request after the Request Managers may have given it to another.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::{JobRunner, RunnerRegistration};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::Runner;
+
+/// Why a registration or renewal failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// No Request Manager answered, or it could not store the renewal: try again.
+    #[error("request manager unavailable: {0}")]
+    Unavailable(String),
+    /// The instance was declared lost or deregistered (or a registration was refused):
+    /// register again as a new instance.
+    #[error("refused: {0}")]
+    Ended(String),
+}
+
+/// Where a runner registers and renews its lease: the Request Managers over HTTP, or
+/// the one in the same process.
+#[async_trait::async_trait]
+pub trait Registry: Send + Sync + 'static {
+    async fn register(&self, registration: &RunnerRegistration)
+    -> Result<JobRunner, RegistryError>;
+    async fn renew(&self, instance: &str) -> Result<JobRunner, RegistryError>;
+    async fn deregister(&self, instance: &str) -> Result<(), RegistryError>;
+}
+
+/// What a runner registers with, beside its instance and URL.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    pub lease: Duration,
+    /// The machine it runs on, and its process id there.
+    pub host: String,
+    pub pid: u32,
+}
+
+/// Holds `runner`'s lease until `stop` is cancelled, then deregisters it.
+pub async fn hold(
+    runner: Arc<Runner>,
+    registry: Arc<dyn Registry>,
+    settings: LeaseSettings,
+    stop: CancellationToken,
+) {
+    let lease = settings.lease;
+    let every = lease / 3;
+    'register: loop {
+        let instance = runner.instance();
+        let registration = RunnerRegistration {
+            instance_id: instance.clone(),
+            url: runner.base_url().to_owned(),
+            host: settings.host.clone(),
+            pid: settings.pid,
+            lease: proto::duration::format(lease),
+        };
+        let sent = Instant::now();
+        let registered = tokio::select! {
+            () = stop.cancelled() => break 'register,
+            res = registry.register(&registration) => res,
+        };
+        let mut renewed = match registered {
+            Ok(_) => {
+                tracing::info!(
+                    instance,
+                    lease = registration.lease,
+                    "registered with the request manager"
+                );
+                runner.set_registered(true);
+                sent
+            }
+            Err(err) => {
+                tracing::warn!(instance, error = %err, "registering with the request manager failed; trying again");
+                if matches!(err, RegistryError::Ended(_)) {
+                    runner.renew_instance();
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break 'register,
+                    () = tokio::time::sleep(every) => continue 'register,
+                }
+            }
+        };
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break 'register,
+                () = tokio::time::sleep(every) => {}
+            }
+            let deadline = renewed + lease;
+            let sent = Instant::now();
+            let res = tokio::select! {
+                () = stop.cancelled() => break 'register,
+                res = tokio::time::timeout_at(deadline, registry.renew(&instance)) => res,
+            };
+            match res {
+                Ok(Ok(_)) => renewed = sent,
+                Ok(Err(RegistryError::Ended(why))) => {
+                    tracing::error!(
+                        instance,
+                        why,
+                        "this job runner's lease ended; its chains are abandoned and it registers again as a new instance"
+                    );
+                    runner.renew_instance();
+                    continue 'register;
+                }
+                Ok(Err(err)) if Instant::now() < deadline => {
+                    tracing::warn!(instance, error = %err, "renewing the lease failed; trying again");
+                }
+                Ok(Err(_)) | Err(_) => {
+                    tracing::error!(
+                        instance,
+                        lease = registration.lease,
+                        "the lease could not be renewed for a whole lease; the chains are abandoned (their requests are recovered elsewhere) and the runner registers again as a new instance"
+                    );
+                    runner.renew_instance();
+                    continue 'register;
+                }
+            }
+        }
+    }
+    runner.set_registered(false);
+    if let Err(err) = registry.deregister(&runner.instance()).await {
+        tracing::warn!(error = %err, "deregistering from the request manager failed");
+    }
+}

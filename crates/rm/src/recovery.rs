@@ -1,0 +1,139 @@
+//! Rebuilding the chain of a request whose Job Runner was lost, from what the store
+//! knows: the chain as created, every job log entry, and the tries that started.
+//!
+//! A job whose latest try is COMPLETE stays complete. A try that started and never
+//! reported was interrupted: it gets a job log entry saying so (STOPPED, with the lost
+//! runner and when it was last heard from), it does not count against the job's retry
+//! budget, and the job runs again as the next try. A job whose latest try ended otherwise
+//! (failed, with tries left, or its sequence about to retry) runs again with its budget
+//! as it was. Sequence try counts come from the tries' starts.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use proto::{JobChain, JobLog, JobRunner, State, SuspendedJobChain};
+use store::StartedTry;
+
+/// The chain to resume, and the entries of its interrupted tries.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rebuilt {
+    pub(crate) suspended: SuspendedJobChain,
+    pub(crate) interrupted: Vec<JobLog>,
+}
+
+/// The error text of an interrupted try.
+pub(crate) fn interrupted_error(lost: &JobRunner) -> String {
+    format!(
+        "interrupted: its job runner (instance {} at {}) was lost: no lease renewal since {}; the job runs again as its next try",
+        lost.instance_id,
+        lost.url,
+        lost.renewed_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    )
+}
+
+/// Rebuilds `chain` (as created; job states are ignored) from `logs` and `started`.
+pub(crate) fn rebuild(
+    mut chain: JobChain,
+    logs: &[JobLog],
+    started: &[StartedTry],
+    lost: &JobRunner,
+    now_nanos: i64,
+) -> Rebuilt {
+    let mut logged: HashMap<&str, Vec<&JobLog>> = HashMap::new();
+    for entry in logs {
+        logged.entry(entry.job_id.as_str()).or_default().push(entry);
+    }
+    let mut starts: HashMap<&str, Vec<&StartedTry>> = HashMap::new();
+    for start in started {
+        starts
+            .entry(start.start.job_id.as_str())
+            .or_default()
+            .push(start);
+    }
+    let error = interrupted_error(lost);
+    let mut interrupted = Vec::new();
+    let (mut total, mut latest, mut sequence) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let mut finished_jobs = 0;
+    for (job_id, job) in &mut chain.jobs {
+        let entries = logged.get(job_id.as_str()).map_or(&[][..], Vec::as_slice);
+        let job_starts = starts.get(job_id.as_str()).map_or(&[][..], Vec::as_slice);
+        let logged_tries: HashSet<u32> = entries.iter().map(|entry| entry.r#try).collect();
+        for start in job_starts {
+            if !logged_tries.contains(&start.start.r#try) {
+                interrupted.push(JobLog {
+                    request_id: chain.request_id.clone(),
+                    job_id: job_id.clone(),
+                    r#try: start.start.r#try,
+                    name: job.name.clone(),
+                    job_type: job.job_type.clone(),
+                    started_at: start.start.started_at,
+                    finished_at: now_nanos.max(start.start.started_at),
+                    state: State::Stopped,
+                    exit: -1,
+                    error: error.clone(),
+                    stdout: String::new(),
+                    stderr: String::new(),
+                });
+            }
+        }
+        let last_logged = entries.iter().max_by_key(|entry| entry.r#try);
+        let last_started = job_starts.iter().max_by_key(|start| start.start.r#try);
+        let top = last_logged
+            .map_or(0, |entry| entry.r#try)
+            .max(last_started.map_or(0, |start| start.start.r#try));
+        // The try within the current sequence run: as its start said, or (a start not
+        // sent because its entry went with it) the count of logged tries.
+        let run_try = last_started
+            .filter(|start| start.start.r#try == top)
+            .map_or(entries.len() as u32, |start| start.start.run_try);
+        if let Some(start) = last_started
+            && let Some(sequence_id) = Some(job.sequence_id.as_str()).filter(|id| !id.is_empty())
+        {
+            let count = sequence.entry(sequence_id.to_owned()).or_insert(0);
+            *count = (*count).max(start.start.sequence_try);
+        }
+        if top == 0 {
+            job.state = State::Pending;
+            continue;
+        }
+        total.insert(job_id.clone(), top);
+        let top_logged = last_logged.filter(|entry| entry.r#try == top);
+        match top_logged {
+            Some(entry) if entry.state == State::Complete => {
+                job.state = State::Complete;
+                finished_jobs += 1;
+                latest.insert(job_id.clone(), run_try);
+            }
+            // Interrupted: resuming gives back the try it was on.
+            None => {
+                job.state = State::Stopped;
+                latest.insert(job_id.clone(), run_try);
+            }
+            // Ended otherwise: resuming gives back one try, so count one more.
+            Some(_) => {
+                job.state = State::Stopped;
+                latest.insert(job_id.clone(), run_try.saturating_add(1));
+            }
+        }
+        job.tries = top;
+    }
+    // A sequence with tries but no start that said its count ran once.
+    for job in chain.jobs.values() {
+        if !job.sequence_id.is_empty() && total.contains_key(&job.id) {
+            sequence.entry(job.sequence_id.clone()).or_insert(1);
+        }
+    }
+    chain.finished_jobs = finished_jobs;
+    chain.state = State::Suspended;
+    interrupted.sort_by(|a, b| (&a.job_id, a.r#try).cmp(&(&b.job_id, b.r#try)));
+    Rebuilt {
+        suspended: SuspendedJobChain {
+            request_id: chain.request_id.clone(),
+            job_chain: chain,
+            total_job_tries: total,
+            latest_run_job_tries: latest,
+            sequence_tries: sequence,
+        },
+        interrupted,
+    }
+}
