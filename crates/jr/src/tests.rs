@@ -503,7 +503,7 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         registry.registered.lock().unwrap().as_slice(),
-        [first.clone()]
+        std::slice::from_ref(&first)
     );
     assert_eq!(registry.renewals.load(Ordering::SeqCst), 3, "every 3 s");
     // The Request Managers go away: after 9 s without a renewal the chain is abandoned.

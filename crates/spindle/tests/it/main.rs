@@ -1,8 +1,10 @@
 //! Integration tests of the `spindle` binary: each test runs the real binary.
 
+mod chaos;
 mod client;
 mod graph;
 mod lint;
+mod recovery;
 mod services;
 
 use std::io::BufRead as _;
@@ -160,6 +162,12 @@ impl Service {
     /// `listening on` line).
     pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGKILL, then wait for the process to exit.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// SIGTERM, then wait for the process to exit.

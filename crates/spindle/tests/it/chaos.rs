@@ -1,0 +1,353 @@
+//! Issue #11's chaos test: two `spindle rm` and three `spindle jr` on a PostgreSQL server
+//! of the test's own (initdb in a temporary directory, run as a non-root user, on a free
+//! port), many requests of shell jobs that record every execution; meanwhile Job Runners
+//! are killed with SIGKILL (and new ones started), a Request Manager is killed with
+//! SIGKILL and started again, and the database is stopped for a while. Then every request
+//! is COMPLETE, each job's tries are numbered 1..n without a gap, every execution has a
+//! logged try, and no job's program runs on.
+//!
+//! It needs PostgreSQL's server programs (`initdb`, `pg_ctl`); without them it says it
+//! was skipped, unless `SPINDLE_TEST_POSTGRES=required` (CI), which makes that a failure.
+//! `SPINDLE_CHAOS_REQUESTS` and `SPINDLE_CHAOS_SECONDS` make a longer run (RELIABILITY.md).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::Service;
+use crate::recovery::{Client, executions, running, work_dir};
+
+/// A PostgreSQL server in a temporary directory, stopped when dropped.
+struct OwnPostgres {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    /// Run its programs as this user (the tests may run as root; PostgreSQL refuses to).
+    user: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+fn find_postgres_bin() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path().join("bin")))
+        .filter(|bin| bin.join("initdb").is_file())
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+impl OwnPostgres {
+    fn start(test: &str) -> Option<OwnPostgres> {
+        let Some(bin) = find_postgres_bin() else {
+            assert!(
+                std::env::var("SPINDLE_TEST_POSTGRES").is_err_and(|_| true)
+                    || std::env::var("SPINDLE_TEST_POSTGRES").is_ok_and(|v| v != "required"),
+                "{test}: PostgreSQL's initdb and pg_ctl are not installed, and SPINDLE_TEST_POSTGRES=required"
+            );
+            let line = format!(
+                "{test}: skipped: it starts a PostgreSQL server of its own and needs initdb and pg_ctl (Debian: postgresql); SPINDLE_TEST_POSTGRES=required makes this a failure\n"
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let user = nix::unistd::Uid::effective()
+            .is_root()
+            .then(|| "postgres".to_owned());
+        if let Some(user) = &user {
+            let account = nix::unistd::User::from_name(user)
+                .unwrap()
+                .expect("the tests run as root, and there is no postgres user to run PostgreSQL as");
+            std::os::unix::fs::chown(dir.path(), Some(account.uid.as_raw()), Some(account.gid.as_raw()))
+                .unwrap();
+        }
+        // A port nobody holds now; the server takes it a moment later.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let postgres = OwnPostgres {
+            bin,
+            data,
+            port,
+            user,
+            _dir: dir,
+        };
+        let data = postgres.data.to_str().unwrap().to_owned();
+        postgres.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"]);
+        postgres.pg_ctl_start();
+        Some(postgres)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let program = self.bin.join(program);
+        let mut command = match &self.user {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--"]).arg(&program);
+                command
+            }
+            None => Command::new(&program),
+        };
+        let out = command
+            .args(args)
+            .current_dir(self._dir.path())
+            .output()
+            .unwrap_or_else(|err| panic!("{}: {err}", program.display()));
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}{}",
+            program.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn pg_ctl_start(&self) {
+        let data = self.data.to_str().unwrap();
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            self.port, data
+        );
+        let log = self.data.join("server.log");
+        self.run(
+            "pg_ctl",
+            &["-D", data, "-o", &options, "-l", log.to_str().unwrap(), "-w", "start"],
+        );
+    }
+
+    fn stop(&self) {
+        self.run(
+            "pg_ctl",
+            &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "stop"],
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", self.user.as_deref().unwrap_or("root"), "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .args(["-D", self.data.to_str().unwrap_or_default(), "-m", "immediate", "stop"])
+            .output();
+        if self.user.is_none() {
+            let _ = Command::new(self.bin.join("pg_ctl"))
+                .args(["-D", self.data.to_str().unwrap_or_default(), "-m", "immediate", "stop"])
+                .output();
+        }
+    }
+}
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A tiny deterministic random number generator (the test's choices are printed with
+/// its seed, so a failure can be replayed).
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+const LEASE: &str = "3s";
+
+fn rm_args<'a>(database: &'a str) -> Vec<&'a str> {
+    vec![
+        "rm",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "specs",
+        "--database",
+        database,
+        "--interval",
+        "200ms",
+        "--lease",
+        LEASE,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_every_request_completes_and_every_execution_is_logged() {
+    let test = "chaos_every_request_completes_and_every_execution_is_logged";
+    let Some(postgres) = OwnPostgres::start(test) else {
+        return;
+    };
+    let started = Instant::now();
+    let n_requests = setting("SPINDLE_CHAOS_REQUESTS", 40) as usize;
+    let chaos_for = Duration::from_secs(setting("SPINDLE_CHAOS_SECONDS", 15));
+    let seed = setting(
+        "SPINDLE_CHAOS_SEED",
+        u64::from(std::process::id()) * 2_654_435_761 + 1,
+    );
+    let mut dice = Dice(seed);
+    let dir = work_dir();
+    let marks: PathBuf = dir.path().join("marks");
+    // Each job takes a moment, so that kills land while jobs run.
+    let script = serde_json::json!([
+        "-c",
+        "echo \"$SPINDLE_ARG_TAG $SPINDLE_ARG_ITEM $$\" >> \"$SPINDLE_ARG_MARKS/executions\"; exec sleep 0.4"
+    ]);
+    let database = postgres.url();
+    let mut rms = vec![
+        Service::start(dir.path(), &rm_args(&database)),
+        Service::start(dir.path(), &rm_args(&database)),
+    ];
+    let rm_urls = format!("{},{}", rms[0].url, rms[1].url);
+    let jr_args = [
+        "jr",
+        "--listen",
+        "127.0.0.1:0",
+        "--rm-url",
+        rm_urls.as_str(),
+        "--lease",
+        LEASE,
+    ];
+    let mut jrs: Vec<Service> = (0..3)
+        .map(|_| Service::start(dir.path(), &jr_args))
+        .collect();
+    // Requests go to the Request Manager that is never killed.
+    let client = Client::new(&rms[1].url);
+    let mut created: BTreeMap<String, String> = BTreeMap::new();
+    let items = ["a", "b", "c"];
+    let mut kills = 0;
+    let mut rm_restarts = 0;
+    let mut db_stops = 0;
+    let chaos_started = Instant::now();
+    let mut next_event = Instant::now() + Duration::from_millis(700);
+    let mut event = 0;
+    while created.len() < n_requests || chaos_started.elapsed() < chaos_for {
+        if created.len() < n_requests {
+            let tag = format!("r{}", created.len());
+            let id = client
+                .create_with(
+                    &marks,
+                    &tag,
+                    &items[..1 + dice.roll(items.len())],
+                    Some(&script),
+                )
+                .await;
+            created.insert(tag, id);
+        }
+        if Instant::now() >= next_event {
+            event += 1;
+            match event % 6 {
+                // A Request Manager dies and comes back.
+                3 => {
+                    rms[0].kill();
+                    rms[0] = Service::start(dir.path(), &rm_args(&database));
+                    rm_restarts += 1;
+                }
+                // The database goes away for a while.
+                5 if db_stops == 0 => {
+                    postgres.stop();
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    postgres.pg_ctl_start();
+                    db_stops += 1;
+                }
+                // A Job Runner dies; a new one starts.
+                _ => {
+                    let victim = dice.roll(jrs.len());
+                    jrs[victim].kill();
+                    jrs[victim] = Service::start(dir.path(), &jr_args);
+                    kills += 1;
+                }
+            }
+            next_event = Instant::now() + Duration::from_millis(700 + dice.roll(800) as u64);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recover_started = Instant::now();
+    for id in created.values() {
+        client.wait_state(id, 3, Duration::from_secs(60)).await;
+    }
+    let recovered_in = recover_started.elapsed();
+
+    // Every job's tries are 1..n without a gap; every execution has a logged try.
+    let recorded = executions(&marks);
+    let mut interrupted = 0;
+    let mut jobs = 0;
+    for (tag, id) in &created {
+        let chain = client.get(&format!("/api/v1/requests/{id}/job-chain")).await;
+        let item_of: BTreeMap<String, String> = chain["jobs"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|job| job["type"] == "shell-command")
+            .map(|job| {
+                (
+                    job["id"].as_str().unwrap().to_owned(),
+                    job["each"]["item"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        for (job_id, tries) in client.tries(id).await {
+            jobs += 1;
+            let numbers: Vec<u64> = tries.iter().map(|t| t.0).collect();
+            let expected: Vec<u64> = (1..=tries.len() as u64).collect();
+            assert_eq!(numbers, expected, "request {id} job {job_id}: {tries:?}");
+            assert_eq!(tries.last().unwrap().1, 3, "request {id} job {job_id}: {tries:?}");
+            interrupted += tries
+                .iter()
+                .filter(|t| t.2.starts_with("interrupted:"))
+                .count();
+            if let Some(item) = item_of.get(&job_id) {
+                let runs = recorded
+                    .iter()
+                    .filter(|(t, i, _)| t == tag && i == item)
+                    .count();
+                assert!(
+                    runs >= 1 && runs <= tries.len(),
+                    "request {id} job {job_id} ({tag} {item}): {runs} executions, tries {tries:?}"
+                );
+            }
+        }
+    }
+    // Nothing runs on: every recorded program has ended.
+    for (tag, item, pid) in &recorded {
+        crate::recovery::wait_until(
+            &format!("{tag} {item}'s program (pid {pid}) has ended"),
+            Duration::from_secs(10),
+            || !running(*pid),
+        )
+        .await;
+    }
+    let found = client
+        .get("/api/v1/requests?state=RUNNING&state=PENDING&state=SUSPENDED&limit=10")
+        .await;
+    assert_eq!(found.as_array().map(Vec::len), Some(0), "{found}");
+    let line = format!(
+        "{test}: seed {seed}: {} requests, {jobs} jobs, {} executions, {kills} job runners killed, {rm_restarts} request manager restarts, {db_stops} database stops, {interrupted} interrupted tries, every request complete {} ms after the chaos ended, {} s in all\n",
+        created.len(),
+        recorded.len(),
+        recovered_in.as_millis(),
+        started.elapsed().as_secs()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    drop(jrs);
+    drop(rms);
+}

@@ -1,0 +1,431 @@
+//! Issue #11, end to end with real processes: a `spindle server` killed with SIGKILL and
+//! started again resumes what it ran at once; a Job Runner killed with SIGKILL has its
+//! request recovered on another; the programs of shell jobs die with their runner. The
+//! chaos test (two Request Managers, three Job Runners, a PostgreSQL server of its own
+//! that it stops and starts) is in `chaos.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Service;
+
+/// `work`: one `shell-command` job per item. Each execution appends `TAG ITEM PID` to
+/// `MARKS/executions`, then waits until `MARKS/release` exists (at most `pause` seconds
+/// if given: `0` waits for the release only).
+pub(crate) const WORK: &str = r#"sequences:
+  work:
+    request: true
+    args:
+      required:
+        - name: marks
+          desc: the directory where every execution is recorded
+        - name: tag
+          desc: what an execution of this request writes first
+      optional:
+        - name: items
+          desc: one job per item
+          default: [a]
+        - name: shell
+          desc: the program
+          default: sh
+        - name: script
+          desc: what each job runs
+          default:
+            - "-c"
+            - 'echo "$SPINDLE_ARG_TAG $SPINDLE_ARG_ITEM $$" >> "$SPINDLE_ARG_MARKS/executions"; while [ ! -e "$SPINDLE_ARG_MARKS/release" ]; do sleep 0.05; done'
+    nodes:
+      each-item:
+        category: sequence
+        type: one-item
+        each: [items:item]
+        args: [{expected: marks}, {expected: tag}, {expected: shell}, {expected: script}]
+  one-item:
+    args:
+      required:
+        - name: marks
+          desc: as in work
+        - name: tag
+          desc: as in work
+        - name: shell
+          desc: as in work
+        - name: script
+          desc: as in work
+        - name: item
+          desc: the item
+    nodes:
+      mark:
+        category: job
+        type: shell-command
+        args:
+          - {expected: cmd, given: shell}
+          - {expected: args, given: script}
+          - {expected: marks}
+          - {expected: tag}
+          - {expected: item}
+"#;
+
+pub(crate) fn work_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::create_dir(dir.path().join("marks")).unwrap();
+    std::fs::write(dir.path().join("specs/work.yaml"), WORK).unwrap();
+    dir
+}
+
+/// The recorded executions: (tag, item, pid).
+pub(crate) fn executions(marks: &Path) -> Vec<(String, String, i32)> {
+    std::fs::read_to_string(marks.join("executions"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((
+                words.next()?.to_owned(),
+                words.next()?.to_owned(),
+                words.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+pub(crate) fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+/// Waits (with a deadline) until `done` holds.
+pub(crate) async fn wait_until(what: &str, deadline: Duration, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + deadline;
+    while !done() {
+        assert!(Instant::now() < until, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client of one Request Manager's API.
+pub(crate) struct Client {
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
+}
+
+impl Client {
+    pub(crate) fn new(base: &str) -> Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client {
+            base: base.to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub(crate) async fn create(&self, marks: &Path, tag: &str, items: &[&str]) -> String {
+        self.create_with(marks, tag, items, None).await
+    }
+
+    /// A `work` request, with its own script if given. Retried while the Request Manager
+    /// does not answer (it may be restarting, or its database down).
+    pub(crate) async fn create_with(
+        &self,
+        marks: &Path,
+        tag: &str,
+        items: &[&str],
+        script: Option<&Value>,
+    ) -> String {
+        let mut args = json!({"marks": marks, "tag": tag, "items": items});
+        if let Some(script) = script {
+            args["script"] = script.clone();
+        }
+        let until = Instant::now() + Duration::from_secs(30);
+        let response = loop {
+            let sent = self
+                .http
+                .post(format!("{}/api/v1/requests", self.base))
+                .json(&json!({"type": "work", "args": args}))
+                .send()
+                .await;
+            match sent {
+                Ok(response) if response.status() != 503 => break response,
+                other => {
+                    assert!(Instant::now() < until, "creating a request: {other:?}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.unwrap();
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// GET of a path; `None` while the Request Manager does not answer or answers 503.
+    pub(crate) async fn try_get(&self, path: &str) -> Option<Value> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        if response.status() == 503 {
+            return None;
+        }
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        response.json().await.ok()
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> Value {
+        self.try_get(path)
+            .await
+            .unwrap_or_else(|| panic!("GET {path}: no answer"))
+    }
+
+    pub(crate) async fn request(&self, id: &str) -> Value {
+        self.get(&format!("/api/v1/requests/{id}")).await
+    }
+
+    pub(crate) async fn wait_state(&self, id: &str, state: u64, deadline: Duration) {
+        let until = Instant::now() + deadline;
+        loop {
+            let now = self
+                .try_get(&format!("/api/v1/requests/{id}"))
+                .await
+                .map(|r| r["state"].as_u64().unwrap());
+            if now == Some(state) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "request {id} stayed in state {now:?}, expected {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Per job name: (try, state, error) of each entry, by try.
+    pub(crate) async fn tries(&self, id: &str) -> BTreeMap<String, Vec<(u64, u64, String)>> {
+        let log = self.get(&format!("/api/v1/requests/{id}/log")).await;
+        let mut tries: BTreeMap<String, Vec<(u64, u64, String)>> = BTreeMap::new();
+        for entry in log.as_array().unwrap() {
+            tries
+                .entry(entry["jobId"].as_str().unwrap().to_owned())
+                .or_default()
+                .push((
+                    entry["try"].as_u64().unwrap(),
+                    entry["state"].as_u64().unwrap(),
+                    entry["error"].as_str().unwrap_or_default().to_owned(),
+                ));
+        }
+        for entries in tries.values_mut() {
+            entries.sort();
+        }
+        tries
+    }
+}
+
+const STOPPED: u64 = 6;
+const COMPLETE: u64 = 3;
+const RUNNING: u64 = 2;
+
+fn server_args(lease: &str) -> Vec<String> {
+    [
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "specs",
+        "--database",
+        "sqlite://spindle.db",
+        "--interval",
+        "200ms",
+        "--lease",
+        lease,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+fn args(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The job of `mark` in a request's chain (the one shell job).
+async fn mark_jobs(client: &Client, id: &str) -> Vec<String> {
+    let chain = client
+        .get(&format!("/api/v1/requests/{id}/job-chain"))
+        .await;
+    chain["jobs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|job| job["type"] == "shell-command")
+        .map(|job| job["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_request_resumes_it_at_once_when_started_again() {
+    let dir = work_dir();
+    let marks: PathBuf = dir.path().join("marks");
+    // A lease far longer than the test: only knowing that the old process is gone can
+    // resume the request in time.
+    let server_args = server_args("1h");
+    let mut server = Service::start(dir.path(), &args(&server_args));
+    let client = Client::new(&server.url);
+    let id = client.create(&marks, "t1", &["a"]).await;
+    wait_until("the job runs", Duration::from_secs(30), || {
+        executions(&marks).len() == 1
+    })
+    .await;
+    let first_pid = executions(&marks)[0].2;
+    server.kill();
+    wait_until(
+        "the job's program died with its server",
+        Duration::from_secs(10),
+        || !running(first_pid),
+    )
+    .await;
+
+    std::fs::write(marks.join("release"), "").unwrap();
+    let server = Service::start(dir.path(), &args(&server_args));
+    let client = Client::new(&server.url);
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    let job = &mark_jobs(&client, &id).await[0];
+    let tries = client.tries(&id).await;
+    let mark = &tries[job];
+    assert_eq!(mark.len(), 2, "{mark:?}");
+    assert_eq!((mark[0].0, mark[0].1), (1, STOPPED));
+    assert!(
+        mark[0].2.starts_with("interrupted: its job runner"),
+        "{mark:?}"
+    );
+    assert_eq!((mark[1].0, mark[1].1), (2, COMPLETE));
+    assert_eq!(executions(&marks).len(), 2);
+    // Every other job ran once.
+    assert!(
+        tries
+            .iter()
+            .filter(|(id, _)| *id != job)
+            .all(|(_, t)| t.len() == 1),
+        "{tries:?}"
+    );
+    let runners = client.get("/api/v1/job-runners").await;
+    let states: Vec<&str> = runners
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["live", "lost"], "{runners}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runner_killed_mid_request_is_replaced_by_a_live_one() {
+    let dir = work_dir();
+    let marks: PathBuf = dir.path().join("marks");
+    let rm = Service::start(
+        dir.path(),
+        &[
+            "rm",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "specs",
+            "--database",
+            "sqlite://spindle.db",
+            "--interval",
+            "100ms",
+            "--lease",
+            "1s",
+        ],
+    );
+    let client = Client::new(&rm.url);
+    let jr = [
+        "jr",
+        "--listen",
+        "127.0.0.1:0",
+        "--rm-url",
+        &rm.url,
+        "--lease",
+        "1s",
+    ];
+    let mut runners: BTreeMap<String, Service> = BTreeMap::new();
+    for _ in 0..2 {
+        let runner = Service::start(dir.path(), &jr);
+        runners.insert(runner.url.clone(), runner);
+    }
+    wait_until("both runners registered", Duration::from_secs(10), || {
+        let list = futures_block(client.get("/api/v1/job-runners"));
+        list.as_array().unwrap().len() == 2
+    })
+    .await;
+    let id = client.create(&marks, "t1", &["a"]).await;
+    wait_until("the job runs", Duration::from_secs(30), || {
+        executions(&marks).len() == 1
+    })
+    .await;
+    let request = client.request(&id).await;
+    assert_eq!(request["state"], RUNNING);
+    let owner = request["jrURL"].as_str().unwrap().to_owned();
+    let killed_at = Instant::now();
+    runners.get_mut(&owner).unwrap().kill();
+    let pid = executions(&marks)[0].2;
+    wait_until(
+        "the job's program died with its runner",
+        Duration::from_secs(10),
+        || !running(pid),
+    )
+    .await;
+    wait_until("the job runs again", Duration::from_secs(30), || {
+        executions(&marks).len() == 2
+    })
+    .await;
+    let recovered_in = killed_at.elapsed();
+    std::fs::write(marks.join("release"), "").unwrap();
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    let request = client.request(&id).await;
+    assert_ne!(request["jrURL"].as_str(), Some(owner.as_str()));
+    let job = &mark_jobs(&client, &id).await[0];
+    let mark = &client.tries(&id).await[job];
+    assert_eq!(
+        mark.iter().map(|t| (t.0, t.1)).collect::<Vec<_>>(),
+        [(1, STOPPED), (2, COMPLETE)],
+        "{mark:?}"
+    );
+    assert!(mark[0].2.contains("was lost"), "{mark:?}");
+    let list = client.get("/api/v1/job-runners").await;
+    let lost: Vec<&Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "lost")
+        .collect();
+    assert_eq!(lost.len(), 1, "{list}");
+    assert_eq!(lost[0]["url"], owner.as_str());
+    let line = format!(
+        "a_job_runner_killed_mid_request_is_replaced_by_a_live_one: SIGKILL to the job running again elsewhere in {} ms (lease 1s, interval 100ms)\n",
+        recovered_in.as_millis()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}
+
+/// Runs a future to its end from a synchronous closure (the waits above poll).
+fn futures_block<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
