@@ -15,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Runner;
 
+/// How soon a renewal that failed is tried again.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(250);
+
 /// Why a registration or renewal failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -90,11 +93,13 @@ pub async fn hold(
                 }
             }
         };
+        let mut wait = every;
         loop {
             tokio::select! {
                 () = stop.cancelled() => break 'register,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(wait) => {}
             }
+            wait = every;
             let deadline = renewed + lease;
             let sent = Instant::now();
             let res = tokio::select! {
@@ -114,6 +119,8 @@ pub async fn hold(
                 }
                 Ok(Err(err)) if Instant::now() < deadline => {
                     tracing::warn!(instance, error = %err, "renewing the lease failed; trying again");
+                    // Soon: the lease runs out meanwhile.
+                    wait = RETRY_AFTER_FAILURE.min(every);
                 }
                 Ok(Err(_)) | Err(_) => {
                     tracing::error!(

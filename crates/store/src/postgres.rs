@@ -38,6 +38,9 @@ impl Backend for Postgres {
     }
 }
 
+/// How long a call waits for a connection once the store is open.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl SqlStore<Postgres> {
     /// Connects to `url` and brings the schema up to date. With `schema`, every table lives
     /// in that schema (it must exist), so that several Spindles — or tests — share one
@@ -58,11 +61,24 @@ impl SqlStore<Postgres> {
         if let Some(schema) = schema {
             options = options.options([("search_path", schema)]);
         }
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(timeout)
-            .connect_with(options)
-            .await?;
+        // At start, the server may still be coming up: wait for it up to `timeout`. Later
+        // a call waits at most ACQUIRE_TIMEOUT for a connection, so that a database that
+        // is down makes callers hear "unavailable" (HTTP 503) soon rather than hang.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let pool = loop {
+            let connected = PgPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
+                .connect_with(options.clone())
+                .await
+                .map_err(Error::from);
+            match connected {
+                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                res => break res?,
+            }
+        };
         MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
         Ok(PostgresStore { pool })
     }

@@ -1266,7 +1266,12 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
         ..log("r1", "b", 1, State::Stopped)
     };
     store
-        .recover_request("i1", std::slice::from_ref(&interrupted), &sjc("r1"), at(1, 2))
+        .recover_request(
+            "i1",
+            std::slice::from_ref(&interrupted),
+            &sjc("r1"),
+            at(1, 2),
+        )
         .await
         .unwrap();
     // A second recovery (another Request Manager) finds it moved on.

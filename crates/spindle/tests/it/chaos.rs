@@ -30,7 +30,8 @@ struct OwnPostgres {
 
 fn find_postgres_bin() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+        std::env::split_paths(&paths)
+            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
     });
     if on_path.is_some() {
         return on_path;
@@ -64,11 +65,15 @@ impl OwnPostgres {
             .is_root()
             .then(|| "postgres".to_owned());
         if let Some(user) = &user {
-            let account = nix::unistd::User::from_name(user)
-                .unwrap()
-                .expect("the tests run as root, and there is no postgres user to run PostgreSQL as");
-            std::os::unix::fs::chown(dir.path(), Some(account.uid.as_raw()), Some(account.gid.as_raw()))
-                .unwrap();
+            let account = nix::unistd::User::from_name(user).unwrap().expect(
+                "the tests run as root, and there is no postgres user to run PostgreSQL as",
+            );
+            std::os::unix::fs::chown(
+                dir.path(),
+                Some(account.uid.as_raw()),
+                Some(account.gid.as_raw()),
+            )
+            .unwrap();
         }
         // A port nobody holds now; the server takes it a moment later.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -84,7 +89,10 @@ impl OwnPostgres {
             _dir: dir,
         };
         let data = postgres.data.to_str().unwrap().to_owned();
-        postgres.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"]);
+        postgres.run(
+            "initdb",
+            &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
+        );
         postgres.pg_ctl_start();
         Some(postgres)
     }
@@ -122,14 +130,30 @@ impl OwnPostgres {
         let log = self.data.join("server.log");
         self.run(
             "pg_ctl",
-            &["-D", data, "-o", &options, "-l", log.to_str().unwrap(), "-w", "start"],
+            &[
+                "-D",
+                data,
+                "-o",
+                &options,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
         );
     }
 
     fn stop(&self) {
         self.run(
             "pg_ctl",
-            &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "stop"],
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
         );
     }
 
@@ -143,11 +167,23 @@ impl Drop for OwnPostgres {
         let _ = Command::new("runuser")
             .args(["-u", self.user.as_deref().unwrap_or("root"), "--"])
             .arg(self.bin.join("pg_ctl"))
-            .args(["-D", self.data.to_str().unwrap_or_default(), "-m", "immediate", "stop"])
+            .args([
+                "-D",
+                self.data.to_str().unwrap_or_default(),
+                "-m",
+                "immediate",
+                "stop",
+            ])
             .output();
         if self.user.is_none() {
             let _ = Command::new(self.bin.join("pg_ctl"))
-                .args(["-D", self.data.to_str().unwrap_or_default(), "-m", "immediate", "stop"])
+                .args([
+                    "-D",
+                    self.data.to_str().unwrap_or_default(),
+                    "-m",
+                    "immediate",
+                    "stop",
+                ])
                 .output();
         }
     }
@@ -173,7 +209,12 @@ impl Dice {
     }
 }
 
-const LEASE: &str = "3s";
+/// Longer than the database is down for: runners ride out the outage.
+const LEASE: &str = "7s";
+
+/// How long the database is down: longer than a call waits for a connection (3 s), so
+/// that the Request Managers answer 503 meanwhile.
+const DB_DOWN: Duration = Duration::from_secs(4);
 
 fn rm_args<'a>(database: &'a str) -> Vec<&'a str> {
     vec![
@@ -265,7 +306,23 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                 // The database goes away for a while.
                 5 if db_stops == 0 => {
                     postgres.stop();
-                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    let down = Instant::now();
+                    let probe = client
+                        .http
+                        .get(format!(
+                            "{}/api/v1/requests/{}",
+                            client.base,
+                            created.values().next().unwrap()
+                        ))
+                        .send()
+                        .await
+                        .map(|response| response.status().as_u16());
+                    assert_eq!(
+                        probe.ok(),
+                        Some(503),
+                        "a Request Manager whose database is down answers 503"
+                    );
+                    tokio::time::sleep(DB_DOWN.saturating_sub(down.elapsed())).await;
                     postgres.pg_ctl_start();
                     db_stops += 1;
                 }
@@ -292,7 +349,9 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     let mut interrupted = 0;
     let mut jobs = 0;
     for (tag, id) in &created {
-        let chain = client.get(&format!("/api/v1/requests/{id}/job-chain")).await;
+        let chain = client
+            .get(&format!("/api/v1/requests/{id}/job-chain"))
+            .await;
         let item_of: BTreeMap<String, String> = chain["jobs"]
             .as_object()
             .unwrap()
@@ -310,7 +369,11 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
             let numbers: Vec<u64> = tries.iter().map(|t| t.0).collect();
             let expected: Vec<u64> = (1..=tries.len() as u64).collect();
             assert_eq!(numbers, expected, "request {id} job {job_id}: {tries:?}");
-            assert_eq!(tries.last().unwrap().1, 3, "request {id} job {job_id}: {tries:?}");
+            assert_eq!(
+                tries.last().unwrap().1,
+                3,
+                "request {id} job {job_id}: {tries:?}"
+            );
             interrupted += tries
                 .iter()
                 .filter(|t| t.2.starts_with("interrupted:"))
