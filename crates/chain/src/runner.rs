@@ -72,6 +72,49 @@ pub(crate) struct Dispatch {
     pub(crate) live: Live,
     pub(crate) reports: mpsc::Sender<Report>,
     pub(crate) output: Arc<Hub>,
+    /// Why the traverser stopped a job when it was not a stop: a sequence's timeout. A
+    /// try cancelled for such a reason fails with it, and the job is not tried again.
+    pub(crate) stop_reasons: StopReasons,
+}
+
+/// Per job, why it was stopped when that was a failure (a sequence timed out).
+pub(crate) type StopReasons = Arc<std::sync::Mutex<std::collections::HashMap<JobIdx, String>>>;
+
+/// A try that ended while its job was cancelled: FAIL with the traverser's reason if it
+/// gave one (returns true: the job is not tried again), else STOPPED unless it
+/// completed. A plain function, so that nothing of it is part of every job's future.
+fn settle_cancelled(
+    mut outcome: Outcome,
+    cancelled: bool,
+    reasons: &StopReasons,
+    idx: JobIdx,
+) -> (Outcome, bool) {
+    if !cancelled {
+        return (outcome, false);
+    }
+    let reason = stop_reason(reasons, idx);
+    let failed = reason.is_some();
+    match reason {
+        Some(reason) if outcome.state != State::Complete => {
+            outcome.state = State::Fail;
+            outcome.exit = if outcome.exit == 0 { 1 } else { outcome.exit };
+            outcome.error = reason;
+        }
+        None if !matches!(outcome.state, State::Stopped | State::Complete) => {
+            outcome.state = State::Stopped;
+        }
+        _ => {}
+    }
+    (outcome, failed)
+}
+
+/// The failure a cancelled job's try is, if the traverser gave a reason.
+fn stop_reason(reasons: &StopReasons, idx: JobIdx) -> Option<String> {
+    reasons
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&idx)
+        .cloned()
 }
 
 fn make(
@@ -204,6 +247,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         ref live,
         ref reports,
         ref output,
+        ref stop_reasons,
     } = *dispatch;
     let log = |try_no: u32, started_at: i64, finished_at: i64, outcome: Outcome| JobLog {
         request_id: request_id.to_string(),
@@ -227,7 +271,11 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
     let mut stopped_in_wait = false;
     while latest < max_tries {
         if cancel.is_cancelled() {
-            state = State::Stopped;
+            state = if stop_reason(stop_reasons, idx).is_some() {
+                State::Fail
+            } else {
+                State::Stopped
+            };
             break;
         }
         let try_no = total.saturating_add(1);
@@ -280,7 +328,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                 Either::Right(Box::pin(run_timed(&mut **job_to_run, data, ctx, timeout)))
             }
         };
-        let mut outcome = match try_run.await {
+        let outcome = match try_run.await {
             Ok(outcome) => outcome,
             Err(payload) => {
                 // The job may be half-changed: the next try makes it anew.
@@ -291,14 +339,14 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         output.close(idx, try_no);
         latest += 1;
         total += 1;
-        if cancel.is_cancelled() && !matches!(outcome.state, State::Stopped | State::Complete) {
-            outcome.state = State::Stopped;
-        }
+        // By value: a borrowed outcome would be kept apart in every job's future.
+        let (outcome, failed_for) =
+            settle_cancelled(outcome, cancel.is_cancelled(), stop_reasons, idx);
         state = outcome.state;
         let entry = log(try_no, started_at, now_nanos(), outcome);
         send(reports, Report::Log(entry)).await;
         live.logged.store(try_no, Ordering::Relaxed);
-        if matches!(state, State::Complete | State::Stopped) || latest >= max_tries {
+        if matches!(state, State::Complete | State::Stopped) || latest >= max_tries || failed_for {
             break;
         }
         live.sleeping.store(true, Ordering::Relaxed);
@@ -313,8 +361,12 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         .await;
         live.sleeping.store(false, Ordering::Relaxed);
         if stopped {
-            state = State::Stopped;
-            stopped_in_wait = true;
+            if stop_reason(stop_reasons, idx).is_some() {
+                state = State::Fail;
+            } else {
+                state = State::Stopped;
+                stopped_in_wait = true;
+            }
             break;
         }
     }
@@ -353,6 +405,7 @@ mod size {
             live: Default::default(),
             reports,
             output: Default::default(),
+            stop_reasons: Default::default(),
         };
         let future = super::run(Box::new(dispatch));
         let size = std::mem::size_of_val(&future);

@@ -124,6 +124,8 @@ pub(crate) struct Chain {
     window_of_piece: HashMap<JobIdx, JobIdx>,
     /// Piece end job → piece begin job.
     piece_of_end: HashMap<JobIdx, JobIdx>,
+    /// Per sequence with a `sequenceTimeout` (by its start job): the bound on each run.
+    pub(crate) sequence_timeouts: HashMap<Seq, std::time::Duration>,
 }
 
 impl Chain {
@@ -195,6 +197,12 @@ impl Chain {
             .iter()
             .map(|(_, ps)| ps.iter().filter(|&&p| states[p] != State::Complete).count() as u32)
             .collect();
+        let mut sequence_timeouts = HashMap::new();
+        for (idx, job) in jobs.iter() {
+            if let Some(timeout) = crate::validate::sequence_timeout(job)? {
+                sequence_timeouts.insert(Seq(idx), timeout);
+            }
+        }
         let mut chain = Chain {
             request_id,
             sequence_tries: counter(&sequence),
@@ -212,6 +220,7 @@ impl Chain {
             windows: HashMap::new(),
             window_of_piece: HashMap::new(),
             piece_of_end: HashMap::new(),
+            sequence_timeouts,
         };
         chain.find_windows();
         Ok(chain)
@@ -367,7 +376,7 @@ impl Chain {
     }
 
     /// Every job of a sequence, nested sequences included.
-    fn members(&self, sequence: Seq) -> Vec<JobIdx> {
+    pub(crate) fn members(&self, sequence: Seq) -> Vec<JobIdx> {
         self.indices()
             .filter(|&idx| self.in_sequence(idx, sequence))
             .collect()

@@ -1679,3 +1679,115 @@ async fn an_abandoned_chain_stops_its_jobs_and_reports_nothing_more() {
     assert!(recorder.finishes().is_empty());
     assert!(recorder.suspended.lock().unwrap().is_empty());
 }
+
+// ---- sequence timeouts (issue 11) ----
+
+/// `"1>2 2>3 3>4"` with jobs 2 and 3 in their own sequence started by 2.
+fn chain_with_inner_sequence() -> JobChain {
+    let mut c = chain("1>2 2>3 3>4");
+    job(&mut c, "2").sequence_id = "j2".to_owned();
+    job(&mut c, "3").sequence_id = "j2".to_owned();
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sequence_past_its_timeout_stops_its_jobs_and_fails() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j3", vec![sleep(60_000, Step::Complete)]);
+    let mut c = chain_with_inner_sequence();
+    job(&mut c, "2").sequence_timeout = "5s".to_owned();
+    job(&mut c, "3").retry = 3;
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    // Stopped, failed with the reason, and not tried again for all its retries.
+    let logs = recorder.logs.lock().unwrap().clone();
+    let j3: Vec<&JobLog> = logs.iter().filter(|l| l.job_id == "j3").collect();
+    assert_eq!(j3.len(), 1, "{j3:?}");
+    assert_eq!(j3[0].state, State::Fail);
+    assert_eq!(
+        j3[0].error,
+        "sequence job2 timed out after 5s; the job was stopped"
+    );
+    assert!(recorder.tries_of("j4").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_sequence_is_retried_and_its_timer_starts_again() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    // Too slow the first time, quick the second.
+    fakes.script(
+        "j3",
+        vec![sleep(60_000, Step::Complete), sleep(3_000, Step::Complete)],
+    );
+    let mut c = chain_with_inner_sequence();
+    job(&mut c, "2").sequence_timeout = "5s".to_owned();
+    job(&mut c, "2").sequence_retry = 1;
+    job(&mut c, "2").sequence_retry_wait = "1s".to_owned();
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    // 5 s to the timeout, 1 s of retry wait, 3 s of the second run.
+    assert_eq!(started.elapsed(), Duration::from_secs(9));
+    assert_eq!(
+        recorder.tries_of("j3"),
+        [(1, State::Fail), (2, State::Complete)]
+    );
+    assert_eq!(
+        recorder.tries_of("j2"),
+        [(1, State::Complete), (2, State::Complete)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_past_its_deadline_ends_fail_with_the_reason() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j2", vec![sleep(2_000, Step::Complete)])
+        .script("j3", vec![sleep(60_000, Step::Complete)]);
+    // j1 starts the request's own sequence (every job's sequenceId is j1).
+    let mut c = chain("1>2 2>3 3>4");
+    job(&mut c, "1").sequence_timeout = "10s".to_owned();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    let logs = recorder.logs.lock().unwrap().clone();
+    let j3 = logs.iter().find(|l| l.job_id == "j3").unwrap();
+    assert_eq!(j3.state, State::Fail);
+    assert_eq!(
+        j3.error,
+        "the request's deadline passed: it did not finish within 10s; the job was stopped"
+    );
+    assert_eq!(recorder.finishes(), [State::Fail]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sequence_that_finishes_in_time_is_not_touched_by_its_timer() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j4", vec![sleep(30_000, Step::Complete)]);
+    let mut c = chain_with_inner_sequence();
+    job(&mut c, "2").sequence_timeout = "5s".to_owned();
+    let started = Instant::now();
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+}
+
+#[test]
+fn a_sequence_timeout_that_is_not_a_duration_refuses_the_chain() {
+    let mut c = chain_with_inner_sequence();
+    job(&mut c, "2").sequence_timeout = "soon".to_owned();
+    let err = run(
+        c,
+        Arc::new(FakeFactory(Arc::new(Fakes::default()))),
+        Arc::new(Recorder::default()),
+        options(),
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("sequenceTimeout \"soon\" is not a duration"),
+        "{err}"
+    );
+}

@@ -34,6 +34,8 @@ pub(crate) enum Event {
     RetryWaitOver(Seq),
     /// A job's runner panicked outside the job's own calls (its message).
     RunnerPanicked(JobIdx, String),
+    /// A sequence's run (the try given) reached its `sequenceTimeout`.
+    SequenceTimedOut(Seq, u32),
 }
 
 /// Reports queued for the delivery task at most. Runners wait when it is full (so a slow
@@ -99,6 +101,13 @@ struct Traverser {
     /// Cancelled when the chain is abandoned (by its handle, or by the delivery task when
     /// a report was refused as fenced).
     abandoned: CancellationToken,
+    /// The timers of running sequences that have a `sequenceTimeout`.
+    sequence_timers: HashMap<Seq, AbortHandle>,
+    /// Sequences past their timeout, with why, until they are reset for a retry: nothing
+    /// in them starts, and their jobs' ends count toward their own retry.
+    timed_out: HashMap<Seq, String>,
+    /// Shared with runners: the jobs stopped because their sequence timed out, and why.
+    stop_reasons: runner::StopReasons,
 }
 
 pub(crate) fn spawn(
@@ -140,6 +149,9 @@ pub(crate) fn spawn(
         stop_waiters: Vec::new(),
         deadline: None,
         abandoned: abandoned.clone(),
+        sequence_timers: HashMap::new(),
+        timed_out: HashMap::new(),
+        stop_reasons: Default::default(),
     };
     tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
     Handle {
@@ -265,6 +277,9 @@ impl Traverser {
         for (_, wait) in self.retry_waits.drain() {
             wait.abort();
         }
+        for (_, timer) in self.sequence_timers.drain() {
+            timer.abort();
+        }
         if mode == Mode::Stopping || mode == Mode::Abandoning {
             self.retrying.clear();
         } else {
@@ -386,9 +401,11 @@ impl Traverser {
                 let start = sequence.start();
                 if self.mode == Mode::Running && self.chain.is_runnable(start) {
                     self.chain.sequence_tries[start] += 1;
+                    self.arm_sequence_timer(sequence);
                     self.start(start);
                 }
             }
+            Event::SequenceTimedOut(sequence, run) => self.on_sequence_timeout(sequence, run),
         }
     }
 
@@ -442,6 +459,21 @@ impl Traverser {
             }
             (_, State::Stopped) => {}
             (_, _) => {
+                // A job stopped by its sequence's timeout counts toward that sequence.
+                if let Some(sequence) = self.timed_out_sequence_of(idx) {
+                    self.stop_reasons
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .remove(&idx);
+                    if !self
+                        .running
+                        .keys()
+                        .any(|&other| self.chain.in_sequence(other, sequence))
+                    {
+                        self.after_sequence_failed(sequence);
+                    }
+                    return;
+                }
                 let sequence = self.chain.sequence_of[idx];
                 if self.chain.can_retry(sequence) {
                     let sequence = sequence.expect("can_retry checked it");
@@ -504,6 +536,9 @@ impl Traverser {
             return;
         }
         self.retrying.remove(&sequence);
+        let chain = &self.chain;
+        self.timed_out
+            .retain(|&other, _| !chain.seq_within(other, sequence));
         self.chain.reset_sequence(sequence);
         self.queue_report(Report::Progress(self.chain.finished_jobs));
         if self.mode == Mode::Running {
@@ -520,7 +555,7 @@ impl Traverser {
         {
             return;
         }
-        if self.retrying_sequence_of(idx).is_some() {
+        if self.retrying_sequence_of(idx).is_some() || self.timed_out_sequence_of(idx).is_some() {
             return;
         }
         if !self.chain.enter_window(idx) {
@@ -545,8 +580,125 @@ impl Traverser {
                 return;
             }
             self.chain.sequence_tries[idx] += 1;
+            self.arm_sequence_timer(sequence);
         }
         self.start(idx);
+    }
+
+    /// A sequence starts a run: if it has a timeout, its timer starts too.
+    fn arm_sequence_timer(&mut self, sequence: Seq) {
+        let Some(&timeout) = self.chain.sequence_timeouts.get(&sequence) else {
+            return;
+        };
+        let run = self.chain.sequence_tries[sequence.start()];
+        let timer = self.spawn_observed(
+            async move {
+                tokio::time::sleep(timeout).await;
+                Event::SequenceTimedOut(sequence, run)
+            },
+            move |_| Event::SequenceTimedOut(sequence, run),
+        );
+        if let Some(old) = self.sequence_timers.insert(sequence, timer) {
+            old.abort();
+        }
+    }
+
+    /// The outermost sequence past its timeout that job `idx` belongs to.
+    fn timed_out_sequence_of(&self, idx: JobIdx) -> Option<Seq> {
+        if self.timed_out.is_empty() {
+            return None;
+        }
+        self.timed_out
+            .keys()
+            .copied()
+            .filter(|&sequence| self.chain.in_sequence(idx, sequence))
+            .find(|&sequence| {
+                !self
+                    .timed_out
+                    .keys()
+                    .any(|&other| other != sequence && self.chain.seq_within(sequence, other))
+            })
+    }
+
+    /// A sequence's run reached its timeout: its running jobs are stopped and fail with
+    /// the reason, nothing more of it starts, and it fails (its retries apply once
+    /// nothing of it runs).
+    fn on_sequence_timeout(&mut self, sequence: Seq, run: u32) {
+        let start = sequence.start();
+        if self.mode != Mode::Running
+            || self.chain.sequence_tries[start] != run
+            || self.timed_out.contains_key(&sequence)
+        {
+            return;
+        }
+        self.sequence_timers.remove(&sequence);
+        let members = self.chain.members(sequence);
+        if members
+            .iter()
+            .all(|&idx| self.chain.state(idx) == State::Complete)
+        {
+            return;
+        }
+        let timeout = self.chain.sequence_timeouts[&sequence];
+        let reason = if self.chain.parent(sequence).is_none() {
+            format!(
+                "the request's deadline passed: it did not finish within {}; the job was stopped",
+                proto::duration::format(timeout)
+            )
+        } else {
+            format!(
+                "sequence {} timed out after {}; the job was stopped",
+                self.chain.jobs[start].name,
+                proto::duration::format(timeout)
+            )
+        };
+        tracing::warn!(request_id = %self.request_id, sequence = %self.chain.jobs[start].name, reason, "sequence timed out");
+        {
+            let mut reasons = self
+                .stop_reasons
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for &idx in self.running.keys() {
+                if self.chain.in_sequence(idx, sequence) {
+                    reasons.insert(idx, reason.clone());
+                }
+            }
+        }
+        self.timed_out.insert(sequence, reason);
+        // Stop what runs of the sequence; its next run gets fresh tokens.
+        let chain = &self.chain;
+        self.sequence_cancel.retain(|&other, token| {
+            if chain.seq_within(other, sequence) {
+                token.cancel();
+                false
+            } else {
+                true
+            }
+        });
+        self.retry_waits.retain(|&waiting, wait| {
+            let inside = chain.seq_within(waiting, sequence);
+            if inside {
+                wait.abort();
+            }
+            !inside
+        });
+        self.retrying
+            .retain(|&other| !chain.seq_within(other, sequence));
+        if !self
+            .running
+            .keys()
+            .any(|&idx| self.chain.in_sequence(idx, sequence))
+        {
+            self.after_sequence_failed(sequence);
+        }
+    }
+
+    /// A timed-out sequence has nothing running any more: it runs again if its retries
+    /// allow (else the chain fails once the rest has ended).
+    fn after_sequence_failed(&mut self, sequence: Seq) {
+        if self.chain.can_retry(Some(sequence)) {
+            self.begin_sequence_retry(sequence);
+        }
     }
 
     /// The token that cancels the jobs of `sequence` (the chain-wide one for jobs outside
@@ -584,6 +736,7 @@ impl Traverser {
             live: live.clone(),
             reports: self.reports.clone(),
             output: Arc::clone(&self.output),
+            stop_reasons: Arc::clone(&self.stop_reasons),
         };
         let task = self.spawn_observed(
             runner::run(Box::new(dispatch)).map(Event::Done),
@@ -633,6 +786,9 @@ impl Traverser {
     /// Decides the chain's final state and hands it (or the suspended chain) to the
     /// delivery task.
     async fn finalize(&mut self) -> Final {
+        for (_, timer) in self.sequence_timers.drain() {
+            timer.abort();
+        }
         let chain = &self.chain;
         if self.mode == Mode::Abandoning || self.abandoned.is_cancelled() {
             // Another runner owns the request now: nothing more is said about it.

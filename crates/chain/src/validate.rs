@@ -148,6 +148,20 @@ pub(crate) struct Waits {
     pub(crate) timeout: Option<Duration>,
 }
 
+/// Reads a sequence start job's `sequenceTimeout` (a Go duration; empty or 0: none).
+pub(crate) fn sequence_timeout(job: &proto::Job) -> Result<Option<Duration>, ValidationError> {
+    if job.sequence_timeout.is_empty() {
+        return Ok(None);
+    }
+    match proto::duration::parse(&job.sequence_timeout) {
+        Ok(timeout) => Ok(Some(timeout).filter(|timeout| !timeout.is_zero())),
+        Err(err) => Err(ValidationError::chain(format!(
+            "job {} (ID {}): sequenceTimeout {:?} is not a duration ({err}); expected a Go duration such as 5m",
+            job.name, job.id, job.sequence_timeout
+        ))),
+    }
+}
+
 /// Reads a job's `retryWait`, `sequenceRetryWait` and `timeout` (Go durations; empty
 /// means none).
 pub(crate) fn waits(job: &proto::Job) -> Result<Waits, ValidationError> {

@@ -33,7 +33,7 @@ pub(crate) fn build_chain(
         count: 0,
         wait: "0s".to_owned(),
     };
-    let piece = builder.sequence(&graph_name, request_type, &mut job_args, no_retry)?;
+    let piece = builder.sequence(&graph_name, request_type, &mut job_args, no_retry, None)?;
     debug_assert_eq!(piece.begin, 0);
     let jobs = &builder.jobs;
     let adjacency_list: BTreeMap<String, Vec<String>> = builder
@@ -190,6 +190,7 @@ impl Builder<'_> {
             sequence_retry_wait: String::new(),
             parallel: 0,
             timeout,
+            sequence_timeout: String::new(),
             each: self.each.clone(),
             tries: 0,
         });
@@ -215,13 +216,15 @@ impl Builder<'_> {
     }
 
     /// Builds sequence `seq_name` between wrappers named `graph_name`, to be retried as
-    /// `retry` says; returns its piece.
+    /// `retry` says and each run bounded by `timeout` (the calling node's) and the
+    /// sequence's own `timeout:`, whichever is shorter; returns its piece.
     fn sequence(
         &mut self,
         graph_name: &str,
         seq_name: &str,
         job_args: &mut JobArgs,
         retry: Retry,
+        timeout: Option<std::time::Duration>,
     ) -> Result<Piece, Error> {
         let first_job = self.jobs.len();
         let seq: Option<&Sequence> = self.grapher.specs.get(seq_name);
@@ -352,9 +355,14 @@ impl Builder<'_> {
                 job.sequence_id = sequence_id.clone();
             }
         }
+        let timeout = match (timeout, seq.and_then(Sequence::timeout)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let begin = &mut self.jobs[outer.begin];
         begin.sequence_retry = retry.count;
         begin.sequence_retry_wait = retry.wait;
+        begin.sequence_timeout = timeout.map(proto::duration::format).unwrap_or_default();
         Ok(outer)
     }
 
@@ -435,6 +443,7 @@ impl Builder<'_> {
                 node.node_type().unwrap_or_default(),
                 inputs,
                 Retry::of(node),
+                node.timeout(),
             ),
             Some(Category::Conditional) => {
                 let chosen = choose_branch(node, job_args, inputs)
@@ -444,6 +453,7 @@ impl Builder<'_> {
                     &chosen,
                     inputs,
                     Retry::of(node),
+                    node.timeout(),
                 )
             }
             None => Err(Error::Spec {

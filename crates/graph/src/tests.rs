@@ -1033,6 +1033,60 @@ fn chains_round_trip_through_json() {
 }
 
 #[test]
+fn sequence_timeouts_are_recorded_on_each_sequence_run_start() {
+    let created = grapher(
+        "sequences:
+  r:
+    request: true
+    timeout: 1h
+    args:
+      optional:
+        - name: hosts
+          desc: hosts
+          default: [a, b]
+    nodes:
+      each-host:
+        category: sequence
+        type: sub
+        each: [hosts:host]
+        timeout: 10m
+  sub:
+    timeout: 2m
+    args:
+      required:
+        - name: host
+          desc: host
+    nodes:
+      work:
+        category: job
+        type: t
+",
+    )
+    .create("r", &JobArgs::new())
+    .unwrap();
+    let jobs = &created.job_chain.jobs;
+    let mut timeouts: Vec<(String, String)> = jobs
+        .values()
+        .filter(|job| !job.sequence_timeout.is_empty())
+        .map(|job| (job.name.clone(), job.sequence_timeout.clone()))
+        .collect();
+    timeouts.sort();
+    // Each run of `sub` (one per host) is bounded by the shorter of the node's and its
+    // own; the request by its sequence's.
+    assert_eq!(
+        timeouts,
+        [
+            ("request_r_begin".to_owned(), "1h0m0s".to_owned()),
+            ("sequence_each-host_begin".to_owned(), "2m0s".to_owned()),
+            ("sequence_each-host_begin".to_owned(), "2m0s".to_owned()),
+        ]
+    );
+    for job in jobs.values().filter(|job| !job.sequence_timeout.is_empty()) {
+        assert_eq!(job.sequence_id, job.id, "on the start job of its sequence");
+    }
+}
+
+#[test]
 fn a_job_nodes_timeout_is_recorded_on_its_job() {
     let created = grapher(
         "sequences:

@@ -198,6 +198,15 @@ pub struct Job {
         skip_serializing_if = "String::is_empty"
     )]
     pub timeout: String,
+    /// Spindle's addition: on a sequence's first job (its `sequenceId`), a Go duration
+    /// bounding each run of the sequence: past it, the sequence's running jobs are stopped
+    /// and the sequence fails (its `sequenceRetry` applies). Empty for none.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub sequence_timeout: String,
     /// Spindle's addition: for a job made in an iteration of an `each:` expansion (or
     /// inside a sequence so expanded), each element's name and its value in that
     /// iteration, such as `{"host": "db2"}`, so that expansions can be told apart.

@@ -71,11 +71,21 @@ impl Checker<'_> {
     }
 
     fn sequence(&mut self, seq: &Sequence) {
+        self.sequence_timeout(seq);
         self.sequence_args(seq);
         self.sequence_acls(seq);
         self.unique_arg_names(seq);
         self.has_nodes(seq);
         self.single_setters(seq);
+    }
+
+    /// Spindle's sequence `timeout`: a positive duration.
+    fn sequence_timeout(&mut self, seq: &Sequence) {
+        if let Some(timeout) = &seq.timeout
+            && let Some(message) = timeout_problem(&timeout.value)
+        {
+            self.push(Error, "timeout", seq, None, "timeout", timeout.pos, message);
+        }
     }
 
     /// S1-S5, S10: the names and defaults of the three kinds of args.
@@ -483,26 +493,12 @@ impl Checker<'_> {
     /// N13, N23, N19: retries and `parallel`; Spindle's `timeout`.
     fn node_retries(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
-        // timeout: a positive duration, on job nodes.
-        if let Some(timeout) = &node.timeout {
-            let message = match proto::duration::parse(&timeout.value) {
-                Err(err) => Some(format!(
-                    "invalid `timeout`: {err}; expected a Go duration such as 30s or 5m"
-                )),
-                Ok(duration) if duration.is_zero() => Some(
-                    "`timeout` is 0; expected a duration greater than 0 (or no timeout)".to_owned(),
-                ),
-                Ok(_) if node.category() != Some(Category::Job) => Some(format!(
-                    "`timeout` on a {} node is not supported yet; expected it on job nodes only, where it bounds each try",
-                    node.category
-                        .as_ref()
-                        .map_or("non-job", |c| c.value.as_str())
-                )),
-                Ok(_) => None,
-            };
-            if let Some(message) = message {
-                self.push(Error, "timeout", seq, n, "timeout", timeout.pos, message);
-            }
+        // timeout: a positive duration (on a job node it bounds each try; on a sequence
+        // or conditional node, each run of its sub-sequence).
+        if let Some(timeout) = &node.timeout
+            && let Some(message) = timeout_problem(&timeout.value)
+        {
+            self.push(Error, "timeout", seq, n, "timeout", timeout.pos, message);
         }
         // N13: retryWait is a duration.
         if let Some(wait) = &node.retry_wait
@@ -816,5 +812,18 @@ impl SpecPlace<'_> {
             message,
             code,
         }
+    }
+}
+
+/// What is wrong with a `timeout` value, if anything.
+fn timeout_problem(value: &str) -> Option<String> {
+    match proto::duration::parse(value) {
+        Err(err) => Some(format!(
+            "invalid `timeout`: {err}; expected a Go duration such as 30s or 5m"
+        )),
+        Ok(duration) if duration.is_zero() => {
+            Some("`timeout` is 0; expected a duration greater than 0 (or no timeout)".to_owned())
+        }
+        Ok(_) => None,
     }
 }

@@ -200,7 +200,7 @@ struct Place<'p> {
 }
 
 const TOP_FIELDS: &[&str] = &["sequences"];
-const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes"];
+const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes", "timeout"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
 const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
 const ACL_FIELDS: &[&str] = &["role", "admin", "ops"];
@@ -501,6 +501,7 @@ impl Reader<'_> {
             args: SequenceArgs::default(),
             acl: Vec::new(),
             nodes: Vec::new(),
+            timeout: None,
             field_pos: BTreeMap::new(),
         };
         let seq_name = sequence.name.clone();
@@ -544,6 +545,7 @@ impl Reader<'_> {
                             .collect();
                     }
                 }
+                "timeout" => sequence.timeout = self.string(value, place, "timeout"),
                 _ => unreachable!("field {field} is in SEQUENCE_FIELDS"),
             }
         }

@@ -88,11 +88,22 @@ pub struct Sequence {
     pub acl: Vec<Acl>,
     /// In file order.
     pub nodes: Vec<Node>,
+    /// Spindle: a Go duration bounding every run of the sequence (on a request sequence,
+    /// the request's deadline).
+    pub timeout: Option<Spanned<String>>,
     /// Positions of the fields written, by field name.
     pub field_pos: BTreeMap<&'static str, Pos>,
 }
 
 impl Sequence {
+    /// The bound on every run, when `timeout` is set and a duration.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+            .as_ref()
+            .and_then(|timeout| proto::duration::parse(&timeout.value).ok())
+            .filter(|timeout| !timeout.is_zero())
+    }
+
     /// Where `field` is written, or the sequence's own position when it is not.
     pub fn pos_of(&self, field: &str) -> Pos {
         self.field_pos.get(field).copied().unwrap_or(self.pos)

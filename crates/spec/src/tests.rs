@@ -427,14 +427,30 @@ fn n13_retry_wait_is_a_duration_and_n23_needs_retry() {
 }
 
 #[test]
-fn timeout_is_a_positive_duration_on_job_nodes() {
+fn timeout_is_a_positive_duration_on_any_node_and_on_sequences() {
     use Severity::Error;
     let good = spec("      a:\n        category: job\n        type: t\n        timeout: 1m30s");
     assert!(lint(&good).is_empty(), "{:#?}", lint(&good));
+    let on_a_sequence_node = spec(
+        "      a:\n        category: sequence\n        type: sub\n        args:\n          - expected: host\n        timeout: 5m",
+    );
+    assert!(
+        lint(&on_a_sequence_node).is_empty(),
+        "{:#?}",
+        lint(&on_a_sequence_node)
+    );
+    let on_a_sequence = good.replacen("  req:\n", "  req:\n    timeout: 1h\n", 1);
+    assert!(
+        lint(&on_a_sequence).is_empty(),
+        "{:#?}",
+        lint(&on_a_sequence)
+    );
+    let bad_on_a_sequence = good.replacen("  req:\n", "  req:\n    timeout: later #!\n", 1);
+    case("timeout", Error, &bad_on_a_sequence, &good);
     for bad in [
         "      a:\n        category: job\n        type: t\n        timeout: soon #!",
         "      a:\n        category: job\n        type: t\n        timeout: 0s #!",
-        "      a:\n        category: sequence\n        type: sub\n        args:\n          - expected: host\n        timeout: 5m #!",
+        "      a:\n        category: sequence\n        type: sub\n        args:\n          - expected: host\n        timeout: 5x #!",
     ] {
         case("timeout", Error, &spec(bad), &good);
     }
