@@ -361,6 +361,10 @@ async fn deliver_all(
                         state: State::Fail,
                         finished_at: chrono::Utc::now(),
                         finished_jobs: suspended.job_chain.finished_jobs,
+                        error: format!(
+                            "the job runner shut down and could not hand the chain back: {}",
+                            res.as_ref().err().map_or("", |err| err.message.as_str())
+                        ),
                     };
                     let res = with_retries(policy, "final state", request_id, || {
                         reporter.finish(&finish)

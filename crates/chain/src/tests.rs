@@ -1759,6 +1759,11 @@ async fn a_request_past_its_deadline_ends_fail_with_the_reason() {
         "the request's deadline passed: it did not finish within 10s; the job was stopped"
     );
     assert_eq!(recorder.finishes(), [State::Fail]);
+    assert_eq!(
+        recorder.finishes.lock().unwrap()[0].error,
+        "the request's deadline passed: it did not finish within 10s",
+        "the reason is in the request's record"
+    );
 }
 
 #[tokio::test(start_paused = true)]

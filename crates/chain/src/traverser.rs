@@ -820,11 +820,22 @@ impl Traverser {
         let report = if state == State::Suspended {
             Report::Suspend(Box::new(chain.suspended()))
         } else {
+            // A deadline that passed is the request's reason; the jobs' entries say theirs.
+            let error = if state == State::Fail {
+                self.timed_out
+                    .iter()
+                    .find(|(sequence, _)| chain.parent(**sequence).is_none())
+                    .map(|(_, reason)| reason.trim_end_matches("; the job was stopped").to_owned())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
             Report::Finish(FinishRequest {
                 request_id: chain.request_id.clone(),
                 state,
                 finished_at: chrono::Utc::now(),
                 finished_jobs,
+                error,
             })
         };
         // The loop is over: waiting for room in the queue blocks nothing.

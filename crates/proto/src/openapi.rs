@@ -194,6 +194,7 @@ mod tests {
             parallel: 2,
             tries: 3,
             timeout: "5m".to_owned(),
+            sequence_timeout: "1h".to_owned(),
             each: json!({"host": "db1"}).as_object().unwrap().clone(),
         };
         let chain = JobChain {
@@ -231,6 +232,7 @@ mod tests {
             total_jobs: 2,
             finished_jobs: 1,
             jr_url: "http://127.0.0.1:32307".to_owned(),
+            error: "the request's deadline passed".to_owned(),
         };
         check("Request", &request);
         check(
@@ -292,6 +294,7 @@ mod tests {
                 state: State::Complete,
                 finished_at: chrono::Utc::now(),
                 finished_jobs: 2,
+                error: String::new(),
             },
         );
         check("RequestProgress", &RequestProgress::default());

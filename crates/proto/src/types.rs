@@ -46,6 +46,14 @@ pub struct Request {
     /// Base URL of the Job Runner running the request; empty when none does.
     #[serde(rename = "jrURL", default, skip_serializing_if = "String::is_empty")]
     pub jr_url: String,
+    /// Spindle's addition: why the request failed when no one job says it (its deadline
+    /// passed, its chain could not be resumed); empty (omitted) otherwise.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub error: String,
 }
 
 /// How a request arg is declared in the request's spec.
@@ -325,6 +333,14 @@ pub struct FinishRequest {
     pub finished_at: DateTime<Utc>,
     #[serde(default)]
     pub finished_jobs: u64,
+    /// Spindle's addition: why the request failed when no one job says it (its deadline
+    /// passed); empty (omitted) otherwise.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub error: String,
 }
 
 /// The number of finished jobs of a running request (`PUT .../progress`).

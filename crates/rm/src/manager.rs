@@ -177,6 +177,7 @@ impl Manager {
             finished_jobs: 0,
             job_chain: Some(created.job_chain),
             jr_url: String::new(),
+            error: String::new(),
         };
         let stored = CreateRequest {
             user: user.to_owned(),
@@ -735,9 +736,10 @@ impl Manager {
                 Err(err @ ClientError::Invalid(_)) => {
                     // It can never run: the request fails, with the reason in the log.
                     tracing::error!(%request_id, error = %err, "the suspended chain cannot be resumed; request failed");
+                    let reason = format!("its chain could not be resumed: {err}");
                     if let Err(err) = self
                         .store
-                        .fail_suspended(&request_id, host, Utc::now())
+                        .fail_suspended(&request_id, host, &reason, Utc::now())
                         .await
                     {
                         tracing::warn!(%request_id, error = %err, "failing the request failed");

@@ -95,6 +95,7 @@ impl JrClient for FakeJr {
                 state: State::Complete,
                 finished_at: chrono::Utc::now(),
                 finished_jobs: job_chain.jobs.len() as u64,
+                error: String::new(),
             };
             let fence = proto::Fence {
                 instance: self.instance(jr_url),
@@ -1231,6 +1232,7 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
         state: State::Complete,
         finished_at: chrono::Utc::now(),
         finished_jobs: 2,
+        error: String::new(),
     };
     let err = env.manager.finish(&late, Some(&fence)).await.unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");

@@ -454,6 +454,9 @@ async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()>
     if request.state != State::Fail {
         return Ok(());
     }
+    if !request.error.is_empty() {
+        out!("\n  reason: {}", request.error);
+    }
     if let Ok(job_log) = client.job_log(&request.id).await {
         let text = crate::explain::explain(&request.id, &job_log);
         if !text.is_empty() {

@@ -279,6 +279,7 @@ where
             jr_url: row
                 .try_get::<Option<String>, _>("jr_url")?
                 .unwrap_or_default(),
+            error: row.try_get("error")?,
         })
     }
 
@@ -409,7 +410,7 @@ where
     async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
         let row = sqlx::query(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
-             r.total_jobs, r.finished_jobs, r.jr_url, a.args \
+             r.total_jobs, r.finished_jobs, r.jr_url, r.error, a.args \
              FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
              WHERE r.request_id = $1",
         )
@@ -519,7 +520,7 @@ where
         let done = sqlx::query(
             "UPDATE requests SET state = $2, \
              finished_at = CASE WHEN $3 < started_at THEN started_at ELSE $3 END, \
-             finished_jobs = $4, jr_url = NULL WHERE request_id = $1 AND state = $5 \
+             finished_jobs = $4, jr_url = NULL, error = $8 WHERE request_id = $1 AND state = $5 \
              AND ($6 < 0 OR (epoch = $6 AND (jr_instance IS NULL OR jr_instance = $7)))",
         )
         .bind(finish.request_id.as_str())
@@ -529,6 +530,7 @@ where
         .bind(state_value(State::Running))
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
+        .bind(finish.error.as_str())
         .execute(&self.pool)
         .await?;
         if DB::rows_affected(&done) == 1 {
@@ -817,6 +819,7 @@ where
         &self,
         request_id: &RequestId,
         host: &str,
+        reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), Error> {
         let request_id = request_id.as_str();
@@ -835,12 +838,13 @@ where
         sqlx::query(
             "UPDATE requests SET state = $3, \
              finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
-             jr_url = NULL WHERE request_id = $1 AND state = $4",
+             jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
         )
         .bind(request_id)
         .bind(micros(at))
         .bind(state_value(State::Fail))
         .bind(state_value(State::Suspended))
+        .bind(reason)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -900,12 +904,13 @@ where
             sqlx::query(
                 "UPDATE requests SET state = $3, \
                  finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
-                 jr_url = NULL WHERE request_id = $1 AND state = $4",
+                 jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
             )
             .bind(request_id.as_str())
             .bind(micros(now))
             .bind(state_value(State::Fail))
             .bind(state_value(State::Suspended))
+            .bind("its suspended chain was not resumed before it expired")
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
@@ -916,7 +921,7 @@ where
 
     async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         let mut query = QueryBuilder::<DB>::new(
-            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url \
+            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error \
              FROM requests WHERE 1 = 1",
         );
         if let Some(request_type) = &filter.request_type {

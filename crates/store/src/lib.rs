@@ -168,11 +168,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), Error>;
 
     /// Fails a request whose claimed chain can never be resumed (a Job Runner refused it
-    /// as invalid): the chain deleted and SUSPENDED → FAIL, in one transaction.
+    /// as invalid): the chain deleted and SUSPENDED → FAIL with `reason`, in one
+    /// transaction.
     async fn fail_suspended(
         &self,
         request_id: &RequestId,
         host: &str,
+        reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), Error>;
 

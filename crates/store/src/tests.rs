@@ -86,6 +86,7 @@ fn request(
         total_jobs: 3,
         finished_jobs: 0,
         jr_url: String::new(),
+        error: String::new(),
     };
     let mut create_args = proto::JobArgs::new();
     create_args.insert("host".to_owned(), json!(host));
@@ -230,6 +231,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         state: State::Complete,
         finished_at: at(1, 5),
         finished_jobs: 3,
+        error: String::new(),
     };
     assert_eq!(
         store.finish_request(&finish, None).await.unwrap(),
@@ -653,6 +655,7 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
         state: State::Complete,
         finished_at: at(4, 0),
         finished_jobs: 3,
+        error: String::new(),
     };
     store.finish_request(&finish, None).await.unwrap();
     let ids = |found: Vec<Request>| found.into_iter().map(|r| r.id).collect::<Vec<_>>();
@@ -861,6 +864,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
         state: State::Complete,
         finished_at: at(0, 10),
         finished_jobs: 3,
+        error: String::new(),
     };
     store.finish_request(&finish, None).await.unwrap();
     let (created, started, finished) = times(&store.get_request("r1", false).await.unwrap());
@@ -1133,6 +1137,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         state: State::Complete,
         finished_at: at(1, 5),
         finished_jobs: 2,
+        error: String::new(),
     };
     for fence in [
         Fence {
@@ -1329,6 +1334,7 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
                 state: State::Complete,
                 finished_at: at(1, 5),
                 finished_jobs: 2,
+                error: String::new(),
             },
             Some(&next),
         )

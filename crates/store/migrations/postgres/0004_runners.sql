@@ -21,6 +21,10 @@ ALTER TABLE requests ADD COLUMN jr_instance TEXT;
 ALTER TABLE requests ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX requests_by_instance ON requests (jr_instance, state);
 
+-- Why a request failed when no one job says it (its deadline passed, its chain could not
+-- be resumed); empty otherwise.
+ALTER TABLE requests ADD COLUMN error TEXT NOT NULL DEFAULT '';
+
 -- Tries that started, as runners report them; deleted when the request finishes. A try
 -- here without a job_log entry was interrupted.
 CREATE TABLE job_tries (
