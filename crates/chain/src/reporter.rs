@@ -78,8 +78,8 @@ impl ReportError {
 /// Receives what a running chain reports: the Request Manager, in Spindle.
 #[async_trait::async_trait]
 pub trait Reporter: Send + Sync + 'static {
-    /// Tries that began, oldest first, keyed by (request, job, try) like job log
-    /// entries. A try whose entry goes in the same batch is not sent here.
+    /// Tries of jobs with a durable start that began, oldest first, keyed by (request,
+    /// job, try) like job log entries; each such try waits until its start is delivered.
     async fn try_starts(&self, starts: &[TryStart]) -> Result<(), ReportError>;
     /// Job log entries, one per try, oldest first. Entries are keyed by (request, job,
     /// try); a retried call may repeat entries that were stored before it failed.
@@ -135,9 +135,9 @@ impl RetryPolicy {
 /// What the traverser hands the delivery task.
 #[derive(Debug)]
 pub(crate) enum Report {
-    /// A try began; a runner that must wait until it is stored waits on the sender,
-    /// which is answered once the start was delivered (or given up on).
-    Start(TryStart, Option<oneshot::Sender<()>>),
+    /// A try of a job with a durable start began; its runner waits on the sender, which
+    /// is answered once the start was delivered (or given up on).
+    Start(TryStart, oneshot::Sender<()>),
     Log(JobLog),
     Progress(u64),
     Finish(FinishRequest),
@@ -263,7 +263,7 @@ async fn deliver_all(
     abandoned: &CancellationToken,
 ) -> bool {
     let mut suspend_failed = false;
-    let mut starts: Vec<(TryStart, Option<oneshot::Sender<()>>)> = Vec::new();
+    let mut starts: Vec<(TryStart, oneshot::Sender<()>)> = Vec::new();
     let mut logs: Vec<JobLog> = Vec::new();
     let mut progress: Option<u64> = None;
     let mut last: Option<Report> = None;
@@ -284,30 +284,17 @@ async fn deliver_all(
             }
         }
         if !starts.is_empty() {
-            // A try whose entry is in this batch needs no start of its own.
-            let logged: std::collections::HashSet<(&str, u32)> = logs
-                .iter()
-                .map(|entry| (entry.job_id.as_str(), entry.r#try))
-                .collect();
-            let to_send: Vec<TryStart> = starts
-                .iter()
-                .filter(|(start, _)| !logged.contains(&(start.job_id.as_str(), start.r#try)))
-                .map(|(start, _)| start.clone())
-                .collect();
-            if !to_send.is_empty() {
-                let res = with_retries(policy, "try starts", request_id, || {
-                    reporter.try_starts(&to_send)
-                })
-                .await;
-                fenced(&res, abandoned);
-                if abandoned.is_cancelled() {
-                    return false;
-                }
+            let to_send: Vec<TryStart> = starts.iter().map(|(start, _)| start.clone()).collect();
+            let res = with_retries(policy, "try starts", request_id, || {
+                reporter.try_starts(&to_send)
+            })
+            .await;
+            fenced(&res, abandoned);
+            if abandoned.is_cancelled() {
+                return false;
             }
             for (_, ack) in starts.drain(..) {
-                if let Some(ack) = ack {
-                    let _ = ack.send(());
-                }
+                let _ = ack.send(());
             }
         }
         if !logs.is_empty() {

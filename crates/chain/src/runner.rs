@@ -153,21 +153,15 @@ fn send(
     })
 }
 
-/// Reports that a try begins; with `durable`, waits until the start was delivered.
-/// False if the chain was abandoned meanwhile (the try must not run). Boxed like
-/// [`send`].
+/// Reports that a try begins and waits until the start was delivered. False if the chain
+/// was abandoned meanwhile (the try must not run). Boxed like [`send`].
 fn report_start(
     reports: &mpsc::Sender<Report>,
     start: TryStart,
-    durable: bool,
 ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + '_>> {
     Box::pin(async move {
-        if !durable {
-            let _ = reports.send(Report::Start(start, None)).await;
-            return true;
-        }
         let (ack, stored) = oneshot::channel();
-        if reports.send(Report::Start(start, Some(ack))).await.is_err() {
+        if reports.send(Report::Start(start, ack)).await.is_err() {
             return false;
         }
         stored.await.is_ok()
@@ -298,19 +292,19 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             }
         }
         let job_to_run = made.as_mut().expect("made above");
-        if !report_start(
-            reports,
-            TryStart {
-                request_id: request_id.to_string(),
-                job_id: job.id.clone(),
-                r#try: try_no,
-                run_try: latest.saturating_add(1),
-                sequence_try,
-                started_at,
-            },
-            job_to_run.durable_start(),
-        )
-        .await
+        if job_to_run.durable_start()
+            && !report_start(
+                reports,
+                TryStart {
+                    request_id: request_id.to_string(),
+                    job_id: job.id.clone(),
+                    r#try: try_no,
+                    run_try: latest.saturating_add(1),
+                    sequence_try,
+                    started_at,
+                },
+            )
+            .await
         {
             // Abandoned before the start was stored: the try does not run.
             state = State::Stopped;

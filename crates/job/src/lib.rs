@@ -210,13 +210,14 @@ pub trait Job: Send + Sync {
     async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome;
 
     /// JR side: whether a try may begin only once the Request Manager has stored that it
-    /// began. True for jobs that act outside the runner (run a program): if their runner
-    /// dies during a try, the store knows the try ran, logs it as interrupted and runs the
-    /// job again as the next try, so no execution goes unrecorded. Jobs that only change
-    /// the runner's own state (the default) start at once; their start is reported too,
-    /// just not waited for.
+    /// began. True (the default) for jobs that act outside the runner — run a program,
+    /// call a service: if their runner dies during a try, the store knows that the try
+    /// ran, logs it as interrupted and runs the job again as the next try, so no execution
+    /// goes unrecorded. Jobs that only change the runner's own state (`noop`, `sleep`)
+    /// say false: their tries start at once and are not reported as started, since an
+    /// interrupted one left nothing behind (it simply runs again under its number).
     fn durable_start(&self) -> bool {
-        false
+        true
     }
 }
 

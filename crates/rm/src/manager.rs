@@ -192,7 +192,7 @@ impl Manager {
             "request created"
         );
         let job_chain = request.job_chain.as_ref().expect("set above");
-        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain)
+        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true)
             .await?;
         Ok(Request {
             job_chain: None,
@@ -242,21 +242,27 @@ impl Manager {
     }
 
     /// Hands a PENDING request's chain to a Job Runner as a new hand-over (its epoch) and
-    /// marks it RUNNING there.
+    /// marks it RUNNING there. The first hand-over of a new request has the epoch it was
+    /// stored with (1); later ones (offered again) take a new one.
     async fn hand_over(
         &self,
         request_id: &RequestId,
         job_chain: &JobChain,
+        first: bool,
     ) -> Result<Handed, Error> {
         let url = match self.target().await {
             Ok(url) => url,
             Err(err) => return Ok(Handed::Later(err)),
         };
-        let epoch = match self.store.hand_over(request_id, State::Pending).await {
-            Ok(epoch) => epoch,
-            // Started or finished meanwhile (another loop, a fast chain).
-            Err(store::Error::State { .. }) => return Ok(Handed::Done),
-            Err(err) => return Err(err.into()),
+        let epoch = if first {
+            1
+        } else {
+            match self.store.hand_over(request_id, State::Pending).await {
+                Ok(epoch) => epoch,
+                // Started or finished meanwhile (another loop, a fast chain).
+                Err(store::Error::State { .. }) => return Ok(Handed::Done),
+                Err(err) => return Err(err.into()),
+            }
         };
         match self.jr.new_chain(&url, job_chain, epoch).await {
             Ok(HandedOver { url, instance }) => {
@@ -285,8 +291,13 @@ impl Manager {
     /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
     /// that does not answer leaves it PENDING (not an error); one that refuses the chain
     /// fails the request.
-    async fn send_to_jr(&self, request_id: &RequestId, job_chain: &JobChain) -> Result<(), Error> {
-        match self.hand_over(request_id, job_chain).await? {
+    async fn send_to_jr(
+        &self,
+        request_id: &RequestId,
+        job_chain: &JobChain,
+        first: bool,
+    ) -> Result<(), Error> {
+        match self.hand_over(request_id, job_chain, first).await? {
             Handed::Done => Ok(()),
             Handed::Later(err) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
@@ -314,7 +325,7 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, &job_chain).await
+        self.send_to_jr(request_id, &job_chain, false).await
     }
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.
@@ -670,7 +681,7 @@ impl Manager {
             let Ok(job_chain) = self.store.job_chain(&request.id).await else {
                 continue;
             };
-            match self.hand_over(&request_id, &job_chain).await {
+            match self.hand_over(&request_id, &job_chain, false).await {
                 Ok(Handed::Done) => {}
                 Ok(Handed::Later(ClientError::AlreadyRunning(_))) => {}
                 Ok(Handed::Later(_)) | Err(_) => return,

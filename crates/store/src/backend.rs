@@ -373,8 +373,8 @@ where
         let chain_json = to_json("job chain", chain)?;
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0)",
+            "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch) \
+             VALUES ($1, $2, $3, $4, $5, $6, 0, 1)",
         )
         .bind(request.id.as_str())
         .bind(request.request_type.as_str())

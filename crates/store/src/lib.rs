@@ -66,6 +66,8 @@ pub struct StartedTry {
 pub trait Store: Send + Sync + 'static {
     /// Stores a new PENDING request with its archive (create payload, recorded args,
     /// chain) and its searchable args, in one transaction. `request.job_chain` must be set.
+    /// Its epoch is 1: the first hand-over's, so that handing a new request over takes no
+    /// write of its own ([`Store::hand_over`] is for the ones after).
     async fn create_request(
         &self,
         request: &Request,

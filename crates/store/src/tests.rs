@@ -1102,7 +1102,8 @@ async fn runners_register_renew_lapse_and_end(store: Arc<dyn Store>, _raw: Raw) 
 async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
     create(&*store, "r1").await;
     let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
-    assert_eq!(epoch, 1);
+    // A new request is stored as epoch 1 (its first hand-over); this is the next.
+    assert_eq!(epoch, 2);
     let owner = Fence {
         instance: "i1".to_owned(),
         epoch,
@@ -1126,7 +1127,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         Owner {
             state: State::Running,
             instance: "i1".to_owned(),
-            epoch: 1
+            epoch: 2
         }
     );
     assert!(store.hand_over(&"r1".into(), State::Pending).await.is_err());
@@ -1146,7 +1147,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         },
         Fence {
             instance: "i1".to_owned(),
-            epoch: 2,
+            epoch: epoch + 1,
         },
     ] {
         let err = store
@@ -1156,7 +1157,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         assert!(matches!(err, Error::Fenced(_)), "{err}");
         assert!(
             err.to_string()
-                .contains("is owned by job runner instance i1 at epoch 1"),
+                .contains("is owned by job runner instance i1 at epoch 2"),
             "{err}"
         );
         let err = store

@@ -37,6 +37,11 @@ impl Job for NoopJob {
         Ok(())
     }
 
+    /// Acts only inside the runner: its tries need not be stored before they start.
+    fn durable_start(&self) -> bool {
+        false
+    }
+
     async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
         Outcome::complete()
     }
@@ -91,6 +96,11 @@ impl Job for SleepJob {
     fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
         *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
         Ok(())
+    }
+
+    /// Acts only inside the runner: its tries need not be stored before they start.
+    fn durable_start(&self) -> bool {
+        false
     }
 
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {

@@ -292,11 +292,6 @@ impl Job for ShellCommandJob {
         Ok(())
     }
 
-    /// A program acts outside the runner: its start is stored before it runs.
-    fn durable_start(&self) -> bool {
-        true
-    }
-
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
         let command = &self.command;
         let supervisor = crate::supervisor();
@@ -621,6 +616,11 @@ impl Job for ShellArgsJob {
     fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
         *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
         Ok(())
+    }
+
+    /// Its program ran when the request was created; running only completes.
+    fn durable_start(&self) -> bool {
+        false
     }
 
     async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
