@@ -497,15 +497,10 @@ impl Traverser {
             })
     }
 
-    /// A job of `sequence` failed and the sequence may run again: stop what still runs
-    /// of it, then (once nothing of it runs) reset it and restart it after its wait.
-    fn begin_sequence_retry(&mut self, sequence: Seq) {
-        // A retry of an enclosing sequence replaces retries of sequences inside it.
+    /// Stops what runs of `sequence` (its jobs and those of the sequences inside it) and
+    /// the retry waits inside it; its next run gets fresh tokens.
+    fn stop_sequence(&mut self, sequence: Seq) {
         let chain = &self.chain;
-        self.retrying
-            .retain(|&other| !chain.seq_within(other, sequence));
-        self.retrying.insert(sequence);
-        // Stop what still runs of the sequence; its next try gets fresh tokens.
         self.sequence_cancel.retain(|&other, token| {
             if chain.seq_within(other, sequence) {
                 token.cancel();
@@ -521,6 +516,17 @@ impl Traverser {
             }
             !inside
         });
+    }
+
+    /// A job of `sequence` failed and the sequence may run again: stop what still runs
+    /// of it, then (once nothing of it runs) reset it and restart it after its wait.
+    fn begin_sequence_retry(&mut self, sequence: Seq) {
+        // A retry of an enclosing sequence replaces retries of sequences inside it.
+        let chain = &self.chain;
+        self.retrying
+            .retain(|&other| !chain.seq_within(other, sequence));
+        self.retrying.insert(sequence);
+        self.stop_sequence(sequence);
         self.chain.forget_waiting_in(sequence);
         self.reset_if_idle(sequence);
     }
@@ -665,23 +671,8 @@ impl Traverser {
             }
         }
         self.timed_out.insert(sequence, reason);
-        // Stop what runs of the sequence; its next run gets fresh tokens.
+        self.stop_sequence(sequence);
         let chain = &self.chain;
-        self.sequence_cancel.retain(|&other, token| {
-            if chain.seq_within(other, sequence) {
-                token.cancel();
-                false
-            } else {
-                true
-            }
-        });
-        self.retry_waits.retain(|&waiting, wait| {
-            let inside = chain.seq_within(waiting, sequence);
-            if inside {
-                wait.abort();
-            }
-            !inside
-        });
         self.retrying
             .retain(|&other| !chain.seq_within(other, sequence));
         if !self

@@ -222,6 +222,27 @@ where
         Ok(())
     }
 
+    /// Deletes the suspended chain of `request_id` that `host` claimed (the first step of
+    /// resuming it or failing it).
+    async fn delete_claimed(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+        host: &str,
+    ) -> Result<(), Error> {
+        let deleted =
+            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
+                .bind(request_id)
+                .bind(host)
+                .execute(&mut **tx)
+                .await?;
+        if DB::rows_affected(&deleted) == 0 {
+            return Err(Error::Conflict(format!(
+                "the suspended job chain of request {request_id} is not claimed by {host}"
+            )));
+        }
+        Ok(())
+    }
+
     fn runner_from_row(row: &DB::Row, now: DateTime<Utc>) -> Result<JobRunner, Error> {
         let renewed_at: i64 = row.try_get("renewed_at")?;
         let lease_us: i64 = row.try_get("lease_us")?;
@@ -785,17 +806,7 @@ where
     ) -> Result<(), Error> {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
-        let deleted =
-            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
-                .bind(request_id)
-                .bind(host)
-                .execute(&mut *tx)
-                .await?;
-        if DB::rows_affected(&deleted) == 0 {
-            return Err(Error::Conflict(format!(
-                "the suspended job chain of request {request_id} is not claimed by {host}"
-            )));
-        }
+        Self::delete_claimed(&mut tx, request_id, host).await?;
         let updated = sqlx::query(
             "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
              WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
@@ -824,17 +835,7 @@ where
     ) -> Result<(), Error> {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
-        let deleted =
-            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
-                .bind(request_id)
-                .bind(host)
-                .execute(&mut *tx)
-                .await?;
-        if DB::rows_affected(&deleted) == 0 {
-            return Err(Error::Conflict(format!(
-                "the suspended job chain of request {request_id} is not claimed by {host}"
-            )));
-        }
+        Self::delete_claimed(&mut tx, request_id, host).await?;
         sqlx::query(
             "UPDATE requests SET state = $3, \
              finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
