@@ -27,7 +27,10 @@ pub struct Options {
     pub interval: Duration,
     /// Suspended chains not resumed within this time fail their request.
     pub suspended_ttl: Duration,
-    /// A claim on a suspended chain not renewed for this long is released.
+    /// A claim on a suspended chain not renewed for this long is released (its Request
+    /// Manager died while resuming it). Releasing a claim whose resume is merely slow is
+    /// safe: a second resume hands the request over with a new epoch, and the first
+    /// runner's reports are refused.
     pub stale_claim: Duration,
     /// This instance's name in claims.
     pub host: String,

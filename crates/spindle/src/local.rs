@@ -111,8 +111,14 @@ pub(crate) async fn local(
     let options = rm::Options {
         interval,
         suspended_ttl,
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        // The port too: several servers on one machine may share a database.
+        host: format!(
+            "{}:{}",
+            gethostname::gethostname().to_string_lossy(),
+            base_url.rsplit(':').next().unwrap_or_default()
+        ),
         lease,
+        stale_claim: crate::serve::stale_claim(lease, interval),
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
         ..rm::Options::default()

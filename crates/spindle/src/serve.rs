@@ -273,6 +273,13 @@ impl ServeArgs {
     }
 }
 
+/// How long a claim on a suspended chain may go unrenewed: a Request Manager that died
+/// while resuming a chain (a lost runner's, say) leaves its claim, and the chain waits
+/// this long for another to take it.
+pub(crate) fn stale_claim(lease: Duration, interval: Duration) -> Duration {
+    (lease * 2 + interval).max(Duration::from_secs(10))
+}
+
 /// A duration that must not be zero.
 fn positive(name: &str, value: Duration) -> anyhow::Result<Duration> {
     if value.is_zero() {
@@ -505,6 +512,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         ),
         lease: settings.lease,
         jr_url: settings.jr_url.clone(),
+        stale_claim: stale_claim(settings.lease, settings.interval),
         ..rm::Options::default()
     };
     let manager = Arc::new(Manager::new(

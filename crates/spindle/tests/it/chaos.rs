@@ -340,7 +340,28 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     }
     let recover_started = Instant::now();
     for id in created.values() {
-        client.wait_state(id, 3, Duration::from_secs(60)).await;
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let request = client.try_get(&format!("/api/v1/requests/{id}")).await;
+            if request.as_ref().is_some_and(|r| r["state"] == 3) {
+                break;
+            }
+            if Instant::now() > until {
+                // Everything that says why, before failing.
+                let log = client.try_get(&format!("/api/v1/requests/{id}/log")).await;
+                let runners = client.try_get("/api/v1/job-runners").await;
+                let services: Vec<String> = rms
+                    .iter()
+                    .chain(jrs.iter())
+                    .map(|service| format!("{}:\n{}", service.url, service.stderr()))
+                    .collect();
+                panic!(
+                    "seed {seed}: request {id} never completed: {request:?}\nlog: {log:?}\nrunners: {runners:?}\n{}",
+                    services.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     let recovered_in = recover_started.elapsed();
 
