@@ -429,3 +429,84 @@ async fn a_job_runner_killed_mid_request_is_replaced_by_a_live_one() {
 fn futures_block<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
+
+/// The chaos test's checks for `spindle server`: killed with SIGKILL again and again while
+/// requests run, then started once more: every request completes, each job's tries are
+/// 1..n, every execution has a logged try, and no program runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_again_and_again_finishes_every_request() {
+    let dir = work_dir();
+    let marks: PathBuf = dir.path().join("marks");
+    let script = json!([
+        "-c",
+        "echo \"$SPINDLE_ARG_TAG $SPINDLE_ARG_ITEM $$\" >> \"$SPINDLE_ARG_MARKS/executions\"; exec sleep 1.5"
+    ]);
+    let server_args = server_args("1h");
+    let mut created: Vec<(String, String)> = Vec::new();
+    let mut kills = 0;
+    for round in 0..3 {
+        let mut server = Service::start(dir.path(), &args(&server_args));
+        let client = Client::new(&server.url);
+        for n in 0..4 {
+            let tag = format!("r{round}x{n}");
+            let id = client
+                .create_with(&marks, &tag, &["a", "b"], Some(&script))
+                .await;
+            created.push((tag, id));
+        }
+        tokio::time::sleep(Duration::from_millis(600 + 200 * round)).await;
+        server.kill();
+        kills += 1;
+    }
+    let server = Service::start(dir.path(), &args(&server_args));
+    let client = Client::new(&server.url);
+    let mut interrupted = 0;
+    for (tag, id) in &created {
+        client
+            .wait_state(id, COMPLETE, Duration::from_secs(60))
+            .await;
+        let chain = client
+            .get(&format!("/api/v1/requests/{id}/job-chain"))
+            .await;
+        for (job_id, tries) in client.tries(id).await {
+            let numbers: Vec<u64> = tries.iter().map(|t| t.0).collect();
+            let expected: Vec<u64> = (1..=tries.len() as u64).collect();
+            assert_eq!(numbers, expected, "{id} {job_id}: {tries:?}");
+            assert_eq!(
+                tries.last().unwrap().1,
+                COMPLETE,
+                "{id} {job_id}: {tries:?}"
+            );
+            interrupted += tries
+                .iter()
+                .filter(|t| t.2.starts_with("interrupted:"))
+                .count();
+            let job = &chain["jobs"][&job_id];
+            if job["type"] == "shell-command" {
+                let item = job["each"]["item"].as_str().unwrap();
+                let runs = executions(&marks)
+                    .iter()
+                    .filter(|(t, i, _)| t == tag && i == item)
+                    .count();
+                assert!(
+                    runs >= 1 && runs <= tries.len(),
+                    "{id} {job_id}: {runs} executions, tries {tries:?}"
+                );
+            }
+        }
+    }
+    for (tag, item, pid) in executions(&marks) {
+        wait_until(
+            &format!("{tag} {item}'s program (pid {pid}) has ended"),
+            Duration::from_secs(10),
+            || !running(pid),
+        )
+        .await;
+    }
+    let line = format!(
+        "a_server_killed_again_and_again_finishes_every_request: {} requests, {kills} kills, {} executions, {interrupted} interrupted tries\n",
+        created.len(),
+        executions(&marks).len()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}
