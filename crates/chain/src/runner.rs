@@ -292,7 +292,9 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             }
         }
         let job_to_run = made.as_mut().expect("made above");
-        if job_to_run.durable_start()
+        // A job in a sequence's second run or later reports its start too (rarely: only
+        // after a failure), so that a recovered chain knows the sequence's try count.
+        if (job_to_run.durable_start() || sequence_try > 1)
             && !report_start(
                 reports,
                 TryStart {

@@ -1796,3 +1796,22 @@ fn a_sequence_timeout_that_is_not_a_duration_refuses_the_chain() {
         "{err}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sequence_run_after_the_first_reports_its_starts_with_its_try_count() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    let mut c = chain("1>2");
+    job(&mut c, "1").sequence_retry = 1;
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Complete);
+    // No job is durable: only the second run's starts are reported, with its count.
+    let starts: Vec<(String, u32, u32)> = recorder
+        .starts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| (s.job_id.clone(), s.r#try, s.sequence_try))
+        .collect();
+    assert_eq!(starts, [("j1".to_owned(), 2, 2), ("j2".to_owned(), 2, 2)]);
+}
