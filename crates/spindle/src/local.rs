@@ -121,7 +121,6 @@ pub(crate) async fn local(
         stale_claim: crate::serve::stale_claim(lease, interval),
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
-        ..rm::Options::default()
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(

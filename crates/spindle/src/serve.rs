@@ -513,7 +513,6 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         lease: settings.lease,
         jr_url: settings.jr_url.clone(),
         stale_claim: stale_claim(settings.lease, settings.interval),
-        ..rm::Options::default()
     };
     let manager = Arc::new(Manager::new(
         grapher,

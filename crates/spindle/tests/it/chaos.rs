@@ -49,8 +49,7 @@ impl OwnPostgres {
     fn start(test: &str) -> Option<OwnPostgres> {
         let Some(bin) = find_postgres_bin() else {
             assert!(
-                std::env::var("SPINDLE_TEST_POSTGRES").is_err_and(|_| true)
-                    || std::env::var("SPINDLE_TEST_POSTGRES").is_ok_and(|v| v != "required"),
+                std::env::var("SPINDLE_TEST_POSTGRES").as_deref() != Ok("required"),
                 "{test}: PostgreSQL's initdb and pg_ctl are not installed, and SPINDLE_TEST_POSTGRES=required"
             );
             let line = format!(
@@ -216,7 +215,7 @@ const LEASE: &str = "7s";
 /// that the Request Managers answer 503 meanwhile.
 const DB_DOWN: Duration = Duration::from_secs(4);
 
-fn rm_args<'a>(database: &'a str) -> Vec<&'a str> {
+fn rm_args(database: &str) -> Vec<&str> {
     vec![
         "rm",
         "--listen",
