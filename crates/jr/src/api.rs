@@ -56,6 +56,11 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
             }),
         )
         .route("/version", get(move || async move { version_text }))
+        .route(
+            "/healthz",
+            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(readyz))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 error_response(
@@ -141,6 +146,18 @@ async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Resul
 async fn stop(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
     runner.stop(&id).await?;
     Ok(StatusCode::OK)
+}
+
+/// Ready once registered with a Request Manager (it holds its lease).
+async fn readyz(State(runner): Shared) -> Response {
+    if runner.is_registered() {
+        Json(serde_json::json!({"status": "ready"})).into_response()
+    } else {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: not registered with a Request Manager".to_owned(),
+        )
+    }
 }
 
 async fn running(State(runner): Shared, RawQuery(query): RawQuery) -> Result<Response, Error> {

@@ -579,3 +579,26 @@ async fn reports_go_to_whichever_request_manager_answers_and_fencing_is_recognis
     assert_eq!(err.kind, chain::ReportErrorKind::Fenced, "{err}");
     assert!(err.message.contains("owned by another"), "{err}");
 }
+
+/// Issue #15: a runner is ready once it holds a lease.
+#[tokio::test]
+async fn a_runner_is_ready_once_registered() {
+    let (runner, _, router) = setup();
+    let (status, body, _) = call(&router, Method::GET, "/healthz", None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let (status, body, _) = call(&router, Method::GET, "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("not registered"),
+        "{body}"
+    );
+    runner.set_registered(true);
+    let (status, body, _) = call(&router, Method::GET, "/readyz", None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ready"))
+    );
+}

@@ -149,6 +149,11 @@ pub fn router(manager: Arc<Manager>) -> Router {
             }),
         )
         .route("/version", get(|| async { proto::version() }))
+        .route(
+            "/healthz",
+            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(readyz))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 Error::NotFound(format!("Not Found: no endpoint {method} {}", uri.path()))
@@ -412,6 +417,11 @@ async fn progress(
         .progress(&progress, fence(&headers)?.as_ref())
         .await?;
     Ok(Json(serde_json::Value::Null).into_response())
+}
+
+async fn readyz(State(manager): Shared) -> Result<Response, Error> {
+    manager.ready().await?;
+    Ok(Json(serde_json::json!({"status": "ready"})).into_response())
 }
 
 async fn request_list(State(manager): Shared) -> Response {

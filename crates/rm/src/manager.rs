@@ -130,6 +130,16 @@ impl Manager {
         &self.store
     }
 
+    /// Ready for traffic: not shutting down, and the database answers (the specs were
+    /// loaded before the manager was made).
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.check_open()?;
+        self.store.ping().await.map_err(|err| Error::Unavailable {
+            message: "not ready: the database does not answer".to_owned(),
+            source: Some(Box::new(err)),
+        })
+    }
+
     /// Refuses new requests from now on (HTTP 503).
     pub fn shut_down(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);

@@ -1240,3 +1240,25 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     env.manager.background_round().await;
     assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
 }
+
+/// Issue #15: `/healthz` answers while the process runs; `/readyz` while it can serve
+/// (the database answers, not shutting down).
+#[tokio::test]
+async fn health_and_readiness() {
+    let env = env().await;
+    let (status, body, _) = call(&env.router, Method::GET, "/healthz", None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let (status, body, _) = call(&env.router, Method::GET, "/readyz", None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ready"))
+    );
+    env.manager.shut_down();
+    let (status, body, _) = call(&env.router, Method::GET, "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, _, _) = call(&env.router, Method::GET, "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -977,6 +977,11 @@ where
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
     }
 
+    async fn ping(&self) -> Result<(), Error> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     async fn register_runner(
         &self,
         runner: &RunnerRegistration,

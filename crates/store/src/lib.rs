@@ -200,6 +200,9 @@ pub trait Store: Send + Sync + 'static {
     /// The Job Runners of RUNNING requests.
     async fn running_jr_urls(&self) -> Result<Vec<String>, Error>;
 
+    /// Whether the database answers (a trivial query), for readiness checks.
+    async fn ping(&self) -> Result<(), Error>;
+
     /// Registers a new Job Runner instance, its lease starting `at`.
     async fn register_runner(
         &self,
