@@ -422,17 +422,7 @@ impl Manager {
         for request_id in ids {
             let owner = self.store.owner(request_id).await?;
             if !owner.accepts(fence) {
-                return Err(Error::Fenced(format!(
-                    "request {request_id} is owned by {} at epoch {}; a report from job runner instance {} for epoch {} is refused",
-                    if owner.instance.is_empty() {
-                        "no job runner instance yet".to_owned()
-                    } else {
-                        format!("job runner instance {}", owner.instance)
-                    },
-                    owner.epoch,
-                    fence.instance,
-                    fence.epoch
-                )));
+                return Err(owner.refusal(request_id, fence).into());
             }
         }
         Ok(())

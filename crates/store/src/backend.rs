@@ -59,18 +59,6 @@ macro_rules! runner_select {
     };
 }
 
-fn fenced(request_id: &str, owner: &Owner, fence: &Fence) -> Error {
-    let owner_text = if owner.instance.is_empty() {
-        "no job runner instance yet".to_owned()
-    } else {
-        format!("job runner instance {}", owner.instance)
-    };
-    Error::Fenced(format!(
-        "request {request_id} is owned by {owner_text} at epoch {}; a report from instance {} for epoch {} is refused",
-        owner.epoch, fence.instance, fence.epoch
-    ))
-}
-
 /// Progress of a RUNNING request (`$1` id, `$2` count, `$3` RUNNING); others are left.
 const UPDATE_PROGRESS: &str =
     "UPDATE requests SET finished_jobs = $2 WHERE request_id = $1 AND state = $3";
@@ -186,7 +174,7 @@ where
     async fn refusal(&self, request_id: &str, fence: Option<&Fence>, expected: State) -> Error {
         if let Some(fence) = fence {
             match self.owner(request_id).await {
-                Ok(owner) if !owner.accepts(fence) => return fenced(request_id, &owner, fence),
+                Ok(owner) if !owner.accepts(fence) => return owner.refusal(request_id, fence),
                 Ok(_) => {}
                 Err(err) => return err,
             }
@@ -745,7 +733,7 @@ where
                 if let Some(fence) = fence {
                     let owner = self.owner(request_id).await?;
                     if !owner.accepts(fence) {
-                        return Err(fenced(request_id, &owner, fence));
+                        return Err(owner.refusal(request_id, fence));
                     }
                 }
                 return Err(Error::Conflict(format!(

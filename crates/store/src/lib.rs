@@ -52,6 +52,20 @@ impl Owner {
     pub fn accepts(&self, fence: &Fence) -> bool {
         fence.epoch == self.epoch && (self.instance.is_empty() || self.instance == fence.instance)
     }
+
+    /// The refusal of a report about `request_id` that names `fence` (one this owner does
+    /// not accept), in the words every refusal uses.
+    pub fn refusal(&self, request_id: &str, fence: &Fence) -> Error {
+        let owner = if self.instance.is_empty() {
+            "no job runner instance yet".to_owned()
+        } else {
+            format!("job runner instance {}", self.instance)
+        };
+        Error::Fenced(format!(
+            "request {request_id} is owned by {owner} at epoch {}; a report from instance {} for epoch {} is refused",
+            self.epoch, fence.instance, fence.epoch
+        ))
+    }
 }
 
 /// A try that started, with the runner instance that started it.
