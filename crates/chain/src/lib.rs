@@ -33,7 +33,7 @@ use job::Factory;
 use proto::{JobChain, JobStatus, State, SuspendedJobChain};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use reporter::{ReportError, ReportErrorKind, Reporter, RetryPolicy};
+pub use reporter::{Observer, ReportError, ReportErrorKind, Reporter, RetryPolicy};
 pub use validate::ValidationError;
 
 /// Knobs of a chain run.
@@ -44,6 +44,8 @@ pub struct Options {
     pub stop_timeout: Duration,
     /// How reports are retried when the Reporter fails transiently.
     pub retry: RetryPolicy,
+    /// Told of jobs starting and ending, tries logged and deliveries (metrics, traces).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl Default for Options {
@@ -51,6 +53,7 @@ impl Default for Options {
         Options {
             stop_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            observer: None,
         }
     }
 }

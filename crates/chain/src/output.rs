@@ -165,6 +165,7 @@ pub(crate) async fn flush(
     hub: Arc<Hub>,
     reporter: Arc<dyn Reporter>,
     policy: RetryPolicy,
+    observer: Option<Arc<dyn crate::Observer>>,
     request_id: String,
     done: CancellationToken,
 ) {
@@ -176,9 +177,13 @@ pub(crate) async fn flush(
         };
         let chunks = hub.take(&request_id);
         if !chunks.is_empty() {
-            let _ = with_retries(&policy, "job output", &request_id, || {
-                reporter.output(&chunks)
-            })
+            let _ = with_retries(
+                &policy,
+                observer.as_deref(),
+                "job output",
+                &request_id,
+                || reporter.output(&chunks),
+            )
             .await;
         }
         if last {

@@ -95,6 +95,23 @@ pub trait Reporter: Send + Sync + 'static {
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError>;
 }
 
+/// What a chain run tells whoever watches it, such as metrics and traces. Called from
+/// the chain's tasks, so every method must return at once; each does nothing unless
+/// implemented.
+pub trait Observer: std::fmt::Debug + Send + Sync + 'static {
+    /// A job was dispatched: it runs (in a try or waiting to retry) until [`Observer::job_ended`].
+    fn job_started(&self) {}
+    /// A dispatched job ended, or was abandoned.
+    fn job_ended(&self) {}
+    /// A try ended and its entry is being delivered (once per entry); `retry` when it
+    /// was not its job's first try in the job's current run.
+    fn try_logged(&self, _entry: &JobLog, _retry: bool) {}
+    /// How many reports wait to be delivered now (0 once the chain's last is sent).
+    fn backlog(&self, _reports: usize) {}
+    /// One attempt at a delivery failed (it may be retried).
+    fn delivery_failed(&self, _kind: ReportErrorKind) {}
+}
+
 /// How failed reports are sent again: exponential backoff from `initial`, capped at
 /// `max_delay`. A Request Manager that is unavailable gets `max_attempts` in all (`None`:
 /// until it takes the report); one that answers with a fault gets `max_failed_attempts`,
@@ -138,7 +155,8 @@ pub(crate) enum Report {
     /// A try of a job with a durable start began; its runner waits on the sender, which
     /// is answered once the start was delivered (or given up on).
     Start(TryStart, oneshot::Sender<()>),
-    Log(JobLog),
+    /// A try's entry, and whether the try was a retry.
+    Log(JobLog, bool),
     Progress(u64),
     Finish(FinishRequest),
     Suspend(Box<SuspendedJobChain>),
@@ -150,6 +168,7 @@ const MAX_BATCH: usize = 1000;
 /// Calls `send` until it succeeds or the policy gives up.
 pub(crate) async fn with_retries<F, Fut>(
     policy: &RetryPolicy,
+    observer: Option<&dyn Observer>,
     what: &str,
     request_id: &str,
     mut send: F,
@@ -167,6 +186,9 @@ where
             && err.kind == ReportErrorKind::Failed
         {
             faults += 1;
+        }
+        if let (Err(err), Some(observer)) = (&res, observer) {
+            observer.delivery_failed(err.kind);
         }
         match res {
             Ok(()) => return Ok(()),
@@ -212,6 +234,7 @@ impl Flusher {
 pub(crate) async fn deliver(
     reporter: Arc<dyn Reporter>,
     policy: RetryPolicy,
+    observer: Option<Arc<dyn Observer>>,
     request_id: String,
     hub: Arc<Hub>,
     reports: mpsc::Receiver<Report>,
@@ -222,6 +245,7 @@ pub(crate) async fn deliver(
         hub,
         Arc::clone(&reporter),
         policy.clone(),
+        observer.clone(),
         request_id.clone(),
         flush_done.clone(),
     ));
@@ -230,9 +254,12 @@ pub(crate) async fn deliver(
         task: Some(flusher),
     };
     let delivered = tokio::select! {
-        suspend_failed = deliver_all(&reporter, &policy, &request_id, &mut flusher, reports, &abandoned) => suspend_failed,
+        suspend_failed = deliver_all(&reporter, &policy, observer.as_deref(), &request_id, &mut flusher, reports, &abandoned) => suspend_failed,
         () = abandoned.cancelled() => false,
     };
+    if let Some(observer) = &observer {
+        observer.backlog(0);
+    }
     if abandoned.is_cancelled() {
         if let Some(task) = flusher.task.take() {
             task.abort();
@@ -243,13 +270,19 @@ pub(crate) async fn deliver(
     delivered
 }
 
+/// A debug line per try (the Request Manager logs each failed one as a warning, with its
+/// error, when it stores it).
+fn log_try(entry: &JobLog) {
+    tracing::debug!(request_id = entry.request_id, job_id = entry.job_id, r#try = entry.r#try, job_type = entry.job_type, state = %entry.state, exit = entry.exit, "job try ended");
+}
+
 /// Whether a failed delivery was a refusal of this runner as not the owner: then the
 /// chain is abandoned.
-fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken) {
+fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken, request_id: &str) {
     if let Err(err) = res
         && err.kind == ReportErrorKind::Fenced
     {
-        tracing::warn!(error = %err, "this job runner no longer owns the request; its chain is abandoned");
+        tracing::warn!(request_id, error = %err, "this job runner no longer owns the request; its chain is abandoned");
         abandoned.cancel();
     }
 }
@@ -257,6 +290,7 @@ fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken) {
 async fn deliver_all(
     reporter: &Arc<dyn Reporter>,
     policy: &RetryPolicy,
+    observer: Option<&dyn Observer>,
     request_id: &str,
     flusher: &mut Flusher,
     mut reports: mpsc::Receiver<Report>,
@@ -275,7 +309,13 @@ async fn deliver_all(
         {
             match report {
                 Report::Start(start, ack) => starts.push((start, ack)),
-                Report::Log(entry) => logs.push(entry),
+                Report::Log(entry, retry) => {
+                    log_try(&entry);
+                    if let Some(observer) = observer {
+                        observer.try_logged(&entry, retry);
+                    }
+                    logs.push(entry);
+                }
                 Report::Progress(n) => progress = Some(n),
                 other => {
                     last = Some(other);
@@ -283,13 +323,16 @@ async fn deliver_all(
                 }
             }
         }
+        if let Some(observer) = observer {
+            observer.backlog(starts.len() + logs.len() + reports.len());
+        }
         if !starts.is_empty() {
             let to_send: Vec<TryStart> = starts.iter().map(|(start, _)| start.clone()).collect();
-            let res = with_retries(policy, "try starts", request_id, || {
+            let res = with_retries(policy, observer, "try starts", request_id, || {
                 reporter.try_starts(&to_send)
             })
             .await;
-            fenced(&res, abandoned);
+            fenced(&res, abandoned, request_id);
             if abandoned.is_cancelled() {
                 return false;
             }
@@ -298,11 +341,11 @@ async fn deliver_all(
             }
         }
         if !logs.is_empty() {
-            let res = with_retries(policy, "job log entries", request_id, || {
+            let res = with_retries(policy, observer, "job log entries", request_id, || {
                 reporter.job_logs(&logs)
             })
             .await;
-            fenced(&res, abandoned);
+            fenced(&res, abandoned, request_id);
             if abandoned.is_cancelled() {
                 return false;
             }
@@ -314,9 +357,11 @@ async fn deliver_all(
                 finished_jobs,
             };
             // Progress is advisory: a failure is not retried beyond the policy.
-            let res =
-                with_retries(policy, "progress", request_id, || reporter.progress(&body)).await;
-            fenced(&res, abandoned);
+            let res = with_retries(policy, observer, "progress", request_id, || {
+                reporter.progress(&body)
+            })
+            .await;
+            fenced(&res, abandoned, request_id);
             if abandoned.is_cancelled() {
                 return false;
             }
@@ -326,18 +371,18 @@ async fn deliver_all(
         }
         match last.take() {
             Some(Report::Finish(finish)) => {
-                let res = with_retries(policy, "final state", request_id, || {
+                let res = with_retries(policy, observer, "final state", request_id, || {
                     reporter.finish(&finish)
                 })
                 .await;
-                fenced(&res, abandoned);
+                fenced(&res, abandoned, request_id);
             }
             Some(Report::Suspend(suspended)) => {
-                let res = with_retries(policy, "suspended chain", request_id, || {
+                let res = with_retries(policy, observer, "suspended chain", request_id, || {
                     reporter.suspend(&suspended)
                 })
                 .await;
-                fenced(&res, abandoned);
+                fenced(&res, abandoned, request_id);
                 if abandoned.is_cancelled() {
                     return false;
                 }
@@ -353,11 +398,11 @@ async fn deliver_all(
                             res.as_ref().err().map_or("", |err| err.message.as_str())
                         ),
                     };
-                    let res = with_retries(policy, "final state", request_id, || {
+                    let res = with_retries(policy, observer, "final state", request_id, || {
                         reporter.finish(&finish)
                     })
                     .await;
-                    fenced(&res, abandoned);
+                    fenced(&res, abandoned, request_id);
                 }
             }
             _ => {}

@@ -284,7 +284,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                     total += 1;
                     let outcome = Outcome::failed(format!("problem creating job runner: {err}"));
                     let entry = log(try_no, started_at, now_nanos(), outcome);
-                    send(reports, Report::Log(entry)).await;
+                    send(reports, Report::Log(entry, latest > 1)).await;
                     live.logged.store(try_no, Ordering::Relaxed);
                     state = State::Fail;
                     break;
@@ -340,7 +340,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             settle_cancelled(outcome, cancel.is_cancelled(), stop_reasons, idx);
         state = outcome.state;
         let entry = log(try_no, started_at, now_nanos(), outcome);
-        send(reports, Report::Log(entry)).await;
+        send(reports, Report::Log(entry, latest > 1)).await;
         live.logged.store(try_no, Ordering::Relaxed);
         if matches!(state, State::Complete | State::Stopped) || latest >= max_tries || failed_for {
             break;

@@ -383,6 +383,7 @@ fn options() -> Options {
     Options {
         stop_timeout: Duration::from_secs(10),
         retry: RetryPolicy::default(),
+        observer: None,
     }
 }
 
@@ -571,6 +572,83 @@ async fn job_retries_until_out_of_tries() {
         Duration::from_secs(60),
         "two waits of 30s"
     );
+}
+
+/// What an observer was told.
+#[derive(Debug, Default)]
+struct Watcher {
+    started: AtomicUsize,
+    ended: AtomicUsize,
+    /// (job, try, state, retry) per entry.
+    tries: Mutex<Vec<(String, u32, State, bool)>>,
+    backlogs: Mutex<Vec<usize>>,
+    failures: Mutex<Vec<crate::ReportErrorKind>>,
+}
+
+impl crate::Observer for Watcher {
+    fn job_started(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+    }
+    fn job_ended(&self) {
+        self.ended.fetch_add(1, Ordering::SeqCst);
+    }
+    fn try_logged(&self, entry: &JobLog, retry: bool) {
+        self.tries
+            .lock()
+            .unwrap()
+            .push((entry.job_id.clone(), entry.r#try, entry.state, retry));
+    }
+    fn backlog(&self, reports: usize) {
+        self.backlogs.lock().unwrap().push(reports);
+    }
+    fn delivery_failed(&self, kind: crate::ReportErrorKind) {
+        self.failures.lock().unwrap().push(kind);
+    }
+}
+
+/// The observer hears of every job's start and end, each try once with whether it was
+/// a retry, failed deliveries, and a backlog that ends at zero.
+#[tokio::test(start_paused = true)]
+async fn an_observer_hears_jobs_tries_and_deliveries() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    recorder.fail_logs.store(2, Ordering::SeqCst);
+    let mut c = chain("1>2 2>3");
+    job(&mut c, "2").retry = 1;
+    let watcher = Arc::new(Watcher::default());
+    let end = run(
+        c,
+        Arc::new(FakeFactory(Arc::clone(&fakes))),
+        recorder.clone(),
+        Options {
+            observer: Some(watcher.clone()),
+            ..options()
+        },
+    )
+    .unwrap()
+    .wait()
+    .await;
+    assert_eq!(end.state, State::Complete);
+    assert_eq!(watcher.started.load(Ordering::SeqCst), 3);
+    assert_eq!(watcher.ended.load(Ordering::SeqCst), 3);
+    let tries = watcher.tries.lock().unwrap().clone();
+    assert_eq!(
+        tries,
+        [
+            ("j1".to_owned(), 1, State::Complete, false),
+            ("j2".to_owned(), 1, State::Fail, false),
+            ("j2".to_owned(), 2, State::Complete, true),
+            ("j3".to_owned(), 1, State::Complete, false),
+        ]
+    );
+    assert_eq!(
+        *watcher.failures.lock().unwrap(),
+        [crate::ReportErrorKind::Unavailable; 2],
+        "the two failed job log deliveries"
+    );
+    let backlogs = watcher.backlogs.lock().unwrap().clone();
+    assert!(backlogs.iter().any(|&n| n > 0), "{backlogs:?}");
+    assert_eq!(backlogs.last(), Some(&0), "{backlogs:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -126,6 +126,7 @@ pub(crate) fn spawn(
     let delivery = tokio::spawn(reporter::deliver(
         reporter,
         options.retry.clone(),
+        options.observer.clone(),
         chain.request_id.clone(),
         Arc::clone(&output),
         reports_rx,
@@ -303,6 +304,7 @@ impl Traverser {
         let running: Vec<(JobIdx, Active)> = self.running.drain().collect();
         for (idx, active) in running {
             active.task.abort();
+            self.observe_job_end();
             if self.mode != Mode::Abandoning {
                 self.fail_lost_try(idx, &active, now, &error);
             }
@@ -319,20 +321,23 @@ impl Traverser {
             try_no += 1;
         }
         let job = &self.chain.jobs[idx];
-        self.queue_report(Report::Log(JobLog {
-            request_id: self.chain.request_id.clone(),
-            job_id: job.id.clone(),
-            r#try: try_no,
-            name: job.name.clone(),
-            job_type: job.job_type.clone(),
-            started_at: active.started_at,
-            finished_at: now,
-            state: State::Fail,
-            exit: 1,
-            error: error.to_owned(),
-            stdout: String::new(),
-            stderr: String::new(),
-        }));
+        self.queue_report(Report::Log(
+            JobLog {
+                request_id: self.chain.request_id.clone(),
+                job_id: job.id.clone(),
+                r#try: try_no,
+                name: job.name.clone(),
+                job_type: job.job_type.clone(),
+                started_at: active.started_at,
+                finished_at: now,
+                state: State::Fail,
+                exit: 1,
+                error: error.to_owned(),
+                stdout: String::new(),
+                stderr: String::new(),
+            },
+            false,
+        ));
         self.chain.total_tries[idx] = self.chain.total_tries[idx].max(try_no);
         self.chain.set_state(idx, State::Fail);
     }
@@ -341,6 +346,12 @@ impl Traverser {
     /// full while the Request Manager is slow; then a progress count is dropped (a later
     /// one, or the final state, carries it) and a job log entry waits in `backlog`, which
     /// the loop feeds to the queue in order as room frees up.
+    fn observe_job_end(&self) {
+        if let Some(observer) = &self.options.observer {
+            observer.job_ended();
+        }
+    }
+
     fn queue_report(&mut self, report: Report) {
         if !self.backlog.is_empty() {
             if !matches!(report, Report::Progress(_)) {
@@ -381,6 +392,7 @@ impl Traverser {
         let Some(active) = self.running.remove(&idx) else {
             return;
         };
+        self.observe_job_end();
         let error = format!("the job's runner panicked: {panic}");
         tracing::error!(request_id = %self.request_id, job_id = %self.chain.jobs[idx].id, error, "job runner panicked");
         self.fail_lost_try(idx, &active, runner::now_nanos(), &error);
@@ -421,6 +433,7 @@ impl Traverser {
             // Abandoned already (it ended just as its stop timeout ran out).
             return;
         }
+        self.observe_job_end();
         self.chain.latest_tries[idx] += latest_tries;
         self.chain.total_tries[idx] += total_tries;
         self.chain.data[idx] = data;
@@ -733,6 +746,9 @@ impl Traverser {
             runner::run(Box::new(dispatch)).map(Event::Done),
             move |panic| Event::RunnerPanicked(idx, panic),
         );
+        if let Some(observer) = &self.options.observer {
+            observer.job_started();
+        }
         self.running.insert(
             idx,
             Active {

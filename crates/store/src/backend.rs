@@ -965,6 +965,21 @@ where
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
     }
 
+    async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
+        let mut counts = Vec::with_capacity(states.len());
+        for &state in states {
+            let row = sqlx::query("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
+                .bind(state_value(state))
+                .fetch_one(&self.pool)
+                .await?;
+            let n: i64 = row.try_get("n")?;
+            if n > 0 {
+                counts.push((state, u64::try_from(n).unwrap_or(0)));
+            }
+        }
+        Ok(counts)
+    }
+
     async fn ping(&self) -> Result<(), Error> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -265,6 +265,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The started tries of a request that has not finished.
     async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error>;
+
+    /// How many requests are in each of `states` (a state with none is left out); reads
+    /// the state index only.
+    async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error>;
 }
 
 /// Opens the store a URL names: `sqlite://PATH` (created if missing) or
@@ -285,6 +289,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
         "unsupported database URL {url:?}; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
     )))
 }
+
+mod timed;
+
+pub use timed::{QueryObserver, timed};
 
 #[cfg(test)]
 mod tests;

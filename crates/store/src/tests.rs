@@ -1344,6 +1344,39 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
     assert!(store.try_starts("r1").await.unwrap().is_empty());
 }
 
+/// Counts by state, and the timing decorator: every operation it passes on is timed
+/// under its name, failures included.
+async fn requests_are_counted_by_state_and_operations_timed(store: Arc<dyn Store>, _raw: Raw) {
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<(&'static str, bool)>>);
+    impl crate::QueryObserver for Seen {
+        fn query(&self, operation: &'static str, _elapsed: std::time::Duration, ok: bool) {
+            self.0.lock().unwrap().push((operation, ok));
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let store = crate::timed(store, seen.clone());
+    let all = [State::Pending, State::Running, State::Suspended];
+    assert_eq!(store.count_requests(&all).await.unwrap(), []);
+    create(&*store, "r1").await;
+    create(&*store, "r2").await;
+    running(&*store, "r3").await;
+    assert_eq!(
+        store.count_requests(&all).await.unwrap(),
+        [(State::Pending, 2), (State::Running, 1)]
+    );
+    assert!(store.get_request("nope", false).await.is_err());
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(seen.first(), Some(&("count_requests", true)));
+    assert_eq!(
+        seen.iter()
+            .filter(|(op, _)| *op == "create_request")
+            .count(),
+        3
+    );
+    assert_eq!(seen.last(), Some(&("get_request", false)));
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1389,6 +1422,7 @@ suite!(
     runners_register_renew_lapse_and_end,
     hand_overs_are_fenced,
     a_lost_runners_request_is_recovered_once,
+    requests_are_counted_by_state_and_operations_timed,
 );
 
 fn postgres_url() -> String {
