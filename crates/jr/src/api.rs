@@ -41,7 +41,7 @@ fn decode<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T,
 pub fn router(runner: Arc<Runner>, version: &str) -> Router {
     let version = HeaderValue::from_str(version).expect("the version is a valid header value");
     let version_text = version.to_str().unwrap_or_default().to_owned();
-    Router::new()
+    let router = Router::new()
         .route("/api/v1/job-chains", post(new_chain))
         .route("/api/v1/job-chains/resume", post(resume))
         .route("/api/v1/job-chains/{id}/stop", put(stop))
@@ -61,6 +61,7 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
             get(|| async { Json(serde_json::json!({"status": "ok"})) }),
         )
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 error_response(
@@ -87,8 +88,26 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
                     response
                 }
             },
-        ))
-        .with_state(runner)
+        ));
+    let router = match runner.telemetry().metrics.clone() {
+        Some(metrics) => router.layer(axum::middleware::from_fn_with_state(
+            metrics,
+            telemetry::metrics::track_http,
+        )),
+        None => router,
+    };
+    router.with_state(runner)
+}
+
+/// The metrics in Prometheus' (OpenMetrics) text format; 404 when metrics are off.
+async fn metrics(State(runner): Shared, headers: HeaderMap) -> Response {
+    match &runner.telemetry().metrics {
+        Some(metrics) => telemetry::metrics::response(metrics, headers.get(header::ACCEPT)),
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            "Not Found: metrics are off (metrics: false)".to_owned(),
+        ),
+    }
 }
 
 type Shared = State<Arc<Runner>>;
@@ -111,6 +130,15 @@ fn epoch(headers: &HeaderMap) -> Result<u64, Error> {
     }
 }
 
+/// The hand-over's span, from its W3C `traceparent` header; a header that is not one is
+/// ignored (the chain is traced under its request's root span), as the W3C says.
+fn trace(headers: &HeaderMap) -> Option<telemetry::SpanContext> {
+    headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .and_then(telemetry::SpanContext::from_traceparent)
+}
+
 /// The answer to a hand-over: where the chain lives and which instance runs it.
 fn accepted(location: String, instance: String) -> Response {
     (
@@ -131,7 +159,7 @@ async fn new_chain(
     let epoch = epoch(&headers)?;
     let job_chain: JobChain = decode(&body, "job chain")?;
     let location = runner.location(&job_chain.request_id);
-    let instance = runner.run_chain(job_chain, epoch)?;
+    let instance = runner.run_chain(job_chain, epoch, trace(&headers))?;
     Ok(accepted(location, instance))
 }
 
@@ -139,7 +167,7 @@ async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Resul
     let epoch = epoch(&headers)?;
     let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
     let location = runner.location(&suspended.request_id);
-    let instance = runner.resume(suspended, epoch)?;
+    let instance = runner.resume(suspended, epoch, trace(&headers))?;
     Ok(accepted(location, instance))
 }
 

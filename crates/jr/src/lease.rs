@@ -106,6 +106,9 @@ pub async fn hold(
                 () = stop.cancelled() => break 'register,
                 res = tokio::time::timeout_at(deadline, registry.renew(&instance)) => res,
             };
+            if let Some(metrics) = &runner.telemetry().metrics {
+                metrics.lease_renewed(matches!(res, Ok(Ok(_))));
+            }
             match res {
                 Ok(Ok(_)) => renewed = sent,
                 Ok(Err(RegistryError::Ended(why))) => {

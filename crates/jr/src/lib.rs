@@ -8,6 +8,7 @@ mod api;
 pub mod lease;
 mod rm_client;
 mod runner;
+mod watch;
 
 pub use api::router;
 pub use lease::{LeaseSettings, Registry, RegistryError};

@@ -8,6 +8,9 @@ use std::time::Duration;
 use chain::{Handle, Reporter};
 use job::Factory;
 use proto::{Fence, JobChain, JobStatus, SuspendedJobChain};
+use telemetry::{SpanContext, Telemetry};
+
+use crate::watch::{ChainTrace, ChainWatch};
 
 /// Makes the reporter of one chain: its reports name the runner instance and the epoch
 /// of the chain's hand-over, so that the Request Manager can refuse them once another
@@ -55,6 +58,7 @@ pub struct Runner {
     options: chain::Options,
     chains: Mutex<HashMap<String, Handle>>,
     shutting_down: AtomicBool,
+    telemetry: Telemetry,
 }
 
 impl std::fmt::Debug for Runner {
@@ -71,6 +75,7 @@ impl Runner {
         reporters: Arc<dyn Reporters>,
         base_url: &str,
         options: chain::Options,
+        telemetry: Telemetry,
     ) -> Arc<Runner> {
         Arc::new(Runner {
             factory,
@@ -81,7 +86,13 @@ impl Runner {
             options,
             chains: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
+            telemetry,
         })
+    }
+
+    /// The metrics and traces this runner reports to.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
     pub fn base_url(&self) -> &str {
@@ -149,10 +160,14 @@ impl Runner {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Starts a chain with `run`, which is given the chain's options (its observer set
+    /// when metrics or traces are on).
     fn start(
         self: &Arc<Self>,
         request_id: &str,
-        run: impl FnOnce() -> Result<Handle, chain::ValidationError>,
+        trace: Option<SpanContext>,
+        resumed: bool,
+        run: impl FnOnce(chain::Options) -> Result<Handle, chain::ValidationError>,
     ) -> Result<(), Error> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(Error::ShuttingDown);
@@ -161,9 +176,19 @@ impl Runner {
         if chains.contains_key(request_id) {
             return Err(Error::AlreadyRunning(request_id.to_owned()));
         }
-        let handle = run().map_err(Error::Refused)?;
+        let mut options = self.options.clone();
+        let watch = (self.telemetry.metrics.is_some() || self.telemetry.traces.is_some())
+            .then(|| ChainWatch::new(self.telemetry.clone(), ChainTrace::new(request_id, trace)));
+        if let Some(watch) = &watch {
+            options.observer = Some(watch.clone());
+        }
+        let started = std::time::SystemTime::now();
+        let handle = run(options).map_err(Error::Refused)?;
         chains.insert(request_id.to_owned(), handle.clone());
         drop(chains);
+        if let Some(metrics) = &self.telemetry.metrics {
+            metrics.chains_running.inc();
+        }
         // Forget the chain once it ended and reported.
         let runner = Arc::clone(self);
         let request_id = request_id.to_owned();
@@ -172,6 +197,12 @@ impl Runner {
             // The Request Manager logs the request's end; this is the runner's view.
             tracing::debug!(request_id, state = %end.state, "chain ended");
             runner.chains().remove(&request_id);
+            if let Some(metrics) = &runner.telemetry.metrics {
+                metrics.chains_running.dec();
+            }
+            if let Some(watch) = watch {
+                watch.chain_ended(&request_id, started, end.state, resumed);
+            }
         });
         Ok(())
     }
@@ -186,15 +217,17 @@ impl Runner {
         (reporter, instance)
     }
 
-    /// Runs a new chain, given as hand-over `epoch`; returns the instance that runs it.
-    pub fn run_chain(self: &Arc<Self>, job_chain: JobChain, epoch: u64) -> Result<String, Error> {
+    /// Runs a new chain, given as hand-over `epoch` (traced under `trace`, the hand-over's
+    /// span, when given); returns the instance that runs it.
+    pub fn run_chain(
+        self: &Arc<Self>,
+        job_chain: JobChain,
+        epoch: u64,
+        trace: Option<SpanContext>,
+    ) -> Result<String, Error> {
         let request_id = job_chain.request_id.clone();
-        let (factory, (reporter, instance), options) = (
-            Arc::clone(&self.factory),
-            self.reporter(epoch),
-            self.options.clone(),
-        );
-        self.start(&request_id, move || {
+        let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
+        self.start(&request_id, trace, false, move |options| {
             chain::run(job_chain, factory, reporter, options)
         })?;
         Ok(instance)
@@ -206,14 +239,11 @@ impl Runner {
         self: &Arc<Self>,
         suspended: SuspendedJobChain,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<String, Error> {
         let request_id = suspended.request_id.clone();
-        let (factory, (reporter, instance), options) = (
-            Arc::clone(&self.factory),
-            self.reporter(epoch),
-            self.options.clone(),
-        );
-        self.start(&request_id, move || {
+        let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
+        self.start(&request_id, trace, true, move |options| {
             chain::resume(suspended, factory, reporter, options)
         })?;
         Ok(instance)

@@ -107,6 +107,7 @@ fn setup() -> (Arc<Runner>, Arc<Kept>, axum::Router) {
         Arc::new(KeptReporters(kept.clone())),
         "http://10.0.0.5:32307",
         chain::Options::default(),
+        telemetry::Telemetry::with_metrics(),
     );
     let router = crate::router(runner.clone(), "2.1.1+test");
     (runner, kept, router)
@@ -179,6 +180,53 @@ async fn runs_chains_and_answers_with_its_location() {
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
     wait_until_idle(&runner).await;
     assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
+}
+
+/// After a known workload the runner's metrics count it: tries by job type and state,
+/// their durations, nothing left running, the HTTP calls by route.
+#[tokio::test]
+async fn metrics_count_the_tries_and_calls_of_a_known_workload() {
+    use telemetry::metrics::sample;
+    let (runner, _, router) = setup();
+    for id in ["m1", "m2"] {
+        let body = serde_json::to_string(&chain(id, "1ms")).unwrap();
+        let (status, _, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    wait_until_idle(&runner).await;
+    // The chains' ends are counted just after they leave the map.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (status, scrape, _) = call(&router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let scrape = scrape.as_str().unwrap().to_owned();
+    let at = |series: &str| {
+        sample(&scrape, series).unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+    };
+    assert_eq!(
+        at(r#"spindle_job_tries_total{job_type="noop",state="COMPLETE"}"#),
+        4.0
+    );
+    assert_eq!(
+        at(r#"spindle_job_tries_total{job_type="sleep",state="COMPLETE"}"#),
+        2.0
+    );
+    assert_eq!(
+        at(r#"spindle_job_try_duration_seconds_count{job_type="sleep"}"#),
+        2.0
+    );
+    assert!(at(r#"spindle_job_try_duration_seconds_sum{job_type="sleep"}"#) >= 0.002);
+    assert_eq!(at("spindle_jobs_running"), 0.0);
+    assert_eq!(at("spindle_chains_running"), 0.0);
+    assert_eq!(at("spindle_report_backlog"), 0.0);
+    assert_eq!(
+        at(r#"spindle_http_requests_total{method="POST",route="/api/v1/job-chains",status="200"}"#),
+        2.0
+    );
+    assert!(
+        !scrape.contains("# EOF"),
+        "classic text unless OpenMetrics is asked for"
+    );
+    assert!(scrape.contains("# TYPE spindle_job_tries_total counter"));
 }
 
 #[tokio::test]
@@ -499,7 +547,7 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
         stop.clone(),
     ));
     let first = runner.instance();
-    runner.run_chain(chain("long", "1h"), 1).unwrap();
+    runner.run_chain(chain("long", "1h"), 1, None).unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         registry.registered.lock().unwrap().as_slice(),
@@ -520,7 +568,7 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     assert_eq!(registered[1], runner.instance());
     // Told that its instance was declared lost, it does the same at once.
     registry.renew_answer.store(0, Ordering::SeqCst);
-    runner.run_chain(chain("long2", "1h"), 1).unwrap();
+    runner.run_chain(chain("long2", "1h"), 1, None).unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     registry.renew_answer.store(2, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3)).await;

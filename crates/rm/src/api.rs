@@ -116,7 +116,7 @@ fn reconcile(path_id: &str, body_id: &mut String, what: &str) -> Result<(), Erro
 pub fn router(manager: Arc<Manager>) -> Router {
     let version =
         HeaderValue::from_str(&proto::version()).expect("the version is a valid header value");
-    Router::new()
+    let router = Router::new()
         .route("/api/v1/requests", post(create).get(find))
         .route("/api/v1/requests/{id}", get(get_request))
         .route("/api/v1/requests/{id}/start", put(start))
@@ -154,6 +154,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
             get(|| async { Json(serde_json::json!({"status": "ok"})) }),
         )
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 Error::NotFound(format!("Not Found: no endpoint {method} {}", uri.path()))
@@ -177,11 +178,33 @@ pub fn router(manager: Arc<Manager>) -> Router {
                     response
                 }
             },
-        ))
-        .with_state(manager)
+        ));
+    let router = match manager.telemetry().metrics.clone() {
+        Some(metrics) => router.layer(axum::middleware::from_fn_with_state(
+            metrics,
+            telemetry::metrics::track_http,
+        )),
+        None => router,
+    };
+    router.with_state(manager)
 }
 
 type Shared = State<Arc<Manager>>;
+
+/// The metrics in Prometheus' (OpenMetrics) text format, the gauges read from the
+/// database first; 404 when metrics are off.
+async fn metrics(State(manager): Shared, headers: HeaderMap) -> Result<Response, Error> {
+    let Some(metrics) = manager.telemetry().metrics.clone() else {
+        return Err(Error::NotFound(
+            "Not Found: metrics are off (metrics: false)".to_owned(),
+        ));
+    };
+    manager.refresh_gauges().await;
+    Ok(telemetry::metrics::response(
+        &metrics,
+        headers.get(header::ACCEPT),
+    ))
+}
 
 async fn create(
     State(manager): Shared,

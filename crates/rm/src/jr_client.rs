@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use proto::{JobChain, JobStatus, RequestId, SuspendedJobChain};
+use telemetry::SpanContext;
 
 /// Why a Job Runner call failed, in the Request Manager's terms (however the Job Runner
 /// was reached).
@@ -43,12 +44,14 @@ pub struct HandedOver {
 #[async_trait::async_trait]
 pub trait JrClient: Send + Sync + 'static {
     /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`, as hand-over
-    /// `epoch` (which the runner reports with).
+    /// `epoch` (which the runner reports with), traced under `trace` (the hand-over's
+    /// span, sent as a W3C `traceparent`) when traces are on.
     async fn new_chain(
         &self,
         jr_url: &str,
         job_chain: &JobChain,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<HandedOver, ClientError>;
     /// Resumes a suspended chain on the Job Runner (or load balancer) at `jr_url`.
     async fn resume(
@@ -56,6 +59,7 @@ pub trait JrClient: Send + Sync + 'static {
         jr_url: &str,
         suspended: &SuspendedJobChain,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<HandedOver, ClientError>;
     /// Stops a chain on the Job Runner at `jr_url`; returns once it has stopped.
     async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError>;
@@ -135,12 +139,16 @@ impl HttpJrClient {
         path: &str,
         chain: &impl serde::Serialize,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<HandedOver, ClientError> {
-        let request = self
+        let mut request = self
             .http
             .post(format!("{}{path}", jr_url.trim_end_matches('/')))
             .header(proto::EPOCH_HEADER, epoch.to_string())
             .json(chain);
+        if let Some(trace) = trace {
+            request = request.header("traceparent", trace.traceparent());
+        }
         let response = self.send(request).await?;
         let instance = response
             .headers()
@@ -181,8 +189,9 @@ impl JrClient for HttpJrClient {
         jr_url: &str,
         job_chain: &JobChain,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<HandedOver, ClientError> {
-        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, epoch)
+        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, epoch, trace)
             .await
     }
 
@@ -191,8 +200,9 @@ impl JrClient for HttpJrClient {
         jr_url: &str,
         suspended: &SuspendedJobChain,
         epoch: u64,
+        trace: Option<SpanContext>,
     ) -> Result<HandedOver, ClientError> {
-        self.post_chain(jr_url, "/api/v1/job-chains/resume", suspended, epoch)
+        self.post_chain(jr_url, "/api/v1/job-chains/resume", suspended, epoch, trace)
             .await
     }
 

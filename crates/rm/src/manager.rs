@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use telemetry::{Span, Telemetry, traces};
 
 use chrono::Utc;
 use graph::Grapher;
@@ -41,6 +42,8 @@ pub struct Options {
     /// Where new and resumed chains go: one Job Runner or a load balancer. `None`: a
     /// live registered Job Runner with the fewest running requests.
     pub jr_url: Option<String>,
+    /// The metrics and traces this Request Manager reports to.
+    pub telemetry: Telemetry,
 }
 
 impl Default for Options {
@@ -52,6 +55,7 @@ impl Default for Options {
             host: "localhost".to_owned(),
             lease: Duration::from_secs(10),
             jr_url: None,
+            telemetry: Telemetry::default(),
         }
     }
 }
@@ -109,6 +113,11 @@ impl Manager {
         jr: Arc<dyn JrClient>,
         options: Options,
     ) -> Manager {
+        // Every store operation timed, when metrics are on.
+        let store = match &options.telemetry.metrics {
+            Some(metrics) => store::timed(store, Arc::new(StoreMetrics(Arc::clone(metrics)))),
+            None => store,
+        };
         let batcher = Batcher::spawn(Arc::clone(&store), store::BatchOptions::default());
         Manager {
             grapher: Arc::new(grapher),
@@ -128,6 +137,81 @@ impl Manager {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.options.telemetry
+    }
+
+    /// Sets the gauges read from the database (requests by state, job runners by
+    /// state), for a scrape of `/metrics`.
+    pub async fn refresh_gauges(&self) {
+        let Some(metrics) = &self.options.telemetry.metrics else {
+            return;
+        };
+        let states = [State::Pending, State::Running, State::Suspended];
+        if let Ok(counts) = self.store.count_requests(&states).await {
+            let counts: Vec<(String, i64)> = counts
+                .into_iter()
+                .map(|(state, n)| (state.to_string(), i64::try_from(n).unwrap_or(i64::MAX)))
+                .collect();
+            let names: Vec<String> = states.iter().map(ToString::to_string).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            telemetry::Metrics::set_states(&metrics.requests, &names, &counts);
+        }
+        let now = Utc::now();
+        if let Ok(runners) = self.store.job_runners(now, now).await {
+            let count = |state: RunnerState| {
+                runners
+                    .iter()
+                    .filter(|runner| runner.state == state)
+                    .count() as i64
+            };
+            let counts = [
+                ("live".to_owned(), count(RunnerState::Live)),
+                ("lost".to_owned(), count(RunnerState::Lost)),
+            ];
+            telemetry::Metrics::set_states(&metrics.job_runners, &["live", "lost"], &counts);
+        }
+    }
+
+    /// A request reached its final state: counted, and its trace's root span emitted
+    /// (from its creation to now). Called once per request, by whoever stored the end.
+    fn request_ended(&self, request: &Request) {
+        let telemetry = &self.options.telemetry;
+        let finished = request.finished_at.unwrap_or_else(Utc::now);
+        if let Some(metrics) = &telemetry.metrics {
+            let took = (finished - request.created_at).to_std().unwrap_or_default();
+            metrics.request_finished(&request.request_type, request.state, took);
+        }
+        telemetry.span(|| {
+            let root = traces::request_root(&request.id);
+            let mut span = Span::new("request", root, None)
+                .times(request.created_at.into(), finished.into())
+                .attr("spindle.request_id", request.id.clone())
+                .attr("spindle.request_type", request.request_type.clone())
+                .attr("spindle.state", request.state.to_string())
+                .attr("spindle.user", request.user.clone())
+                .attr("spindle.total_jobs", request.total_jobs as i64)
+                .attr("spindle.finished_jobs", request.finished_jobs as i64);
+            if request.state != State::Complete {
+                span.error = Some(if request.error.is_empty() {
+                    format!("the request ended {}", request.state)
+                } else {
+                    request.error.clone()
+                });
+            }
+            span
+        });
+    }
+
+    /// Reads a request that ended and counts it (the paths that fail a request).
+    async fn ended(&self, request_id: &str) {
+        if let Ok(request) = self.store.get_request(request_id, false).await
+            && request.state.is_finished()
+        {
+            self.request_ended(&request);
+        }
     }
 
     /// Ready for traffic: not shutting down, and the database answers (the specs were
@@ -163,6 +247,7 @@ impl Manager {
         user: &str,
     ) -> Result<Request, Error> {
         self.check_open()?;
+        let began = std::time::SystemTime::now();
         // Building a chain is CPU work that grows with the request, and a job's `create`
         // may run a program (shell-args waits for it): never on the async runtime's
         // threads, which serve every other request meanwhile.
@@ -197,6 +282,21 @@ impl Manager {
             ..create_request
         };
         self.store.create_request(&request, &stored).await?;
+        let telemetry = &self.options.telemetry;
+        if let Some(metrics) = &telemetry.metrics {
+            metrics.request_created(&request.request_type);
+        }
+        telemetry.span(|| {
+            let root = traces::request_root(&request.id);
+            let mut span = Span::new("create request", root.child(), Some(root.span_id))
+                .times(began, std::time::SystemTime::now())
+                .attr("spindle.request_id", request.id.clone())
+                .attr("spindle.request_type", request.request_type.clone())
+                .attr("spindle.user", user.to_owned())
+                .attr("spindle.total_jobs", request.total_jobs as i64);
+            span.kind = traces::Kind::Server;
+            span
+        });
         tracing::info!(
             request_id = %request.id,
             request_type = %request.request_type,
@@ -277,7 +377,14 @@ impl Manager {
                 Err(err) => return Err(err.into()),
             }
         };
-        match self.jr.new_chain(&url, job_chain, epoch).await {
+        let span = self.hand_over_span(request_id);
+        let began = std::time::SystemTime::now();
+        let handed = self
+            .jr
+            .new_chain(&url, job_chain, epoch, span.as_ref().map(|s| s.context))
+            .await;
+        self.hand_over_ended(span, began, &url, epoch, &handed);
+        match handed {
             Ok(HandedOver { url, instance }) => {
                 tracing::info!(%request_id, jr_url = url, instance, epoch, "request handed to a job runner");
                 let owner = Fence { instance, epoch };
@@ -301,6 +408,41 @@ impl Manager {
         }
     }
 
+    /// The span of a hand-over about to be made, when traces are on: a child of the
+    /// request's root, sent to the runner as its chain span's parent.
+    fn hand_over_span(&self, request_id: &str) -> Option<Span> {
+        self.options.telemetry.traces.as_ref()?;
+        let root = traces::request_root(request_id);
+        let mut span = Span::new("hand over", root.child(), Some(root.span_id))
+            .attr("spindle.request_id", request_id.to_owned());
+        span.kind = traces::Kind::Client;
+        Some(span)
+    }
+
+    fn hand_over_ended(
+        &self,
+        span: Option<Span>,
+        began: std::time::SystemTime,
+        url: &str,
+        epoch: u64,
+        handed: &Result<HandedOver, ClientError>,
+    ) {
+        let Some(span) = span else {
+            return;
+        };
+        self.options.telemetry.span(|| {
+            let mut span = span
+                .times(began, std::time::SystemTime::now())
+                .attr("spindle.jr_url", url.to_owned())
+                .attr("spindle.epoch", i64::try_from(epoch).unwrap_or(i64::MAX));
+            match handed {
+                Ok(handed) => span = span.attr("spindle.instance", handed.instance.clone()),
+                Err(err) => span.error = Some(err.to_string()),
+            }
+            span
+        });
+    }
+
     /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
     /// that does not answer leaves it PENDING (not an error); one that refuses the chain
     /// fails the request.
@@ -318,6 +460,7 @@ impl Manager {
             }
             Handed::Refused(err) => {
                 self.store.fail_pending(request_id, Utc::now()).await?;
+                self.ended(request_id).await;
                 tracing::warn!(%request_id, error = %err, "request failed: the job runner refused its chain");
                 Err(Error::Internal {
                     message: format!("the job runner refused request {request_id}"),
@@ -573,6 +716,7 @@ impl Manager {
                         .unwrap_or_default(),
                     _ => String::new(),
                 };
+                self.request_ended(&request);
                 tracing::info!(
                     %request_id,
                     state = %request.state,
@@ -690,7 +834,14 @@ impl Manager {
                 Ok(Handed::Later(_)) | Err(_) => return,
                 Ok(Handed::Refused(err)) => {
                     tracing::error!(%request_id, error = %err, "job runner refused the request");
-                    let _ = self.store.fail_pending(&request.id, Utc::now()).await;
+                    if self
+                        .store
+                        .fail_pending(&request.id, Utc::now())
+                        .await
+                        .is_ok()
+                    {
+                        self.ended(&request.id).await;
+                    }
                 }
             }
         }
@@ -725,11 +876,16 @@ impl Manager {
             }
             let resumed = match self.target().await {
                 Ok(url) => match self.store.hand_over(&request_id, State::Suspended).await {
-                    Ok(epoch) => self
-                        .jr
-                        .resume(&url, &suspended, epoch)
-                        .await
-                        .map(|handed| (handed, epoch)),
+                    Ok(epoch) => {
+                        let span = self.hand_over_span(&request_id);
+                        let began = std::time::SystemTime::now();
+                        let handed = self
+                            .jr
+                            .resume(&url, &suspended, epoch, span.as_ref().map(|s| s.context))
+                            .await;
+                        self.hand_over_ended(span, began, &url, epoch, &handed);
+                        handed.map(|handed| (handed, epoch))
+                    }
                     Err(err) => Err(ClientError::Unavailable(err.to_string())),
                 },
                 Err(err) => Err(err),
@@ -757,6 +913,8 @@ impl Manager {
                         .await
                     {
                         tracing::warn!(%request_id, error = %err, "failing the request failed");
+                    } else {
+                        self.ended(&request_id).await;
                     }
                 }
                 Err(err) => {
@@ -783,6 +941,7 @@ impl Manager {
             Ok(expired) => {
                 for request_id in expired {
                     tracing::warn!(request_id, "suspended chain expired; request failed");
+                    self.ended(&request_id).await;
                 }
             }
             Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
@@ -1003,7 +1162,21 @@ impl Manager {
                 Utc::now(),
             )
             .await?;
+        if let Some(metrics) = &self.options.telemetry.metrics {
+            metrics
+                .tries_interrupted
+                .inc_by(rebuilt.interrupted.len() as u64);
+        }
         Ok(rebuilt.interrupted.len())
+    }
+}
+
+/// The store's latencies, for the metrics.
+struct StoreMetrics(Arc<telemetry::Metrics>);
+
+impl store::QueryObserver for StoreMetrics {
+    fn query(&self, operation: &'static str, elapsed: Duration, ok: bool) {
+        self.0.store_query(operation, elapsed, ok);
     }
 }
 

@@ -79,6 +79,7 @@ impl JrClient for FakeJr {
         jr_url: &str,
         job_chain: &JobChain,
         epoch: u64,
+        _trace: Option<telemetry::SpanContext>,
     ) -> Result<HandedOver, ClientError> {
         let res = self.result(jr_url);
         if res.is_ok() {
@@ -110,6 +111,7 @@ impl JrClient for FakeJr {
         jr_url: &str,
         suspended: &SuspendedJobChain,
         epoch: u64,
+        _trace: Option<telemetry::SpanContext>,
     ) -> Result<HandedOver, ClientError> {
         let res = self.result(jr_url);
         if res.is_ok() {
@@ -159,6 +161,7 @@ struct Env {
 async fn env() -> Env {
     env_with(Options {
         jr_url: Some("http://jr1:32307".to_owned()),
+        telemetry: telemetry::Telemetry::with_metrics(),
         ..Options::default()
     })
     .await
@@ -379,6 +382,92 @@ async fn unknown_ids_are_404_and_empty_lists_are_empty() {
     let (status, body, _) =
         call(&env.router, Method::PUT, "/api/v1/requests/nope/stop", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+/// After a known workload the Request Manager's metrics count it: requests created and
+/// finished by type and state, the unfinished by state, store operations, HTTP calls.
+#[tokio::test]
+async fn metrics_count_requests_store_operations_and_calls() {
+    use telemetry::metrics::sample;
+    let env = env().await;
+    let done = create(&env).await;
+    let _running = create(&env).await;
+    let finish =
+        json!({"requestId": done, "state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{done}/finish"),
+        Some(&finish.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, scrape, headers) = call(&env.router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let scrape = scrape.as_str().unwrap().to_owned();
+    let at = |series: &str| {
+        sample(&scrape, series).unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+    };
+    let kind = "deploy";
+    assert_eq!(
+        at(&format!(
+            r#"spindle_requests_created_total{{type="{kind}"}}"#
+        )),
+        2.0
+    );
+    assert_eq!(
+        at(&format!(
+            r#"spindle_requests_finished_total{{type="{kind}",state="COMPLETE"}}"#
+        )),
+        1.0
+    );
+    assert_eq!(
+        at(&format!(
+            r#"spindle_request_duration_seconds_count{{type="{kind}"}}"#
+        )),
+        1.0
+    );
+    assert_eq!(at(r#"spindle_requests{state="RUNNING"}"#), 1.0);
+    assert_eq!(at(r#"spindle_requests{state="PENDING"}"#), 0.0);
+    assert_eq!(
+        at(r#"spindle_store_query_duration_seconds_count{operation="create_request"}"#),
+        2.0
+    );
+    assert_eq!(
+        at(r#"spindle_http_requests_total{method="POST",route="/api/v1/requests",status="201"}"#),
+        2.0
+    );
+    assert_eq!(
+        at(
+            r#"spindle_http_requests_total{method="PUT",route="/api/v1/requests/{id}/finish",status="200"}"#
+        ),
+        1.0
+    );
+    // OpenMetrics to a scraper that asks for it, as Prometheus does.
+    let (_, scrape, headers) = call_with(
+        &env.router,
+        Method::GET,
+        "/metrics",
+        None,
+        &[(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )],
+    )
+    .await;
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    assert!(scrape.as_str().unwrap().ends_with("# EOF\n"));
 }
 
 #[tokio::test]

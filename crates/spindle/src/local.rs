@@ -46,10 +46,11 @@ impl JrClient for InProcessJr {
         _jr_url: &str,
         job_chain: &JobChain,
         epoch: u64,
+        trace: Option<telemetry::SpanContext>,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let instance = runner
-            .run_chain(job_chain.clone(), epoch)
+            .run_chain(job_chain.clone(), epoch, trace)
             .map_err(client_error)?;
         Ok(HandedOver {
             url: runner.base_url().to_owned(),
@@ -62,10 +63,11 @@ impl JrClient for InProcessJr {
         _jr_url: &str,
         suspended: &SuspendedJobChain,
         epoch: u64,
+        trace: Option<telemetry::SpanContext>,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let instance = runner
-            .resume(suspended.clone(), epoch)
+            .resume(suspended.clone(), epoch, trace)
             .map_err(client_error)?;
         Ok(HandedOver {
             url: runner.base_url().to_owned(),
@@ -95,15 +97,31 @@ pub(crate) struct Local {
     pub(crate) runner: Arc<jr::Runner>,
 }
 
+/// How the in-process pair is set up.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalSettings<'a> {
+    pub(crate) database: &'a str,
+    pub(crate) base_url: &'a str,
+    pub(crate) interval: Duration,
+    pub(crate) suspended_ttl: Duration,
+    pub(crate) lease: Duration,
+    /// One set of metrics and one trace exporter for both halves.
+    pub(crate) telemetry: telemetry::Telemetry,
+}
+
 pub(crate) async fn local(
     specs: spec::Specs,
     registry: Registry,
-    database: &str,
-    base_url: &str,
-    interval: Duration,
-    suspended_ttl: Duration,
-    lease: Duration,
+    settings: LocalSettings<'_>,
 ) -> anyhow::Result<Local> {
+    let LocalSettings {
+        database,
+        base_url,
+        interval,
+        suspended_ttl,
+        lease,
+        telemetry,
+    } = settings;
     let store = store::open(database).await?;
     let registry = Arc::new(registry);
     let grapher = graph::Grapher::new(specs, registry.clone());
@@ -121,6 +139,7 @@ pub(crate) async fn local(
         stale_claim: crate::serve::stale_claim(lease, interval),
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
+        telemetry: telemetry.clone(),
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(
@@ -128,6 +147,7 @@ pub(crate) async fn local(
         Arc::new(ManagerReporters(manager.clone())),
         base_url,
         chain::Options::default(),
+        telemetry,
     );
     let _ = jr.runner.set(runner.clone());
     Ok(Local { manager, runner })

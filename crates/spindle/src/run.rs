@@ -49,11 +49,14 @@ pub(crate) async fn run(
     let local = local(
         specs,
         registry,
-        &args.database,
-        "in-process://spindle-run",
-        Duration::from_secs(1),
-        Duration::from_secs(3600),
-        Duration::from_secs(10),
+        crate::local::LocalSettings {
+            database: &args.database,
+            base_url: "in-process://spindle-run",
+            interval: Duration::from_secs(1),
+            suspended_ttl: Duration::from_secs(3600),
+            lease: Duration::from_secs(10),
+            telemetry: telemetry::Telemetry::default(),
+        },
     )
     .await?;
     // The runner in this process holds a lease like any other, so that a server on the

@@ -33,12 +33,20 @@ pub(crate) struct FileConfig {
     pub(crate) suspended_ttl: Option<String>,
     /// Go-style duration: how long a Job Runner's registration holds without renewal.
     pub(crate) lease: Option<String>,
+    /// Whether `/metrics` is served and metrics are kept (default true).
+    pub(crate) metrics: Option<bool>,
+    /// An OTLP/HTTP receiver (such as an OpenTelemetry collector's :4318) to export
+    /// traces to; none: no traces.
+    pub(crate) otlp_endpoint: Option<String>,
+    /// The log level or filter (as `RUST_LOG` takes).
+    pub(crate) log_level: Option<String>,
 }
 
 /// Flags every service takes.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CommonArgs {
-    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout, interval, suspended_ttl, lease
+    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
+    /// interval, suspended_ttl, lease, metrics, otlp_endpoint, log_level
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// How long a Job Runner's registration holds without renewal (Go duration; renewed
@@ -49,10 +57,20 @@ pub(crate) struct CommonArgs {
     /// Address to listen on (port 0: one the system picks, printed at start)
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub(crate) listen: Option<String>,
-    /// Log lines as text or as one JSON object each (for a log collector); `RUST_LOG`
-    /// sets the level (default info)
+    /// Log lines as text or as one JSON object each (for a log collector)
     #[arg(long, env = "SPINDLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
+    /// What to log: error, warn, info (the default), debug or trace, or a filter such as
+    /// `info,rm=debug`; without it `RUST_LOG` is read
+    #[arg(long, env = "SPINDLE_LOG_LEVEL")]
+    pub(crate) log_level: Option<String>,
+    /// Keep metrics and serve them at /metrics (true, the default, or false)
+    #[arg(long, env = "SPINDLE_METRICS")]
+    pub(crate) metrics: Option<bool>,
+    /// Export traces over OTLP/HTTP to this receiver, such as http://collector:4318
+    /// (default: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no traces)
+    #[arg(long, env = "SPINDLE_OTLP_ENDPOINT")]
+    pub(crate) otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -133,6 +151,9 @@ pub(crate) struct ServeArgs {
     pub(crate) interval: Option<String>,
     pub(crate) suspended_ttl: Option<String>,
     pub(crate) lease: Option<String>,
+    pub(crate) metrics: Option<bool>,
+    pub(crate) otlp_endpoint: Option<String>,
+    pub(crate) log_level: Option<String>,
 }
 
 impl ServeArgs {
@@ -141,6 +162,9 @@ impl ServeArgs {
             config: common.config.clone(),
             listen: common.listen.clone(),
             lease: common.lease.clone(),
+            metrics: common.metrics,
+            otlp_endpoint: common.otlp_endpoint.clone(),
+            log_level: common.log_level.clone(),
             specs: manager.and_then(|m| m.specs.clone()),
             database: manager.and_then(|m| m.database.clone()),
             interval: manager.and_then(|m| m.interval.clone()),
@@ -193,6 +217,10 @@ pub(crate) struct Settings {
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
     pub(crate) lease: Duration,
+    pub(crate) metrics: bool,
+    pub(crate) otlp_endpoint: Option<String>,
+    /// None: `RUST_LOG`, else info.
+    pub(crate) log_level: Option<String>,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -269,6 +297,21 @@ impl ServeArgs {
                 "lease",
                 duration("lease", &pick(&self.lease, &file.lease, "10s"))?,
             )?,
+            metrics: self.metrics.or(file.metrics).unwrap_or(true),
+            otlp_endpoint: self
+                .otlp_endpoint
+                .clone()
+                .or(file.otlp_endpoint)
+                .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+                .filter(|value| !value.is_empty())
+                .map(|value| url("otlp_endpoint", value))
+                .transpose()?,
+            log_level: self
+                .log_level
+                .clone()
+                .or(file.log_level)
+                .map(|value| log_filter(&value).map(|_| value))
+                .transpose()?,
         })
     }
 }
@@ -338,11 +381,33 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
+/// A log level or filter, checked.
+fn log_filter(text: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    // One word is a level: a filter would read it as a target and log almost nothing.
+    if !text.contains(['=', ',']) && !LEVELS.contains(&text.trim().to_ascii_lowercase().as_str()) {
+        anyhow::bail!(
+            "log_level: {text:?} is not a level or filter; expected error, warn, info, debug or trace, or such as info,rm=debug"
+        );
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .parse(text)
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "log_level: {text:?} is not a level or filter ({err}); expected error, warn, info, debug or trace, or such as info,rm=debug"
+            )
+        })
+}
+
 /// Logs go to stderr: text in colour only on a terminal (and not with `NO_COLOR`), so
-/// that a log file or journal holds plain text; or one JSON object a line.
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// that a log file or journal holds plain text; or one JSON object a line, its fields
+/// (request_id, job_id, try, ...) at the top level. The level is `log_level`, else
+/// `RUST_LOG`, else info.
+fn init_logging(format: LogFormat, level: Option<&str>) {
+    let filter = level
+        .and_then(|level| log_filter(level).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let logs = tracing_subscriber::fmt()
@@ -350,8 +415,51 @@ fn init_logging(format: LogFormat) {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => logs.with_ansi(colour).try_init(),
-        LogFormat::Json => logs.json().try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
     };
+}
+
+/// The service's settings, read and checked, with logging set up by them. A bad
+/// setting is reported before anything starts.
+fn settings_and_logs(
+    args: ServeArgs,
+    format: LogFormat,
+    default_listen: &str,
+) -> anyhow::Result<Settings> {
+    let settings = args.settings(default_listen);
+    init_logging(
+        format,
+        settings.as_ref().ok().and_then(|s| s.log_level.as_deref()),
+    );
+    settings
+}
+
+/// Metrics (unless off) and the trace exporter (when an endpoint is set) of a service.
+fn telemetry(settings: &Settings, service: &str) -> anyhow::Result<telemetry::Telemetry> {
+    let metrics = settings
+        .metrics
+        .then(|| Arc::new(telemetry::Metrics::new()));
+    let traces = match &settings.otlp_endpoint {
+        None => None,
+        Some(endpoint) => {
+            let traces = telemetry::Traces::new(
+                endpoint,
+                service,
+                service_http()?,
+                Duration::from_millis(500),
+            )?;
+            tracing::info!(endpoint, "exporting traces over OTLP/HTTP");
+            Some(Arc::new(traces))
+        }
+    };
+    Ok(telemetry::Telemetry { metrics, traces })
+}
+
+/// Sends the spans still queued, at the end of a service.
+async fn flush_traces(telemetry: &telemetry::Telemetry) {
+    if let Some(traces) = telemetry.traces.clone() {
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
 }
 
 /// Specs without a request type start, but nothing can be started on them: say so.
@@ -424,8 +532,11 @@ async fn until_shutdown(
 
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging(args.common.log_format);
-    let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32308",
+    )?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
@@ -434,14 +545,18 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     let (listener, address) =
         bind("spindle server", settings.listen, args.common.log_format).await?;
     let base_url = format!("http://{address}");
+    let telemetry = telemetry(&settings, "spindle-server")?;
     let local = local(
         specs,
         registry,
-        &settings.database,
-        &base_url,
-        settings.interval,
-        settings.suspended_ttl,
-        settings.lease,
+        crate::local::LocalSettings {
+            database: &settings.database,
+            base_url: &base_url,
+            interval: settings.interval,
+            suspended_ttl: settings.suspended_ttl,
+            lease: settings.lease,
+            telemetry: telemetry.clone(),
+        },
     )
     .await?;
     // What a killed predecessor on this machine ran resumes at once.
@@ -470,6 +585,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     stop.cancel();
     let _ = background.await;
     finish_serving(server, settings.shutdown_timeout).await?;
+    flush_traces(&telemetry).await;
     Ok(Exit::Success)
 }
 
@@ -492,8 +608,11 @@ async fn finish_serving(
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
 pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging(args.common.log_format);
-    let settings = ServeArgs::from(args).settings("127.0.0.1:32308")?;
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32308",
+    )?;
     let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
@@ -513,6 +632,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         lease: settings.lease,
         jr_url: settings.jr_url.clone(),
         stale_claim: stale_claim(settings.lease, settings.interval),
+        telemetry: telemetry(&settings, "spindle-rm")?,
     };
     let manager = Arc::new(Manager::new(
         grapher,
@@ -532,13 +652,17 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     stop.cancel();
     let _ = background.await;
     finish_serving(server, settings.shutdown_timeout).await?;
+    flush_traces(manager.telemetry()).await;
     Ok(Exit::Success)
 }
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
 pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
-    init_logging(args.common.log_format);
-    let settings = ServeArgs::from(args).settings("127.0.0.1:32307")?;
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32307",
+    )?;
     let (listener, address) = bind("spindle jr", settings.listen, args.common.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http()?);
     let base_url = format!("http://{address}");
@@ -547,6 +671,7 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         Arc::new(rm.clone()),
         &base_url,
         chain::Options::default(),
+        telemetry(&settings, "spindle-jr")?,
     );
     let stop_lease = CancellationToken::new();
     let lease = tokio::spawn(jr::lease::hold(
@@ -575,6 +700,7 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
     let _ = lease.await;
     stop.cancel();
     server.await??;
+    flush_traces(runner.telemetry()).await;
     Ok(Exit::Success)
 }
 

@@ -19,7 +19,7 @@ use crate::Service;
 use crate::recovery::{Client, executions, running, work_dir};
 
 /// A PostgreSQL server in a temporary directory, stopped when dropped.
-struct OwnPostgres {
+pub(crate) struct OwnPostgres {
     bin: PathBuf,
     data: PathBuf,
     port: u16,
@@ -46,7 +46,7 @@ fn find_postgres_bin() -> Option<PathBuf> {
 }
 
 impl OwnPostgres {
-    fn start(test: &str) -> Option<OwnPostgres> {
+    pub(crate) fn start(test: &str) -> Option<OwnPostgres> {
         let Some(bin) = find_postgres_bin() else {
             assert!(
                 std::env::var("SPINDLE_TEST_POSTGRES").as_deref() != Ok("required"),
@@ -120,7 +120,7 @@ impl OwnPostgres {
         );
     }
 
-    fn pg_ctl_start(&self) {
+    pub(crate) fn pg_ctl_start(&self) {
         let data = self.data.to_str().unwrap();
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
@@ -142,7 +142,7 @@ impl OwnPostgres {
         );
     }
 
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.run(
             "pg_ctl",
             &[
@@ -156,7 +156,7 @@ impl OwnPostgres {
         );
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 }

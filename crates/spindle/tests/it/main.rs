@@ -4,6 +4,7 @@ mod chaos;
 mod client;
 mod graph;
 mod lint;
+mod observability;
 mod recovery;
 mod services;
 
@@ -139,6 +140,15 @@ impl Service {
                 let Ok(line) = line else { break };
                 if let Some((_, url)) = line.split_once(" listening on ") {
                     let _ = url_tx.send(url.trim().to_owned());
+                }
+                // With `--log-format json` it is a log line with the URL.
+                if let Ok(logged) = serde_json::from_str::<serde_json::Value>(&line)
+                    && logged["message"]
+                        .as_str()
+                        .is_some_and(|m| m.ends_with(" listening"))
+                    && let Some(url) = logged["url"].as_str()
+                {
+                    let _ = url_tx.send(url.to_owned());
                 }
                 let mut text = captured.lock().unwrap();
                 text.push_str(&line);
