@@ -9,6 +9,12 @@
 //! - 100 concurrent requests of 100 jobs each, POST to all COMPLETE;
 //!
 //! It also reports the peak resident memory (VmHWM) of each process.
+//!
+//! `cargo bench -p spindle --bench services -- metrics` measures only the cost of
+//! metrics: the same fan-out over HTTP on two `spindle rm` + `spindle jr` pairs, one with
+//! metrics on (the default) and one with `--metrics false`, in alternating rounds
+//! (`SPINDLE_BENCH_ROUNDS`, default 9), each pair's wall time and CPU time (both
+//! processes, from /proc) per round, and their medians.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -82,6 +88,22 @@ impl Process {
         )
     }
 
+    /// CPU time (user + system) the process has used, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+            .sum();
+        ticks / 100.0
+    }
+
     /// Peak resident memory in MiB.
     fn peak_mib(&self) -> f64 {
         let status =
@@ -144,6 +166,79 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// A fresh PostgreSQL database on the bench's server; returns its URL and the admin pool.
+async fn fresh_database(name: &str) -> (String, sqlx::PgPool) {
+    let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let database = format!("spindle_bench_{name}_{}", std::process::id());
+    let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{database}\""
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let slash = admin_url.rfind('/').unwrap();
+    (format!("{}/{database}", &admin_url[..slash]), admin)
+}
+
+/// The fan-out over HTTP with metrics on and off, alternating rounds.
+fn metrics_overhead(dir: &Path) {
+    let rounds: usize = std::env::var("SPINDLE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let mut pairs = Vec::new();
+        for (label, metrics) in [("on", "true"), ("off", "false")] {
+            let (url, admin) = fresh_database(label).await;
+            let (rm_port, jr_port) = (free_port(), free_port());
+            let (rm_base, jr_base) = (format!("http://127.0.0.1:{rm_port}"), format!("http://127.0.0.1:{jr_port}"));
+            let rm = Process::start(dir, &["rm", "--listen", &format!("127.0.0.1:{rm_port}"), "--specs", "specs", "--database", &url, "--jr-url", &jr_base, "--metrics", metrics]);
+            let jr = Process::start(dir, &["jr", "--listen", &format!("127.0.0.1:{jr_port}"), "--rm-url", &rm_base, "--metrics", metrics]);
+            wait_up(&http, &rm_base).await;
+            wait_up(&http, &jr_base).await;
+            // A first run warms both up.
+            let id = create(&http, &rm_base, "fanout-10000").await;
+            wait_complete(&http, &rm_base, &id).await;
+            pairs.push((label, rm, jr, rm_base, url, admin));
+        }
+        let mut wall: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+        let mut cpu: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let (_, rm, jr, base, _, _) = &pairs[which];
+                let cpu_before = rm.cpu_seconds() + jr.cpu_seconds();
+                let start = Instant::now();
+                let id = create(&http, base, "fanout-10000").await;
+                wait_complete(&http, base, &id).await;
+                wall[which].push(start.elapsed());
+                cpu[which].push(Duration::from_secs_f64(rm.cpu_seconds() + jr.cpu_seconds() - cpu_before));
+            }
+        }
+        println!("| 10,004-job fan-out over HTTP, PostgreSQL, median of {rounds} alternating rounds | metrics on | metrics off | on / off |");
+        println!("|---|---:|---:|---:|");
+        let row = |what: &str, samples: &[Vec<Duration>; 2]| {
+            let (on, off) = (median(samples[0].clone()), median(samples[1].clone()));
+            println!("| {what} | {:.0} ms | {:.0} ms | {:.3} |", on.as_secs_f64() * 1e3, off.as_secs_f64() * 1e3, on.as_secs_f64() / off.as_secs_f64());
+        };
+        row("POST to COMPLETE (wall)", &wall);
+        row("CPU time of rm + jr", &cpu);
+        for (_, rm, jr, _, url, admin) in pairs {
+            drop((rm, jr));
+            let database = url.rsplit('/').next().unwrap().to_owned();
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE \"{database}\" WITH (FORCE)"))).execute(&admin).await;
+        }
+    });
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let specs = dir.path().join("specs");
@@ -155,6 +250,10 @@ fn main() {
     .unwrap();
     std::fs::write(specs.join("fanout-98.yaml"), fanout_spec("fanout-98", 98)).unwrap();
     std::fs::write(specs.join("ten.yaml"), TEN_JOBS).unwrap();
+    if std::env::args().any(|arg| arg == "metrics") {
+        metrics_overhead(dir.path());
+        return;
+    }
     println!("| workload | result | peak memory |");
     println!("|---|---:|---:|");
 
@@ -218,12 +317,8 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let database = format!("spindle_bench_{}", std::process::id());
-        let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{database}\""))).execute(&admin).await.unwrap();
-        let slash = admin_url.rfind('/').unwrap();
-        let url = format!("{}/{database}", &admin_url[..slash]);
+        let (url, admin) = fresh_database("services").await;
+        let database = url.rsplit('/').next().unwrap().to_owned();
         let (rm_port, jr_port) = (free_port(), free_port());
         let (rm_base, jr_base) = (format!("http://127.0.0.1:{rm_port}"), format!("http://127.0.0.1:{jr_port}"));
         let rm = Process::start(
