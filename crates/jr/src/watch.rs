@@ -40,6 +40,8 @@ impl ChainTrace {
 #[derive(Debug)]
 pub(crate) struct ChainWatch {
     pub(crate) telemetry: Telemetry,
+    /// The tries' metrics, through handles kept for the chain.
+    tries: Option<telemetry::metrics::TryMetrics>,
     pub(crate) trace: ChainTrace,
     /// The backlog this chain last reported, so the shared gauge moves by the change.
     backlog: AtomicUsize,
@@ -48,6 +50,10 @@ pub(crate) struct ChainWatch {
 impl ChainWatch {
     pub(crate) fn new(telemetry: Telemetry, trace: ChainTrace) -> Arc<ChainWatch> {
         Arc::new(ChainWatch {
+            tries: telemetry
+                .metrics
+                .clone()
+                .map(telemetry::metrics::TryMetrics::new),
             telemetry,
             trace,
             backlog: AtomicUsize::new(0),
@@ -101,8 +107,8 @@ impl chain::Observer for ChainWatch {
     }
 
     fn try_logged(&self, entry: &JobLog, retry: bool) {
-        if let Some(metrics) = &self.telemetry.metrics {
-            metrics.try_ended(entry, retry);
+        if let Some(tries) = &self.tries {
+            tries.try_ended(entry, retry);
         }
         self.telemetry.span(|| {
             let mut span = Span::new(

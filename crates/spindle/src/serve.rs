@@ -708,6 +708,38 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
 mod tests {
     use super::*;
 
+    /// The observability settings are checked like the others, with what was expected.
+    #[test]
+    fn observability_settings_are_checked() {
+        let args = |otlp: Option<&str>, level: Option<&str>| ServeArgs {
+            otlp_endpoint: otlp.map(str::to_owned),
+            log_level: level.map(str::to_owned),
+            metrics: Some(false),
+            ..ServeArgs::default()
+        };
+        let settings = args(Some("http://c:4318"), Some("info,rm=debug"))
+            .settings("127.0.0.1:1")
+            .unwrap();
+        assert!(!settings.metrics);
+        assert_eq!(settings.otlp_endpoint.as_deref(), Some("http://c:4318"));
+        let err = args(Some("c:4318"), None)
+            .settings("127.0.0.1:1")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("otlp_endpoint: \"c:4318\" is not a URL; expected http://"),
+            "{err}"
+        );
+        for bad in ["loud", "rm=loud"] {
+            let err = args(None, Some(bad)).settings("127.0.0.1:1").unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("log_level: {bad:?} is not a level or filter")),
+                "{err}"
+            );
+        }
+    }
+
     /// docs/examples' config files are what the services read, every value checked.
     #[test]
     fn the_documented_example_configs_are_valid() {
@@ -734,5 +766,11 @@ mod tests {
         .unwrap();
         assert!(rm.database.starts_with("postgres://"));
         assert_eq!(rm.jr_url.as_deref(), Some("http://jr.example.com:32307"));
+        assert!(rm.metrics);
+        assert_eq!(
+            rm.otlp_endpoint.as_deref(),
+            Some("http://otel-collector.example.com:4318")
+        );
+        assert_eq!(rm.log_level.as_deref(), Some("info"));
     }
 }

@@ -386,6 +386,74 @@ impl Metrics {
     }
 }
 
+/// One job type and state's try metrics, kept so that a try's end costs no lookup and
+/// no allocation.
+#[derive(Debug, Clone)]
+struct TryHandles {
+    job_type: String,
+    state: proto::State,
+    tries: Counter,
+    duration: Histogram,
+    retries: Counter,
+}
+
+/// The try metrics of one chain (one delivery task, so the lock is not contended): the
+/// same counts as [`Metrics::try_ended`], through handles looked up once per job type
+/// and state.
+#[derive(Debug)]
+pub struct TryMetrics {
+    metrics: Arc<Metrics>,
+    handles: std::sync::Mutex<Vec<TryHandles>>,
+}
+
+impl TryMetrics {
+    pub fn new(metrics: Arc<Metrics>) -> TryMetrics {
+        TryMetrics {
+            metrics,
+            handles: std::sync::Mutex::default(),
+        }
+    }
+
+    pub fn try_ended(&self, entry: &proto::JobLog, retry: bool) {
+        let mut handles = self
+            .handles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = handles
+            .iter()
+            .position(|h| h.state == entry.state && h.job_type == entry.job_type);
+        let handle = match at {
+            Some(at) => &handles[at],
+            None => {
+                let m = &self.metrics;
+                let job_type = JobTypeLabel {
+                    job_type: entry.job_type.clone(),
+                };
+                handles.push(TryHandles {
+                    job_type: entry.job_type.clone(),
+                    state: entry.state,
+                    tries: m
+                        .job_tries
+                        .get_or_create(&JobTypeStateLabels {
+                            job_type: entry.job_type.clone(),
+                            state: entry.state.to_string(),
+                        })
+                        .clone(),
+                    duration: m.try_duration.get_or_create(&job_type).clone(),
+                    retries: m.job_retries.get_or_create(&job_type).clone(),
+                });
+                handles.last().expect("pushed")
+            }
+        };
+        handle.tries.inc();
+        let nanos = entry.finished_at.saturating_sub(entry.started_at).max(0);
+        handle.duration.observe(nanos as f64 / 1e9);
+        if retry {
+            handle.retries.inc();
+        }
+    }
+}
+
 /// The `/metrics` answer: OpenMetrics text to a scraper that asks for it in `accept`
 /// (Prometheus does), else Prometheus' classic text format (version 0.0.4), which every
 /// other tool reads (`promtool check metrics`, curl).
