@@ -312,30 +312,6 @@ impl Metrics {
             .observe(duration.as_secs_f64());
     }
 
-    /// A job try ended: its entry's job type, state and duration; `retry` when it was
-    /// not its job's first try in the job's run.
-    pub fn try_ended(&self, entry: &proto::JobLog, retry: bool) {
-        self.job_tries
-            .get_or_create(&JobTypeStateLabels {
-                job_type: entry.job_type.clone(),
-                state: entry.state.to_string(),
-            })
-            .inc();
-        let nanos = entry.finished_at.saturating_sub(entry.started_at).max(0);
-        self.try_duration
-            .get_or_create(&JobTypeLabel {
-                job_type: entry.job_type.clone(),
-            })
-            .observe(nanos as f64 / 1e9);
-        if retry {
-            self.job_retries
-                .get_or_create(&JobTypeLabel {
-                    job_type: entry.job_type.clone(),
-                })
-                .inc();
-        }
-    }
-
     /// A store operation took `elapsed` and succeeded or not.
     pub fn store_query(&self, operation: &'static str, elapsed: Duration, ok: bool) {
         let label = OperationLabel {
@@ -397,8 +373,9 @@ struct TryHandles {
     retries: Counter,
 }
 
-/// The try metrics of one chain (one delivery task, so the lock is not contended): the
-/// same counts as [`Metrics::try_ended`], through handles looked up once per job type
+/// The try metrics of one chain (one delivery task, so the lock is not contended): a
+/// try's end by its job type and state, its duration, and whether it was a retry (not
+/// its job's first try in the job's run), through handles looked up once per job type
 /// and state.
 #[derive(Debug)]
 pub struct TryMetrics {

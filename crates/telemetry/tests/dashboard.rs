@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 fn exported() -> BTreeSet<String> {
     use telemetry::metrics::{RouteLabels, RouteStatusLabels};
     // A family shows in a scrape once it has a series: give each one.
-    let metrics = telemetry::Metrics::new();
+    let metrics = std::sync::Arc::new(telemetry::Metrics::new());
     metrics.request_created("t");
     metrics.request_finished("t", proto::State::Fail, std::time::Duration::from_secs(1));
-    metrics.try_ended(&proto::JobLog::default(), true);
+    telemetry::metrics::TryMetrics::new(metrics.clone()).try_ended(&proto::JobLog::default(), true);
     metrics.store_query("ping", std::time::Duration::from_millis(1), false);
     metrics.lease_renewed(false);
     metrics.report_failed("unavailable");
