@@ -19,13 +19,16 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
+mod common;
+
 use std::fmt::Write as _;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use common::{Process, free_port, fresh_database, median};
 
 fn fanout_spec(name: &str, n: usize) -> String {
     let mut out = format!(
@@ -65,65 +68,6 @@ const TEN_JOBS: &str = "sequences:
         type: noop
 ";
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Process(Child);
-
-impl Process {
-    fn start(dir: &Path, args: &[&str]) -> Process {
-        Process(
-            Command::new(env!("CARGO_BIN_EXE_spindle"))
-                .args(args)
-                .current_dir(dir)
-                .env("RUST_LOG", "error")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    }
-
-    /// CPU time the process's threads have used, in seconds, to the nanosecond (the sum
-    /// of each thread's `schedstat`; /proc's tick counts are 10 ms coarse).
-    fn cpu_seconds(&self) -> f64 {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.0.id()));
-        let nanos: u64 = tasks
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-            .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-            .sum();
-        nanos as f64 / 1e9
-    }
-
-    /// Peak resident memory in MiB.
-    fn peak_mib(&self) -> f64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
-        let kib: f64 = status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        kib / 1024.0
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 async fn wait_up(http: &reqwest::Client, base: &str) {
     while http.get(format!("{base}/version")).send().await.is_err() {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -158,27 +102,6 @@ async fn wait_complete(http: &reqwest::Client, base: &str, id: &str) {
             _ => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-/// A fresh PostgreSQL database on the bench's server; returns its URL and the admin pool.
-async fn fresh_database(name: &str) -> (String, sqlx::PgPool) {
-    let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let database = format!("spindle_bench_{name}_{}", std::process::id());
-    let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{database}\""
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
-    let slash = admin_url.rfind('/').unwrap();
-    (format!("{}/{database}", &admin_url[..slash]), admin)
 }
 
 /// The fan-out over HTTP with metrics on and off, alternating rounds.

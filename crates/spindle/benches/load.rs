@@ -1,0 +1,387 @@
+//! Load generator: `cargo bench -p spindle --bench load -- [OPTIONS]` (`--help` lists them).
+//!
+//! N concurrent clients each create a request, wait until it reaches a final state, and
+//! create the next, for a number of requests (`--count`) or a time (`--seconds`); a
+//! client polls its request (`GET`, after 1 ms, doubling to at most 50 ms). It
+//! reports requests/s, jobs/s, create latency (POST answered) p50/p99, create→COMPLETE
+//! p50/p99, and the CPU-seconds the server's processes used meanwhile (the sum of their
+//! threads' `schedstat`).
+//!
+//! Without `--url` it starts what it loads: `--setup server` (default: `spindle server`
+//! on SQLite in a temporary directory) or `--setup rm-jr` (`spindle rm` + `spindle jr` on
+//! a fresh database of the PostgreSQL server at `SPINDLE_TEST_POSTGRES_URL`, default
+//! postgres://postgres@127.0.0.1:5432/test). The default request is `load15`: 15 no-op
+//! jobs (a start, 13 in parallel, an end); `--specs DIR --type T --arg K=V` loads others,
+//! such as Spin Cycle's `test` request (`--specs ../shared/fixtures/spincycle --type test
+//! --arg sleepTime=0`). With `--url`, `--pid` names the server's processes for the CPU
+//! figure.
+
+#![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
+
+mod common;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use serde_json::{Value, json};
+
+use common::{Process, free_port, fresh_database};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Setup {
+    /// `spindle server` on SQLite.
+    Server,
+    /// `spindle rm` + `spindle jr` on PostgreSQL.
+    RmJr,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Load a Spindle Request Manager with concurrent clients")]
+struct Args {
+    /// The Request Manager to load; without it the generator starts its own (--setup)
+    #[arg(long)]
+    url: Option<String>,
+    /// What to start when no --url is given
+    #[arg(long, value_enum, default_value_t = Setup::Server)]
+    setup: Setup,
+    /// Specs for the server it starts, relative to the repository (default: a directory
+    /// holding the `load15` request)
+    #[arg(long)]
+    specs: Option<PathBuf>,
+    /// The request type to create
+    #[arg(long = "type", default_value = "load15")]
+    request_type: String,
+    /// A request arg, NAME=VALUE (VALUE read as JSON, else as text); repeatable
+    #[arg(long = "arg")]
+    args: Vec<String>,
+    /// Concurrent clients
+    #[arg(long, default_value_t = 50)]
+    clients: usize,
+    /// Requests to create in all (default 1000 unless --seconds is given)
+    #[arg(long)]
+    count: Option<usize>,
+    /// Create requests for this long instead of a count
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// The server's process ids, for the CPU figure (with --url)
+    #[arg(long)]
+    pid: Vec<u32>,
+    /// Passed by `cargo bench`; ignored
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// `load15`: a start, 13 no-op jobs in parallel, an end.
+fn load15() -> String {
+    let mut out = String::from(
+        "sequences:\n  load15:\n    request: true\n    nodes:\n      start:\n        category: job\n        type: noop\n",
+    );
+    let middle: Vec<String> = (0..13).map(|i| format!("j{i}")).collect();
+    for name in &middle {
+        let _ = write!(
+            out,
+            "      {name}:\n        category: job\n        type: noop\n        deps: [start]\n"
+        );
+    }
+    let _ = write!(
+        out,
+        "      end:\n        category: job\n        type: noop\n        deps: [{}]\n",
+        middle.join(", ")
+    );
+    out
+}
+
+fn request_args(args: &[String]) -> serde_json::Map<String, Value> {
+    args.iter()
+        .map(|arg| {
+            let (name, value) = arg
+                .split_once('=')
+                .unwrap_or_else(|| panic!("--arg {arg:?}: expected NAME=VALUE"));
+            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+            (name.to_owned(), value)
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at.min(sorted.len() - 1)]
+}
+
+/// What one client saw of one request.
+struct Sample {
+    create: Duration,
+    complete: Duration,
+    jobs: u64,
+    state: u64,
+    /// GETs of the request until it ended.
+    polls: u32,
+}
+
+/// Creates requests until the shared budget or the deadline runs out.
+async fn client(
+    http: reqwest::Client,
+    base: String,
+    body: Value,
+    budget: Arc<AtomicUsize>,
+    deadline: Option<Instant>,
+) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    loop {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break;
+        }
+        if deadline.is_none()
+            && budget
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+        {
+            break;
+        }
+        let started = Instant::now();
+        let response = http
+            .post(format!("{base}/api/v1/requests"))
+            .json(&body)
+            .send()
+            .await
+            .expect("the Request Manager answers");
+        let create = started.elapsed();
+        let status = response.status();
+        let created: Value = response.json().await.unwrap_or_default();
+        assert_eq!(status, 201, "creating a request: {created}");
+        let id = created["id"].as_str().unwrap_or_default().to_owned();
+        let jobs = created["totalJobs"].as_u64().unwrap_or(0);
+        let mut wait = Duration::from_millis(1);
+        let mut polls = 0;
+        let state = loop {
+            polls += 1;
+            let request: Value = http
+                .get(format!("{base}/api/v1/requests/{id}"))
+                .send()
+                .await
+                .expect("the Request Manager answers")
+                .json()
+                .await
+                .unwrap_or_default();
+            match request["state"].as_u64() {
+                Some(state @ (3..=6)) => break state,
+                _ => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(50));
+                }
+            }
+        };
+        samples.push(Sample {
+            create,
+            complete: started.elapsed(),
+            jobs,
+            state,
+            polls,
+        });
+    }
+    samples
+}
+
+async fn wait_up(http: &reqwest::Client, base: &str) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        assert!(Instant::now() < until, "{base} never became ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    pids.iter().map(|&pid| common::cpu_seconds_of(pid)).sum()
+}
+
+fn main() {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run(args));
+}
+
+async fn run(args: Args) {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = match &args.specs {
+        // cargo runs a bench in its package's directory: a relative path is the
+        // repository's.
+        Some(specs) => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(specs)
+            .canonicalize()
+            .unwrap_or_else(|err| panic!("--specs {}: {err}", specs.display())),
+        None => {
+            let specs = dir.path().join("specs");
+            std::fs::create_dir(&specs).unwrap();
+            std::fs::write(specs.join("load15.yaml"), load15()).unwrap();
+            specs
+        }
+    };
+    let specs = specs.to_str().unwrap().to_owned();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.clients)
+        .build()
+        .unwrap();
+    let mut processes: Vec<Process> = Vec::new();
+    let mut database = None;
+    let (base, pids, what) = match &args.url {
+        Some(url) => (
+            url.trim_end_matches('/').to_owned(),
+            args.pid.clone(),
+            format!("{url} (given)"),
+        ),
+        None => match args.setup {
+            Setup::Server => {
+                let port = free_port();
+                let listen = format!("127.0.0.1:{port}");
+                processes.push(Process::start(
+                    dir.path(),
+                    &[
+                        "server",
+                        "--listen",
+                        &listen,
+                        "--specs",
+                        &specs,
+                        "--database",
+                        "sqlite://load.db",
+                    ],
+                ));
+                (
+                    format!("http://{listen}"),
+                    vec![processes[0].0.id()],
+                    "spindle server, SQLite".to_owned(),
+                )
+            }
+            Setup::RmJr => {
+                let (url, admin) = fresh_database("load").await;
+                let (rm_port, jr_port) = (free_port(), free_port());
+                let (rm_base, jr_base) = (
+                    format!("http://127.0.0.1:{rm_port}"),
+                    format!("http://127.0.0.1:{jr_port}"),
+                );
+                processes.push(Process::start(
+                    dir.path(),
+                    &[
+                        "rm",
+                        "--listen",
+                        &format!("127.0.0.1:{rm_port}"),
+                        "--specs",
+                        &specs,
+                        "--database",
+                        &url,
+                    ],
+                ));
+                processes.push(Process::start(
+                    dir.path(),
+                    &[
+                        "jr",
+                        "--listen",
+                        &format!("127.0.0.1:{jr_port}"),
+                        "--rm-url",
+                        &rm_base,
+                    ],
+                ));
+                wait_up(&http, &jr_base).await;
+                database = Some((url, admin));
+                let pids = processes.iter().map(|p| p.0.id()).collect();
+                (
+                    rm_base,
+                    pids,
+                    "spindle rm + spindle jr, PostgreSQL".to_owned(),
+                )
+            }
+        },
+    };
+    wait_up(&http, &base).await;
+    let body = json!({"type": args.request_type, "args": request_args(&args.args)});
+    let count = args
+        .count
+        .unwrap_or(if args.seconds.is_some() { 0 } else { 1000 });
+    let budget = Arc::new(AtomicUsize::new(count));
+    let deadline = args
+        .seconds
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let cpu_before = cpu_seconds(&pids);
+    let started = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..args.clients {
+        clients.spawn(client(
+            http.clone(),
+            base.clone(),
+            body.clone(),
+            Arc::clone(&budget),
+            deadline,
+        ));
+    }
+    let mut samples = Vec::new();
+    while let Some(done) = clients.join_next().await {
+        samples.extend(done.expect("a client panicked"));
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_seconds(&pids) - cpu_before;
+    let n = samples.len();
+    let jobs: u64 = samples.iter().map(|s| s.jobs).sum();
+    let not_complete = samples.iter().filter(|s| s.state != 3).count();
+    let mut creates: Vec<Duration> = samples.iter().map(|s| s.create).collect();
+    let mut completes: Vec<Duration> = samples.iter().map(|s| s.complete).collect();
+    creates.sort();
+    completes.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| load | {what}: {} × `{}`, {} clients |",
+        n, args.request_type, args.clients
+    );
+    println!("|---|---:|");
+    println!("| requests/s | {:.0} |", n as f64 / elapsed.as_secs_f64());
+    println!("| jobs/s | {:.0} |", jobs as f64 / elapsed.as_secs_f64());
+    println!(
+        "| create latency p50 / p99 | {:.1} ms / {:.1} ms |",
+        ms(percentile(&creates, 0.5)),
+        ms(percentile(&creates, 0.99))
+    );
+    println!(
+        "| create → final state p50 / p99 | {:.1} ms / {:.1} ms |",
+        ms(percentile(&completes, 0.5)),
+        ms(percentile(&completes, 0.99))
+    );
+    println!(
+        "| server CPU-seconds (per 1,000 requests) | {cpu:.2} s ({:.2} s) |",
+        cpu * 1000.0 / n.max(1) as f64
+    );
+    println!("| wall time | {:.2} s |", elapsed.as_secs_f64());
+    let polls: u32 = samples.iter().map(|s| s.polls).sum();
+    println!(
+        "| GETs of a request until it ended (mean) | {:.1} |",
+        f64::from(polls) / n.max(1) as f64
+    );
+    if not_complete > 0 {
+        println!("| requests not COMPLETE | {not_complete} |");
+    }
+    drop(processes);
+    if let Some((url, admin)) = database {
+        let name = url.rsplit('/').next().unwrap().to_owned();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE \"{name}\" WITH (FORCE)"
+        )))
+        .execute(&admin)
+        .await;
+    }
+}
