@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::Service;
 use crate::recovery::{Client, executions, running, work_dir};
+use crate::{Service, jr_args, rm_args};
 
 /// A PostgreSQL server in a temporary directory, stopped when dropped.
 pub(crate) struct OwnPostgres {
@@ -215,22 +215,6 @@ const LEASE: &str = "7s";
 /// that the Request Managers answer 503 meanwhile.
 const DB_DOWN: Duration = Duration::from_secs(4);
 
-fn rm_args(database: &str) -> Vec<&str> {
-    vec![
-        "rm",
-        "--listen",
-        "127.0.0.1:0",
-        "--specs",
-        "specs",
-        "--database",
-        database,
-        "--interval",
-        "200ms",
-        "--lease",
-        LEASE,
-    ]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_every_request_completes_and_every_execution_is_logged() {
     let test = "chaos_every_request_completes_and_every_execution_is_logged";
@@ -254,19 +238,11 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     ]);
     let database = postgres.url();
     let mut rms = vec![
-        Service::start(dir.path(), &rm_args(&database)),
-        Service::start(dir.path(), &rm_args(&database)),
+        Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
+        Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
     ];
     let rm_urls = format!("{},{}", rms[0].url, rms[1].url);
-    let jr_args = [
-        "jr",
-        "--listen",
-        "127.0.0.1:0",
-        "--rm-url",
-        rm_urls.as_str(),
-        "--lease",
-        LEASE,
-    ];
+    let jr_args = jr_args(&rm_urls, LEASE, &[]);
     let mut jrs: Vec<Service> = (0..3)
         .map(|_| Service::start(dir.path(), &jr_args))
         .collect();
@@ -299,7 +275,7 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                 // A Request Manager dies and comes back.
                 3 => {
                     rms[0].kill();
-                    rms[0] = Service::start(dir.path(), &rm_args(&database));
+                    rms[0] = Service::start(dir.path(), &rm_args(&database, LEASE, &[]));
                     rm_restarts += 1;
                 }
                 // The database goes away for a while.

@@ -91,6 +91,41 @@ fn postgres_url(test: &str) -> Option<String> {
     None
 }
 
+/// `spindle rm` on port 0 with the specs in `specs`, retrying every 200 ms, with this
+/// lease, then `extra`.
+pub(crate) fn rm_args<'a>(database: &'a str, lease: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "rm",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "specs",
+        "--database",
+        database,
+        "--interval",
+        "200ms",
+        "--lease",
+        lease,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `spindle jr` on port 0 reporting to `rm_urls`, with this lease, then `extra`.
+pub(crate) fn jr_args<'a>(rm_urls: &'a str, lease: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "jr",
+        "--listen",
+        "127.0.0.1:0",
+        "--rm-url",
+        rm_urls,
+        "--lease",
+        lease,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// A `spindle` service process, started on the address it was given (port 0: one the
 /// system picks) and known by the address it says it listens on. Killed when dropped.
 pub(crate) struct Service {

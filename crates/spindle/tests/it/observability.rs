@@ -11,8 +11,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::{Value, json};
 
-use crate::Service;
 use crate::recovery::Client;
+use crate::{Service, jr_args, rm_args};
 
 /// `obs`: a no-op job, then a shell job that exits with the request's `code`, retried once.
 const OBS: &str = r#"sequences:
@@ -148,37 +148,8 @@ fn at(scrape: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in the scrape:\n{scrape}"))
 }
 
-fn rm_args<'a>(database: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "rm",
-        "--listen",
-        "127.0.0.1:0",
-        "--specs",
-        "specs",
-        "--database",
-        database,
-        "--interval",
-        "200ms",
-        "--lease",
-        "2s",
-    ];
-    args.extend_from_slice(extra);
-    args
-}
-
-fn jr_args<'a>(rm_url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "jr",
-        "--listen",
-        "127.0.0.1:0",
-        "--rm-url",
-        rm_url,
-        "--lease",
-        "2s",
-    ];
-    args.extend_from_slice(extra);
-    args
-}
+/// The tests' lease: short, so that a runner renews (and counts it) soon.
+const LEASE: &str = "2s";
 
 /// HTTPS support for reqwest, before its first client (any test may come first).
 fn tls() {
@@ -204,8 +175,8 @@ async fn wait_ready(url: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_a_known_workload_and_pass_promtool() {
     let dir = obs_dir();
-    let rm = Service::start(dir.path(), &rm_args("sqlite://rm.db", &[]));
-    let jr = Service::start(dir.path(), &jr_args(&rm.url, &[]));
+    let rm = Service::start(dir.path(), &rm_args("sqlite://rm.db", LEASE, &[]));
+    let jr = Service::start(dir.path(), &jr_args(&rm.url, LEASE, &[]));
     wait_ready(&jr.url).await;
     let client = Client::new(&rm.url);
     let mut ids = Vec::new();
@@ -331,7 +302,7 @@ async fn metrics_count_a_known_workload_and_pass_promtool() {
     // Metrics off: no /metrics, the rest as before.
     let off = Service::start(
         dir.path(),
-        &rm_args("sqlite://off.db", &["--metrics", "false"]),
+        &rm_args("sqlite://off.db", LEASE, &["--metrics", "false"]),
     );
     let response = reqwest::get(format!("{}/metrics", off.url)).await.unwrap();
     assert_eq!(response.status(), 404);
@@ -430,9 +401,12 @@ async fn a_request_is_one_trace_across_the_request_manager_and_the_runner() {
     let dir = obs_dir();
     let rm = Service::start(
         dir.path(),
-        &rm_args("sqlite://rm.db", &["--otlp-endpoint", &otlp]),
+        &rm_args("sqlite://rm.db", LEASE, &["--otlp-endpoint", &otlp]),
     );
-    let jr = Service::start(dir.path(), &jr_args(&rm.url, &["--otlp-endpoint", &otlp]));
+    let jr = Service::start(
+        dir.path(),
+        &jr_args(&rm.url, LEASE, &["--otlp-endpoint", &otlp]),
+    );
     wait_ready(&jr.url).await;
     let client = Client::new(&rm.url);
     let id = create(&client, 3).await;
@@ -669,7 +643,7 @@ async fn readyz_follows_the_database() {
     };
     let dir = obs_dir();
     let database = postgres.url();
-    let rm = Service::start(dir.path(), &rm_args(&database, &[]));
+    let rm = Service::start(dir.path(), &rm_args(&database, LEASE, &[]));
     wait_ready(&rm.url).await;
     let status = |path: &'static str| {
         let url = format!("{}{path}", rm.url);
