@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use telemetry::{Span, Telemetry, traces};
 
 use chrono::Utc;
 use graph::Grapher;
@@ -16,6 +15,7 @@ use proto::{
     RunnerRegistration, RunnerState, RunningStatus, State, SuspendedJobChain, TryStart,
 };
 use store::{Batcher, Store};
+use telemetry::{Span, Telemetry, traces};
 use tokio_util::sync::CancellationToken;
 
 use crate::{ClientError, Error, HandedOver, JrClient};
