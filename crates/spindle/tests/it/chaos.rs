@@ -96,25 +96,29 @@ impl OwnPostgres {
         Some(postgres)
     }
 
-    fn run(&self, program: &str, args: &[&str]) {
+    /// One of PostgreSQL's programs, run as the server's user.
+    fn command(&self, program: &str) -> Command {
         let program = self.bin.join(program);
-        let mut command = match &self.user {
+        match &self.user {
             Some(user) => {
                 let mut command = Command::new("runuser");
                 command.args(["-u", user, "--"]).arg(&program);
                 command
             }
             None => Command::new(&program),
-        };
-        let out = command
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let out = self
+            .command(program)
             .args(args)
             .current_dir(self._dir.path())
             .output()
-            .unwrap_or_else(|err| panic!("{}: {err}", program.display()));
+            .unwrap_or_else(|err| panic!("{program}: {err}"));
         assert!(
             out.status.success(),
-            "{} {args:?}: {}{}",
-            program.display(),
+            "{program} {args:?}: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -163,28 +167,11 @@ impl OwnPostgres {
 
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
-        let _ = Command::new("runuser")
-            .args(["-u", self.user.as_deref().unwrap_or("root"), "--"])
-            .arg(self.bin.join("pg_ctl"))
-            .args([
-                "-D",
-                self.data.to_str().unwrap_or_default(),
-                "-m",
-                "immediate",
-                "stop",
-            ])
+        let data = self.data.to_str().unwrap_or_default().to_owned();
+        let _ = self
+            .command("pg_ctl")
+            .args(["-D", &data, "-m", "immediate", "stop"])
             .output();
-        if self.user.is_none() {
-            let _ = Command::new(self.bin.join("pg_ctl"))
-                .args([
-                    "-D",
-                    self.data.to_str().unwrap_or_default(),
-                    "-m",
-                    "immediate",
-                    "stop",
-                ])
-                .output();
-        }
     }
 }
 
