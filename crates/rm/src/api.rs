@@ -168,6 +168,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
                 ))
             },
         )
+        .layer(axum::middleware::from_fn(same_origin_changes))
         .layer(axum::middleware::map_response(
             move |mut response: Response| {
                 let version = version.clone();
@@ -190,6 +191,51 @@ pub fn router(manager: Arc<Manager>) -> Router {
 }
 
 type Shared = State<Arc<Manager>>;
+
+/// Refuses a state change (any method but GET, HEAD and OPTIONS) that a browser sends
+/// from a page of another origin (cross-site request forgery): the browser says so in
+/// `Sec-Fetch-Site`, or its `Origin` names another host than the one asked. Clients that
+/// are not browsers (the CLI, Job Runners, Spin Cycle's `spinc`) send neither header and
+/// are not affected.
+async fn same_origin_changes(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(refusal) = cross_site(request.method(), request.headers()) {
+        return Error::Forbidden(refusal).into_response();
+    }
+    next.run(request).await
+}
+
+/// Why a request is a cross-site state change, if it is one.
+pub fn cross_site(method: &axum::http::Method, headers: &HeaderMap) -> Option<String> {
+    use axum::http::Method;
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return None;
+    }
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site")
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Some(format!(
+            "Forbidden: {method} from a page of another site (Sec-Fetch-Site: {site}) is refused; \
+             use Spindle's own pages, the CLI or the API without a browser"
+        ));
+    }
+    if let Some(origin) = text("origin") {
+        let origin_host = origin
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        let host = text("host").unwrap_or_default();
+        if origin_host.is_empty() || !origin_host.eq_ignore_ascii_case(host) {
+            return Some(format!(
+                "Forbidden: {method} from a page of origin {origin:?} is refused; this server is {host:?}"
+            ));
+        }
+    }
+    None
+}
 
 /// The metrics in Prometheus' (OpenMetrics) text format, the gauges read from the
 /// database first; 404 when metrics are off.

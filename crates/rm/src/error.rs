@@ -10,6 +10,9 @@ pub enum Error {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
+    /// Refused whoever asks (403): a state change sent by a page of another site.
+    #[error("{0}")]
+    Forbidden(String),
     /// The request is not in a state that allows this (409).
     #[error("{0}")]
     Conflict(String),
@@ -43,6 +46,7 @@ impl Error {
     pub fn status(&self) -> u16 {
         match self {
             Error::BadRequest(_) => 400,
+            Error::Forbidden(_) => 403,
             Error::NotFound(_) => 404,
             Error::Conflict(_) | Error::Fenced(_) => 409,
             Error::UnsupportedMediaType(_) => 415,

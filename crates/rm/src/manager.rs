@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use graph::Grapher;
 use proto::{
-    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputPage,
-    OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
+    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, OutputChunk,
+    OutputPage, OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
     RunnerRegistration, RunnerState, RunningStatus, State, SuspendedJobChain, TryStart,
 };
 use store::{Batcher, Store};
@@ -809,6 +809,22 @@ impl Manager {
             }
         }
         Ok(RunningStatus { jobs, requests })
+    }
+
+    /// The running jobs of one RUNNING request, from its own Job Runner only; empty when
+    /// it has none or the runner does not answer (logged).
+    pub async fn running_jobs(&self, request: &Request) -> Vec<JobStatus> {
+        if request.state != State::Running || request.jr_url.is_empty() {
+            return Vec::new();
+        }
+        let request_id = RequestId::from(request.id.as_str());
+        match self.jr.running(&request.jr_url, Some(&request_id)).await {
+            Ok(jobs) => jobs,
+            Err(err) => {
+                tracing::debug!(request_id = %request.id, jr_url = request.jr_url, error = %err, "job runner did not report the request's running jobs");
+                Vec::new()
+            }
+        }
     }
 
     /// Offers PENDING requests (older than a few seconds, so not ones being created) to a

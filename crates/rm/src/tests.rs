@@ -1351,3 +1351,67 @@ async fn health_and_readiness() {
     let (status, _, _) = call(&env.router, Method::GET, "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// Issue #13: a state change sent by a page of another site is refused before it is
+/// read; the same call from Spindle's own pages, or without a browser, goes through.
+#[tokio::test]
+async fn state_changes_from_another_site_are_refused() {
+    let env = env().await;
+    let body = Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#);
+    for headers in [
+        &[("sec-fetch-site", "cross-site")][..],
+        &[("sec-fetch-site", "same-site")],
+        &[
+            ("origin", "http://evil.example"),
+            ("host", "127.0.0.1:32308"),
+        ],
+        &[("origin", "null"), ("host", "127.0.0.1:32308")],
+    ] {
+        let (status, body, _) =
+            call_with(&env.router, Method::POST, "/api/v1/requests", body, headers).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Forbidden: POST"),
+            "{body}"
+        );
+    }
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::PUT,
+        "/api/v1/requests/b0gus00000000000000a/stop",
+        None,
+        &[("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        env.jr.chains.lock().unwrap().is_empty(),
+        "nothing was created"
+    );
+    // Reads from anywhere, and changes from the same origin, are served.
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests",
+        None,
+        &[("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        body,
+        &[
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://127.0.0.1:32308"),
+            ("host", "127.0.0.1:32308"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}

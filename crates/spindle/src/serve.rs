@@ -495,6 +495,14 @@ async fn bind(
         // A log collector gets only JSON lines.
         LogFormat::Json => tracing::info!(url, "{what} listening"),
     }
+    if what != "spindle jr" {
+        let ui = format!("{url}/");
+        match format {
+            #[allow(clippy::print_stderr, reason = "where the web UI is, once at start")]
+            LogFormat::Text => eprintln!("web UI at {ui}"),
+            LogFormat::Json => tracing::info!(url = ui, "web UI"),
+        }
+    }
     Ok((listener, local))
 }
 
@@ -570,7 +578,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         stop_lease.clone(),
     ));
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
-    let router = rm::router(local.manager.clone());
+    let router = rm::router(local.manager.clone()).merge(ui::router(local.manager.clone()));
     let mut server = tokio::spawn(serve(listener, router, stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
@@ -642,7 +650,8 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     ));
     let stop = CancellationToken::new();
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
-    let mut server = tokio::spawn(serve(listener, rm::router(manager.clone()), stop.clone()));
+    let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         return ended.map(|()| Exit::Success);

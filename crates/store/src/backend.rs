@@ -3,6 +3,8 @@
 //! what differs (claiming a suspended chain, matching a long arg value through an index)
 //! is in their `Backend` impls next to their constructors (`sqlite.rs`, `postgres.rs`).
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
     CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
@@ -12,7 +14,7 @@ use proto::{
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
-use crate::{Error, Finished, Owner, StartedTry, Store};
+use crate::{Error, Finished, JobState, Owner, StartedTry, Store};
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
 pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
@@ -311,21 +313,45 @@ where
 
     /// Sets each job of `chain` to its latest logged state and try.
     async fn live_states(&self, chain: &mut JobChain) -> Result<(), Error> {
-        let rows = sqlx::query("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
-            .bind(chain.request_id.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        for row in rows {
-            let job_id: String = row.try_get("job_id")?;
-            let try_no = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
-            if let Some(job) = chain.jobs.get_mut(&job_id)
-                && try_no >= job.tries
-            {
-                job.tries = try_no;
-                job.state = state_of(row.try_get("state")?)?;
+        for latest in self.latest_states(chain.request_id.as_str()).await? {
+            if let Some(job) = chain.jobs.get_mut(&latest.job_id) {
+                job.tries = latest.tries;
+                job.state = latest.state;
             }
         }
         Ok(())
+    }
+
+    /// Each logged job's highest try and its state.
+    async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
+        let rows = sqlx::query("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let job_id: String = row.try_get("job_id")?;
+            let tries = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+            let state = state_of(row.try_get("state")?)?;
+            match latest.get_mut(&job_id) {
+                Some(known) if known.tries > tries => {}
+                Some(known) => {
+                    known.tries = tries;
+                    known.state = state;
+                }
+                None => {
+                    latest.insert(
+                        job_id.clone(),
+                        JobState {
+                            job_id,
+                            tries,
+                            state,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(latest.into_values().collect())
     }
 
     async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
@@ -705,6 +731,20 @@ where
             id: format!("{job_id} of request {request_id}"),
         })?;
         Self::job_log_from_row(&row)
+    }
+
+    async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {
+        let rows =
+            sqlx::query("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
+                .bind(request_id)
+                .bind(job_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(Self::job_log_from_row).collect()
+    }
+
+    async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
+        self.latest_states(request_id).await
     }
 
     async fn suspend_request(

@@ -68,6 +68,14 @@ impl Owner {
     }
 }
 
+/// A job's latest logged try and that try's state ([`Store::job_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobState {
+    pub job_id: String,
+    pub tries: u32,
+    pub state: State,
+}
+
 /// A try that started, with the runner instance that started it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartedTry {
@@ -153,6 +161,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The entry with the highest try of one job.
     async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error>;
+
+    /// Every entry of one job of a request, by try (empty when it has none).
+    async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error>;
+
+    /// Each logged job's latest try and its state, without the entries' texts: what a
+    /// view of a running request polls. Jobs without an entry are left out.
+    async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error>;
 
     /// Stores a suspended chain and sets its RUNNING request SUSPENDED, in one transaction.
     /// With `fence`, only from the request's owner ([`Error::Fenced`] otherwise).

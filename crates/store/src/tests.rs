@@ -333,6 +333,19 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
             (State::Pending, 0)
         ]
     );
+    // One job's tries, and every logged job's latest try, for the web UI.
+    assert_eq!(store.job_tries_log("r1", "b").await.unwrap(), entries[1..]);
+    assert!(store.job_tries_log("r1", "zz").await.unwrap().is_empty());
+    let mut latest = store.job_states("r1").await.unwrap();
+    latest.sort_by(|x, y| x.job_id.cmp(&y.job_id));
+    let latest: Vec<(&str, u32, State)> = latest
+        .iter()
+        .map(|s| (s.job_id.as_str(), s.tries, s.state))
+        .collect();
+    assert_eq!(
+        latest,
+        [("a", 1, State::Complete), ("b", 2, State::Complete)]
+    );
     // Large batches go in several statements of one transaction.
     let many: Vec<JobLog> = (1..=2500).map(|n| log("r1", "c", n, State::Fail)).collect();
     store.insert_job_logs(&many).await.unwrap();

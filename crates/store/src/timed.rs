@@ -10,7 +10,7 @@ use proto::{
     Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain, TryStart,
 };
 
-use crate::{Error, Finished, Owner, StartedTry, Store};
+use crate::{Error, Finished, JobState, Owner, StartedTry, Store};
 
 /// Told how long each store operation took, by the operation's name (the [`Store`]
 /// method's), and whether it succeeded.
@@ -62,6 +62,8 @@ timed_store! {
     fn output(&self, request_id: &str, query: &OutputQuery) -> Vec<OutputChunk>;
     fn job_log(&self, request_id: &str) -> Vec<JobLog>;
     fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> JobLog;
+    fn job_tries_log(&self, request_id: &str, job_id: &str) -> Vec<JobLog>;
+    fn job_states(&self, request_id: &str) -> Vec<JobState>;
     fn suspend_request(&self, suspended: &SuspendedJobChain, fence: Option<&Fence>, at: DateTime<Utc>) -> ();
     fn claim_suspended(&self, host: &str, at: DateTime<Utc>) -> Option<SuspendedJobChain>;
     fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str, owner: Option<&Fence>) -> ();

@@ -7,6 +7,7 @@ mod lint;
 mod observability;
 mod recovery;
 mod services;
+mod ui;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};

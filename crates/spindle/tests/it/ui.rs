@@ -1,0 +1,742 @@
+//! The web UI in a real browser (issue #13): Debian's headless Chromium driven over
+//! WebDriver (chromedriver) through fantoccini, against a real `spindle server`. Without
+//! Chromium and ChromeDriver each test says it was skipped, unless
+//! `SPINDLE_TEST_BROWSER=required` (CI), which makes it fail. Each test saves a
+//! screenshot under `target/ui-screenshots/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const SPECS: &str = "sequences:
+  deploy:
+    request: true
+    args:
+      required:
+        - name: hosts
+          desc: The hosts to deploy to, a JSON list
+      optional:
+        - name: nap
+          desc: How long each step takes
+          default: 300ms
+    nodes:
+      prep:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: nap}]
+      each-host:
+        category: sequence
+        type: host
+        each: [hosts:host]
+        deps: [prep]
+      done:
+        category: job
+        type: noop
+        deps: [each-host]
+  host:
+    args:
+      required:
+        - name: host
+      optional:
+        - name: nap
+          default: 300ms
+    nodes:
+      stop:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: nap}]
+      start:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: nap}]
+        deps: [stop]
+  naps:
+    request: true
+    args:
+      required:
+        - name: host
+          desc: Where to nap
+      static:
+        - name: long
+          default: 60s
+    nodes:
+      nap:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: long}]
+  talk:
+    request: true
+    args:
+      required:
+        - name: go
+          desc: A file whose creation lets the job end
+      static:
+        - name: sh
+          default: sh
+        - name: script
+          default: [\"-c\", \"echo first line; echo to stderr >&2; while [ ! -e \\\"$SPINDLE_ARG_GO\\\" ]; do sleep 0.05; done; echo last line\"]
+    nodes:
+      chatter:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
+  wide:
+    request: true
+    args:
+      required:
+        - name: hosts
+    nodes:
+      first:
+        category: job
+        type: noop
+      each-host:
+        category: sequence
+        type: three
+        each: [hosts:host]
+        deps: [first]
+  three:
+    args:
+      required:
+        - name: host
+    nodes:
+      a:
+        category: job
+        type: noop
+      b:
+        category: job
+        type: noop
+        deps: [a]
+      c:
+        category: job
+        type: noop
+        deps: [b]
+";
+
+/// Chromium and its driver, from the environment or Debian's paths.
+fn browser_programs(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let find = |var: &str, names: &[&str]| -> Option<PathBuf> {
+        if let Some(path) = std::env::var_os(var) {
+            return Some(PathBuf::from(path));
+        }
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+            .find(|candidate| candidate.is_file())
+    };
+    let chromium = find(
+        "SPINDLE_TEST_CHROMIUM",
+        &["chromium", "chromium-browser", "google-chrome"],
+    );
+    let driver = find("SPINDLE_TEST_CHROMEDRIVER", &["chromedriver"]);
+    match (chromium, driver) {
+        (Some(chromium), Some(driver)) => Some((chromium, driver)),
+        _ => {
+            assert!(
+                std::env::var("SPINDLE_TEST_BROWSER").is_ok_and(|v| v != "required"),
+                "{test}: SPINDLE_TEST_BROWSER=required, but chromium and chromedriver are not both on PATH (Debian: apt-get install chromium chromium-driver)"
+            );
+            let line = format!(
+                "{test}: skipped: it drives a headless Chromium; install chromium and chromium-driver (or set SPINDLE_TEST_BROWSER=required to fail instead)\n"
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            None
+        }
+    }
+}
+
+/// A `spindle server` on SQLite with [`SPECS`], and a browser session on it.
+struct Ui {
+    server: crate::Service,
+    dir: tempfile::TempDir,
+    client: Client,
+    driver: Child,
+    http: reqwest::Client,
+    test: &'static str,
+}
+
+async fn ui(test: &'static str) -> Option<Ui> {
+    let (chromium, driver_program) = browser_programs(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let server = crate::Service::start(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "specs.yaml",
+            "--database",
+            "sqlite://ui.db",
+        ],
+    );
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let driver = Command::new(driver_program)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let driver_url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(response) = http.get(format!("{driver_url}/status")).send().await
+            && response.status().is_success()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{test}: chromedriver did not answer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert("browserName".into(), json!("chrome"));
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000", "--lang=en-US"],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver_url)
+        .await
+        .unwrap_or_else(|err| panic!("{test}: no browser session: {err}"));
+    Some(Ui {
+        server,
+        dir,
+        client,
+        driver,
+        http,
+        test,
+    })
+}
+
+impl Ui {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.url)
+    }
+
+    async fn goto(&self, path: &str) {
+        self.client.goto(&self.url(path)).await.unwrap();
+    }
+
+    /// Creates a request through the API; returns its id.
+    async fn create(&self, request_type: &str, args: Value) -> String {
+        let response = self
+            .http
+            .post(self.url("/api/v1/requests"))
+            .json(&json!({"type": request_type, "args": args, "user": "ann"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+        let body: Value = response.json().await.unwrap();
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn request(&self, id: &str) -> Value {
+        self.http
+            .get(self.url(&format!("/api/v1/requests/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Runs a script in the page; returns what it returns.
+    async fn js(&self, script: &str) -> Value {
+        self.client.execute(script, Vec::new()).await.unwrap()
+    }
+
+    /// Waits until `script` returns something truthy (at most `secs`); returns it.
+    async fn until(&self, what: &str, script: &str, secs: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let value = self.js(script).await;
+            let truthy = match &value {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                Value::String(s) => !s.is_empty(),
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                _ => true,
+            };
+            if truthy {
+                return value;
+            }
+            if Instant::now() > deadline {
+                self.screenshot(&format!("{}-failed", self.test)).await;
+                let text = self.js("return document.body.innerText").await;
+                panic!(
+                    "{}: {what}: not within {secs} s; the page shows:\n{}\nserver:\n{}",
+                    self.test,
+                    text.as_str().unwrap_or_default(),
+                    self.server.stderr()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|err| panic!("{}: no {css}: {err}", self.test))
+            .click()
+            .await
+            .unwrap();
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let field = self.client.find(Locator::Css(css)).await.unwrap();
+        field.clear().await.unwrap();
+        field.send_keys(text).await.unwrap();
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Ok(png) = self.client.screenshot().await {
+            std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+        }
+    }
+
+    async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The page's request state as shown.
+const STATE: &str = "const s = document.getElementById('state'); return s ? s.textContent : ''";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn start_from_the_form_and_watch_it_reach_complete_without_a_reload() {
+    let Some(ui) = ui("start_from_the_form").await else {
+        return;
+    };
+    ui.goto("/start/deploy").await;
+    ui.until(
+        "the form",
+        "return document.getElementById('arg-hosts')",
+        10,
+    )
+    .await;
+    // A list value is JSON, checked before anything is sent.
+    ui.type_into("#arg-hosts", "[\"db1\", ").await;
+    ui.click("#start-submit").await;
+    let error = ui
+        .until(
+            "the JSON error beside the field",
+            "return document.getElementById('err-hosts').textContent",
+            10,
+        )
+        .await;
+    assert!(
+        error.as_str().unwrap().starts_with("Not valid JSON"),
+        "{error}"
+    );
+    // The API's error about an arg is shown beside that arg.
+    ui.type_into("#arg-hosts", "[\"db1\", \"db2\"]").await;
+    ui.type_into("#arg-nap", "soon").await;
+    ui.click("#start-submit").await;
+    let error = ui
+        .until(
+            "the API's error beside the field",
+            "return document.getElementById('err-nap').textContent",
+            10,
+        )
+        .await;
+    assert!(
+        error.as_str().unwrap().contains("invalid duration"),
+        "{error}"
+    );
+    assert_eq!(
+        ui.js("return document.getElementById('err-hosts').textContent")
+            .await,
+        ""
+    );
+    ui.type_into("#arg-nap", "400ms").await;
+    ui.type_into("#start-user", "carol").await;
+    ui.click("#start-submit").await;
+    let url = ui
+        .until(
+            "the new request's page",
+            "return location.pathname.startsWith('/requests/') && location.pathname",
+            10,
+        )
+        .await;
+    let id = url
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/requests/")
+        .to_owned();
+    // Marks this page: a reload would lose the mark.
+    ui.js("window.spindleMark = 'kept'; return true").await;
+    ui.until(
+        "a job running",
+        "return document.querySelector('svg.chain .job[data-state=RUNNING]')",
+        20,
+    )
+    .await;
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 60)
+        .await;
+    ui.until(
+        "every job drawn COMPLETE",
+        "const jobs = [...document.querySelectorAll('svg.chain .job')]; return jobs.length > 0 && jobs.every(j => j.dataset.state === 'COMPLETE')",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return window.spindleMark").await,
+        "kept",
+        "the page was reloaded"
+    );
+    let request = ui.request(&id).await;
+    assert_eq!(request["state"], 3);
+    assert_eq!(request["user"], "carol");
+    // The drawing: the expansion's two iterations, each a group of its own.
+    let groups = ui
+        .js("return [...document.querySelectorAll('svg.chain .grp')].map(g => g.textContent)")
+        .await;
+    let groups = groups.to_string();
+    assert!(groups.contains("each-host ×2"), "{groups}");
+    assert!(
+        groups.contains("host=db1") && groups.contains("host=db2"),
+        "{groups}"
+    );
+    ui.screenshot("request-page").await;
+    // "Start again" opens the form filled in.
+    ui.click("#start-again").await;
+    ui.until(
+        "the form filled in",
+        "const f = document.getElementById('arg-hosts'); return f && f.value",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('arg-hosts').value")
+            .await,
+        "[\"db1\",\"db2\"]"
+    );
+    assert_eq!(
+        ui.js("return document.getElementById('arg-nap').value")
+            .await,
+        "400ms"
+    );
+    ui.screenshot("start-form").await;
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_output_is_followed_while_it_runs() {
+    let Some(ui) = ui("a_jobs_output").await else {
+        return;
+    };
+    let go = ui.dir.path().join("go");
+    let id = ui.create("talk", json!({"go": go.to_str().unwrap()})).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until(
+        "the job running",
+        "return document.querySelector('svg.chain .job[data-state=RUNNING]')",
+        20,
+    )
+    .await;
+    ui.click("svg.chain .job[data-state=RUNNING]").await;
+    let live = ui
+        .until(
+            "its live output",
+            "const o = document.getElementById('live-output'); return o && o.textContent.includes('first line') && o.textContent",
+            20,
+        )
+        .await;
+    assert!(live.as_str().unwrap().contains("to stderr"), "{live}");
+    ui.screenshot("job-output").await;
+    std::fs::write(&go, "").unwrap();
+    let stdout = ui
+        .until(
+            "the try's entry with all its output",
+            "const t = document.querySelector('.try[data-try=\"1\"] pre.stdout'); return t && t.textContent.includes('last line') && t.textContent",
+            30,
+        )
+        .await;
+    assert_eq!(stdout, "first line\nlast line\n");
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
+        .await;
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_request_is_stopped_from_its_page() {
+    let Some(ui) = ui("stop_from_its_page").await else {
+        return;
+    };
+    let id = ui.create("naps", json!({"host": "db1"})).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until("RUNNING", &format!("{STATE} === 'RUNNING'"), 20)
+        .await;
+    ui.click("#stop").await;
+    ui.until(
+        "the confirmation",
+        "return document.getElementById('stop-dialog').open",
+        10,
+    )
+    .await;
+    ui.screenshot("stop-confirmation").await;
+    // Cancel first: nothing happens.
+    ui.click("#stop-dialog button:not(#stop-confirm)").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(ui.request(&id).await["state"], 2, "still RUNNING");
+    ui.click("#stop").await;
+    ui.click("#stop-confirm").await;
+    ui.until("STOPPED", &format!("{STATE} === 'STOPPED'"), 30)
+        .await;
+    assert_eq!(ui.request(&id).await["state"], 6);
+    ui.until(
+        "the job drawn STOPPED",
+        "return document.querySelector('svg.chain .job[data-state=STOPPED]')",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('stop')?.isConnected ?? false")
+            .await,
+        false,
+        "no Stop button on a finished request"
+    );
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_is_found_in_the_list_by_an_arg() {
+    let Some(ui) = ui("found_by_an_arg").await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for host in ["db1", "db2", "db3"] {
+        ids.push(ui.create("wide", json!({"hosts": [host]})).await);
+    }
+    let naps = ui.create("naps", json!({"host": "db2"})).await;
+    ui.goto("/").await;
+    ui.until(
+        "every request listed",
+        "return document.querySelectorAll('#requests tr').length === 4",
+        20,
+    )
+    .await;
+    // Newest first.
+    let listed = ui
+        .js("return [...document.querySelectorAll('#requests tr')].map(r => r.dataset.id)")
+        .await;
+    assert_eq!(listed, json!([naps, ids[2], ids[1], ids[0]]));
+    ui.until(
+        "counts by state",
+        "const c = document.querySelector('[data-count=COMPLETE]'); return c && c.textContent.endsWith(' 3')",
+        20,
+    )
+    .await;
+    ui.type_into("#f-arg", "host=db2").await;
+    ui.click(".filters button[type=submit]").await;
+    ui.until(
+        "only the request with host=db2",
+        &format!(
+            "const rows = [...document.querySelectorAll('#requests tr')]; return rows.length === 1 && rows[0].dataset.id === '{naps}'"
+        ),
+        20,
+    )
+    .await;
+    assert!(
+        ui.js("return location.search")
+            .await
+            .as_str()
+            .unwrap()
+            .contains("arg=host%3Ddb2"),
+        "the filter is in the address, to share"
+    );
+    ui.screenshot("request-list").await;
+    // By type, then following the row's link.
+    ui.type_into("#f-arg", "").await;
+    ui.client
+        .find(Locator::Css("#f-type option[value=wide]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    ui.click(".filters button[type=submit]").await;
+    ui.until(
+        "the three wide requests",
+        "return document.querySelectorAll('#requests tr').length === 3",
+        20,
+    )
+    .await;
+    ui.click(&format!("#requests tr[data-id='{}'] a", ids[0]))
+        .await;
+    ui.until(
+        "the request's page",
+        &format!("return location.pathname === '/requests/{}'", ids[0]),
+        10,
+    )
+    .await;
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_arg_value_with_markup_stays_text() {
+    let Some(ui) = ui("markup_stays_text").await else {
+        return;
+    };
+    let hostile = "<img src=x onerror=\"window.pwned=1\"><b id=\"injected\">bold</b><script>window.pwned=2</script>";
+    let id = ui.create("naps", json!({"host": hostile})).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    let shown = ui
+        .until(
+            "the args",
+            "const v = document.querySelector('#args .arg-value'); return v && v.textContent",
+            20,
+        )
+        .await;
+    assert_eq!(shown, hostile);
+    ui.goto("/").await;
+    ui.until(
+        "the list",
+        "return document.querySelectorAll('#requests tr').length === 1",
+        20,
+    )
+    .await;
+    ui.goto(&format!(
+        "/start/naps?args={}",
+        url_escape(&json!({"host": hostile}).to_string())
+    ))
+    .await;
+    let value = ui
+        .until(
+            "the form filled in",
+            "const f = document.getElementById('arg-host'); return f && f.value",
+            10,
+        )
+        .await;
+    assert_eq!(value, hostile);
+    // A path with markup is a page that says the request is not found, as text.
+    ui.goto("/requests/%3Cb%20id%3Dinjected%3Ex%3C%2Fb%3E")
+        .await;
+    ui.until(
+        "not found",
+        "return document.body.innerText.includes('Request not found')",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('injected')").await,
+        Value::Null
+    );
+    assert_eq!(ui.js("return window.pwned ?? null").await, Value::Null);
+    // The page's policy forbids inline scripts.
+    let policy =
+        ui.http.get(ui.url("/")).send().await.unwrap().headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+    assert!(
+        policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"),
+        "{policy}"
+    );
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until(
+        "the args again",
+        "return document.querySelector('#args .arg-value')",
+        20,
+    )
+    .await;
+    ui.screenshot("markup-stays-text").await;
+    assert_eq!(ui.js("return window.pwned ?? null").await, Value::Null);
+    ui.close().await;
+}
+
+fn url_escape(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_25000_job_request_page_opens() {
+    let Some(ui) = ui("a_25000_job_request").await else {
+        return;
+    };
+    // 5,000 iterations of seven jobs (a, b, c and their wrappers), and the request's own.
+    let hosts: Vec<String> = (0..5000).map(|n| format!("host{n:04}")).collect();
+    let id = ui.create("wide", json!({ "hosts": hosts })).await;
+    let request = ui.request(&id).await;
+    assert!(
+        request["totalJobs"].as_u64().unwrap() >= 25_000,
+        "{}",
+        request["totalJobs"]
+    );
+    let started = Instant::now();
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until("its state", &format!("{STATE} !== ''"), 30).await;
+    let shown_after = started.elapsed();
+    // The expansion is drawn closed, with its counts.
+    let counts = ui
+        .until(
+            "the expansion's counts",
+            "const g = document.querySelector('svg.chain .grp.closed.expansion .counts-text'); return g && g.textContent !== '…' && g.textContent",
+            30,
+        )
+        .await;
+    assert!(
+        counts.as_str().unwrap().contains('✓') || counts.as_str().unwrap().contains('○'),
+        "{counts}"
+    );
+    let jobs_drawn = ui
+        .js("return document.querySelectorAll('svg.chain .job').length")
+        .await;
+    assert!(
+        jobs_drawn.as_u64().unwrap() < 100,
+        "{jobs_drawn} jobs drawn"
+    );
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 120)
+        .await;
+    ui.screenshot("big-request").await;
+    // Opened, it draws at most its first iterations and one node for the rest.
+    ui.click("svg.chain .grp.closed.expansion").await;
+    let more = ui
+        .until(
+            "the rest as one node",
+            "const m = document.querySelector('svg.chain .more'); return m && m.textContent",
+            30,
+        )
+        .await;
+    assert!(more.as_str().unwrap().contains("+4800 more"), "{more}");
+    ui.until(
+        "the counts of the iterations drawn",
+        "const c = [...document.querySelectorAll('svg.chain .grp.closed .counts-text')]; return c.length === 200 && c.every(t => t.textContent === '✓7')",
+        30,
+    )
+    .await;
+    let first = ui
+        .js("return document.querySelector('svg.chain .grp.closed').textContent")
+        .await;
+    assert!(first.as_str().unwrap().contains("host=host0000"), "{first}");
+    ui.screenshot("big-request-open").await;
+    let line = format!(
+        "a_25000_job_request: state shown {} ms after the page was asked for\n",
+        shown_after.as_millis()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    ui.close().await;
+}

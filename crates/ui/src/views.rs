@@ -1,0 +1,375 @@
+//! The UI's view endpoints (`/ui/api`), beside Spin Cycle's API: what a request page
+//! draws and polls. A chain never changes once stored, so its [`Structure`] is built once
+//! and kept (the most recent [`CACHED`] requests); a poll reads only the jobs' latest
+//! states from the store and answers with what the viewer draws.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, Query, State as Extract};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use proto::{JobLog, JobStatus, Request, State};
+use rm::{Error, Manager};
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{Drawing, Item, Structure, Toggles};
+
+/// Chains whose structure is kept in memory.
+pub const CACHED: usize = 32;
+/// Failed jobs a poll names (the first ones, in run order).
+pub const FAILED_SHOWN: usize = 50;
+
+/// The view endpoints' state: the manager and the structures of recent chains.
+#[derive(Debug)]
+pub struct Views {
+    manager: Arc<Manager>,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    chains: HashMap<String, Arc<Structure>>,
+    order: VecDeque<String>,
+}
+
+impl Views {
+    pub fn new(manager: Arc<Manager>) -> Views {
+        Views {
+            manager,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    /// The structure of a request's chain, built on first use (on the blocking pool: a
+    /// 25,000-job chain takes tens of milliseconds).
+    pub async fn structure(&self, request_id: &str) -> Result<Arc<Structure>, Error> {
+        if let Some(found) = self.lock().chains.get(request_id) {
+            return Ok(found.clone());
+        }
+        let chain = self.manager.job_chain(request_id).await?;
+        let structure = tokio::task::spawn_blocking(move || Structure::of(&chain))
+            .await
+            .map_err(|err| Error::internal(format!("laying out the chain failed: {err}")))?;
+        let structure = Arc::new(structure);
+        let mut cache = self.lock();
+        if !cache.chains.contains_key(request_id) {
+            cache
+                .chains
+                .insert(request_id.to_owned(), structure.clone());
+            cache.order.push_back(request_id.to_owned());
+            while cache.order.len() > CACHED {
+                if let Some(old) = cache.order.pop_front() {
+                    cache.chains.remove(&old);
+                }
+            }
+        }
+        Ok(structure)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every job's state now: its latest logged try, RUNNING for a try that started (a
+    /// durable start, or the runner says so) and has no entry yet, else PENDING.
+    pub async fn states(
+        &self,
+        request: &Request,
+        structure: &Structure,
+    ) -> Result<(Vec<(State, u32)>, Vec<JobStatus>), Error> {
+        let store = self.manager.store();
+        let mut states = vec![(State::Pending, 0u32); structure.job_ids.len()];
+        for latest in store.job_states(&request.id).await.map_err(Error::from)? {
+            if let Some(&j) = structure.index.get(&latest.job_id) {
+                states[j as usize] = (latest.state, latest.tries);
+            }
+        }
+        let mut running = Vec::new();
+        if request.state == State::Running {
+            for started in store.try_starts(&request.id).await.map_err(Error::from)? {
+                if let Some(&j) = structure.index.get(&started.start.job_id)
+                    && started.start.r#try > states[j as usize].1
+                {
+                    states[j as usize] = (State::Running, started.start.r#try);
+                }
+            }
+            running = self.manager.running_jobs(request).await;
+            for job in &running {
+                if let Some(&j) = structure.index.get(&job.job_id)
+                    && job.r#try >= states[j as usize].1
+                {
+                    states[j as usize] = (State::Running, job.r#try.max(1));
+                }
+            }
+        }
+        Ok((states, running))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ViewQuery {
+    #[serde(default)]
+    open: String,
+    #[serde(default)]
+    closed: String,
+    /// `args=0`: leave the request's args out (a page has them from its first poll).
+    #[serde(default)]
+    args: Option<String>,
+}
+
+type Shared = Extract<Arc<Views>>;
+
+pub(crate) fn routes(views: Arc<Views>) -> Router {
+    Router::new()
+        .route("/ui/api/requests/{id}/graph", get(graph))
+        .route("/ui/api/requests/{id}/states", get(states))
+        .route("/ui/api/requests/{id}/jobs/{job_id}", get(job))
+        .route("/ui/api/counts", get(counts))
+        .with_state(views)
+}
+
+async fn graph(
+    Extract(views): Shared,
+    Path(id): Path<String>,
+    Query(query): Query<ViewQuery>,
+) -> Result<Json<Drawing>, Error> {
+    let structure = views.structure(&id).await?;
+    let toggles = Toggles::parse(&query.open, &query.closed);
+    Ok(Json(structure.draw(&toggles)))
+}
+
+/// A job's state as a poll names it.
+#[derive(Debug, Serialize)]
+struct JobNow {
+    state: State,
+    tries: u32,
+    /// The running try's status line, when the runner gives one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    status: String,
+}
+
+/// A failed job, for the list beside the drawing.
+#[derive(Debug, Serialize)]
+struct Failed {
+    id: String,
+    name: String,
+    tries: u32,
+    /// The groups holding it, outermost first, by id: what to open to see it.
+    groups: Vec<String>,
+}
+
+/// What a request page polls.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Poll {
+    request: Request,
+    /// The drawn jobs' states, by id.
+    jobs: BTreeMap<String, JobNow>,
+    /// The drawn closed groups' and more nodes' counts, by id and state name.
+    groups: BTreeMap<String, BTreeMap<&'static str, u32>>,
+    /// The whole request's counts, by state name.
+    counts: BTreeMap<&'static str, u32>,
+    failed: Vec<Failed>,
+    /// Failed jobs in all.
+    failed_total: u32,
+}
+
+fn state_name(state: State) -> &'static str {
+    state.name()
+}
+
+async fn states(
+    Extract(views): Shared,
+    Path(id): Path<String>,
+    Query(query): Query<ViewQuery>,
+) -> Result<Json<Poll>, Error> {
+    let mut request = views
+        .manager
+        .store()
+        .get_request(&id, false)
+        .await
+        .map_err(Error::from)?;
+    let structure = views.structure(&id).await?;
+    let (states, running) = views.states(&request, &structure).await?;
+    if query.args.as_deref() == Some("0") {
+        request.args.clear();
+    }
+    let toggles = Toggles::parse(&query.open, &query.closed);
+    let drawing = structure.draw(&toggles);
+    // Counts per group: each job adds to every group holding it.
+    let mut per_group: Vec<[u32; 8]> = vec![[0; 8]; structure.groups.len()];
+    let mut counts = [0u32; 8];
+    let slot = |state: State| State::ALL.iter().position(|s| *s == state).unwrap_or(0);
+    let mut failed = Vec::new();
+    let mut failed_total = 0;
+    for (j, (state, tries)) in states.iter().enumerate() {
+        let s = slot(*state);
+        counts[s] += 1;
+        for g in structure.ancestors(j as u32) {
+            per_group[g as usize][s] += 1;
+        }
+        if *state == State::Fail {
+            failed_total += 1;
+            if failed.len() < FAILED_SHOWN {
+                let mut groups: Vec<String> = structure
+                    .ancestors(j as u32)
+                    .filter(|g| *g != 0)
+                    .map(|g| structure.groups[g as usize].id.clone())
+                    .collect();
+                groups.reverse();
+                failed.push(Failed {
+                    id: structure.job_ids[j].clone(),
+                    name: structure.label(j as u32).to_owned(),
+                    tries: *tries,
+                    groups,
+                });
+            }
+        }
+    }
+    let named = |counts: &[u32; 8]| -> BTreeMap<&'static str, u32> {
+        State::ALL
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| (state_name(*s), *n))
+            .collect()
+    };
+    let status: HashMap<&str, &str> = running
+        .iter()
+        .map(|job| (job.job_id.as_str(), job.status.as_str()))
+        .collect();
+    let jobs = drawing
+        .jobs
+        .iter()
+        .map(|&j| {
+            let id = structure.job_ids[j as usize].clone();
+            let (state, tries) = states[j as usize];
+            let status = status
+                .get(id.as_str())
+                .copied()
+                .unwrap_or_default()
+                .to_owned();
+            (
+                id,
+                JobNow {
+                    state,
+                    tries,
+                    status,
+                },
+            )
+        })
+        .collect();
+    let mut groups: BTreeMap<String, BTreeMap<&'static str, u32>> = drawing
+        .closed
+        .iter()
+        .map(|&g| {
+            (
+                structure.groups[g as usize].id.clone(),
+                named(&per_group[g as usize]),
+            )
+        })
+        .collect();
+    for (more, items) in &drawing.more {
+        let mut sum = [0u32; 8];
+        for item in items {
+            match *item {
+                Item::Job(j) => sum[slot(states[j as usize].0)] += 1,
+                Item::Group(g) => {
+                    for (total, n) in sum.iter_mut().zip(per_group[g as usize]) {
+                        *total += n;
+                    }
+                }
+            }
+        }
+        groups.insert(more.clone(), named(&sum));
+    }
+    Ok(Json(Poll {
+        request,
+        jobs,
+        groups,
+        counts: named(&counts),
+        failed,
+        failed_total,
+    }))
+}
+
+/// One job: what the chain says of it, its tries, and the try running now.
+#[derive(Debug, Serialize)]
+struct JobView {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    job_type: String,
+    retry: u32,
+    #[serde(rename = "retryWait")]
+    retry_wait: String,
+    each: serde_json::Map<String, serde_json::Value>,
+    state: State,
+    tries: Vec<JobLog>,
+    /// The try running now and its start (Unix nanoseconds), if one is.
+    running: Option<JobStatus>,
+}
+
+async fn job(
+    Extract(views): Shared,
+    Path((id, job_id)): Path<(String, String)>,
+) -> Result<Response, Error> {
+    let store = views.manager.store();
+    let request = store.get_request(&id, false).await.map_err(Error::from)?;
+    let structure = views.structure(&id).await?;
+    let Some(&j) = structure.index.get(&job_id) else {
+        return Err(Error::NotFound(format!(
+            "job {job_id} of request {id} not found"
+        )));
+    };
+    let tries = store
+        .job_tries_log(&id, &job_id)
+        .await
+        .map_err(Error::from)?;
+    let (states, running) = views.states(&request, &structure).await?;
+    let job = structure.job(j);
+    let mut running = running.into_iter().find(|status| status.job_id == job_id);
+    if running.is_none() && states[j as usize].0 == State::Running {
+        running = Some(JobStatus {
+            request_id: id.clone(),
+            job_id: job_id.clone(),
+            job_type: job.job_type.clone(),
+            name: job.name.clone(),
+            state: State::Running,
+            r#try: states[j as usize].1,
+            ..JobStatus::default()
+        });
+    }
+    Ok(Json(JobView {
+        id: job_id,
+        name: job.name.clone(),
+        job_type: job.job_type.clone(),
+        retry: job.retry,
+        retry_wait: job.retry_wait.clone(),
+        each: job.each.clone(),
+        state: states[j as usize].0,
+        tries,
+        running,
+    })
+    .into_response())
+}
+
+/// Requests by state name, every state present (0 when none).
+async fn counts(Extract(views): Shared) -> Result<Json<BTreeMap<&'static str, u64>>, Error> {
+    let found = views
+        .manager
+        .store()
+        .count_requests(&State::ALL)
+        .await
+        .map_err(Error::from)?;
+    let mut counts: BTreeMap<&'static str, u64> =
+        State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
+    for (state, n) in found {
+        counts.insert(state_name(state), n);
+    }
+    Ok(Json(counts))
+}
