@@ -708,7 +708,8 @@
         "aria-describedby": `hint-${arg.Name} err-${arg.Name}` });
       if (arg.Name in prefill) input.value = valueText(prefill[arg.Name]);
       const error = h("div", { class: "field-error", id: `err-${arg.Name}`, "aria-live": "polite" });
-      const hint = [arg.Desc, required ? "Required." : (arg.Default !== null && arg.Default !== undefined ? `Default: ${valueText(arg.Default)}.` : "Optional."),
+      const desc = arg.Desc && !/[.!?]$/.test(arg.Desc) ? `${arg.Desc}.` : arg.Desc;
+      const hint = [desc, required ? "Required." : (arg.Default !== null && arg.Default !== undefined ? `Default: ${valueText(arg.Default)}.` : "Optional."),
         "A list or an object is entered as JSON, such as [\"a\", \"b\"]."].filter(Boolean).join(" ");
       const wrap = h("div", { class: "field", "data-arg": arg.Name },
         h("label", { for: input.id }, arg.Name, required ? h("span", { class: "muted" }, " (required)") : null),

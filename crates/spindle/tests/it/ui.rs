@@ -158,6 +158,11 @@ struct Ui {
 }
 
 async fn ui(test: &'static str) -> Option<Ui> {
+    ui_with(test, &["--window-size=1280,1000"]).await
+}
+
+/// [`ui`] with Chromium's window and flags as given.
+async fn ui_with(test: &'static str, flags: &[&str]) -> Option<Ui> {
     let (chromium, driver_program) = browser_programs(test)?;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
@@ -201,12 +206,11 @@ async fn ui(test: &'static str) -> Option<Ui> {
     }
     let mut capabilities = serde_json::Map::new();
     capabilities.insert("browserName".into(), json!("chrome"));
+    let mut args = vec!["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--lang=en-US"];
+    args.extend_from_slice(flags);
     capabilities.insert(
         "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000", "--lang=en-US"],
-        }),
+        json!({"binary": chromium, "args": args}),
     );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(capabilities)
@@ -323,7 +327,7 @@ impl Ui {
 }
 
 /// The page's request state as shown.
-const STATE: &str = "const s = document.getElementById('state'); return s ? s.textContent : ''";
+const STATE: &str = "return (document.getElementById('state')?.textContent ?? '')";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn start_from_the_form_and_watch_it_reach_complete_without_a_reload() {
@@ -738,5 +742,95 @@ async fn a_25000_job_request_page_opens() {
         shown_after.as_millis()
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
+    let Some(ui) = ui_with(
+        "keyboard_phone_dark",
+        &["--window-size=390,844", "--force-dark-mode", "--blink-settings=preferredColorScheme=0"],
+    )
+    .await
+    else {
+        return;
+    };
+    let id = ui.create("deploy", json!({"hosts": ["db1", "db2"], "nap": "1ms"})).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30).await;
+    // The viewer's colour scheme.
+    assert_eq!(
+        ui.js("return matchMedia('(prefers-color-scheme: dark)').matches").await,
+        true
+    );
+    assert_eq!(
+        ui.js("return getComputedStyle(document.body).backgroundColor").await,
+        "rgb(21, 25, 30)"
+    );
+    // Readable on a phone: the page itself does not scroll sideways (the drawing
+    // scrolls in its own frame).
+    assert_eq!(
+        ui.js("return document.documentElement.scrollWidth <= window.innerWidth").await,
+        true,
+        "{}",
+        ui.js("return [document.documentElement.scrollWidth, window.innerWidth]").await
+    );
+    // Times in the viewer's zone, UTC on hover.
+    let title = ui.js("return document.querySelector('time').title").await;
+    assert!(title.as_str().unwrap().starts_with("UTC 20"), "{title}");
+    // A job opens from the keyboard: focus it and press Enter.
+    ui.js("document.querySelector('svg.chain .job:not(.wrapper)').focus(); return true").await;
+    assert_eq!(
+        ui.js("return document.activeElement.classList.contains('job')").await,
+        true
+    );
+    ui.client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys(&fantoccini::key::Key::Enter.to_string())
+        .await
+        .unwrap();
+    ui.until(
+        "the job's panel",
+        "const n = document.getElementById('job-name'); return n && n.textContent",
+        10,
+    )
+    .await;
+    // So does a group: Enter on its header closes it.
+    ui.js("document.querySelector('svg.chain .grp.expansion .head').focus(); return true").await;
+    ui.client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys(&fantoccini::key::Key::Enter.to_string())
+        .await
+        .unwrap();
+    ui.until(
+        "the expansion closed",
+        "return document.querySelector('svg.chain .grp.closed.expansion')",
+        10,
+    )
+    .await;
+    ui.screenshot("phone-dark").await;
+    ui.goto("/runners").await;
+    ui.until(
+        "the server's own Job Runner, live",
+        "const r = document.querySelector('#runners tr'); return r && r.textContent.includes('live')",
+        10,
+    )
+    .await;
+    ui.goto("/").await;
+    ui.until(
+        "the list",
+        "return document.querySelectorAll('#requests tr').length === 1",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.documentElement.scrollWidth <= window.innerWidth").await,
+        true,
+        "the list fits a phone"
+    );
     ui.close().await;
 }
