@@ -279,10 +279,20 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
         ],
     );
     let rm_url = rm.url.clone();
+    // `spindle rm` serves the web UI beside its API, and says where.
+    let said = Instant::now();
+    while !rm.stderr().contains(&format!("web UI at {rm_url}/")) {
+        assert!(said.elapsed() < Duration::from_secs(10), "{}", rm.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let jr = ["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm_url];
     let mut jr_a = Service::start(dir.path(), &jr);
     jr_address.point_at(&jr_a);
     let api = Api::new(&rm);
+    let page = api.http.get(format!("{rm_url}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("data-page=\"list\""));
+    assert!(!jr_a.stderr().contains("web UI"), "a Job Runner has no UI");
 
     let id = api.create(json!({"sleepTime": "3000"})).await;
     api.wait_running_job(&id, "sleep-1").await;

@@ -206,7 +206,13 @@ async fn ui_with(test: &'static str, flags: &[&str]) -> Option<Ui> {
     }
     let mut capabilities = serde_json::Map::new();
     capabilities.insert("browserName".into(), json!("chrome"));
-    let mut args = vec!["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--lang=en-US"];
+    let mut args = vec![
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--lang=en-US",
+    ];
     args.extend_from_slice(flags);
     capabilities.insert(
         "goog:chromeOptions".into(),
@@ -749,39 +755,52 @@ async fn a_25000_job_request_page_opens() {
 async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
     let Some(ui) = ui_with(
         "keyboard_phone_dark",
-        &["--window-size=390,844", "--force-dark-mode", "--blink-settings=preferredColorScheme=0"],
+        &[
+            "--window-size=390,844",
+            "--force-dark-mode",
+            "--blink-settings=preferredColorScheme=0",
+        ],
     )
     .await
     else {
         return;
     };
-    let id = ui.create("deploy", json!({"hosts": ["db1", "db2"], "nap": "1ms"})).await;
+    let id = ui
+        .create("deploy", json!({"hosts": ["db1", "db2"], "nap": "1ms"}))
+        .await;
     ui.goto(&format!("/requests/{id}")).await;
-    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30).await;
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
+        .await;
     // The viewer's colour scheme.
     assert_eq!(
-        ui.js("return matchMedia('(prefers-color-scheme: dark)').matches").await,
+        ui.js("return matchMedia('(prefers-color-scheme: dark)').matches")
+            .await,
         true
     );
     assert_eq!(
-        ui.js("return getComputedStyle(document.body).backgroundColor").await,
+        ui.js("return getComputedStyle(document.body).backgroundColor")
+            .await,
         "rgb(21, 25, 30)"
     );
     // Readable on a phone: the page itself does not scroll sideways (the drawing
     // scrolls in its own frame).
     assert_eq!(
-        ui.js("return document.documentElement.scrollWidth <= window.innerWidth").await,
+        ui.js("return document.documentElement.scrollWidth <= window.innerWidth")
+            .await,
         true,
         "{}",
-        ui.js("return [document.documentElement.scrollWidth, window.innerWidth]").await
+        ui.js("return [document.documentElement.scrollWidth, window.innerWidth]")
+            .await
     );
     // Times in the viewer's zone, UTC on hover.
     let title = ui.js("return document.querySelector('time').title").await;
     assert!(title.as_str().unwrap().starts_with("UTC 20"), "{title}");
     // A job opens from the keyboard: focus it and press Enter.
-    ui.js("document.querySelector('svg.chain .job:not(.wrapper)').focus(); return true").await;
+    ui.js("document.querySelector('svg.chain .job:not(.wrapper)').focus(); return true")
+        .await;
     assert_eq!(
-        ui.js("return document.activeElement.classList.contains('job')").await,
+        ui.js("return document.activeElement.classList.contains('job')")
+            .await,
         true
     );
     ui.client
@@ -798,7 +817,8 @@ async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
     )
     .await;
     // So does a group: Enter on its header closes it.
-    ui.js("document.querySelector('svg.chain .grp.expansion .head').focus(); return true").await;
+    ui.js("document.querySelector('svg.chain .grp.expansion .head').focus(); return true")
+        .await;
     ui.client
         .active_element()
         .await
@@ -828,7 +848,8 @@ async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
     )
     .await;
     assert_eq!(
-        ui.js("return document.documentElement.scrollWidth <= window.innerWidth").await,
+        ui.js("return document.documentElement.scrollWidth <= window.innerWidth")
+            .await,
         true,
         "the list fits a phone"
     );
