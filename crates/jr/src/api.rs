@@ -37,6 +37,50 @@ fn decode<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T,
     serde_json::from_slice(body).map_err(|err| Error::Invalid(format!("invalid {what}: {err}")))
 }
 
+/// With authentication on: only Request Managers (a service role) may hand chains over,
+/// stop them and read the running status; `/metrics` needs a caller allowed to read;
+/// health, version and the OpenAPI document need nothing. The connection's
+/// [`auth::Peer`] comes from the server (TLS), else from axum's connection info.
+pub fn with_auth(router: Router, auth: Arc<auth::Auth>) -> Router {
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let auth = auth.clone();
+            async move {
+                let path = request.uri().path();
+                let access = match path {
+                    "/healthz" | "/readyz" | "/version" | "/api/v1/openapi.json" => None,
+                    "/metrics" => Some(auth::Access::Read),
+                    _ => Some(auth::Access::Service),
+                };
+                let Some(access) = access else {
+                    return next.run(request).await;
+                };
+                let peer = request
+                    .extensions()
+                    .get::<auth::Peer>()
+                    .cloned()
+                    .unwrap_or_else(|| auth::Peer {
+                        addr: request
+                            .extensions()
+                            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                            .map(|info| info.0),
+                        certificate: None,
+                    });
+                let checked = auth
+                    .authenticate(request.headers(), &peer)
+                    .and_then(|caller| auth.allow(&caller, access));
+                match checked {
+                    Ok(()) => next.run(request).await,
+                    Err(denied) => error_response(
+                        StatusCode::from_u16(denied.status()).unwrap_or(StatusCode::FORBIDDEN),
+                        denied.to_string(),
+                    ),
+                }
+            }
+        },
+    ))
+}
+
 /// Builds the router; every response carries `X-Spincycle-Version`.
 pub fn router(runner: Arc<Runner>, version: &str) -> Router {
     let version = HeaderValue::from_str(version).expect("the version is a valid header value");

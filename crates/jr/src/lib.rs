@@ -10,7 +10,7 @@ mod rm_client;
 mod runner;
 mod watch;
 
-pub use api::router;
+pub use api::{router, with_auth};
 pub use lease::{LeaseSettings, Registry, RegistryError};
 pub use rm_client::HttpRmClient;
 pub use runner::{Error, Reporters, Runner, new_instance_id};

@@ -168,6 +168,10 @@ pub fn router(manager: Arc<Manager>) -> Router {
                 ))
             },
         )
+        .layer(axum::middleware::from_fn_with_state(
+            manager.clone(),
+            authenticate,
+        ))
         .layer(axum::middleware::from_fn(same_origin_changes))
         .layer(axum::middleware::map_response(
             move |mut response: Response| {
@@ -191,6 +195,118 @@ pub fn router(manager: Arc<Manager>) -> Router {
 }
 
 type Shared = State<Arc<Manager>>;
+
+/// What a route needs of its caller when authentication is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: health, version, the OpenAPI document, the web UI's pages and files.
+    Nothing,
+    /// An authenticated caller allowed to read.
+    Read,
+    /// An authenticated caller; the handler authorizes the op by the specs' ACLs.
+    Caller,
+    /// A Job Runner or a Request Manager (a service role).
+    Service,
+}
+
+/// What `method path` needs, by the route it is.
+pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
+    use axum::http::Method;
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    match (method.clone(), segments.as_slice()) {
+        (_, ["healthz" | "readyz" | "version"]) | (_, ["api", "v1", "openapi.json"]) => {
+            Needs::Nothing
+        }
+        (
+            Method::POST,
+            [
+                "api",
+                "v1",
+                "job-logs" | "job-tries" | "job-output" | "job-runners",
+            ],
+        )
+        | (Method::DELETE, ["api", "v1", "job-runners", _])
+        | (Method::PUT, ["api", "v1", "job-runners", _, "lease"])
+        | (
+            Method::PUT,
+            [
+                "api",
+                "v1",
+                "requests",
+                _,
+                "finish" | "suspend" | "progress",
+            ],
+        )
+        | (Method::POST, ["api", "v1", "requests", _, "log"]) => Needs::Service,
+        (Method::POST, ["api", "v1", "requests"])
+        | (Method::PUT, ["api", "v1", "requests", _, "start" | "stop"]) => Needs::Caller,
+        (_, ["api", ..] | ["ui", "api", ..] | ["metrics"]) => Needs::Read,
+        // The web UI's pages and files: the pages ask the API, which checks.
+        _ => Needs::Nothing,
+    }
+}
+
+/// With authentication on: who the caller is (put in the request's extensions as an
+/// [`auth::Caller`]), refused with 401 when unknown and 403 when the route needs what
+/// its roles do not grant. The connection's [`auth::Peer`] comes from the server (TLS:
+/// the client certificate), else from axum's connection info.
+pub async fn authenticate(
+    State(manager): Shared,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(auth) = manager.auth() else {
+        return next.run(request).await;
+    };
+    let needs = needs(request.method(), request.uri().path());
+    if needs == Needs::Nothing {
+        return next.run(request).await;
+    }
+    let peer = peer_of(&request);
+    let caller = match auth.authenticate(request.headers(), &peer) {
+        Ok(caller) => caller,
+        Err(denied) => return Error::from(denied).into_response(),
+    };
+    let allowed = match needs {
+        Needs::Read => auth.allow(&caller, auth::Access::Read),
+        Needs::Service => auth.allow(&caller, auth::Access::Service),
+        Needs::Caller | Needs::Nothing => Ok(()),
+    };
+    if let Err(denied) = allowed {
+        return Error::from(denied).into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// The connection a request came on.
+pub fn peer_of(request: &axum::extract::Request) -> auth::Peer {
+    if let Some(peer) = request.extensions().get::<auth::Peer>() {
+        return peer.clone();
+    }
+    auth::Peer {
+        addr: request
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|info| info.0),
+        certificate: None,
+    }
+}
+
+/// Authorizes `op` on a request of `request_type` for the caller, when authentication
+/// is on.
+fn authorize(
+    manager: &Manager,
+    caller: Option<&auth::Caller>,
+    op: &str,
+    request_type: &str,
+) -> Result<(), Error> {
+    let Some(auth) = manager.auth() else {
+        return Ok(());
+    };
+    let caller = caller.ok_or_else(|| Error::Unauthorized("authentication required".to_owned()))?;
+    Ok(auth.authorize(caller, op, request_type)?)
+}
 
 /// Refuses a state change (any method but GET, HEAD and OPTIONS) that a browser sends
 /// from a page of another origin (cross-site request forgery): the browser says so in
@@ -254,6 +370,7 @@ async fn metrics(State(manager): Shared, headers: HeaderMap) -> Result<Response,
 
 async fn create(
     State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
@@ -267,11 +384,23 @@ async fn create(
             "Type is empty, must be a request name".to_owned(),
         ));
     }
-    let user = headers
-        .get(USER_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned)
-        .unwrap_or_else(|| create_request.user.clone());
+    // Checked before anything is stored: a denied start leaves nothing behind.
+    let caller = caller.map(|axum::Extension(caller)| caller);
+    authorize(
+        &manager,
+        caller.as_ref(),
+        "start",
+        &create_request.request_type,
+    )?;
+    let user = match &caller {
+        // Authenticated: the caller is the user, whatever the request says.
+        Some(caller) => caller.name.clone(),
+        None => headers
+            .get(USER_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_else(|| create_request.user.clone()),
+    };
     let request = manager.create(create_request, &user).await?;
     let location = format!("/api/v1/requests/{}", request.id);
     Ok((
@@ -296,12 +425,30 @@ async fn get_request(State(manager): Shared, Path(id): Path<String>) -> Result<R
     Ok(Json(manager.get(&id).await?).into_response())
 }
 
-async fn start(State(manager): Shared, Path(id): Path<RequestId>) -> Result<StatusCode, Error> {
+async fn start(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    Path(id): Path<RequestId>,
+) -> Result<StatusCode, Error> {
+    if manager.auth().is_some() {
+        // Unlike Spin Cycle, starting a PENDING request is authorized as a start.
+        let request = manager.store().get_request(id.as_str(), false).await?;
+        authorize(&manager, caller.as_deref(), "start", &request.request_type)?;
+    }
     manager.start(&id).await?;
     Ok(StatusCode::OK)
 }
 
-async fn stop(State(manager): Shared, Path(id): Path<RequestId>) -> Result<StatusCode, Error> {
+async fn stop(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    Path(id): Path<RequestId>,
+) -> Result<StatusCode, Error> {
+    if manager.auth().is_some() {
+        // An unknown id is 404 before any authorization.
+        let request = manager.store().get_request(id.as_str(), false).await?;
+        authorize(&manager, caller.as_deref(), "stop", &request.request_type)?;
+    }
     manager.stop(&id).await?;
     Ok(StatusCode::OK)
 }

@@ -10,7 +10,11 @@ pub enum Error {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
-    /// Refused whoever asks (403): a state change sent by a page of another site.
+    /// No credentials, or credentials that are not valid (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Not allowed (403): the caller's roles do not grant it, or a state change was
+    /// sent by a page of another site.
     #[error("{0}")]
     Forbidden(String),
     /// The request is not in a state that allows this (409).
@@ -46,6 +50,7 @@ impl Error {
     pub fn status(&self) -> u16 {
         match self {
             Error::BadRequest(_) => 400,
+            Error::Unauthorized(_) => 401,
             Error::Forbidden(_) => 403,
             Error::NotFound(_) => 404,
             Error::Conflict(_) | Error::Fenced(_) => 409,
@@ -116,6 +121,15 @@ impl From<graph::Error> for Error {
                 message: "building the job chain failed".to_owned(),
                 source: Some(Box::new(err)),
             }
+        }
+    }
+}
+
+impl From<auth::Denied> for Error {
+    fn from(denied: auth::Denied) -> Error {
+        match denied {
+            auth::Denied::Unauthenticated(message) => Error::Unauthorized(message),
+            auth::Denied::Forbidden(message) => Error::Forbidden(message),
         }
     }
 }

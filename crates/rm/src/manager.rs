@@ -44,6 +44,9 @@ pub struct Options {
     pub jr_url: Option<String>,
     /// The metrics and traces this Request Manager reports to.
     pub telemetry: Telemetry,
+    /// Who may do what; `None`: no authentication (anyone may do anything, and callers
+    /// name themselves).
+    pub auth: Option<Arc<auth::Auth>>,
 }
 
 impl Default for Options {
@@ -56,6 +59,7 @@ impl Default for Options {
             lease: Duration::from_secs(10),
             jr_url: None,
             telemetry: Telemetry::default(),
+            auth: None,
         }
     }
 }
@@ -137,6 +141,11 @@ impl Manager {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Who may do what; `None` when authentication is off.
+    pub fn auth(&self) -> Option<&auth::Auth> {
+        self.options.auth.as_deref()
     }
 
     pub fn telemetry(&self) -> &Telemetry {

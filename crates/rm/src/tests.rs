@@ -168,14 +168,18 @@ async fn env() -> Env {
 }
 
 async fn env_with(options: Options) -> Env {
+    env_specs(options, SPECS).await
+}
+
+async fn env_specs(options: Options, specs: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
         store::SqliteStore::open(&dir.path().join("rm.db"))
             .await
             .unwrap(),
     );
-    let report = spec::lint_str(Path::new("specs.yaml"), SPECS);
-    assert!(!report.has_errors());
+    let report = spec::lint_str(Path::new("specs.yaml"), specs);
+    assert!(!report.has_errors(), "{:?}", report.diagnostics);
     let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
     let jr = Arc::new(FakeJr::default());
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
@@ -1414,4 +1418,333 @@ async fn state_changes_from_another_site_are_refused() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+const ACL_SPECS: &str = "sequences:
+  deploy:
+    request: true
+    args:
+      required:
+        - name: host
+    acl:
+      - role: deployer
+        ops: [start, stop]
+      - role: lead
+        admin: true
+    nodes:
+      pause:
+        category: job
+        type: noop
+  open:
+    request: true
+    nodes:
+      pause:
+        category: job
+        type: noop
+";
+
+/// Issue #14: callers × operations → 200/401/403, with Spin Cycle's messages, and no
+/// request stored for a denied start.
+#[tokio::test]
+async fn who_may_create_start_stop_and_read() {
+    let token = |name: &str| format!("spindle_test_{name}");
+    let line = |name: &str, roles: &[&str]| {
+        auth::TokenLine::of(
+            &token(name),
+            name,
+            &roles.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>(),
+        )
+        .to_string()
+    };
+    let tokens = auth::Tokens::parse(
+        "tokens",
+        &[
+            line("ann", &["deployer"]),
+            line("bob", &["viewer"]),
+            line("root", &["ops-admin"]),
+            line("nobody", &[]),
+            line("jr", &["spindle"]),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let mut acls = std::collections::HashMap::new();
+    acls.insert(
+        "deploy".to_owned(),
+        vec![
+            auth::AclEntry {
+                role: "deployer".to_owned(),
+                admin: false,
+                ops: vec!["start".to_owned(), "stop".to_owned()],
+            },
+            auth::AclEntry {
+                role: "lead".to_owned(),
+                admin: true,
+                ops: Vec::new(),
+            },
+        ],
+    );
+    acls.insert("open".to_owned(), Vec::new());
+    let auth = auth::Auth {
+        authenticators: vec![
+            Arc::new(tokens),
+            Arc::new(auth::Proxy {
+                user_header: "x-forwarded-user".to_owned(),
+                groups_header: "x-forwarded-groups".to_owned(),
+                trusted: vec!["10.0.0.0/8".parse().unwrap()],
+            }),
+        ],
+        acls: auth::Acls::new(acls),
+        admin_roles: vec!["ops-admin".to_owned()],
+        strict: true,
+        read_roles: Some(vec!["viewer".to_owned(), "deployer".to_owned()]),
+        service_roles: vec!["spindle".to_owned()],
+    };
+    let env = env_specs(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            auth: Some(Arc::new(auth)),
+            ..Options::default()
+        },
+        ACL_SPECS,
+    )
+    .await;
+    let bearer = |name: &str| format!("Bearer {}", token(name));
+    let create = r#"{"type": "deploy", "args": {"host": "db1"}, "user": "mallory"}"#;
+    // Creating (a start).
+    let cases: Vec<(Option<String>, u16, &str)> = vec![
+        (
+            None,
+            401,
+            "authentication required: send a token (Authorization: Bearer ...) or a client certificate",
+        ),
+        (
+            Some("Bearer spindle_wrong".to_owned()),
+            401,
+            "the token is not valid (unknown or revoked)",
+        ),
+        (
+            Some(bearer("bob")),
+            403,
+            "denied: no caller role matches deploy ACL: caller has [viewer], deploy requires one of [deployer lead]",
+        ),
+        (
+            Some(bearer("nobody")),
+            403,
+            "denied: no caller role matches deploy ACL: caller has [], deploy requires one of [deployer lead]",
+        ),
+        (
+            Some(bearer("jr")),
+            403,
+            "denied: no caller role matches deploy ACL: caller has [spindle], deploy requires one of [deployer lead]",
+        ),
+        (Some(bearer("ann")), 201, ""),
+        (Some(bearer("root")), 201, ""),
+    ];
+    let mut created = Vec::new();
+    for (authorization, want, message) in &cases {
+        let headers: Vec<(&str, &str)> = authorization
+            .iter()
+            .map(|a| ("authorization", a.as_str()))
+            .collect();
+        let (status, body, _) = call_with(
+            &env.router,
+            Method::POST,
+            "/api/v1/requests",
+            Some(create),
+            &headers,
+        )
+        .await;
+        assert_eq!(status.as_u16(), *want, "{authorization:?}: {body}");
+        if *want == 201 {
+            created.push(body["id"].as_str().unwrap().to_owned());
+        } else {
+            assert_eq!(body["message"], *message, "{authorization:?}");
+        }
+    }
+    // The caller is the user, whatever the body says.
+    let (_, first, _) = call_with(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{}", created[0]),
+        None,
+        &[("authorization", &bearer("ann"))],
+    )
+    .await;
+    assert_eq!(first["user"], "ann");
+    // Nothing was stored for the denied starts.
+    let (_, all, _) = call_with(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests",
+        None,
+        &[("authorization", &bearer("root"))],
+    )
+    .await;
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+    // Strict: a type without ACLs only for admins.
+    let open = r#"{"type": "open", "args": {}}"#;
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(open),
+        &[("authorization", &bearer("ann"))],
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["message"].as_str().unwrap()),
+        (
+            403,
+            "denied: request open has no ACLs and strict auth is enabled"
+        )
+    );
+    // Reading: viewer and deployer roles, admins and services; others 403.
+    for (who, want) in [
+        ("bob", 200),
+        ("ann", 200),
+        ("root", 200),
+        ("jr", 200),
+        ("nobody", 403),
+    ] {
+        let (status, body, _) = call_with(
+            &env.router,
+            Method::GET,
+            &format!("/api/v1/requests/{}", created[0]),
+            None,
+            &[("authorization", &bearer(who))],
+        )
+        .await;
+        assert_eq!(status.as_u16(), want, "{who}: {body}");
+    }
+    let (status, _, _) = call_with(&env.router, Method::GET, "/api/v1/requests", None, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Stopping and starting are authorized by the ACL (start: the request is RUNNING).
+    let stop = format!("/api/v1/requests/{}/stop", created[0]);
+    let start = format!("/api/v1/requests/{}/start", created[0]);
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &stop,
+        None,
+        &[("authorization", &bearer("bob"))],
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["message"].as_str().unwrap()),
+        (
+            403,
+            "denied: no caller role matches deploy ACL: caller has [viewer], deploy requires one of [deployer lead]"
+        )
+    );
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &start,
+        None,
+        &[("authorization", &bearer("bob"))],
+    )
+    .await;
+    assert_eq!(status.as_u16(), 403, "{body}");
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &start,
+        None,
+        &[("authorization", &bearer("ann"))],
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "allowed, but the request is not PENDING"
+    );
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &stop,
+        None,
+        &[("authorization", &bearer("ann"))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::PUT,
+        "/api/v1/requests/b0gus00000000000000a/stop",
+        None,
+        &[("authorization", &bearer("bob"))],
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an unknown id is 404 before authorization"
+    );
+    // What Job Runners do needs a service role.
+    let runner = r#"{"instanceId": "jr9-1", "url": "http://jr9:32307", "host": "jr9", "pid": 9, "lease": "10s"}"#;
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(runner),
+        &[("authorization", &bearer("root"))],
+    )
+    .await;
+    assert_eq!(status.as_u16(), 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("denied: only Job Runners and Request Managers"),
+        "{body}"
+    );
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(runner),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "a runner without credentials cannot register"
+    );
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(runner),
+        &[("authorization", &bearer("jr"))],
+    )
+    .await;
+    assert!(status.is_success(), "{status}: {body}");
+    // Health needs nothing.
+    let (status, _, _) = call(&env.router, Method::GET, "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // The proxy's headers: from its network they name the caller, from elsewhere 401.
+    for (addr, want) in [("10.1.2.3:4000", 201), ("192.0.2.9:4000", 401)] {
+        let mut request = HttpRequest::builder()
+            .method(Method::POST)
+            .uri("/api/v1/requests")
+            .header("content-type", "application/json")
+            .header("x-forwarded-user", "carol")
+            .header("x-forwarded-groups", "deployer")
+            .body(Body::from(create))
+            .unwrap();
+        request.extensions_mut().insert(auth::Peer {
+            addr: Some(addr.parse().unwrap()),
+            certificate: None,
+        });
+        let response = env.router.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(status, want, "{addr}: {}", String::from_utf8_lossy(&bytes));
+        if want == 201 {
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(body["user"], "carol");
+        }
+    }
 }

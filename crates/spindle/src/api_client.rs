@@ -60,16 +60,20 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub(crate) fn new(addr: &str, timeout: Duration) -> Client {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
+    pub(crate) fn new(
+        addr: &str,
+        timeout: Duration,
+        credentials: &crate::credentials::Credentials,
+    ) -> anyhow::Result<Client> {
+        let http = credentials
+            .apply(reqwest::Client::builder().timeout(timeout))?
             .build()
-            .expect("an HTTP client with the rustls provider builds");
-        Client {
+            .map_err(|err| anyhow::anyhow!("building the HTTP client: {err}"))?;
+        Ok(Client {
             addr: addr.trim_end_matches('/').to_owned(),
             timeout,
             http,
-        }
+        })
     }
 
     fn error(&self, err: reqwest::Error) -> ClientError {

@@ -4,6 +4,7 @@
 
 mod api_client;
 mod args;
+mod credentials;
 mod dot;
 mod exit;
 mod explain;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 
-use crate::exit::{EXIT_CODES, Exit};
+use crate::exit::{EXIT_CODES, Exit, eprintln_failure};
 
 /// Spindle: job orchestration that reads Spin Cycle's request specs.
 #[derive(Debug, Parser)]
@@ -75,6 +76,24 @@ enum Command {
     Watch { id: String },
     /// Print shell completions
     Completions { shell: clap_complete::Shell },
+    /// Make API tokens for a server's tokens file (`auth.tokens`)
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Print a new token, once, and the line to add to the tokens file (which keeps only
+    /// its hash)
+    Create {
+        /// Who the token names (the caller, and the user of the requests it creates)
+        #[arg(long)]
+        user: String,
+        /// A role the token grants (repeat for more); roles are matched against the
+        /// specs' `acl:` entries and the server's admin and service roles
+        #[arg(long = "role")]
+        roles: Vec<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -147,6 +166,56 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<Exit>>>(
 }
 
 /// Runs the `spindle` command line with the job types of `registry`.
+/// `spindle token create`: the token on stdout's first line, the tokens file's line on
+/// the second; nothing is stored.
+fn token_create(user: &str, roles: &[String]) -> anyhow::Result<Exit> {
+    let bad = |text: &str| text.is_empty() || text.chars().any(|c| c.is_whitespace() || c == ',');
+    if bad(user) {
+        eprintln_failure(&format!(
+            "--user {user:?}: expected a name without spaces or commas"
+        ));
+        return Ok(Exit::Usage);
+    }
+    if let Some(role) = roles.iter().find(|r| bad(r)) {
+        eprintln_failure(&format!(
+            "--role {role:?}: expected a role without spaces or commas"
+        ));
+        return Ok(Exit::Usage);
+    }
+    let token = auth::new_token();
+    let line = auth::TokenLine::of(&token, user, roles);
+    #[allow(clippy::print_stdout, reason = "the command's output")]
+    {
+        println!("{token}");
+        println!("{line}");
+    }
+    #[allow(clippy::print_stderr, reason = "what the two lines are")]
+    {
+        eprintln!(
+            "The first line is the token for {user}: it is shown only now. Add the second line to the server's tokens file (auth.tokens) and restart it."
+        );
+    }
+    Ok(Exit::Success)
+}
+
+/// Authenticators a team's binary adds ([`main_with_authenticators`]).
+static AUTHENTICATORS: std::sync::OnceLock<Vec<std::sync::Arc<dyn auth::Authenticator>>> =
+    std::sync::OnceLock::new();
+
+pub(crate) fn custom_authenticators() -> &'static [std::sync::Arc<dyn auth::Authenticator>] {
+    AUTHENTICATORS.get().map_or(&[], Vec::as_slice)
+}
+
+/// [`main`] with a team's own ways of recognising callers, asked before the built-in
+/// ones when the config file has an `auth:` section.
+pub fn main_with_authenticators(
+    registry: job::Registry,
+    authenticators: Vec<std::sync::Arc<dyn auth::Authenticator>>,
+) -> ExitCode {
+    let _ = AUTHENTICATORS.set(authenticators);
+    main(registry)
+}
+
 pub fn main(registry: job::Registry) -> ExitCode {
     let mut args = std::env::args_os();
     if args
@@ -200,6 +269,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Stop { id } => block_on(spinc::stop(&client, &id)),
             Command::Find { filters } => block_on(spinc::find(&client, &filters)),
             Command::Watch { id } => block_on(spinc::watch(&client, &id)),
+            Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),
             Command::Completions { shell } => {
                 clap_complete::generate(
                     shell,

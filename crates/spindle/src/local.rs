@@ -107,6 +107,8 @@ pub(crate) struct LocalSettings<'a> {
     pub(crate) lease: Duration,
     /// One set of metrics and one trace exporter for both halves.
     pub(crate) telemetry: telemetry::Telemetry,
+    /// The Request Manager's authentication; `None`: off.
+    pub(crate) auth: Option<Arc<auth::Auth>>,
 }
 
 pub(crate) async fn local(
@@ -121,6 +123,7 @@ pub(crate) async fn local(
         suspended_ttl,
         lease,
         telemetry,
+        auth,
     } = settings;
     let store = store::open(database).await?;
     let registry = Arc::new(registry);
@@ -140,6 +143,7 @@ pub(crate) async fn local(
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
         telemetry: telemetry.clone(),
+        auth,
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(

@@ -56,6 +56,8 @@ pub(crate) async fn run(
             suspended_ttl: Duration::from_secs(3600),
             lease: Duration::from_secs(10),
             telemetry: telemetry::Telemetry::default(),
+            // In-process, by whoever runs the command: no HTTP to guard.
+            auth: None,
         },
     )
     .await?;

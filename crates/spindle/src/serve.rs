@@ -40,13 +40,68 @@ pub(crate) struct FileConfig {
     pub(crate) otlp_endpoint: Option<String>,
     /// The log level or filter (as `RUST_LOG` takes).
     pub(crate) log_level: Option<String>,
+    /// Authentication and authorization; absent: none (anyone may do anything).
+    pub(crate) auth: Option<AuthConfig>,
+    /// The token this service presents to the others (Job Runner → Request Manager and
+    /// back), when they require one.
+    pub(crate) token: Option<String>,
+    /// What this service trusts and presents when it calls the others over HTTPS.
+    pub(crate) client: Option<ClientConfig>,
+}
+
+/// The `auth:` section of a service's config file.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuthConfig {
+    /// A file of token hashes, one `sha256:HEX USER [ROLE,...]` a line (`spindle token
+    /// create` prints the line to add).
+    pub(crate) tokens: Option<PathBuf>,
+    /// Callers with one of these roles may do anything.
+    #[serde(default)]
+    pub(crate) admin_roles: Vec<String>,
+    /// Request types without ACLs may be started and stopped by admins only.
+    #[serde(default)]
+    pub(crate) strict: bool,
+    /// When set, only these roles (and admins, and services) may read requests.
+    pub(crate) read_roles: Option<Vec<String>>,
+    /// The roles of Job Runners and Request Managers (default: [spindle]).
+    pub(crate) service_roles: Option<Vec<String>>,
+    /// An authenticating proxy's headers, believed only from its addresses.
+    pub(crate) proxy: Option<ProxyConfig>,
+    /// Client certificates (with `tls.client_ca`): `roles: ou` or `roles: uri:PREFIX`.
+    pub(crate) client_certificates: Option<CertificatesConfig>,
+}
+
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProxyConfig {
+    pub(crate) user_header: String,
+    pub(crate) groups_header: Option<String>,
+    /// Addresses or networks (10.0.0.0/8) the proxy connects from.
+    pub(crate) trusted: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CertificatesConfig {
+    pub(crate) roles: String,
+}
+
+/// The `client:` section: what a service trusts and presents when it calls another.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClientConfig {
+    pub(crate) ca: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
 }
 
 /// Flags every service takes.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
-    /// interval, suspended_ttl, lease, metrics, otlp_endpoint, log_level
+    /// interval, suspended_ttl, lease, metrics, otlp_endpoint, log_level, auth, token,
+    /// client
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// How long a Job Runner's registration holds without renewal (Go duration; renewed
@@ -71,6 +126,10 @@ pub(crate) struct CommonArgs {
     /// (default: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no traces)
     #[arg(long, env = "SPINDLE_OTLP_ENDPOINT")]
     pub(crate) otlp_endpoint: Option<String>,
+    /// The token this service presents to the other services (or `token:` in the
+    /// config file); prefer the environment to a flag, which others can see
+    #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -154,6 +213,7 @@ pub(crate) struct ServeArgs {
     pub(crate) metrics: Option<bool>,
     pub(crate) otlp_endpoint: Option<String>,
     pub(crate) log_level: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl ServeArgs {
@@ -165,6 +225,7 @@ impl ServeArgs {
             metrics: common.metrics,
             otlp_endpoint: common.otlp_endpoint.clone(),
             log_level: common.log_level.clone(),
+            token: common.token.clone(),
             specs: manager.and_then(|m| m.specs.clone()),
             database: manager.and_then(|m| m.database.clone()),
             interval: manager.and_then(|m| m.interval.clone()),
@@ -221,6 +282,10 @@ pub(crate) struct Settings {
     pub(crate) otlp_endpoint: Option<String>,
     /// None: `RUST_LOG`, else info.
     pub(crate) log_level: Option<String>,
+    /// None: no authentication.
+    pub(crate) auth: Option<AuthConfig>,
+    /// What this service presents and trusts when it calls another.
+    pub(crate) credentials: crate::credentials::Credentials,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -312,6 +377,13 @@ impl ServeArgs {
                 .or(file.log_level)
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
+            auth: file.auth,
+            credentials: crate::credentials::Credentials {
+                token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
+                ca: file.client.as_ref().and_then(|c| c.ca.clone()),
+                client_cert: file.client.as_ref().and_then(|c| c.cert.clone()),
+                client_key: file.client.as_ref().and_then(|c| c.key.clone()),
+            },
         })
     }
 }
@@ -445,7 +517,7 @@ fn telemetry(settings: &Settings, service: &str) -> anyhow::Result<telemetry::Te
             let traces = telemetry::Traces::new(
                 endpoint,
                 service,
-                service_http()?,
+                service_http(settings)?,
                 Duration::from_millis(500),
             )?;
             tracing::info!(endpoint, "exporting traces over OTLP/HTTP");
@@ -511,20 +583,134 @@ async fn serve(
     router: axum::Router,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
-        .context("serving HTTP")
+    // The peer's address: an authenticating proxy's headers are believed only from it.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop.cancelled_owned())
+    .await
+    .context("serving HTTP")
 }
 
 /// The HTTP client a service reaches the other with: short connect timeout, a bound on
 /// each call, HTTPS through the process's rustls provider, connections kept alive.
-fn service_http() -> anyhow::Result<reqwest::Client> {
-    reqwest::Client::builder()
+fn service_http(settings: &Settings) -> anyhow::Result<reqwest::Client> {
+    let builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(30));
+    settings
+        .credentials
+        .apply(builder)?
         .build()
         .context("building the HTTP client")
+}
+
+/// The Request Manager's authentication and authorization from `auth:` and the specs'
+/// ACLs; `None` without an `auth:` section. Authenticators a team's binary adds come
+/// first.
+pub(crate) fn build_auth(
+    settings: &Settings,
+    specs: &spec::Specs,
+    custom: &[Arc<dyn auth::Authenticator>],
+) -> anyhow::Result<Option<Arc<auth::Auth>>> {
+    let Some(config) = &settings.auth else {
+        return Ok(None);
+    };
+    let mut authenticators: Vec<Arc<dyn auth::Authenticator>> = custom.to_vec();
+    if let Some(path) = &config.tokens {
+        let tokens =
+            auth::Tokens::read(path).map_err(|err| anyhow::anyhow!("auth.tokens: {err}"))?;
+        authenticators.push(Arc::new(tokens));
+    }
+    if let Some(certs) = &config.client_certificates {
+        let roles = match certs.roles.as_str() {
+            "ou" => auth::CertificateRoles::OrganizationalUnits,
+            other => match other.strip_prefix("uri:") {
+                Some(prefix) if !prefix.is_empty() => {
+                    auth::CertificateRoles::UriPrefix(prefix.to_owned())
+                }
+                _ => anyhow::bail!(
+                    "auth.client_certificates.roles: {other:?}; expected ou or uri:PREFIX (such as uri:spiffe://example.org/role/)"
+                ),
+            },
+        };
+        authenticators.push(Arc::new(auth::ClientCertificates { roles }));
+    }
+    if let Some(proxy) = &config.proxy {
+        let trusted = proxy
+            .trusted
+            .iter()
+            .map(|net| net.parse::<auth::Network>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| anyhow::anyhow!("auth.proxy.trusted: {err}"))?;
+        if trusted.is_empty() {
+            anyhow::bail!(
+                "auth.proxy.trusted: empty; expected the proxy's addresses, such as [10.0.0.5]"
+            );
+        }
+        authenticators.push(Arc::new(auth::Proxy {
+            user_header: proxy.user_header.to_ascii_lowercase(),
+            groups_header: proxy
+                .groups_header
+                .clone()
+                .unwrap_or_else(|| "x-forwarded-groups".to_owned())
+                .to_ascii_lowercase(),
+            trusted,
+        }));
+    }
+    if authenticators.is_empty() {
+        anyhow::bail!(
+            "auth: no way to authenticate anyone; expected tokens, proxy or client_certificates"
+        );
+    }
+    let acls = specs
+        .sequences()
+        .iter()
+        .map(|sequence| {
+            let entries = sequence
+                .acl
+                .iter()
+                .map(|acl| auth::AclEntry {
+                    role: acl
+                        .role
+                        .as_ref()
+                        .map(|r| r.value.clone())
+                        .unwrap_or_default(),
+                    admin: acl.admin.as_ref().is_some_and(|a| a.value),
+                    ops: acl.ops.iter().map(|op| op.value.clone()).collect(),
+                })
+                .collect();
+            (sequence.name.clone(), entries)
+        })
+        .collect();
+    Ok(Some(Arc::new(auth::Auth {
+        authenticators,
+        acls: auth::Acls::new(acls),
+        admin_roles: config.admin_roles.clone(),
+        strict: config.strict,
+        read_roles: config.read_roles.clone(),
+        service_roles: config
+            .service_roles
+            .clone()
+            .unwrap_or_else(|| vec!["spindle".to_owned()]),
+    })))
+}
+
+/// The Job Runner's: only service callers, by the same authenticators (no ACLs).
+fn build_runner_auth(settings: &Settings) -> anyhow::Result<Option<Arc<auth::Auth>>> {
+    build_auth(settings, &spec::Specs::default(), &[])
+}
+
+/// Says so when a service without authentication listens beyond this machine.
+fn warn_if_open(settings: &Settings, what: &str) {
+    if settings.auth.is_none() && !settings.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %settings.listen,
+            "{what}: authentication is off (no auth: in the config file): anyone who can reach {} can start and stop any request",
+            settings.listen
+        );
+    }
 }
 
 /// Waits for SIGINT or SIGTERM (`None`); a server that ended before, which only an error
@@ -550,8 +736,10 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         return Ok(Exit::Failure);
     };
     warn_if_no_request_types(&specs, &settings.specs);
+    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
     let (listener, address) =
         bind("spindle server", settings.listen, args.common.log_format).await?;
+    warn_if_open(&settings, "spindle server");
     let base_url = format!("http://{address}");
     let telemetry = telemetry(&settings, "spindle-server")?;
     let local = local(
@@ -564,6 +752,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
             suspended_ttl: settings.suspended_ttl,
             lease: settings.lease,
             telemetry: telemetry.clone(),
+            auth,
         },
     )
     .await?;
@@ -626,7 +815,9 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         return Ok(Exit::Failure);
     };
     warn_if_no_request_types(&specs, &settings.specs);
+    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
     let (listener, address) = bind("spindle rm", settings.listen, args.common.log_format).await?;
+    warn_if_open(&settings, "spindle rm");
     let store = store::open(&settings.database).await?;
     let grapher = graph::Grapher::new(specs, Arc::new(registry));
     let options = rm::Options {
@@ -641,11 +832,12 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         jr_url: settings.jr_url.clone(),
         stale_claim: stale_claim(settings.lease, settings.interval),
         telemetry: telemetry(&settings, "spindle-rm")?,
+        auth,
     };
     let manager = Arc::new(Manager::new(
         grapher,
         store,
-        Arc::new(rm::HttpJrClient::new(service_http()?)),
+        Arc::new(rm::HttpJrClient::new(service_http(&settings)?)),
         options,
     ));
     let stop = CancellationToken::new();
@@ -673,7 +865,7 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         "127.0.0.1:32307",
     )?;
     let (listener, address) = bind("spindle jr", settings.listen, args.common.log_format).await?;
-    let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http()?);
+    let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
     let base_url = format!("http://{address}");
     let runner = jr::Runner::new(
         Arc::new(registry),
@@ -690,11 +882,13 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         stop_lease.clone(),
     ));
     let stop = CancellationToken::new();
-    let mut server = tokio::spawn(serve(
-        listener,
-        jr::router(runner.clone(), &proto::version()),
-        stop.clone(),
-    ));
+    let router = jr::router(runner.clone(), &proto::version());
+    let router = match build_runner_auth(&settings)? {
+        Some(auth) => jr::with_auth(router, auth),
+        None => router,
+    };
+    warn_if_open(&settings, "spindle jr");
+    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         stop_lease.cancel();

@@ -31,6 +31,21 @@ pub(crate) struct ClientArgs {
     /// Output of commands that read: human text or JSON
     #[arg(long, value_enum, global = true, default_value_t = Output::Human)]
     pub(crate) output: Output,
+    /// The API token to send (or `token:` in ~/.spindle.yaml); prefer the environment
+    /// or the file to a flag, which others can see
+    #[arg(long, env = "SPINDLE_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
+    /// PEM certificates to trust for https:// addresses instead of the system's roots
+    /// (or `ca_cert:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CA_CERT", global = true)]
+    ca_cert: Option<std::path::PathBuf>,
+    /// A PEM client certificate to present (mutual TLS), with --client-key (or
+    /// `client_cert:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CLIENT_CERT", global = true)]
+    client_cert: Option<std::path::PathBuf>,
+    /// The client certificate's PEM key (or `client_key:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CLIENT_KEY", global = true)]
+    client_key: Option<std::path::PathBuf>,
 }
 
 /// `~/.spindle.yaml`, the CLI's own settings.
@@ -39,13 +54,22 @@ pub(crate) struct ClientArgs {
 struct UserConfig {
     /// The Request Manager's address, used when `--addr` and `SPINDLE_ADDR` are not set.
     addr: Option<String>,
+    /// The API token, when `--token` and `SPINDLE_TOKEN` are not set.
+    token: Option<String>,
+    ca_cert: Option<std::path::PathBuf>,
+    client_cert: Option<std::path::PathBuf>,
+    client_key: Option<std::path::PathBuf>,
 }
 
 impl ClientArgs {
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        let file = user_config()?;
         let addr = match &self.addr {
             Some(addr) => addr.clone(),
-            None => user_config_addr()?.unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
+            None => file
+                .addr
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
         };
         // `host:port` alone means plain HTTP.
         let addr = if addr.contains("://") {
@@ -60,25 +84,32 @@ impl ClientArgs {
         }
         let timeout = proto::duration::parse(&self.timeout)
             .map_err(|err| anyhow::anyhow!("--timeout {:?}: {err}", self.timeout))?;
-        Ok(Client::new(&addr, timeout))
+        let credentials = crate::credentials::Credentials {
+            token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
+            ca: self.ca_cert.clone().or(file.ca_cert),
+            client_cert: self.client_cert.clone().or(file.client_cert),
+            client_key: self.client_key.clone().or(file.client_key),
+        };
+        Client::new(&addr, timeout, &credentials)
     }
 }
 
-/// `addr:` from ~/.spindle.yaml, if the file exists and says so. A file that cannot be
-/// read or has an unknown key is an error (naming the key and the valid ones).
-fn user_config_addr() -> anyhow::Result<Option<String>> {
+/// ~/.spindle.yaml, if the file exists. A file that cannot be read or has an unknown key
+/// is an error (naming the key and the valid ones).
+fn user_config() -> anyhow::Result<UserConfig> {
     let Some(home) = std::env::var_os("HOME") else {
-        return Ok(None);
+        return Ok(UserConfig::default());
     };
     let path = std::path::Path::new(&home).join(".spindle.yaml");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(UserConfig::default());
+        }
         Err(err) => anyhow::bail!("cannot read {}: {err}", path.display()),
     };
-    let config: UserConfig = serde_saphyr::from_str(&text)
-        .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))?;
-    Ok(config.addr)
+    serde_saphyr::from_str(&text)
+        .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))
 }
 
 /// Running jobs for a progress bar's message: `name: status line, ...`.

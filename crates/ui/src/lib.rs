@@ -29,9 +29,14 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The UI's routes, to merge into the Request Manager's router.
 pub fn router(manager: Arc<rm::Manager>) -> Router {
-    let views = Arc::new(Views::new(manager));
+    let views = Arc::new(Views::new(manager.clone()));
+    // The view endpoints are the API's: the same authentication.
+    let views = views::routes(views).layer(axum::middleware::from_fn_with_state(
+        manager,
+        rm::authenticate,
+    ));
     pages::routes()
-        .merge(views::routes(views))
+        .merge(views)
         .layer(axum::middleware::map_response(
             |mut response: Response| async move {
                 let headers = response.headers_mut();

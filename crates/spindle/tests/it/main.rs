@@ -6,6 +6,7 @@ mod graph;
 mod lint;
 mod observability;
 mod recovery;
+mod security;
 mod services;
 mod ui;
 

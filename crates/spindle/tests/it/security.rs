@@ -1,0 +1,250 @@
+//! Authentication and authorization end to end (issue #14): `spindle token create`, a
+//! server that requires tokens, the CLI with and without one, and a Request Manager and
+//! a Job Runner that authenticate to each other.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Service, run, spindle};
+
+const SPECS: &str = "sequences:
+  deploy:
+    request: true
+    args:
+      required:
+        - name: host
+          desc: Where
+    acl:
+      - role: deployer
+        ops: [start, stop]
+    nodes:
+      step:
+        category: job
+        type: noop
+";
+
+/// A token made by `spindle token create`, and its line for the tokens file.
+fn token(dir: &Path, user: &str, roles: &[&str]) -> (String, String) {
+    let mut command = spindle(dir);
+    command.args(["token", "create", "--user", user]);
+    for role in roles {
+        command.args(["--role", role]);
+    }
+    let (stdout, stderr, code) = run(&mut command);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("it is shown only now"), "{stderr}");
+    let mut lines = stdout.lines();
+    let token = lines.next().unwrap().to_owned();
+    let line = lines.next().unwrap().to_owned();
+    assert!(token.starts_with("spindle_"), "{token}");
+    assert!(!line.contains(&token), "the line holds the hash, not the token");
+    let want = format!(" {user}");
+    assert!(line.starts_with("sha256:") && line.contains(&want), "{line}");
+    (token, line)
+}
+
+#[test]
+fn token_create_refuses_names_that_would_break_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, stderr, code) = run(spindle(dir.path()).args(["token", "create", "--user", "a b"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("expected a name without spaces or commas"), "{stderr}");
+    let (_, stderr, code) = run(spindle(dir.path()).args([
+        "token", "create", "--user", "ann", "--role", "x,y",
+    ]));
+    assert_eq!(code, 2, "{stderr}");
+}
+
+async fn wait_for(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_tokens_lets_in_only_whom_they_name() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
+    let (bob, bob_line) = token(dir.path(), "bob", &["viewer"]);
+    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n{bob_line}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("server.yaml"),
+        "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\n",
+    )
+    .unwrap();
+    let server = Service::start(
+        dir.path(),
+        &["server", "--config", "server.yaml", "--listen", "127.0.0.1:0"],
+    );
+    let cli = |token: Option<&str>, args: &[&str]| {
+        let mut command = spindle(dir.path());
+        command.env("SPINDLE_ADDR", &server.url).env_remove("SPINDLE_TOKEN").args(args);
+        if let Some(token) = token {
+            command.env("SPINDLE_TOKEN", token);
+        }
+        run(&mut command)
+    };
+    // No token: 401, and it says how to authenticate.
+    let (_, stderr, code) = cli(None, &["start", "deploy", "host=db1", "--yes"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("authentication required"), "{stderr}");
+    // A role the ACL does not name: 403 with Spin Cycle's words.
+    let (_, stderr, code) = cli(Some(&bob), &["start", "deploy", "host=db1", "--yes"]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("denied: no caller role matches deploy ACL: caller has [viewer], deploy requires one of [deployer]"),
+        "{stderr}"
+    );
+    // The deployer starts it; the request is ann's.
+    let (stdout, stderr, code) = cli(Some(&ann), &["start", "deploy", "host=db1", "--yes"]);
+    assert_eq!(code, 0, "{stderr}");
+    let id = stdout
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_end_matches('.')
+        .to_owned();
+    let http = reqwest::Client::new();
+    let read = |token: Option<String>| {
+        let mut request = http.get(format!("{}/api/v1/requests/{id}", server.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let mut request = Value::Null;
+    wait_for("COMPLETE", 20, async || {
+        request = read(Some(bob.clone())).await.unwrap().json().await.unwrap();
+        request["state"] == 3
+    })
+    .await;
+    assert_eq!(request["user"], "ann");
+    // Only one request exists: the denied starts left nothing.
+    let all: Value = http
+        .get(format!("{}/api/v1/requests", server.url))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+    let response = read(None).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let response = read(Some("spindle_forged".to_owned())).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["message"], "the token is not valid (unknown or revoked)");
+    // Health and the UI's pages need nothing; the UI's data does.
+    assert_eq!(http.get(format!("{}/healthz", server.url)).send().await.unwrap().status(), 200);
+    assert_eq!(http.get(format!("{}/", server.url)).send().await.unwrap().status(), 200);
+    let states = format!("{}/ui/api/requests/{id}/states", server.url);
+    assert_eq!(http.get(&states).send().await.unwrap().status(), 401);
+    assert_eq!(http.get(&states).bearer_auth(&bob).send().await.unwrap().status(), 200);
+    // The token never appears in the server's log.
+    assert!(!server.stderr().contains(&ann), "{}", server.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
+    let (service, service_line) = token(dir.path(), "spindle-services", &["spindle"]);
+    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n{service_line}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("rm.yaml"),
+        "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\nauth:\n  tokens: tokens\n",
+    )
+    .unwrap();
+    // The Job Runner accepts only the services' token, and presents it.
+    std::fs::write(
+        dir.path().join("jr.yaml"),
+        format!("auth:\n  tokens: tokens\ntoken: {service}\n"),
+    )
+    .unwrap();
+    let rm = Service::start_env(
+        dir.path(),
+        &["rm", "--config", "rm.yaml", "--listen", "127.0.0.1:0", "--lease", "2s"],
+        &[("SPINDLE_TOKEN", service.as_str())],
+    );
+    // A runner without credentials cannot register.
+    let stranger = Service::start_env(
+        dir.path(),
+        &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm.url, "--lease", "2s"],
+        &[("RUST_LOG", "warn")],
+    );
+    let http = reqwest::Client::new();
+    let runners = async || -> Value {
+        http.get(format!("{}/api/v1/job-runners", rm.url))
+            .bearer_auth(&ann)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    wait_for("the stranger told no", 20, async || {
+        stranger.stderr().contains("authentication required")
+    })
+    .await;
+    assert_eq!(runners().await, json!([]), "nothing registered");
+    let jr = Service::start(
+        dir.path(),
+        &["jr", "--config", "jr.yaml", "--listen", "127.0.0.1:0", "--rm-url", &rm.url, "--lease", "2s"],
+    );
+    wait_for("the runner registered", 20, async || {
+        runners().await.as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    let created: Value = http
+        .post(format!("{}/api/v1/requests", rm.url))
+        .bearer_auth(&ann)
+        .json(&json!({"type": "deploy", "args": {"host": "db1"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_for("COMPLETE", 30, async || {
+        let request: Value = http
+            .get(format!("{}/api/v1/requests/{id}", rm.url))
+            .bearer_auth(&ann)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        request["state"] == 3
+    })
+    .await;
+    // The runner refuses callers that are not services: ann may not hand it a chain.
+    let response = http
+        .get(format!("{}/api/v1/status/running", jr.url))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let response = http.get(format!("{}/api/v1/status/running", jr.url)).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let response = http
+        .get(format!("{}/api/v1/status/running", jr.url))
+        .bearer_auth(&service)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
