@@ -9,6 +9,7 @@ mod dot;
 mod exit;
 mod explain;
 mod graph;
+mod http_server;
 mod lint;
 mod local;
 mod run;

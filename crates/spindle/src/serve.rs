@@ -47,6 +47,33 @@ pub(crate) struct FileConfig {
     pub(crate) token: Option<String>,
     /// What this service trusts and presents when it calls the others over HTTPS.
     pub(crate) client: Option<ClientConfig>,
+    /// HTTPS: the server's certificate and key, and the CA of its clients' certificates.
+    pub(crate) tls: Option<TlsConfig>,
+    /// What one client may send.
+    pub(crate) limits: Option<LimitsConfig>,
+}
+
+/// The `tls:` section.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TlsConfig {
+    pub(crate) cert: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
+    pub(crate) client_ca: Option<PathBuf>,
+}
+
+/// The `limits:` section.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsConfig {
+    /// Bytes of a request body (default 64 MiB).
+    pub(crate) body_bytes: Option<usize>,
+    /// Bytes of a request's line and headers (default 64 KiB).
+    pub(crate) header_bytes: Option<usize>,
+    /// Go duration to receive a request's headers (default 30s).
+    pub(crate) header_timeout: Option<String>,
+    /// Go duration to receive a request's body (default 60s).
+    pub(crate) body_timeout: Option<String>,
 }
 
 /// The `auth:` section of a service's config file.
@@ -130,6 +157,17 @@ pub(crate) struct CommonArgs {
     /// config file); prefer the environment to a flag, which others can see
     #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// Serve HTTPS with this PEM certificate (chain), with --tls-key (or `tls.cert`);
+    /// reloaded when the file changes
+    #[arg(long, env = "SPINDLE_TLS_CERT")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key (or `tls.key`)
+    #[arg(long, env = "SPINDLE_TLS_KEY")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Require client certificates issued by this PEM CA (mutual TLS; or
+    /// `tls.client_ca`)
+    #[arg(long, env = "SPINDLE_TLS_CLIENT_CA")]
+    pub(crate) tls_client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -214,6 +252,9 @@ pub(crate) struct ServeArgs {
     pub(crate) otlp_endpoint: Option<String>,
     pub(crate) log_level: Option<String>,
     pub(crate) token: Option<String>,
+    pub(crate) tls_cert: Option<PathBuf>,
+    pub(crate) tls_key: Option<PathBuf>,
+    pub(crate) tls_client_ca: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -226,6 +267,9 @@ impl ServeArgs {
             otlp_endpoint: common.otlp_endpoint.clone(),
             log_level: common.log_level.clone(),
             token: common.token.clone(),
+            tls_cert: common.tls_cert.clone(),
+            tls_key: common.tls_key.clone(),
+            tls_client_ca: common.tls_client_ca.clone(),
             specs: manager.and_then(|m| m.specs.clone()),
             database: manager.and_then(|m| m.database.clone()),
             interval: manager.and_then(|m| m.interval.clone()),
@@ -286,6 +330,16 @@ pub(crate) struct Settings {
     pub(crate) auth: Option<AuthConfig>,
     /// What this service presents and trusts when it calls another.
     pub(crate) credentials: crate::credentials::Credentials,
+    /// None: plain HTTP.
+    pub(crate) tls: Option<crate::http_server::ServerTls>,
+    pub(crate) limits: crate::http_server::Limits,
+}
+
+impl Settings {
+    /// `http` or `https`.
+    pub(crate) fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -377,6 +431,34 @@ impl ServeArgs {
                 .or(file.log_level)
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
+            tls: {
+                let from_file = file.tls.clone().unwrap_or_default();
+                let cert = self.tls_cert.clone().or(from_file.cert);
+                let key = self.tls_key.clone().or(from_file.key);
+                let client_ca = self.tls_client_ca.clone().or(from_file.client_ca);
+                match (cert, key) {
+                    (Some(cert), Some(key)) => Some(crate::http_server::ServerTls { cert, key, client_ca }),
+                    (None, None) if client_ca.is_none() => None,
+                    (None, None) => anyhow::bail!("tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"),
+                    _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
+                }
+            },
+            limits: {
+                let given = file.limits.clone().unwrap_or_default();
+                let default = crate::http_server::Limits::default();
+                crate::http_server::Limits {
+                    body_bytes: given.body_bytes.unwrap_or(default.body_bytes),
+                    header_bytes: given.header_bytes.unwrap_or(default.header_bytes),
+                    header_timeout: match &given.header_timeout {
+                        Some(text) => positive("limits.header_timeout", duration("limits.header_timeout", text)?)?,
+                        None => default.header_timeout,
+                    },
+                    body_timeout: match &given.body_timeout {
+                        Some(text) => positive("limits.body_timeout", duration("limits.body_timeout", text)?)?,
+                        None => default.body_timeout,
+                    },
+                }
+            },
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
@@ -549,14 +631,16 @@ fn warn_if_no_request_types(specs: &spec::Specs, path: &std::path::Path) {
 /// the system chose for `:0` too (tests start servers that way).
 async fn bind(
     what: &str,
-    listen: SocketAddr,
+    settings: &Settings,
     format: LogFormat,
 ) -> anyhow::Result<(TcpListener, SocketAddr)> {
+    let listen = settings.listen;
+    let scheme = settings.scheme();
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
-    let url = format!("http://{local}");
+    let url = format!("{scheme}://{local}");
     match format {
         // Whatever RUST_LOG says, in words: the one line a service prints on its own.
         #[allow(
@@ -578,19 +662,19 @@ async fn bind(
     Ok((listener, local))
 }
 
-async fn serve(
+fn serve(
     listener: TcpListener,
     router: axum::Router,
     stop: CancellationToken,
-) -> anyhow::Result<()> {
-    // The peer's address: an authenticating proxy's headers are believed only from it.
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stop.cancelled_owned())
-    .await
-    .context("serving HTTP")
+    settings: &Settings,
+) -> impl Future<Output = anyhow::Result<()>> + Send + 'static {
+    let tls = settings.tls.clone();
+    let limits = settings.limits;
+    async move {
+        crate::http_server::serve(listener, router, stop, tls, limits)
+            .await
+            .context("serving HTTP")
+    }
 }
 
 /// The HTTP client a service reaches the other with: short connect timeout, a bound on
@@ -738,9 +822,9 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
     let (listener, address) =
-        bind("spindle server", settings.listen, args.common.log_format).await?;
+        bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
-    let base_url = format!("http://{address}");
+    let base_url = format!("{}://{address}", settings.scheme());
     let telemetry = telemetry(&settings, "spindle-server")?;
     let local = local(
         specs,
@@ -768,7 +852,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     ));
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
     let router = rm::router(local.manager.clone()).merge(ui::router(local.manager.clone()));
-    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         stop_lease.cancel();
@@ -816,7 +900,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     };
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
-    let (listener, address) = bind("spindle rm", settings.listen, args.common.log_format).await?;
+    let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle rm");
     let store = store::open(&settings.database).await?;
     let grapher = graph::Grapher::new(specs, Arc::new(registry));
@@ -843,7 +927,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     let stop = CancellationToken::new();
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
     let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
-    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         return ended.map(|()| Exit::Success);
@@ -864,9 +948,9 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         args.common.log_format,
         "127.0.0.1:32307",
     )?;
-    let (listener, address) = bind("spindle jr", settings.listen, args.common.log_format).await?;
+    let (listener, address) = bind("spindle jr", &settings, args.common.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
-    let base_url = format!("http://{address}");
+    let base_url = format!("{}://{address}", settings.scheme());
     let runner = jr::Runner::new(
         Arc::new(registry),
         Arc::new(rm.clone()),
@@ -888,7 +972,7 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
         None => router,
     };
     warn_if_open(&settings, "spindle jr");
-    let mut server = tokio::spawn(serve(listener, router, stop.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         stop_lease.cancel();
