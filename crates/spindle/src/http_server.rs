@@ -77,9 +77,12 @@ pub(crate) fn server_config(tls: &ServerTls) -> anyhow::Result<Arc<rustls::Serve
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in certificates(ca, "tls.client_ca")? {
-                roots
-                    .add(cert)
-                    .with_context(|| format!("tls.client_ca {}: a certificate is not usable", ca.display()))?;
+                roots.add(cert).with_context(|| {
+                    format!(
+                        "tls.client_ca {}: a certificate is not usable",
+                        ca.display()
+                    )
+                })?;
             }
             let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
                 .build()
@@ -143,7 +146,9 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let router = router
         .layer(axum::extract::DefaultBodyLimit::max(limits.body_bytes))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(limits.body_timeout));
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            limits.body_timeout,
+        ));
     let config = match &tls {
         Some(tls) => Some(Arc::new(RwLock::new(server_config(tls)?))),
         None => None,
@@ -171,7 +176,9 @@ pub(crate) async fn serve(
                 seen = now;
                 match server_config(&tls) {
                     Ok(fresh) => {
-                        *config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+                        *config
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
                         tracing::info!(cert = %tls.cert.display(), "TLS certificate reloaded");
                     }
                     Err(err) => tracing::warn!(
@@ -188,9 +195,10 @@ pub(crate) async fn serve(
         .timer(TokioTimer::new())
         .max_buf_size(limits.header_bytes.max(8192))
         .header_read_timeout(limits.header_timeout);
-    builder.http2().timer(TokioTimer::new()).max_header_list_size(
-        u32::try_from(limits.header_bytes).unwrap_or(u32::MAX),
-    );
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.header_bytes).unwrap_or(u32::MAX));
     let builder = Arc::new(builder);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
@@ -242,17 +250,18 @@ pub(crate) async fn serve(
                     let _ = watcher.watch(connection).await;
                 }
                 Some(acceptor) => {
-                    let stream = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(err)) => {
-                            tracing::debug!(peer = %addr, error = %err, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(peer = %addr, "TLS handshake timed out");
-                            return;
-                        }
-                    };
+                    let stream =
+                        match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
+                            Ok(Ok(stream)) => stream,
+                            Ok(Err(err)) => {
+                                tracing::debug!(peer = %addr, error = %err, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(peer = %addr, "TLS handshake timed out");
+                                return;
+                            }
+                        };
                     let certificate = stream
                         .get_ref()
                         .1

@@ -437,9 +437,15 @@ impl ServeArgs {
                 let key = self.tls_key.clone().or(from_file.key);
                 let client_ca = self.tls_client_ca.clone().or(from_file.client_ca);
                 match (cert, key) {
-                    (Some(cert), Some(key)) => Some(crate::http_server::ServerTls { cert, key, client_ca }),
+                    (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
+                        cert,
+                        key,
+                        client_ca,
+                    }),
                     (None, None) if client_ca.is_none() => None,
-                    (None, None) => anyhow::bail!("tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"),
+                    (None, None) => anyhow::bail!(
+                        "tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"
+                    ),
                     _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
                 }
             },
@@ -450,11 +456,17 @@ impl ServeArgs {
                     body_bytes: given.body_bytes.unwrap_or(default.body_bytes),
                     header_bytes: given.header_bytes.unwrap_or(default.header_bytes),
                     header_timeout: match &given.header_timeout {
-                        Some(text) => positive("limits.header_timeout", duration("limits.header_timeout", text)?)?,
+                        Some(text) => positive(
+                            "limits.header_timeout",
+                            duration("limits.header_timeout", text)?,
+                        )?,
                         None => default.header_timeout,
                     },
                     body_timeout: match &given.body_timeout {
-                        Some(text) => positive("limits.body_timeout", duration("limits.body_timeout", text)?)?,
+                        Some(text) => positive(
+                            "limits.body_timeout",
+                            duration("limits.body_timeout", text)?,
+                        )?,
                         None => default.body_timeout,
                     },
                 }
@@ -821,8 +833,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     };
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
-    let (listener, address) =
-        bind("spindle server", &settings, args.common.log_format).await?;
+    let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
     let base_url = format!("{}://{address}", settings.scheme());
     let telemetry = telemetry(&settings, "spindle-server")?;

@@ -39,9 +39,15 @@ fn token(dir: &Path, user: &str, roles: &[&str]) -> (String, String) {
     let token = lines.next().unwrap().to_owned();
     let line = lines.next().unwrap().to_owned();
     assert!(token.starts_with("spindle_"), "{token}");
-    assert!(!line.contains(&token), "the line holds the hash, not the token");
+    assert!(
+        !line.contains(&token),
+        "the line holds the hash, not the token"
+    );
     let want = format!(" {user}");
-    assert!(line.starts_with("sha256:") && line.contains(&want), "{line}");
+    assert!(
+        line.starts_with("sha256:") && line.contains(&want),
+        "{line}"
+    );
     (token, line)
 }
 
@@ -50,10 +56,12 @@ fn token_create_refuses_names_that_would_break_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let (_, stderr, code) = run(spindle(dir.path()).args(["token", "create", "--user", "a b"]));
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("expected a name without spaces or commas"), "{stderr}");
-    let (_, stderr, code) = run(spindle(dir.path()).args([
-        "token", "create", "--user", "ann", "--role", "x,y",
-    ]));
+    assert!(
+        stderr.contains("expected a name without spaces or commas"),
+        "{stderr}"
+    );
+    let (_, stderr, code) =
+        run(spindle(dir.path()).args(["token", "create", "--user", "ann", "--role", "x,y"]));
     assert_eq!(code, 2, "{stderr}");
 }
 
@@ -72,7 +80,11 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
     let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
     let (bob, bob_line) = token(dir.path(), "bob", &["viewer"]);
-    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n{bob_line}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("tokens"),
+        format!("{ann_line}\n{bob_line}\n"),
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("server.yaml"),
         "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\n",
@@ -80,11 +92,20 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     .unwrap();
     let server = Service::start(
         dir.path(),
-        &["server", "--config", "server.yaml", "--listen", "127.0.0.1:0"],
+        &[
+            "server",
+            "--config",
+            "server.yaml",
+            "--listen",
+            "127.0.0.1:0",
+        ],
     );
     let cli = |token: Option<&str>, args: &[&str]| {
         let mut command = spindle(dir.path());
-        command.env("SPINDLE_ADDR", &server.url).env_remove("SPINDLE_TOKEN").args(args);
+        command
+            .env("SPINDLE_ADDR", &server.url)
+            .env_remove("SPINDLE_TOKEN")
+            .args(args);
         if let Some(token) = token {
             command.env("SPINDLE_TOKEN", token);
         }
@@ -141,13 +162,38 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     let response = read(Some("spindle_forged".to_owned())).await.unwrap();
     assert_eq!(response.status(), 401);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["message"], "the token is not valid (unknown or revoked)");
+    assert_eq!(
+        body["message"],
+        "the token is not valid (unknown or revoked)"
+    );
     // Health and the UI's pages need nothing; the UI's data does.
-    assert_eq!(http.get(format!("{}/healthz", server.url)).send().await.unwrap().status(), 200);
-    assert_eq!(http.get(format!("{}/", server.url)).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{}/healthz", server.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        http.get(format!("{}/", server.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let states = format!("{}/ui/api/requests/{id}/states", server.url);
     assert_eq!(http.get(&states).send().await.unwrap().status(), 401);
-    assert_eq!(http.get(&states).bearer_auth(&bob).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(&states)
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // The token never appears in the server's log.
     assert!(!server.stderr().contains(&ann), "{}", server.stderr());
 }
@@ -159,7 +205,11 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
     let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
     let (service, service_line) = token(dir.path(), "spindle-services", &["spindle"]);
-    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n{service_line}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("tokens"),
+        format!("{ann_line}\n{service_line}\n"),
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("rm.yaml"),
         "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\nauth:\n  tokens: tokens\n",
@@ -173,13 +223,29 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     .unwrap();
     let rm = Service::start_env(
         dir.path(),
-        &["rm", "--config", "rm.yaml", "--listen", "127.0.0.1:0", "--lease", "2s"],
+        &[
+            "rm",
+            "--config",
+            "rm.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--lease",
+            "2s",
+        ],
         &[("SPINDLE_TOKEN", service.as_str())],
     );
     // A runner without credentials cannot register.
     let stranger = Service::start_env(
         dir.path(),
-        &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm.url, "--lease", "2s"],
+        &[
+            "jr",
+            "--listen",
+            "127.0.0.1:0",
+            "--rm-url",
+            &rm.url,
+            "--lease",
+            "2s",
+        ],
         &[("RUST_LOG", "warn")],
     );
     let http = reqwest::Client::new();
@@ -200,7 +266,17 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     assert_eq!(runners().await, json!([]), "nothing registered");
     let jr = Service::start(
         dir.path(),
-        &["jr", "--config", "jr.yaml", "--listen", "127.0.0.1:0", "--rm-url", &rm.url, "--lease", "2s"],
+        &[
+            "jr",
+            "--config",
+            "jr.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--rm-url",
+            &rm.url,
+            "--lease",
+            "2s",
+        ],
     );
     wait_for("the runner registered", 20, async || {
         runners().await.as_array().is_some_and(|r| r.len() == 1)
@@ -238,7 +314,11 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         .await
         .unwrap();
     assert_eq!(response.status(), 403);
-    let response = http.get(format!("{}/api/v1/status/running", jr.url)).send().await.unwrap();
+    let response = http
+        .get(format!("{}/api/v1/status/running", jr.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 401);
     let response = http
         .get(format!("{}/api/v1/status/running", jr.url))
@@ -247,4 +327,274 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+}
+
+/// A test CA and the certificates it issues, written as PEM files in `dir`.
+struct Pki {
+    dir: std::path::PathBuf,
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new(dir: &Path, name: &str) -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("Spindle test CA {name}"));
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join(format!("{name}-ca.pem")), cert.pem()).unwrap();
+        Pki {
+            dir: dir.to_owned(),
+            ca: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A certificate for 127.0.0.1 and localhost (server and client use), with this CN
+    /// and OU; writes `<file>.pem` and `<file>-key.pem`.
+    fn issue(&self, file: &str, cn: &str, ou: Option<&str>) {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        if let Some(ou) = ou {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationalUnitName, ou);
+        }
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.pem")), cert.pem()).unwrap();
+        std::fs::write(
+            self.dir.join(format!("{file}-key.pem")),
+            key.serialize_pem(),
+        )
+        .unwrap();
+    }
+}
+
+fn https_client(dir: &Path, ca: &str, identity: Option<&str>) -> reqwest::Client {
+    let pem = std::fs::read(dir.join(format!("{ca}-ca.pem"))).unwrap();
+    let mut builder = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).unwrap())
+        .timeout(Duration::from_secs(10));
+    if let Some(name) = identity {
+        let mut pem = std::fs::read(dir.join(format!("{name}.pem"))).unwrap();
+        pem.extend(std::fs::read(dir.join(format!("{name}-key.pem"))).unwrap());
+        builder = builder.identity(reqwest::Identity::from_pem(&pem).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reaches_a_server_over_tls_and_a_new_certificate_is_served_without_a_restart() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let first = Pki::new(dir.path(), "first");
+    first.issue("server", "spindle", None);
+    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
+    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("server.yaml"),
+        "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\ntls:\n  cert: server.pem\n  key: server-key.pem\n",
+    )
+    .unwrap();
+    let server = Service::start(
+        dir.path(),
+        &[
+            "server",
+            "--config",
+            "server.yaml",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(
+        server.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    let cli = |ca: Option<&str>, args: &[&str]| {
+        let mut command = spindle(dir.path());
+        command
+            .env("SPINDLE_ADDR", &server.url)
+            .env("SPINDLE_TOKEN", &ann)
+            .args(args);
+        if let Some(ca) = ca {
+            command.env("SPINDLE_CA_CERT", dir.path().join(format!("{ca}-ca.pem")));
+        }
+        run(&mut command)
+    };
+    // Without the CA the server is not trusted.
+    let (_, stderr, code) = cli(None, &["start", "deploy", "host=db1", "--yes"]);
+    assert_ne!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = cli(Some("first"), &["start", "deploy", "host=db1", "--yes"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("OK, started deploy request"), "{stdout}");
+    let id = stdout.split_whitespace().last().unwrap().to_owned();
+    // A plain-HTTP client gets no answer from an HTTPS port.
+    let plain = reqwest::Client::new();
+    assert!(
+        plain
+            .get(server.url.replace("https://", "http://") + "/healthz")
+            .send()
+            .await
+            .is_err()
+    );
+    // The certificate files are replaced by one from another CA: it is served soon,
+    // without a restart.
+    let second = Pki::new(dir.path(), "second");
+    second.issue("server-next", "spindle", None);
+    let trusts_second = https_client(dir.path(), "second", None);
+    assert!(
+        trusts_second
+            .get(format!("{}/healthz", server.url))
+            .send()
+            .await
+            .is_err()
+    );
+    std::fs::rename(
+        dir.path().join("server-next-key.pem"),
+        dir.path().join("server-key.pem"),
+    )
+    .unwrap();
+    std::fs::rename(
+        dir.path().join("server-next.pem"),
+        dir.path().join("server.pem"),
+    )
+    .unwrap();
+    wait_for("the new certificate served", 20, async || {
+        trusts_second
+            .get(format!("{}/healthz", server.url))
+            .send()
+            .await
+            .is_ok()
+    })
+    .await;
+    let (stdout, stderr, code) = cli(Some("second"), &["status", &id]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("state: COMPLETE") && stdout.contains("caller: ann"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_managers_and_job_runners_require_each_others_client_certificates() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let pki = Pki::new(dir.path(), "corp");
+    pki.issue("rm", "rm-1", Some("spindle"));
+    pki.issue("jr", "jr-1", Some("spindle"));
+    pki.issue("ann", "ann", Some("deployer"));
+    pki.issue("eve", "eve", Some("viewer"));
+    let tls = |name: &str| {
+        format!(
+            "tls:\n  cert: {name}.pem\n  key: {name}-key.pem\n  client_ca: corp-ca.pem\nclient:\n  ca: corp-ca.pem\n  cert: {name}.pem\n  key: {name}-key.pem\nauth:\n  client_certificates:\n    roles: ou\n"
+        )
+    };
+    std::fs::write(
+        dir.path().join("rm.yaml"),
+        format!(
+            "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\n{}",
+            tls("rm")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("jr.yaml"), tls("jr")).unwrap();
+    let rm = Service::start(
+        dir.path(),
+        &[
+            "rm",
+            "--config",
+            "rm.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--lease",
+            "2s",
+        ],
+    );
+    assert!(rm.url.starts_with("https://"), "{}", rm.url);
+    let _jr = Service::start(
+        dir.path(),
+        &[
+            "jr",
+            "--config",
+            "jr.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--rm-url",
+            &rm.url,
+            "--lease",
+            "2s",
+        ],
+    );
+    let ann = https_client(dir.path(), "corp", Some("ann"));
+    wait_for("the runner registered over mTLS", 20, async || {
+        let runners: Value = ann
+            .get(format!("{}/api/v1/job-runners", rm.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        runners.as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    let created: Value = ann
+        .post(format!("{}/api/v1/requests", rm.url))
+        .json(&json!({"type": "deploy", "args": {"host": "db1"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    assert_eq!(created["user"], "ann", "the certificate's CN");
+    wait_for("COMPLETE over mTLS both ways", 30, async || {
+        let request: Value = ann
+            .get(format!("{}/api/v1/requests/{id}", rm.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        request["state"] == 3
+    })
+    .await;
+    // A certificate whose OU the ACL does not name: 403.
+    let eve = https_client(dir.path(), "corp", Some("eve"));
+    let response = eve
+        .post(format!("{}/api/v1/requests", rm.url))
+        .json(&json!({"type": "deploy", "args": {"host": "db1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    // No client certificate: the handshake itself is refused.
+    let anonymous = https_client(dir.path(), "corp", None);
+    assert!(
+        anonymous
+            .get(format!("{}/healthz", rm.url))
+            .send()
+            .await
+            .is_err()
+    );
 }
