@@ -317,6 +317,15 @@ mod tests {
             },
         );
         check("Error", &Error::new(404, "no request"));
+        check(
+            "AuditEvent",
+            &AuditEvent {
+                at: chrono::Utc::now(),
+                action: "stop".to_owned(),
+                user: "ann".to_owned(),
+                address: "10.0.0.5".to_owned(),
+            },
+        );
     }
 
     #[test]

@@ -110,3 +110,17 @@ pub struct TryStart {
     #[serde(default)]
     pub started_at: i64,
 }
+
+/// One entry of a request's audit trail (Spindle): who did what, when, from where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    pub at: DateTime<Utc>,
+    /// `create`, `start` or `stop`.
+    pub action: String,
+    /// The authenticated caller; without authentication, the name the caller gave
+    /// (possibly empty).
+    pub user: String,
+    /// The address the call came from (the proxy's, behind one); empty when unknown.
+    pub address: String,
+}

@@ -122,6 +122,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/start", put(start))
         .route("/api/v1/requests/{id}/stop", put(stop))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
+        .route("/api/v1/requests/{id}/audit", get(audit))
         .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
         .route("/api/v1/requests/{id}/log/{job_id}", get(latest_log))
         .route("/api/v1/requests/{id}/finish", put(finish))
@@ -371,6 +372,7 @@ async fn metrics(State(manager): Shared, headers: HeaderMap) -> Result<Response,
 async fn create(
     State(manager): Shared,
     caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Error> {
@@ -402,6 +404,7 @@ async fn create(
             .unwrap_or_else(|| create_request.user.clone()),
     };
     let request = manager.create(create_request, &user).await?;
+    record(&manager, &request.id, "create", user, peer.as_deref()).await;
     let location = format!("/api/v1/requests/{}", request.id);
     Ok((
         StatusCode::CREATED,
@@ -428,6 +431,8 @@ async fn get_request(State(manager): Shared, Path(id): Path<String>) -> Result<R
 async fn start(
     State(manager): Shared,
     caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
@@ -436,12 +441,16 @@ async fn start(
         authorize(&manager, caller.as_deref(), "start", &request.request_type)?;
     }
     manager.start(&id).await?;
+    let user = who(caller.as_deref(), &headers);
+    record(&manager, id.as_str(), "start", user, peer.as_deref()).await;
     Ok(StatusCode::OK)
 }
 
 async fn stop(
     State(manager): Shared,
     caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
@@ -450,7 +459,50 @@ async fn stop(
         authorize(&manager, caller.as_deref(), "stop", &request.request_type)?;
     }
     manager.stop(&id).await?;
+    let user = who(caller.as_deref(), &headers);
+    record(&manager, id.as_str(), "stop", user, peer.as_deref()).await;
     Ok(StatusCode::OK)
+}
+
+/// Who a call is from: the authenticated caller, else the name the caller gave.
+fn who(caller: Option<&auth::Caller>, headers: &HeaderMap) -> String {
+    match caller {
+        Some(caller) => caller.name.clone(),
+        None => headers
+            .get(USER_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+/// Adds to the request's audit trail. The action is done by now: a trail that cannot
+/// be written is logged, not turned into a failure of what was done.
+async fn record(
+    manager: &Manager,
+    request_id: &str,
+    action: &str,
+    user: String,
+    peer: Option<&auth::Peer>,
+) {
+    let event = proto::AuditEvent {
+        at: chrono::Utc::now(),
+        action: action.to_owned(),
+        user,
+        address: peer
+            .and_then(|p| p.addr)
+            .map(|addr| addr.ip().to_string())
+            .unwrap_or_default(),
+    };
+    if let Err(err) = manager.store().add_audit(request_id, &event).await {
+        tracing::error!(request_id, action, error = %err, "the audit trail could not be written");
+    }
+}
+
+async fn audit(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
+    // 404 for an unknown request, not an empty trail.
+    manager.store().get_request(&id, false).await?;
+    Ok(Json(manager.store().audit(&id).await?).into_response())
 }
 
 async fn job_chain(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {

@@ -1668,6 +1668,23 @@ async fn who_may_create_start_stop_and_read() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // The audit trail: who created and stopped it.
+    let (status, trail, _) = call_with(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{}/audit", created[0]),
+        None,
+        &[("authorization", &bearer("bob"))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let actions: Vec<(&str, &str)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["user"].as_str().unwrap()))
+        .collect();
+    assert_eq!(actions, [("create", "ann"), ("stop", "ann")], "{trail}");
     let (status, _, _) = call_with(
         &env.router,
         Method::PUT,

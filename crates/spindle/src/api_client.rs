@@ -141,6 +141,11 @@ impl Client {
         self.get(&format!("/api/v1/requests/{id}")).await
     }
 
+    /// The request's audit trail (Spindle; a server without one answers 404).
+    pub(crate) async fn audit(&self, id: &str) -> Result<Vec<proto::AuditEvent>, ClientError> {
+        self.get(&format!("/api/v1/requests/{id}/audit")).await
+    }
+
     pub(crate) async fn job_chain(&self, id: &str) -> Result<JobChain, ClientError> {
         self.get(&format!("/api/v1/requests/{id}/job-chain")).await
     }

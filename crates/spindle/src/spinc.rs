@@ -532,6 +532,21 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         request.finished_jobs,
         args_text.join(" ")
     );
+    // Spindle's audit trail; Spin Cycle's Request Manager has none (404): nothing shown.
+    if let Ok(trail) = client.audit(&request.id).await
+        && !trail.is_empty()
+    {
+        out!("   audit:");
+        for event in trail {
+            let user = if event.user.is_empty() { "(unnamed)" } else { event.user.as_str() };
+            let from = if event.address.is_empty() {
+                String::new()
+            } else {
+                format!(" from {}", event.address)
+            };
+            out!("          {} {} by {user}{from}", time(Some(event.at)), event.action);
+        }
+    }
     print_failure(&client, &request).await?;
     Ok(Exit::Success)
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
-    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
-    Request, RequestFilter, RequestId, RunnerRegistration, RunnerState, State, Stream,
+    AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, RunnerState, State, Stream,
     SuspendedJobChain, TryStart,
 };
 use serde_json::Value;
@@ -731,6 +731,39 @@ where
             id: format!("{job_id} of request {request_id}"),
         })?;
         Self::job_log_from_row(&row)
+    }
+
+    async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(request_id)
+        .bind(micros(event.at))
+        .bind(event.action.as_str())
+        .bind(event.user.as_str())
+        .bind(event.address.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
+        let rows = sqlx::query(
+            "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
+        )
+        .bind(request_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditEvent {
+                    at: from_micros(row.try_get("at")?),
+                    action: row.try_get("action")?,
+                    user: row.try_get("user_name")?,
+                    address: row.try_get("address")?,
+                })
+            })
+            .collect()
     }
 
     async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {

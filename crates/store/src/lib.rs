@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
-    Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain, TryStart,
+    AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain,
+    TryStart,
 };
 
 pub use backend::{Backend, SqlStore};
@@ -161,6 +162,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// The entry with the highest try of one job.
     async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error>;
+
+    /// Adds an entry to a request's audit trail.
+    async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error>;
+
+    /// A request's audit trail, oldest first (empty when it has none).
+    async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error>;
 
     /// Every entry of one job of a request, by try (empty when it has none).
     async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error>;

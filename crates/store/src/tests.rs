@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proto::{
-    CreateRequest, Fence, FinishRequest, Job, JobChain, JobLog, OutputChunk, OutputQuery, Request,
-    RequestArg, RequestArgType, RequestFilter, State, SuspendedJobChain,
+    AuditEvent, CreateRequest, Fence, FinishRequest, Job, JobChain, JobLog, OutputChunk,
+    OutputQuery, Request, RequestArg, RequestArgType, RequestFilter, State, SuspendedJobChain,
 };
 use serde_json::json;
 
@@ -333,6 +333,26 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
             (State::Pending, 0)
         ]
     );
+    // The audit trail, oldest first.
+    let event = |at_s: u32, action: &str, user: &str| AuditEvent {
+        at: at(3, at_s),
+        action: action.to_owned(),
+        user: user.to_owned(),
+        address: "10.0.0.5".to_owned(),
+    };
+    store
+        .add_audit("r1", &event(2, "stop", "bob"))
+        .await
+        .unwrap();
+    store
+        .add_audit("r1", &event(1, "create", "ann"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.audit("r1").await.unwrap(),
+        [event(1, "create", "ann"), event(2, "stop", "bob")]
+    );
+    assert!(store.audit("r2").await.unwrap().is_empty());
     // One job's tries, and every logged job's latest try, for the web UI.
     assert_eq!(store.job_tries_log("r1", "b").await.unwrap(), entries[1..]);
     assert!(store.job_tries_log("r1", "zz").await.unwrap().is_empty());
@@ -1572,7 +1592,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 4);
+    assert_eq!(migrations, 5);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1594,6 +1614,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "job_tries",
             "request_archives",
             "request_args",
+            "request_audit",
             "requests",
             "suspended_job_chains"
         ]

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk, OutputQuery,
-    Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain, TryStart,
+    AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain,
+    TryStart,
 };
 
 use crate::{Error, Finished, JobState, Owner, StartedTry, Store};
@@ -63,6 +64,8 @@ timed_store! {
     fn job_log(&self, request_id: &str) -> Vec<JobLog>;
     fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> JobLog;
     fn job_tries_log(&self, request_id: &str, job_id: &str) -> Vec<JobLog>;
+    fn add_audit(&self, request_id: &str, event: &AuditEvent) -> ();
+    fn audit(&self, request_id: &str) -> Vec<AuditEvent>;
     fn job_states(&self, request_id: &str) -> Vec<JobState>;
     fn suspend_request(&self, suspended: &SuspendedJobChain, fence: Option<&Fence>, at: DateTime<Utc>) -> ();
     fn claim_suspended(&self, host: &str, at: DateTime<Utc>) -> Option<SuspendedJobChain>;

@@ -219,6 +219,8 @@ fn list_help_start_status_info_find_log() {
         host: 
         jobs: 5 (5 complete)
         args: who=bob times=1
+       audit:
+              [TIME] create by ann from 127.0.0.1
     ");
     let found = server.stdout(&["find", "type=greet", "states=complete,running,pending"]);
     let lines: Vec<&str> = found.lines().collect();

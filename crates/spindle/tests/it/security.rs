@@ -486,7 +486,10 @@ async fn the_cli_reaches_a_server_over_tls_and_a_new_certificate_is_served_witho
     .await;
     let (stdout, stderr, code) = cli(Some("second"), &["status", &id]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("state: COMPLETE") && stdout.contains("caller: ann"), "{stdout}");
+    assert!(
+        stdout.contains("state: COMPLETE") && stdout.contains("caller: ann"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
