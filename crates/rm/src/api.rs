@@ -215,9 +215,10 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
     use axum::http::Method;
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     match (method.clone(), segments.as_slice()) {
-        (_, ["healthz" | "readyz" | "version"]) | (_, ["api", "v1", "openapi.json"]) => {
-            Needs::Nothing
-        }
+        (_, ["healthz" | "readyz" | "version"])
+        | (_, ["api", "v1", "openapi.json"])
+        // Who the caller is, and signing in and out: they authenticate themselves.
+        | (_, ["ui", "api", "me" | "session"]) => Needs::Nothing,
         (
             Method::POST,
             [
@@ -314,7 +315,7 @@ fn authorize(
 /// `Sec-Fetch-Site`, or its `Origin` names another host than the one asked. Clients that
 /// are not browsers (the CLI, Job Runners, Spin Cycle's `spinc`) send neither header and
 /// are not affected.
-async fn same_origin_changes(
+pub async fn same_origin_changes(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {

@@ -14,7 +14,7 @@ mod jr_client;
 mod manager;
 mod recovery;
 
-pub use api::{Needs, authenticate, cross_site, needs, peer_of, router};
+pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::Error;
 pub use jr_client::{ClientError, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options};

@@ -538,13 +538,21 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     {
         out!("   audit:");
         for event in trail {
-            let user = if event.user.is_empty() { "(unnamed)" } else { event.user.as_str() };
+            let user = if event.user.is_empty() {
+                "(unnamed)"
+            } else {
+                event.user.as_str()
+            };
             let from = if event.address.is_empty() {
                 String::new()
             } else {
                 format!(" from {}", event.address)
             };
-            out!("          {} {} by {user}{from}", time(Some(event.at)), event.action);
+            out!(
+                "          {} {} by {user}{from}",
+                time(Some(event.at)),
+                event.action
+            );
         }
     }
     print_failure(&client, &request).await?;

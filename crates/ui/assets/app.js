@@ -115,9 +115,41 @@
     }
     if (!response.ok) {
       const message = data && typeof data === "object" && data.message ? data.message : `${response.status} ${response.statusText}`;
+      // Not signed in (or no longer): to the sign-in page, then back here.
+      if (response.status === 401 && page !== "sign-in") toSignIn();
       throw new ApiError(response.status, message);
     }
     return data;
+  }
+  function toSignIn() {
+    location.assign(`/sign-in?next=${encodeURIComponent(location.pathname + location.search)}`);
+  }
+
+  // Who the viewer is (`auth: false`: the server does not authenticate).
+  let me = { auth: false };
+  async function whoAmI(requestType) {
+    try {
+      return await api("GET", `/ui/api/me${requestType ? `?type=${encodeURIComponent(requestType)}` : ""}`);
+    } catch (_) {
+      return { auth: false };
+    }
+  }
+  function showWho() {
+    const where = document.getElementById("who");
+    if (!where || !me.auth) return;
+    clear(where);
+    if (me.signedIn) {
+      const roles = me.roles && me.roles.length ? ` (${me.roles.join(", ")})` : "";
+      where.append(h("span", { id: "signed-in-as" }, `${me.user}${roles}`));
+      if (me.via === "token") {
+        where.append(" ", h("button", { type: "button", id: "sign-out", onclick: async () => {
+          try { await api("DELETE", "/ui/api/session"); } catch (_) { /* signed out anyway */ }
+          location.assign("/sign-in");
+        } }, "Sign out"));
+      }
+    } else if (page !== "sign-in") {
+      where.append(h("a", { href: "/sign-in", id: "sign-in-link" }, "Sign in"));
+    }
   }
   const enc = encodeURIComponent;
 
@@ -155,6 +187,13 @@
     document.getElementById("title").textContent = text;
     document.title = `${text} · Spindle`;
   }
+  // A fault of the page itself is said on the page, not only in the console.
+  const fault = (message) => {
+    body.dataset.fault = message;
+    banner(main, `This page hit an error: ${message}. Reloading may help; the API is unaffected.`);
+  };
+  window.addEventListener("error", (event) => fault(event.message));
+  window.addEventListener("unhandledrejection", (event) => fault(String(event.reason && event.reason.message || event.reason)));
   for (const link of document.querySelectorAll("nav a[data-nav]")) {
     if (link.dataset.nav === page) link.setAttribute("aria-current", "page");
   }
@@ -296,7 +335,8 @@
     const panel = h("aside", { class: "panel", id: "job-panel", hidden: true, "aria-live": "polite", "aria-label": "Job" });
     const layout = h("div", { class: "layout" }, h("section", { "aria-label": "Job chain" }, h("h2", {}, "Job chain"), legend, graphWrap), panel);
     summary.classList.add("facts");
-    main.append(header, actions, summary, failedBox, layout, argsBox);
+    const historyBox = h("div", { id: "history" });
+    main.append(header, actions, summary, failedBox, layout, argsBox, historyBox);
 
     const toggles = { open: new Set(), closed: new Set() };
     let drawing = null;
@@ -307,6 +347,22 @@
     let stopPoll = null;
     let statesInFlight = false;
     let statesAgain = false;
+    // What the viewer may do with this request (everything without authentication).
+    let may = { start: true, stop: true };
+    let mayKnown = false;
+    let lastState = null;
+    async function loadHistory() {
+      let trail;
+      try {
+        trail = await api("GET", `/api/v1/requests/${enc(id)}/audit`);
+      } catch (_) {
+        return;
+      }
+      clear(historyBox);
+      if (!trail || !trail.length) return;
+      historyBox.append(h("h2", {}, "History"), h("ul", { class: "history" }, trail.map((e) =>
+        h("li", { "data-action": e.action }, time(e.at), ` ${e.action} by ${e.user || "(unnamed)"}`, e.address ? ` from ${e.address}` : ""))));
+    }
     let argsShown = false;
     let failing = null;
 
@@ -355,8 +411,12 @@
         r.jrURL ? row("Job Runner", h("span", { class: "mono" }, r.jrURL)) : null,
       ].filter(Boolean));
       clear(actions);
-      if (state === "RUNNING" || state === "PENDING" || state === "SUSPENDED") actions.append(stopButton);
-      actions.append(again);
+      if ((state === "RUNNING" || state === "PENDING" || state === "SUSPENDED") && may.stop) actions.append(stopButton);
+      if (may.start) actions.append(again);
+      if (lastState !== state) {
+        lastState = state;
+        loadHistory();
+      }
       if (!argsShown) {
         argsShown = true;
         const given = {};
@@ -556,6 +616,11 @@
         const data = await api("GET", `/ui/api/requests/${enc(id)}/states?${viewQuery()}${argsShown ? "&args=0" : ""}`);
         if (failing) { failing.remove(); failing = null; }
         request = data.request;
+        if (!mayKnown && me.auth) {
+          mayKnown = true;
+          const mine = await whoAmI(request.type);
+          if (mine.may) may = mine.may;
+        }
         renderRequest(request);
         if (drawing) applyStates(data);
         if (!performance.getEntriesByName("spindle:state-shown").length) performance.mark("spindle:state-shown");
@@ -691,6 +756,13 @@
       main.append(h("p", { class: "error" }, `There is no request type ${subject}.`), h("p", {}, h("a", { href: "/start" }, "Request types")));
       return;
     }
+    if (me.auth) {
+      const mine = await whoAmI(subject);
+      if (mine.may && !mine.may.start) {
+        main.append(h("p", { class: "error", id: "not-allowed" }, `You (${mine.user}) may not start ${subject} requests.`));
+        return;
+      }
+    }
     const params = new URLSearchParams(location.search);
     let prefill = {};
     if (params.get("args")) {
@@ -726,7 +798,8 @@
       form.append(h("h2", {}, "Fixed by the spec"), h("ul", {}, statics.map((a) => h("li", {}, h("span", { class: "mono" }, a.Name), ` = ${valueText(a.Default)}`))));
     }
     const userInput = h("input", { type: "text", id: "start-user", autocomplete: "username", value: localStorage.getItem("spindle.user") || "" });
-    form.append(h("div", { class: "field" }, h("label", { for: "start-user" }, "Your name"), userInput, h("div", { class: "hint" }, "Recorded as the request's caller.")));
+    // With authentication the server records who is signed in; the name is not asked.
+    if (!me.auth) form.append(h("div", { class: "field" }, h("label", { for: "start-user" }, "Your name"), userInput, h("div", { class: "hint" }, "Recorded as the request's caller.")));
     const submit = h("button", { type: "submit", class: "primary", id: "start-submit" }, `Start ${subject}`);
     form.append(h("div", { class: "actions" }, submit));
     main.append(topError, form);
@@ -836,6 +909,44 @@
     });
   }
 
-  const pages = { list: listPage, request: requestPage, start: startPage, runners: runnersPage };
-  if (pages[page]) pages[page]();
+  // ---- signing in ----
+  function signInPage() {
+    if (!me.auth) {
+      main.append(h("p", {}, "This server does not authenticate: there is nothing to sign in to. ", h("a", { href: "/" }, "Requests")));
+      return;
+    }
+    const next = new URLSearchParams(location.search).get("next") || "/";
+    const safeNext = next.startsWith("/") && !next.startsWith("//") ? next : "/";
+    const error = h("div", { id: "sign-in-error", role: "alert" });
+    const token = h("input", { type: "password", id: "token", autocomplete: "current-password", required: true, spellcheck: "false" });
+    const form = h("form", { class: "form", id: "sign-in-form" },
+      h("div", { class: "field" }, h("label", { for: "token" }, "API token"), token,
+        h("div", { class: "hint" }, "A token made by `spindle token create`. It is kept in a cookie that scripts cannot read.")),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "sign-in" }, "Sign in")));
+    if (me.signedIn) main.append(h("p", {}, `You are signed in as ${me.user}.`));
+    main.append(error, form);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      clear(error);
+      try {
+        await api("POST", "/ui/api/session", { token: token.value });
+        location.assign(safeNext);
+      } catch (err) {
+        error.append(h("div", { class: "banner" }, err.message));
+        token.focus();
+      }
+    });
+    token.focus();
+  }
+
+  const pages = { list: listPage, request: requestPage, start: startPage, runners: runnersPage, "sign-in": signInPage };
+  whoAmI().then((found) => {
+    me = found;
+    showWho();
+    if (me.auth && !me.signedIn && page !== "sign-in") {
+      toSignIn();
+      return;
+    }
+    if (pages[page]) pages[page]();
+  });
 })();

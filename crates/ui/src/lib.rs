@@ -12,6 +12,7 @@
 
 pub mod layout;
 mod pages;
+mod session;
 mod views;
 
 use std::sync::Arc;
@@ -30,13 +31,24 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 /// The UI's routes, to merge into the Request Manager's router.
 pub fn router(manager: Arc<rm::Manager>) -> Router {
     let views = Arc::new(Views::new(manager.clone()));
-    // The view endpoints are the API's: the same authentication.
-    let views = views::routes(views).layer(axum::middleware::from_fn_with_state(
-        manager,
-        rm::authenticate,
-    ));
+    let session = Router::new()
+        .route("/ui/api/me", axum::routing::get(session::me))
+        .route(
+            "/ui/api/session",
+            axum::routing::post(session::sign_in).delete(session::sign_out),
+        )
+        .with_state(manager.clone());
+    // The view endpoints are the API's: the same authentication, and the same refusal
+    // of state changes from other sites.
+    let api = views::routes(views)
+        .merge(session)
+        .layer(axum::middleware::from_fn_with_state(
+            manager,
+            rm::authenticate,
+        ))
+        .layer(axum::middleware::from_fn(rm::same_origin_changes));
     pages::routes()
-        .merge(views)
+        .merge(api)
         .layer(axum::middleware::map_response(
             |mut response: Response| async move {
                 let headers = response.headers_mut();

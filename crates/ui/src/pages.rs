@@ -51,6 +51,7 @@ fn shell(title: &str, page: &str, subject: &str) -> Html<String> {
 <a href="/start" data-nav="start">Start</a>
 <a href="/runners" data-nav="runners">Job Runners</a>
 </nav>
+<div class="who" id="who"></div>
 </header>
 <main id="main" tabindex="-1">
 <h1 id="title">{title}</h1>
@@ -85,6 +86,10 @@ async fn runners() -> Html<String> {
     shell("Job Runners", "runners", "")
 }
 
+async fn sign_in() -> Html<String> {
+    shell("Sign in", "sign-in", "")
+}
+
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         StatusCode::OK,
@@ -105,6 +110,7 @@ pub(crate) fn routes() -> Router {
         .route("/start", get(start_any))
         .route("/start/{request_type}", get(start))
         .route("/runners", get(runners))
+        .route("/sign-in", get(sign_in))
         .route(
             "/ui/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),

@@ -26,7 +26,7 @@ const SPECS: &str = "sequences:
 ";
 
 /// A token made by `spindle token create`, and its line for the tokens file.
-fn token(dir: &Path, user: &str, roles: &[&str]) -> (String, String) {
+pub(crate) fn token(dir: &Path, user: &str, roles: &[&str]) -> (String, String) {
     let mut command = spindle(dir);
     command.args(["token", "create", "--user", user]);
     for role in roles {

@@ -55,6 +55,9 @@ const SPECS: &str = "sequences:
         deps: [stop]
   naps:
     request: true
+    acl:
+      - role: deployer
+        ops: [start, stop]
     args:
       required:
         - name: host
@@ -163,21 +166,31 @@ async fn ui(test: &'static str) -> Option<Ui> {
 
 /// [`ui`] with Chromium's window and flags as given.
 async fn ui_with(test: &'static str, flags: &[&str]) -> Option<Ui> {
+    ui_prepared(test, flags, |_| Vec::new()).await
+}
+
+/// [`ui_with`], with `prepare` writing files into the server's folder first and
+/// returning more arguments for `spindle server`.
+async fn ui_prepared(
+    test: &'static str,
+    flags: &[&str],
+    prepare: impl FnOnce(&Path) -> Vec<String>,
+) -> Option<Ui> {
     let (chromium, driver_program) = browser_programs(test)?;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let server = crate::Service::start(
-        dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs.yaml",
-            "--database",
-            "sqlite://ui.db",
-        ],
-    );
+    let extra = prepare(dir.path());
+    let mut args = vec![
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "specs.yaml",
+        "--database",
+        "sqlite://ui.db",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let server = crate::Service::start(dir.path(), &args);
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
@@ -326,6 +339,9 @@ impl Ui {
     }
 
     async fn close(mut self) {
+        // No page hit a script error on the way (app.js records one on the body).
+        let fault = self.js("return document.body.dataset.fault ?? null").await;
+        assert_eq!(fault, Value::Null, "{}: the page hit an error", self.test);
         let _ = self.client.clone().close().await;
         let _ = self.driver.kill();
         let _ = self.driver.wait();
@@ -853,5 +869,136 @@ async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
         true,
         "the list fits a phone"
     );
+    ui.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn signing_in_with_a_token_and_offering_only_what_the_viewer_may_do() {
+    let tokens = std::sync::Mutex::new(Vec::new());
+    let Some(ui) = ui_prepared("sign_in", &["--window-size=1280,1000"], |dir| {
+        let (ann, ann_line) = crate::security::token(dir, "ann", &["deployer"]);
+        let (bob, bob_line) = crate::security::token(dir, "bob", &["viewer"]);
+        std::fs::write(dir.join("tokens"), format!("{ann_line}\n{bob_line}\n")).unwrap();
+        std::fs::write(dir.join("server.yaml"), "auth:\n  tokens: tokens\n").unwrap();
+        tokens.lock().unwrap().extend([ann, bob]);
+        vec!["--config".to_owned(), "server.yaml".to_owned()]
+    })
+    .await
+    else {
+        return;
+    };
+    let (ann, bob) = {
+        let tokens = tokens.lock().unwrap();
+        (tokens[0].clone(), tokens[1].clone())
+    };
+    // Not signed in: every page sends the viewer to sign in, and back after.
+    ui.goto("/runners").await;
+    ui.until(
+        "the sign-in page",
+        "return location.pathname === '/sign-in' && document.getElementById('token')",
+        10,
+    )
+    .await;
+    ui.type_into("#token", "spindle_not_a_token").await;
+    ui.click("#sign-in").await;
+    let refused = ui
+        .until(
+            "the refusal",
+            "return document.getElementById('sign-in-error').textContent",
+            10,
+        )
+        .await;
+    assert!(
+        refused.as_str().unwrap().contains("the token is not valid"),
+        "{refused}"
+    );
+    ui.type_into("#token", &bob).await;
+    ui.screenshot("sign-in").await;
+    ui.click("#sign-in").await;
+    ui.until(
+        "back where the viewer was, signed in",
+        "return location.pathname === '/runners' && (document.getElementById('signed-in-as')?.textContent ?? '')",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('signed-in-as').textContent")
+            .await,
+        "bob (viewer)"
+    );
+    // The token is in a cookie no script can read.
+    assert_eq!(ui.js("return document.cookie").await, "");
+    // A request ann started: bob sees it, but is offered neither stop nor start again.
+    let response = ui
+        .http
+        .post(ui.url("/api/v1/requests"))
+        .bearer_auth(&ann)
+        .json(&json!({"type": "naps", "args": {"host": "db1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until("RUNNING", &format!("{STATE} === 'RUNNING'"), 20)
+        .await;
+    ui.until(
+        "the history",
+        "return document.querySelector('#history li[data-action=create]')?.textContent.includes('create by ann')",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('stop')?.isConnected ?? false")
+            .await,
+        false
+    );
+    assert_eq!(
+        ui.js("return document.getElementById('start-again')?.isConnected ?? false")
+            .await,
+        false
+    );
+    ui.goto("/start/naps").await;
+    let not_allowed = ui
+        .until(
+            "no form for bob",
+            "return document.getElementById('not-allowed')?.textContent",
+            10,
+        )
+        .await;
+    assert_eq!(not_allowed, "You (bob) may not start naps requests.");
+    // Sign out, then in as ann, who may stop it.
+    ui.click("#sign-out").await;
+    ui.until("signed out", "return location.pathname === '/sign-in'", 10)
+        .await;
+    ui.type_into("#token", &ann).await;
+    ui.click("#sign-in").await;
+    ui.until(
+        "signed in as ann",
+        "return (document.getElementById('signed-in-as')?.textContent ?? '') === 'ann (deployer)'",
+        10,
+    )
+    .await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until(
+        "the Stop button",
+        "return document.getElementById('stop')?.isConnected",
+        20,
+    )
+    .await;
+    ui.click("#stop").await;
+    ui.click("#stop-confirm").await;
+    ui.until("STOPPED", &format!("{STATE} === 'STOPPED'"), 30)
+        .await;
+    ui.until(
+        "the stop in the history",
+        "return document.querySelector('#history li[data-action=stop]')?.textContent.includes('stop by ann from 127.0.0.1')",
+        10,
+    )
+    .await;
+    ui.screenshot("signed-in-history").await;
     ui.close().await;
 }
