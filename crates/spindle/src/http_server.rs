@@ -129,6 +129,43 @@ fn certificate_of(der: &CertificateDer<'_>) -> Option<auth::Certificate> {
     })
 }
 
+/// Every error answer has Spindle's one error body: a refusal made below the handlers (a
+/// body past the limit, a body too slow, a malformed path) comes as plain text from axum
+/// and is given the JSON body with its text as the message.
+async fn json_errors(response: axum::response::Response) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, 64 << 10).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut fixed = (
+        status,
+        axum::Json(proto::Error::new(status.as_u16(), message)),
+    )
+        .into_response();
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            fixed.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    fixed
+}
+
 fn modified(paths: &[&Path]) -> Vec<Option<SystemTime>> {
     paths
         .iter()
@@ -148,7 +185,8 @@ pub(crate) async fn serve(
         .layer(axum::extract::DefaultBodyLimit::max(limits.body_bytes))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             limits.body_timeout,
-        ));
+        ))
+        .layer(axum::middleware::map_response(json_errors));
     let config = match &tls {
         Some(tls) => Some(Arc::new(RwLock::new(server_config(tls)?))),
         None => None,

@@ -601,3 +601,79 @@ async fn request_managers_and_job_runners_require_each_others_client_certificate
             .is_err()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_exhaust_a_server() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    std::fs::write(
+        dir.path().join("server.yaml"),
+        "specs: specs.yaml\ndatabase: sqlite://s.db\nlimits:\n  body_bytes: 100000\n  header_bytes: 16384\n  header_timeout: 1s\n  body_timeout: 1s\n",
+    )
+    .unwrap();
+    let server = Service::start(
+        dir.path(),
+        &["server", "--config", "server.yaml", "--listen", "0.0.0.0:0"],
+    );
+    // Without authentication on an address beyond this machine, it says so at start.
+    wait_for("the warning", 10, async || {
+        server.stderr().contains("authentication is off")
+    })
+    .await;
+    let url = server.url.replace("0.0.0.0", "127.0.0.1");
+    let http = reqwest::Client::new();
+    // A body past the limit: 413, and nothing stored.
+    let big = json!({"type": "deploy", "args": {"host": "x".repeat(200_000)}});
+    let response = http
+        .post(format!("{url}/api/v1/requests"))
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["message"].as_str().unwrap().contains("length limit"),
+        "{body}"
+    );
+    // Headers past the limit: refused (431), the connection not kept.
+    let response = http
+        .get(format!("{url}/healthz"))
+        .header("x-filler", "y".repeat(20_000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 431);
+    // A client that never finishes its headers is cut off after header_timeout.
+    let addr = url.trim_start_matches("http://");
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the connection was not closed");
+    assert!(started.elapsed() < Duration::from_secs(9));
+    // One whose body never arrives, likewise.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"POST /api/v1/requests HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"type\"")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(10), stalled.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the stalled body was waited for forever");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(
+        answer.contains("application/json") && answer.contains("not received within"),
+        "{answer}"
+    );
+    // The server still serves everyone else.
+    let response = http.get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+}
