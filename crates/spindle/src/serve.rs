@@ -1070,5 +1070,30 @@ mod tests {
             Some("http://otel-collector.example.com:4318")
         );
         assert_eq!(rm.log_level.as_deref(), Some("info"));
+        // The secured ones: TLS, authentication, client credentials, limits.
+        for file in ["secure-rm.yaml", "secure-jr.yaml"] {
+            let settings = ServeArgs {
+                config: Some(examples.join(file)),
+                ..ServeArgs::default()
+            }
+            .settings("127.0.0.1:1")
+            .unwrap_or_else(|err| panic!("{file}: {err:#}"));
+            assert_eq!(settings.scheme(), "https", "{file}");
+            assert!(settings.tls.as_ref().unwrap().client_ca.is_some(), "{file}");
+            let auth = settings.auth.as_ref().unwrap();
+            assert_eq!(auth.client_certificates.as_ref().unwrap().roles, "ou");
+            assert!(settings.credentials.client_cert.is_some(), "{file}");
+        }
+        let secure = ServeArgs {
+            config: Some(examples.join("secure-rm.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let auth = secure.auth.unwrap();
+        assert!(auth.strict);
+        assert_eq!(auth.admin_roles, ["sre"]);
+        assert_eq!(auth.proxy.unwrap().trusted, ["10.0.0.5", "10.0.1.0/24"]);
+        assert_eq!(secure.limits.header_timeout, Duration::from_secs(30));
     }
 }
