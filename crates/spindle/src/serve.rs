@@ -608,10 +608,20 @@ fn telemetry(settings: &Settings, service: &str) -> anyhow::Result<telemetry::Te
     let traces = match &settings.otlp_endpoint {
         None => None,
         Some(endpoint) => {
+            // The collector is not a Spindle service: it gets no token, only the CA.
+            let collector = Settings {
+                credentials: crate::credentials::Credentials {
+                    token: None,
+                    client_cert: None,
+                    client_key: None,
+                    ..settings.credentials.clone()
+                },
+                ..settings.clone()
+            };
             let traces = telemetry::Traces::new(
                 endpoint,
                 service,
-                service_http(settings)?,
+                service_http(&collector)?,
                 Duration::from_millis(500),
             )?;
             tracing::info!(endpoint, "exporting traces over OTLP/HTTP");
