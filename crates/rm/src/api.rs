@@ -436,15 +436,8 @@ async fn start(
     headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    if manager.auth().is_some() {
-        // Unlike Spin Cycle, starting a PENDING request is authorized as a start.
-        let request = manager.store().get_request(id.as_str(), false).await?;
-        authorize(&manager, caller.as_deref(), "start", &request.request_type)?;
-    }
-    manager.start(&id).await?;
-    let user = who(caller.as_deref(), &headers);
-    record(&manager, id.as_str(), "start", user, peer.as_deref()).await;
-    Ok(StatusCode::OK)
+    // Unlike Spin Cycle, starting a PENDING request is authorized as a start.
+    change(&manager, caller, peer, &headers, &id, "start").await
 }
 
 async fn stop(
@@ -454,14 +447,30 @@ async fn stop(
     headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
+    change(&manager, caller, peer, &headers, &id, "stop").await
+}
+
+/// Starts or stops a request (`op`), authorized by its type's ACL when authentication
+/// is on (an unknown id is 404 first), and records it in the audit trail.
+async fn change(
+    manager: &Manager,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: &HeaderMap,
+    id: &RequestId,
+    op: &str,
+) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
-        // An unknown id is 404 before any authorization.
         let request = manager.store().get_request(id.as_str(), false).await?;
-        authorize(&manager, caller.as_deref(), "stop", &request.request_type)?;
+        authorize(manager, caller.as_deref(), op, &request.request_type)?;
     }
-    manager.stop(&id).await?;
-    let user = who(caller.as_deref(), &headers);
-    record(&manager, id.as_str(), "stop", user, peer.as_deref()).await;
+    if op == "start" {
+        manager.start(id).await?;
+    } else {
+        manager.stop(id).await?;
+    }
+    let user = who(caller.as_deref(), headers);
+    record(manager, id.as_str(), op, user, peer.as_deref()).await;
     Ok(StatusCode::OK)
 }
 

@@ -51,6 +51,31 @@ pub(crate) fn token(dir: &Path, user: &str, roles: &[&str]) -> (String, String) 
     (token, line)
 }
 
+/// A folder with [`SPECS`] and a tokens file of these users' tokens (returned in order).
+fn folder_with_tokens(users: &[(&str, &[&str])]) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let mut tokens = Vec::new();
+    let mut lines = String::new();
+    for (user, roles) in users {
+        let (token, line) = token(dir.path(), user, roles);
+        tokens.push(token);
+        lines.push_str(&line);
+        lines.push('\n');
+    }
+    std::fs::write(dir.path().join("tokens"), lines).unwrap();
+    (dir, tokens)
+}
+
+/// GET `url` as JSON, with a bearer token if given.
+async fn get_json(http: &reqwest::Client, url: &str, token: Option<&str>) -> Value {
+    let mut request = http.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 #[test]
 fn token_create_refuses_names_that_would_break_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,15 +101,8 @@ async fn wait_for(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
-    let (bob, bob_line) = token(dir.path(), "bob", &["viewer"]);
-    std::fs::write(
-        dir.path().join("tokens"),
-        format!("{ann_line}\n{bob_line}\n"),
-    )
-    .unwrap();
+    let (dir, tokens) = folder_with_tokens(&[("ann", &["deployer"]), ("bob", &["viewer"])]);
+    let (ann, bob) = (tokens[0].clone(), tokens[1].clone());
     std::fs::write(
         dir.path().join("server.yaml"),
         "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\n",
@@ -147,15 +165,12 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     .await;
     assert_eq!(request["user"], "ann");
     // Only one request exists: the denied starts left nothing.
-    let all: Value = http
-        .get(format!("{}/api/v1/requests", server.url))
-        .bearer_auth(&ann)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let all = get_json(
+        &http,
+        &format!("{}/api/v1/requests", server.url),
+        Some(&ann),
+    )
+    .await;
     assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
     let response = read(None).await.unwrap();
     assert_eq!(response.status(), 401);
@@ -201,15 +216,9 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
-    let (service, service_line) = token(dir.path(), "spindle-services", &["spindle"]);
-    std::fs::write(
-        dir.path().join("tokens"),
-        format!("{ann_line}\n{service_line}\n"),
-    )
-    .unwrap();
+    let (dir, tokens) =
+        folder_with_tokens(&[("ann", &["deployer"]), ("spindle-services", &["spindle"])]);
+    let (ann, service) = (tokens[0].clone(), tokens[1].clone());
     std::fs::write(
         dir.path().join("rm.yaml"),
         "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\nauth:\n  tokens: tokens\n",
@@ -249,16 +258,8 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         &[("RUST_LOG", "warn")],
     );
     let http = reqwest::Client::new();
-    let runners = async || -> Value {
-        http.get(format!("{}/api/v1/job-runners", rm.url))
-            .bearer_auth(&ann)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    };
+    let runners_url = format!("{}/api/v1/job-runners", rm.url);
+    let runners = async || get_json(&http, &runners_url, Some(&ann)).await;
     wait_for("the stranger told no", 20, async || {
         stranger.stderr().contains("authentication required")
     })
@@ -294,16 +295,8 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         .unwrap();
     let id = created["id"].as_str().unwrap().to_owned();
     wait_for("COMPLETE", 30, async || {
-        let request: Value = http
-            .get(format!("{}/api/v1/requests/{id}", rm.url))
-            .bearer_auth(&ann)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        request["state"] == 3
+        let url = format!("{}/api/v1/requests/{id}", rm.url);
+        get_json(&http, &url, Some(&ann)).await["state"] == 3
     })
     .await;
     // The runner refuses callers that are not services: ann may not hand it a chain.
