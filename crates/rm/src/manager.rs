@@ -47,7 +47,17 @@ pub struct Options {
     /// Who may do what; `None`: no authentication (anyone may do anything, and callers
     /// name themselves).
     pub auth: Option<Arc<auth::Auth>>,
+    /// Finished requests older than this are removed, with their job logs, in small
+    /// batches at each background round; `None`: kept forever.
+    pub retention: Option<Duration>,
 }
+
+/// Requests one retention transaction removes at most: small, so that no lock is held
+/// long.
+pub const RETENTION_BATCH: u64 = 200;
+/// Batches one background round removes at most, so that a backlog (retention turned on
+/// over a big database) is worked off across rounds instead of in one long one.
+pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 
 impl Default for Options {
     fn default() -> Options {
@@ -60,6 +70,7 @@ impl Default for Options {
             jr_url: None,
             telemetry: Telemetry::default(),
             auth: None,
+            retention: None,
         }
     }
 }
@@ -992,6 +1003,46 @@ impl Manager {
         self.recover_lost_runners().await;
         self.start_pending().await;
         self.resume_suspended().await;
+        self.apply_retention().await;
+    }
+
+    /// Removes finished requests older than the retention, in batches; says what it
+    /// removed. Returns the number of requests removed.
+    pub async fn apply_retention(&self) -> u64 {
+        let Some(retention) = self.options.retention else {
+            return 0;
+        };
+        let Ok(retention) = chrono::Duration::from_std(retention) else {
+            return 0;
+        };
+        let before = Utc::now() - retention;
+        let mut total = store::Removed::default();
+        for _ in 0..RETENTION_BATCHES_PER_ROUND {
+            match self.store.remove_finished(before, RETENTION_BATCH).await {
+                Ok(removed) => {
+                    total.requests += removed.requests;
+                    total.job_log_entries += removed.job_log_entries;
+                    total.job_runners += removed.job_runners;
+                    if removed.requests < RETENTION_BATCH {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "retention: removing old requests failed; trying again next round");
+                    break;
+                }
+            }
+        }
+        if total.requests > 0 || total.job_runners > 0 {
+            tracing::info!(
+                requests = total.requests,
+                job_log_entries = total.job_log_entries,
+                job_runners = total.job_runners,
+                finished_before = %before.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "retention: removed finished requests and their job logs"
+            );
+        }
+        total.requests
     }
 
     /// A Job Runner registers (a new instance at every start). Another live registration

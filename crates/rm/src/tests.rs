@@ -1765,3 +1765,53 @@ async fn who_may_create_start_stop_and_read() {
         }
     }
 }
+
+/// Issue #17: with a retention, the background round removes what finished before it,
+/// and nothing else.
+#[tokio::test]
+async fn the_background_round_removes_requests_past_the_retention() {
+    let env = env_with(Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        retention: Some(std::time::Duration::from_secs(2)),
+        ..Options::default()
+    })
+    .await;
+    let finish = |id: &str| proto::FinishRequest {
+        request_id: id.to_owned(),
+        state: State::Complete,
+        finished_at: chrono::Utc::now(),
+        finished_jobs: 1,
+        error: String::new(),
+    };
+    let old = create(&env).await;
+    let recent = create(&env).await;
+    let running = create(&env).await;
+    // A request's times never precede its start, so "long ago" is waited for.
+    env.manager.finish(&finish(&old), None).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    env.manager.finish(&finish(&recent), None).await.unwrap();
+    assert_eq!(env.manager.apply_retention().await, 1);
+    let (status, _, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{old}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    for id in [&recent, &running] {
+        let (status, _, _) = call(
+            &env.router,
+            Method::GET,
+            &format!("/api/v1/requests/{id}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(
+        env.manager.apply_retention().await,
+        0,
+        "nothing more to remove yet"
+    );
+}

@@ -109,6 +109,8 @@ pub(crate) struct LocalSettings<'a> {
     pub(crate) telemetry: telemetry::Telemetry,
     /// The Request Manager's authentication; `None`: off.
     pub(crate) auth: Option<Arc<auth::Auth>>,
+    /// Finished requests older than this are removed; `None`: kept.
+    pub(crate) retention: Option<Duration>,
 }
 
 pub(crate) async fn local(
@@ -124,6 +126,7 @@ pub(crate) async fn local(
         lease,
         telemetry,
         auth,
+        retention,
     } = settings;
     let store = store::open(database).await?;
     let registry = Arc::new(registry);
@@ -144,6 +147,7 @@ pub(crate) async fn local(
         jr_url: Some(base_url.to_owned()),
         telemetry: telemetry.clone(),
         auth,
+        retention,
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(

@@ -58,6 +58,7 @@ pub(crate) async fn run(
             telemetry: telemetry::Telemetry::default(),
             // In-process, by whoever runs the command: no HTTP to guard.
             auth: None,
+            retention: None,
         },
     )
     .await?;

@@ -31,6 +31,8 @@ pub(crate) struct FileConfig {
     pub(crate) interval: Option<String>,
     /// Go-style duration: suspended chains not resumed within it fail their request.
     pub(crate) suspended_ttl: Option<String>,
+    /// Go-style duration: finished requests older than it are removed (none: kept).
+    pub(crate) retention: Option<String>,
     /// Go-style duration: how long a Job Runner's registration holds without renewal.
     pub(crate) lease: Option<String>,
     /// Whether `/metrics` is served and metrics are kept (default true).
@@ -127,7 +129,7 @@ pub(crate) struct ClientConfig {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
-    /// interval, suspended_ttl, lease, metrics, otlp_endpoint, log_level, auth, token,
+    /// interval, suspended_ttl, retention, lease, metrics, otlp_endpoint, log_level, auth, token,
     /// client
     #[arg(long, env = "SPINDLE_CONFIG")]
     pub(crate) config: Option<PathBuf>,
@@ -191,6 +193,10 @@ pub(crate) struct ManagerArgs {
     /// Suspended chains not resumed within this time fail their request (Go duration)
     #[arg(long, env = "SPINDLE_SUSPENDED_TTL")]
     pub(crate) suspended_ttl: Option<String>,
+    /// Remove finished requests (and their job logs) this long after they finished (Go
+    /// duration, such as 720h; default: keep them)
+    #[arg(long, env = "SPINDLE_RETENTION")]
+    pub(crate) retention: Option<String>,
 }
 
 /// `spindle server`: a Request Manager and a Job Runner in one process.
@@ -247,6 +253,7 @@ pub(crate) struct ServeArgs {
     pub(crate) shutdown_timeout: Option<String>,
     pub(crate) interval: Option<String>,
     pub(crate) suspended_ttl: Option<String>,
+    pub(crate) retention: Option<String>,
     pub(crate) lease: Option<String>,
     pub(crate) metrics: Option<bool>,
     pub(crate) otlp_endpoint: Option<String>,
@@ -274,6 +281,7 @@ impl ServeArgs {
             database: manager.and_then(|m| m.database.clone()),
             interval: manager.and_then(|m| m.interval.clone()),
             suspended_ttl: manager.and_then(|m| m.suspended_ttl.clone()),
+            retention: manager.and_then(|m| m.retention.clone()),
             ..ServeArgs::default()
         }
     }
@@ -321,6 +329,8 @@ pub(crate) struct Settings {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
+    /// None: finished requests are kept.
+    pub(crate) retention: Option<Duration>,
     pub(crate) lease: Duration,
     pub(crate) metrics: bool,
     pub(crate) otlp_endpoint: Option<String>,
@@ -412,6 +422,10 @@ impl ServeArgs {
                 "suspended_ttl",
                 &pick(&self.suspended_ttl, &file.suspended_ttl, "1h"),
             )?,
+            retention: match self.retention.clone().or(file.retention) {
+                Some(text) => Some(positive("retention", duration("retention", &text)?)?),
+                None => None,
+            },
             lease: positive(
                 "lease",
                 duration("lease", &pick(&self.lease, &file.lease, "10s"))?,
@@ -858,6 +872,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
             lease: settings.lease,
             telemetry: telemetry.clone(),
             auth,
+            retention: settings.retention,
         },
     )
     .await?;
@@ -938,6 +953,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         stale_claim: stale_claim(settings.lease, settings.interval),
         telemetry: telemetry(&settings, "spindle-rm")?,
         auth,
+        retention: settings.retention,
     };
     let manager = Arc::new(Manager::new(
         grapher,

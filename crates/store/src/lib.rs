@@ -69,6 +69,14 @@ impl Owner {
     }
 }
 
+/// What one retention round removed ([`Store::remove_finished`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub requests: u64,
+    pub job_log_entries: u64,
+    pub job_runners: u64,
+}
+
 /// A job's latest logged try and that try's state ([`Store::job_states`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobState {
@@ -162,6 +170,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The entry with the highest try of one job.
     async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error>;
+
+    /// Retention: removes at most `limit` finished requests (COMPLETE, FAIL, STOPPED)
+    /// that finished before `before`, oldest first, with everything kept of them (job
+    /// log, output, args, archive, audit trail), and the runners that ended or were lost
+    /// before it; one transaction. Where several Request Managers share the database,
+    /// one removes at a time (the others' rounds remove nothing).
+    async fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Result<Removed, Error>;
 
     /// Adds an entry to a request's audit trail.
     async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error>;

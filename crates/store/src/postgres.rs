@@ -15,6 +15,12 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations
 pub type PostgresStore = SqlStore<Postgres>;
 
 impl Backend for Postgres {
+    /// Held until the transaction ends; another Request Manager's retention round skips
+    /// its turn instead of waiting ("spindle" in ASCII as the key).
+    const RETENTION_LOCK_SQL: Option<&'static str> = Some(
+        "SELECT CASE WHEN pg_try_advisory_xact_lock(126879154481508) THEN 1 ELSE 0 END AS got",
+    );
+
     /// Rows another Request Manager is claiming at the same moment are skipped rather
     /// than waited for.
     const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \

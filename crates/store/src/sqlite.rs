@@ -25,6 +25,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 pub type SqliteStore = SqlStore<Sqlite>;
 
 impl Backend for Sqlite {
+    /// One writer at a time already.
+    const RETENTION_LOCK_SQL: Option<&'static str> = None;
+
     /// SQLite runs one writer at a time, so the conditional update is the whole claim.
     const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
          WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \

@@ -375,6 +375,71 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
     );
 }
 
+async fn retention_removes_old_finished_requests_in_batches(store: Arc<dyn Store>, _raw: Raw) {
+    // r1 and r2 finished long ago (r1 first), r3 just now; r4 still runs.
+    for (id, minute) in [("r1", 10), ("r2", 20), ("r3", 50)] {
+        running(&*store, id).await;
+        store
+            .insert_job_logs(&[log(id, "a", 1, State::Complete)])
+            .await
+            .unwrap();
+        store
+            .add_audit(
+                id,
+                &AuditEvent {
+                    at: at(1, 2),
+                    action: "create".to_owned(),
+                    user: "ann".to_owned(),
+                    address: String::new(),
+                },
+            )
+            .await
+            .unwrap();
+        let finish = FinishRequest {
+            request_id: id.to_owned(),
+            state: if id == "r2" {
+                State::Fail
+            } else {
+                State::Complete
+            },
+            finished_at: at(2, minute),
+            finished_jobs: 1,
+            error: String::new(),
+        };
+        store.finish_request(&finish, None).await.unwrap();
+    }
+    running(&*store, "r4").await;
+    let cutoff = at(2, 30);
+    let first = store.remove_finished(cutoff, 1).await.unwrap();
+    assert_eq!((first.requests, first.job_log_entries), (1, 1));
+    assert!(matches!(
+        store.get_request("r1", false).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(store.job_log("r1").await.unwrap().is_empty());
+    assert!(store.audit("r1").await.unwrap().is_empty());
+    assert!(
+        store.get_request("r2", false).await.is_ok(),
+        "one per batch"
+    );
+    let second = store.remove_finished(cutoff, 10).await.unwrap();
+    assert_eq!(second.requests, 1);
+    assert_eq!(store.remove_finished(cutoff, 10).await.unwrap().requests, 0);
+    // What finished after the cut-off, and what runs, stays whole.
+    assert_eq!(store.job_log("r3").await.unwrap().len(), 1);
+    assert_eq!(store.audit("r3").await.unwrap().len(), 1);
+    assert_eq!(
+        store.get_request("r4", false).await.unwrap().state,
+        State::Running
+    );
+    let found = store
+        .find_requests(&RequestFilter::default())
+        .await
+        .unwrap();
+    let ids: Vec<&str> = found.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+}
+
 async fn suspend_claim_and_resume(store: Arc<dyn Store>, _raw: Raw) {
     running(&*store, "r1").await;
     store
@@ -1443,6 +1508,7 @@ suite!(
     create_and_read,
     state_changes_are_conditional,
     job_log_entries_are_stored_once_per_try,
+    retention_removes_old_finished_requests_in_batches,
     suspend_claim_and_resume,
     resuming_a_request_that_moved_on,
     cleanup_reference_scenario,

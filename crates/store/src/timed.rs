@@ -11,7 +11,7 @@ use proto::{
     TryStart,
 };
 
-use crate::{Error, Finished, JobState, Owner, StartedTry, Store};
+use crate::{Error, Finished, JobState, Owner, Removed, StartedTry, Store};
 
 /// Told how long each store operation took, by the operation's name (the [`Store`]
 /// method's), and whether it succeeded.
@@ -65,6 +65,7 @@ timed_store! {
     fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> JobLog;
     fn job_tries_log(&self, request_id: &str, job_id: &str) -> Vec<JobLog>;
     fn add_audit(&self, request_id: &str, event: &AuditEvent) -> ();
+    fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Removed;
     fn audit(&self, request_id: &str) -> Vec<AuditEvent>;
     fn job_states(&self, request_id: &str) -> Vec<JobState>;
     fn suspend_request(&self, suspended: &SuspendedJobChain, fence: Option<&Fence>, at: DateTime<Utc>) -> ();
