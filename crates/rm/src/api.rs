@@ -425,8 +425,26 @@ async fn find(State(manager): Shared, RawQuery(query): RawQuery) -> Result<Respo
     Ok(Json(manager.find(&filter).await?).into_response())
 }
 
-async fn get_request(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
-    Ok(Json(manager.get(&id).await?).into_response())
+/// `?chain=true` asks for the job chain too (Spin Cycle always sent it; Spindle only
+/// when asked: `GET .../job-chain` is the chain alone).
+#[derive(Debug, serde::Deserialize)]
+struct GetQuery {
+    #[serde(default)]
+    chain: bool,
+}
+
+async fn get_request(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    query: Result<Query<GetQuery>, QueryRejection>,
+) -> Result<Response, Error> {
+    let Query(query) = query.map_err(|err| {
+        Error::BadRequest(format!(
+            "invalid query: {}; expected chain=true or chain=false",
+            err.body_text()
+        ))
+    })?;
+    Ok(Json(manager.get(&id, query.chain).await?).into_response())
 }
 
 async fn start(

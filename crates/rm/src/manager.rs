@@ -543,8 +543,10 @@ impl Manager {
             })
     }
 
-    pub async fn get(&self, request_id: &str) -> Result<Request, Error> {
-        Ok(self.store.get_request(request_id, true).await?)
+    /// A request with its args, and its chain only when asked: a big request's chain is
+    /// megabytes, and callers polling its state do not want it read back every time.
+    pub async fn get(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
+        Ok(self.store.get_request(request_id, with_chain).await?)
     }
 
     pub async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {

@@ -312,7 +312,24 @@ async fn create_hands_the_chain_to_a_job_runner() {
     assert_eq!(stored["state"], 2);
     assert_eq!(stored["jrURL"], "http://jr1:32307");
     assert_eq!(stored["totalJobs"], 5);
-    assert_eq!(stored["JobChain"]["jobs"].as_object().unwrap().len(), 5);
+    // The chain only when asked (issue #17: a poll does not read it back).
+    assert!(stored.get("JobChain").is_none(), "{stored}");
+    let (_, with_chain, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}?chain=true"),
+        None,
+    )
+    .await;
+    assert_eq!(with_chain["JobChain"]["jobs"].as_object().unwrap().len(), 5);
+    let (status, body, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}?chain=yes"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let args: Vec<&str> = stored["args"]
         .as_array()
         .unwrap()
@@ -806,7 +823,7 @@ async fn a_chain_that_finishes_before_it_is_marked_running_keeps_its_times_in_or
     *env.jr.finish_at_once.lock().unwrap() = Some(Arc::downgrade(&env.manager));
     for _ in 0..5 {
         let id = create(&env).await;
-        let request = env.manager.get(&id).await.unwrap();
+        let request = env.manager.get(&id, false).await.unwrap();
         assert_eq!(request.state, State::Complete);
         let started = request.started_at.expect("started");
         let finished = request.finished_at.expect("finished");
@@ -1055,7 +1072,7 @@ async fn chains_go_to_the_live_runner_with_the_fewest_requests() {
     // No runner yet: the request waits.
     let waiting = create(&env).await;
     assert_eq!(
-        env.manager.get(&waiting).await.unwrap().state,
+        env.manager.get(&waiting, false).await.unwrap().state,
         State::Pending
     );
     let (status, body, _) = call(
@@ -1211,7 +1228,10 @@ async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fe
         (status, headers.get("spindle-fenced").is_some()),
         (StatusCode::CONFLICT, true)
     );
-    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Running);
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
     let (status, _, _) = call_with(
         &env.router,
         Method::PUT,
@@ -1221,7 +1241,10 @@ async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fe
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Complete);
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Complete
+    );
 }
 
 #[tokio::test]
@@ -1283,7 +1306,10 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
         .unwrap();
     // Not before this Request Manager has seen the database for a whole lease.
     env.manager.background_round().await;
-    assert_eq!(env.manager.get(&id).await.unwrap().state, State::Running);
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
     // The lease is what must pass: a wait for time itself, not for a condition.
     tokio::time::sleep(lease).await;
     env.manager.renew_runner("live").await.unwrap();
@@ -1314,7 +1340,7 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
         "{}",
         interrupted.error
     );
-    let request = env.manager.get(&id).await.unwrap();
+    let request = env.manager.get(&id, false).await.unwrap();
     assert_eq!(
         (request.state, request.jr_url.as_str()),
         (State::Running, "http://jr-live:1")

@@ -141,6 +141,11 @@ impl Client {
         self.get(&format!("/api/v1/requests/{id}")).await
     }
 
+    /// The request with its job chain (one read, not for polling: a big chain is big).
+    pub(crate) async fn request_with_chain(&self, id: &str) -> Result<Request, ClientError> {
+        self.get(&format!("/api/v1/requests/{id}?chain=true")).await
+    }
+
     /// The request's audit trail (Spindle; a server without one answers 404).
     pub(crate) async fn audit(&self, id: &str) -> Result<Vec<proto::AuditEvent>, ClientError> {
         self.get(&format!("/api/v1/requests/{id}/audit")).await

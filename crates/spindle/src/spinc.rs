@@ -499,7 +499,13 @@ async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()>
 
 pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let request = match client.request(id).await {
+    // The JSON is everything, the chain included, as Spin Cycle's was.
+    let read = if args.output == Output::Json {
+        client.request_with_chain(id).await
+    } else {
+        client.request(id).await
+    };
+    let request = match read {
         Ok(request) => request,
         Err(err) => return Ok(fail(&err)),
     };

@@ -232,7 +232,7 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
             .all(|(_, try_no, state)| *try_no == 1 && *state == 3),
         "{log:?}"
     );
-    let request = api.get(&format!("/api/v1/requests/{id}")).await;
+    let request = api.get(&format!("/api/v1/requests/{id}?chain=true")).await;
     assert_eq!(request["finishedJobs"], 9);
     assert!(
         request["JobChain"]["jobs"]
