@@ -1064,6 +1064,76 @@ mod tests {
         }
     }
 
+    /// A team's own authenticator (`main_with_authenticators`) is asked first; the specs'
+    /// ACLs and the `auth:` settings apply to whom it names.
+    #[test]
+    fn a_teams_own_authenticator_comes_first() {
+        #[derive(Debug)]
+        struct Header;
+        impl auth::Authenticator for Header {
+            fn authenticate(
+                &self,
+                headers: &axum::http::HeaderMap,
+                _: &auth::Peer,
+            ) -> Result<Option<auth::Caller>, auth::Denied> {
+                Ok(headers.get("x-team-user").map(|user| auth::Caller {
+                    name: user.to_str().unwrap_or_default().to_owned(),
+                    roles: vec!["deployer".to_owned()],
+                    via: auth::Via::Custom,
+                }))
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokens"), "").unwrap();
+        let config = dir.path().join("rm.yaml");
+        std::fs::write(
+            &config,
+            format!("auth:\n  tokens: {}\n", dir.path().join("tokens").display()),
+        )
+        .unwrap();
+        let settings = ServeArgs {
+            config: Some(config),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let report = spec::lint_str(
+            std::path::Path::new("s.yaml"),
+            "sequences:\n  deploy:\n    request: true\n    acl:\n      - role: deployer\n        ops: [start]\n    nodes:\n      a:\n        category: job\n        type: noop\n",
+        );
+        let custom: Vec<Arc<dyn auth::Authenticator>> = vec![Arc::new(Header)];
+        let auth = build_auth(&settings, &report.specs, &custom)
+            .unwrap()
+            .unwrap();
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("x-team-user", "carol".parse().unwrap());
+        let caller = auth.authenticate(&headers, &auth::Peer::default()).unwrap();
+        assert_eq!(
+            (caller.name.as_str(), caller.via),
+            ("carol", auth::Via::Custom)
+        );
+        assert_eq!(auth.authorize(&caller, "start", "deploy"), Ok(()));
+        assert!(auth.authorize(&caller, "stop", "deploy").is_err());
+        // Without its header, the tokens are asked, and there is none.
+        assert!(
+            auth.authenticate(&axum::http::HeaderMap::new(), &auth::Peer::default())
+                .is_err()
+        );
+        // An auth: section that can authenticate no one is refused at start.
+        std::fs::write(dir.path().join("empty.yaml"), "auth:\n  strict: true\n").unwrap();
+        let settings = ServeArgs {
+            config: Some(dir.path().join("empty.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let err = build_auth(&settings, &report.specs, &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("no way to authenticate anyone"),
+            "{err}"
+        );
+    }
+
     /// docs/examples' config files are what the services read, every value checked.
     #[test]
     fn the_documented_example_configs_are_valid() {
