@@ -37,6 +37,10 @@ enum Setup {
     Server,
     /// `spindle rm` + `spindle jr` on PostgreSQL.
     RmJr,
+    /// Two `spindle rm` and three `spindle jr` on one PostgreSQL; clients alternate
+    /// between the Request Managers, and the report says how many job tries each
+    /// runner ran (from its `/metrics`).
+    Several,
 }
 
 #[derive(Debug, Parser)]
@@ -242,6 +246,9 @@ async fn run(args: Args) {
         .unwrap();
     let mut processes: Vec<Process> = Vec::new();
     let mut database = None;
+    // The runners whose share of the jobs is reported (several), by base URL.
+    let mut runners: Vec<String> = Vec::new();
+    let mut more_bases: Vec<String> = Vec::new();
     let (base, pids, what) = match &args.url {
         Some(url) => (
             url.trim_end_matches('/').to_owned(),
@@ -308,6 +315,70 @@ async fn run(args: Args) {
                     "spindle rm + spindle jr, PostgreSQL".to_owned(),
                 )
             }
+            Setup::Several => {
+                let (url, admin) = fresh_database("several").await;
+                let rm_bases: Vec<String> = (0..2)
+                    .map(|_| format!("http://127.0.0.1:{}", free_port()))
+                    .collect();
+                for rm_base in &rm_bases {
+                    processes.push(Process::start(
+                        dir.path(),
+                        &[
+                            "rm",
+                            "--listen",
+                            rm_base.trim_start_matches("http://"),
+                            "--specs",
+                            &specs,
+                            "--database",
+                            &url,
+                        ],
+                    ));
+                }
+                for rm_base in &rm_bases {
+                    wait_up(&http, rm_base).await;
+                }
+                let rm_urls = rm_bases.join(",");
+                for _ in 0..3 {
+                    let jr_base = format!("http://127.0.0.1:{}", free_port());
+                    processes.push(Process::start(
+                        dir.path(),
+                        &[
+                            "jr",
+                            "--listen",
+                            jr_base.trim_start_matches("http://"),
+                            "--rm-url",
+                            &rm_urls,
+                        ],
+                    ));
+                    wait_up(&http, &jr_base).await;
+                    runners.push(jr_base);
+                }
+                // Every runner registered before the load starts.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let listed: Value = http
+                        .get(format!("{}/api/v1/job-runners", rm_bases[0]))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    if listed.as_array().is_some_and(|r| r.len() == 3) {
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "the runners did not register");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                database = Some((url, admin));
+                more_bases = rm_bases[1..].to_vec();
+                let pids = processes.iter().map(|p| p.0.id()).collect();
+                (
+                    rm_bases[0].clone(),
+                    pids,
+                    "2 × spindle rm + 3 × spindle jr, PostgreSQL".to_owned(),
+                )
+            }
         },
     };
     wait_up(&http, &base).await;
@@ -322,10 +393,11 @@ async fn run(args: Args) {
     let cpu_before = cpu_seconds(&pids);
     let started = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
-    for _ in 0..args.clients {
+    let bases: Vec<String> = std::iter::once(base.clone()).chain(more_bases).collect();
+    for i in 0..args.clients {
         clients.spawn(client(
             http.clone(),
-            base.clone(),
+            bases[i % bases.len()].clone(),
             body.clone(),
             Arc::clone(&budget),
             deadline,
@@ -374,6 +446,35 @@ async fn run(args: Args) {
     );
     if not_complete > 0 {
         println!("| requests not COMPLETE | {not_complete} |");
+    }
+    if !runners.is_empty() {
+        let mut tries = Vec::new();
+        for runner in &runners {
+            let text = http
+                .get(format!("{runner}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let n: f64 = text
+                .lines()
+                .filter(|l| l.starts_with("spindle_job_tries_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            tries.push(n);
+        }
+        let total: f64 = tries.iter().sum();
+        let fair = total / tries.len() as f64;
+        let shares: Vec<String> = tries
+            .iter()
+            .map(|n| format!("{n:.0} ({:+.1}%)", (n - fair) / fair.max(1.0) * 100.0))
+            .collect();
+        println!(
+            "| job tries per runner (against an even share) | {} |",
+            shares.join(", ")
+        );
     }
     drop(processes);
     if let Some((url, admin)) = database {
