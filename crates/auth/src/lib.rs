@@ -49,6 +49,22 @@ pub struct Peer {
     pub certificate: Option<Certificate>,
 }
 
+impl Peer {
+    /// The peer of a request: what the server put in its extensions, else axum's
+    /// connection info (the address only).
+    pub fn of(extensions: &axum::http::Extensions) -> Peer {
+        if let Some(peer) = extensions.get::<Peer>() {
+            return peer.clone();
+        }
+        Peer {
+            addr: extensions
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|info| info.0),
+            certificate: None,
+        }
+    }
+}
+
 /// The fields of a verified client certificate that authentication reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Certificate {

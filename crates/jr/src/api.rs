@@ -55,17 +55,7 @@ pub fn with_auth(router: Router, auth: Arc<auth::Auth>) -> Router {
                 let Some(access) = access else {
                     return next.run(request).await;
                 };
-                let peer = request
-                    .extensions()
-                    .get::<auth::Peer>()
-                    .cloned()
-                    .unwrap_or_else(|| auth::Peer {
-                        addr: request
-                            .extensions()
-                            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                            .map(|info| info.0),
-                        certificate: None,
-                    });
+                let peer = auth::Peer::of(request.extensions());
                 let checked = auth
                     .authenticate(request.headers(), &peer)
                     .and_then(|caller| auth.allow(&caller, access));

@@ -283,16 +283,7 @@ pub async fn authenticate(
 
 /// The connection a request came on.
 pub fn peer_of(request: &axum::extract::Request) -> auth::Peer {
-    if let Some(peer) = request.extensions().get::<auth::Peer>() {
-        return peer.clone();
-    }
-    auth::Peer {
-        addr: request
-            .extensions()
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|info| info.0),
-        certificate: None,
-    }
+    auth::Peer::of(request.extensions())
 }
 
 /// Authorizes `op` on a request of `request_type` for the caller, when authentication

@@ -19,38 +19,7 @@ use serde_json::{Value, json};
 
 use common::{Process, free_port, median};
 
-const SPECS: &str = "sequences:
-  wide:
-    request: true
-    args:
-      required:
-        - name: hosts
-    nodes:
-      first:
-        category: job
-        type: noop
-      each-host:
-        category: sequence
-        type: three
-        each: [hosts:host]
-        deps: [first]
-  three:
-    args:
-      required:
-        - name: host
-    nodes:
-      a:
-        category: job
-        type: noop
-      b:
-        category: job
-        type: noop
-        deps: [a]
-      c:
-        category: job
-        type: noop
-        deps: [b]
-";
+const SPECS: &str = include_str!("../../../fixtures/specs/wide.yaml");
 
 const ROUNDS: usize = 21;
 

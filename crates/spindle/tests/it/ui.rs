@@ -86,36 +86,6 @@ const SPECS: &str = "sequences:
         category: job
         type: shell-command
         args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
-  wide:
-    request: true
-    args:
-      required:
-        - name: hosts
-    nodes:
-      first:
-        category: job
-        type: noop
-      each-host:
-        category: sequence
-        type: three
-        each: [hosts:host]
-        deps: [first]
-  three:
-    args:
-      required:
-        - name: host
-    nodes:
-      a:
-        category: job
-        type: noop
-      b:
-        category: job
-        type: noop
-        deps: [a]
-      c:
-        category: job
-        type: noop
-        deps: [b]
 ";
 
 /// Chromium and its driver, from the environment or Debian's paths.
@@ -178,14 +148,20 @@ async fn ui_prepared(
 ) -> Option<Ui> {
     let (chromium, driver_program) = browser_programs(test)?;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/ui.yaml"), SPECS).unwrap();
+    std::fs::copy(
+        crate::fixtures().join("wide.yaml"),
+        dir.path().join("specs/wide.yaml"),
+    )
+    .unwrap();
     let extra = prepare(dir.path());
     let mut args = vec![
         "server",
         "--listen",
         "127.0.0.1:0",
         "--specs",
-        "specs.yaml",
+        "specs",
         "--database",
         "sqlite://ui.db",
     ];
