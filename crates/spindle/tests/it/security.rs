@@ -67,6 +67,20 @@ fn folder_with_tokens(users: &[(&str, &[&str])]) -> (tempfile::TempDir, Vec<Stri
     (dir, tokens)
 }
 
+/// `spindle server` in `dir` (which holds [`SPECS`]) with this config file after
+/// `specs:` and `database:`, listening on `listen`.
+fn server_with(dir: &Path, config: &str, listen: &str) -> Service {
+    std::fs::write(
+        dir.join("server.yaml"),
+        format!("specs: specs.yaml\ndatabase: sqlite://s.db\n{config}"),
+    )
+    .unwrap();
+    Service::start(
+        dir,
+        &["server", "--config", "server.yaml", "--listen", listen],
+    )
+}
+
 /// GET `url` as JSON, with a bearer token if given.
 async fn get_json(http: &reqwest::Client, url: &str, token: Option<&str>) -> Value {
     let mut request = http.get(url);
@@ -103,21 +117,7 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (dir, tokens) = folder_with_tokens(&[("ann", &["deployer"]), ("bob", &["viewer"])]);
     let (ann, bob) = (tokens[0].clone(), tokens[1].clone());
-    std::fs::write(
-        dir.path().join("server.yaml"),
-        "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\n",
-    )
-    .unwrap();
-    let server = Service::start(
-        dir.path(),
-        &[
-            "server",
-            "--config",
-            "server.yaml",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
+    let server = server_with(dir.path(), "auth:\n  tokens: tokens\n", "127.0.0.1:0");
     let cli = |token: Option<&str>, args: &[&str]| {
         let mut command = spindle(dir.path());
         command
@@ -394,26 +394,14 @@ fn https_client(dir: &Path, ca: &str, identity: Option<&str>) -> reqwest::Client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reaches_a_server_over_tls_and_a_new_certificate_is_served_without_a_restart() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
+    let (dir, tokens) = folder_with_tokens(&[("ann", &["deployer"])]);
+    let ann = tokens[0].clone();
     let first = Pki::new(dir.path(), "first");
     first.issue("server", "spindle", None);
-    let (ann, ann_line) = token(dir.path(), "ann", &["deployer"]);
-    std::fs::write(dir.path().join("tokens"), format!("{ann_line}\n")).unwrap();
-    std::fs::write(
-        dir.path().join("server.yaml"),
-        "specs: specs.yaml\ndatabase: sqlite://s.db\nauth:\n  tokens: tokens\ntls:\n  cert: server.pem\n  key: server-key.pem\n",
-    )
-    .unwrap();
-    let server = Service::start(
+    let server = server_with(
         dir.path(),
-        &[
-            "server",
-            "--config",
-            "server.yaml",
-            "--listen",
-            "127.0.0.1:0",
-        ],
+        "auth:\n  tokens: tokens\ntls:\n  cert: server.pem\n  key: server-key.pem\n",
+        "127.0.0.1:0",
     );
     assert!(
         server.url.starts_with("https://127.0.0.1:"),
@@ -599,16 +587,11 @@ async fn request_managers_and_job_runners_require_each_others_client_certificate
 async fn one_client_cannot_exhaust_a_server() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    std::fs::write(
-        dir.path().join("server.yaml"),
-        "specs: specs.yaml\ndatabase: sqlite://s.db\nlimits:\n  body_bytes: 100000\n  header_bytes: 16384\n  header_timeout: 1s\n  body_timeout: 1s\n",
-    )
-    .unwrap();
-    let server = Service::start(
+    let (dir, _) = folder_with_tokens(&[]);
+    let server = server_with(
         dir.path(),
-        &["server", "--config", "server.yaml", "--listen", "0.0.0.0:0"],
+        "limits:\n  body_bytes: 100000\n  header_bytes: 16384\n  header_timeout: 1s\n  body_timeout: 1s\n",
+        "0.0.0.0:0",
     );
     // Without authentication on an address beyond this machine, it says so at start.
     wait_for("the warning", 10, async || {
