@@ -14,7 +14,7 @@ use proto::{
     OutputPage, OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
     RunnerRegistration, RunnerState, RunningStatus, State, SuspendedJobChain, TryStart,
 };
-use store::{Batcher, Store};
+use store::{Batcher, Holder, Store};
 use telemetry::{Span, Telemetry, traces};
 use tokio_util::sync::CancellationToken;
 
@@ -383,6 +383,9 @@ impl Manager {
         job_chain: &JobChain,
         first: bool,
     ) -> Result<Handed, Error> {
+        if !first && self.took_back_begun(request_id, job_chain).await? {
+            return Ok(Handed::Done);
+        }
         let url = match self.target().await {
             Ok(url) => url,
             Err(err) => return Ok(Handed::Later(err)),
@@ -1218,27 +1221,37 @@ impl Manager {
 
     /// Recovers one request of a lost runner; returns how many tries were interrupted.
     async fn recover_request(&self, request_id: &str, runner: &JobRunner) -> Result<usize, Error> {
+        let error = crate::recovery::interrupted_error(runner);
+        self.take_back(request_id, Holder::Lost(&runner.instance_id), error)
+            .await
+    }
+
+    /// Takes a request back from `holder`: its chain is rebuilt from the store (tries
+    /// that started and never reported logged as interrupted, with `error`) and stored as
+    /// a suspended chain, which the loop that resumes them hands to a live runner.
+    /// Returns how many tries were interrupted.
+    async fn take_back(
+        &self,
+        request_id: &str,
+        holder: Holder<'_>,
+        error: String,
+    ) -> Result<usize, Error> {
         let chain = self.store.job_chain(request_id).await?;
         let logs = self.store.job_log(request_id).await?;
         let started = self.store.try_starts(request_id).await?;
         let now_nanos = Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
-        let rebuilt = crate::recovery::rebuild(chain, &logs, &started, runner, now_nanos);
+        let rebuilt = crate::recovery::rebuild(chain, &logs, &started, error, now_nanos);
         for entry in &rebuilt.interrupted {
             tracing::warn!(
                 request_id,
                 job_id = entry.job_id,
                 r#try = entry.r#try,
-                instance = runner.instance_id,
-                "job try interrupted: its job runner was lost"
+                from = ?holder,
+                "job try interrupted: its job runner was lost or is not known"
             );
         }
         self.store
-            .recover_request(
-                &runner.instance_id,
-                &rebuilt.interrupted,
-                &rebuilt.suspended,
-                Utc::now(),
-            )
+            .recover_request(holder, &rebuilt.interrupted, &rebuilt.suspended, Utc::now())
             .await?;
         if let Some(metrics) = &self.options.telemetry.metrics {
             metrics
@@ -1246,6 +1259,49 @@ impl Manager {
                 .inc_by(rebuilt.interrupted.len() as u64);
         }
         Ok(rebuilt.interrupted.len())
+    }
+
+    /// Whether a PENDING request offered again had begun on a Job Runner already (a
+    /// hand-over reached a runner, which ran jobs, but the request was never marked
+    /// RUNNING: the Request Manager that handed it over died first, or its write
+    /// failed). Such a chain cannot go out as a new one (a runner refuses a new chain
+    /// with jobs that ran), so it is taken back like a lost runner's request and resumed;
+    /// the new epoch fences off whichever runner had it. True when the request is no
+    /// longer to be offered as new.
+    async fn took_back_begun(
+        &self,
+        request_id: &RequestId,
+        job_chain: &JobChain,
+    ) -> Result<bool, Error> {
+        let ran = job_chain
+            .jobs
+            .values()
+            .any(|job| job.state != State::Pending);
+        if !ran && self.store.try_starts(request_id).await?.is_empty() {
+            return Ok(false);
+        }
+        let owner = self.store.owner(request_id).await?;
+        if owner.state != State::Pending {
+            return Ok(true);
+        }
+        let error = crate::recovery::unrecorded_error(owner.epoch);
+        match self
+            .take_back(request_id, Holder::Unstarted(owner.epoch), error)
+            .await
+        {
+            Ok(interrupted) => {
+                tracing::warn!(
+                    %request_id,
+                    epoch = owner.epoch,
+                    interrupted,
+                    "PENDING request had begun on a job runner without being marked RUNNING; taken back, it is resumed on a live one"
+                );
+                Ok(true)
+            }
+            // Handed over again or started meanwhile (another Request Manager).
+            Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(true),
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! Rebuilding the chain of a request whose Job Runner was lost, from what the store
-//! knows: the chain as created, every job log entry, and the tries that started.
+//! Rebuilding the chain of a request whose Job Runner was lost (or whose hand-over began
+//! a chain but was never recorded), from what the store knows: the chain as created,
+//! every job log entry, and the tries that started.
 //!
 //! A job whose latest try is COMPLETE stays complete. A try that started and never
 //! reported was interrupted: it gets a job log entry saying so (STOPPED, with the lost
@@ -31,12 +32,21 @@ pub(crate) fn interrupted_error(lost: &JobRunner) -> String {
     )
 }
 
-/// Rebuilds `chain` (as created; job states are ignored) from `logs` and `started`.
+/// The error text of an interrupted try of a request that was handed over, began, and
+/// was never marked RUNNING: which runner ran it is not known.
+pub(crate) fn unrecorded_error(epoch: u64) -> String {
+    format!(
+        "interrupted: the hand-over (epoch {epoch}) that began it was never recorded, so the request was taken back from whichever job runner had it; the job runs again as its next try"
+    )
+}
+
+/// Rebuilds `chain` (as created; job states are ignored) from `logs` and `started`;
+/// each interrupted try gets `error`.
 pub(crate) fn rebuild(
     mut chain: JobChain,
     logs: &[JobLog],
     started: &[StartedTry],
-    lost: &JobRunner,
+    error: String,
     now_nanos: i64,
 ) -> Rebuilt {
     let mut logged: HashMap<&str, Vec<&JobLog>> = HashMap::new();
@@ -50,7 +60,6 @@ pub(crate) fn rebuild(
             .or_default()
             .push(start);
     }
-    let error = interrupted_error(lost);
     let mut interrupted = Vec::new();
     let (mut total, mut latest, mut sequence) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let mut finished_jobs = 0;

@@ -1360,6 +1360,97 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
 }
 
+/// A hand-over that reached a runner, which ran jobs, but was never recorded (the
+/// Request Manager died between the two, as in the chaos test): offered again, the
+/// request is not sent as a new chain (a runner refuses one with jobs that ran, and it
+/// stayed PENDING for ever) but taken back like a lost runner's request and resumed,
+/// and whichever runner had it is fenced off.
+#[tokio::test]
+async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
+    let env = env().await;
+    env.jr.answer.store(503, Ordering::SeqCst);
+    let id = create(&env).await;
+    let request_id = RequestId::from(id.as_str());
+    // The hand-over that nobody recorded: epoch 2, to a runner that began the chain.
+    let epoch = env
+        .manager
+        .store()
+        .hand_over(&request_id, State::Pending)
+        .await
+        .unwrap();
+    let ghost = proto::Fence {
+        instance: "ghost".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let job = chain.jobs.keys().next().unwrap().clone();
+    let start = proto::TryStart {
+        request_id: id.clone(),
+        job_id: job.clone(),
+        r#try: 1,
+        run_try: 1,
+        sequence_try: 1,
+        started_at: 1_000,
+    };
+    env.manager
+        .add_try_starts(vec![start], Some(&ghost))
+        .await
+        .unwrap();
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Pending
+    );
+
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        env.jr.chains.lock().unwrap().is_empty(),
+        "not sent as a new chain"
+    );
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Suspended
+    );
+    env.manager.background_round().await;
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    assert_eq!(resumed[0].job_chain.jobs[&job].state, State::Stopped);
+    assert_eq!(resumed[0].total_job_tries[&job], 1);
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(request.state, State::Running);
+    let logs = env.manager.job_log(&id).await.unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!((logs[0].r#try, logs[0].state), (1, State::Stopped));
+    assert!(
+        logs[0]
+            .error
+            .starts_with(&format!("interrupted: the hand-over (epoch {epoch})")),
+        "{}",
+        logs[0].error
+    );
+    // The runner that had it hears that it no longer does.
+    let entry = proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.clone(),
+        r#try: 1,
+        state: State::Complete,
+        ..proto::JobLog::default()
+    };
+    let err = env
+        .manager
+        .add_job_logs(vec![entry], Some(&ghost))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+}
+
 /// Issue #15: `/healthz` answers while the process runs; `/readyz` while it can serve
 /// (the database answers, not shutting down).
 #[tokio::test]

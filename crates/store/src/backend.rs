@@ -14,7 +14,7 @@ use proto::{
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
-use crate::{Error, Finished, JobState, Owner, Removed, StartedTry, Store};
+use crate::{Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store};
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
 pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
@@ -1242,7 +1242,7 @@ where
 
     async fn recover_request(
         &self,
-        instance: &str,
+        holder: Holder<'_>,
         interrupted: &[JobLog],
         suspended: &SuspendedJobChain,
         at: DateTime<Utc>,
@@ -1251,23 +1251,48 @@ where
         let suspended_json = to_json("suspended job chain", suspended)?;
         let mut tx = self.pool.begin().await?;
         // The ownership first: a request that moved on is left as it is.
-        let updated = sqlx::query(
-            "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
-             WHERE request_id = $1 AND state = $3 AND jr_instance = $4",
-        )
-        .bind(request_id)
-        .bind(state_value(State::Suspended))
-        .bind(state_value(State::Running))
-        .bind(instance)
+        let updated = match holder {
+            Holder::Lost(instance) => sqlx::query(
+                "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
+                 WHERE request_id = $1 AND state = $3 AND jr_instance = $4",
+            )
+            .bind(request_id)
+            .bind(state_value(State::Suspended))
+            .bind(state_value(State::Running))
+            .bind(instance),
+            Holder::Unstarted(epoch) => sqlx::query(
+                "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
+                 WHERE request_id = $1 AND state = $3 AND epoch = $4",
+            )
+            .bind(request_id)
+            .bind(state_value(State::Suspended))
+            .bind(state_value(State::Pending))
+            .bind(count(epoch)),
+        }
         .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
-            let fence = Fence {
-                instance: instance.to_owned(),
-                epoch: self.owner(request_id).await.map_or(0, |owner| owner.epoch),
-            };
-            return Err(self.refusal(request_id, Some(&fence), State::Running).await);
+            return Err(match holder {
+                Holder::Lost(instance) => {
+                    let fence = Fence {
+                        instance: instance.to_owned(),
+                        epoch: self.owner(request_id).await.map_or(0, |owner| owner.epoch),
+                    };
+                    self.refusal(request_id, Some(&fence), State::Running).await
+                }
+                Holder::Unstarted(epoch) => {
+                    let owner = self.owner(request_id).await?;
+                    if owner.state == State::Pending && owner.epoch != epoch {
+                        Error::Fenced(format!(
+                            "request {request_id} was handed over again (epoch {}, not {epoch})",
+                            owner.epoch
+                        ))
+                    } else {
+                        self.state_error(request_id, State::Pending).await
+                    }
+                }
+            });
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
         sqlx::query(

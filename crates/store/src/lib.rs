@@ -69,6 +69,16 @@ impl Owner {
     }
 }
 
+/// Whose hand-over a recovered request ends ([`Store::recover_request`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder<'a> {
+    /// RUNNING and owned by this instance, which was lost.
+    Lost(&'a str),
+    /// PENDING at this epoch, yet begun on a Job Runner: handed over, but never marked
+    /// RUNNING (the Request Manager that handed it over died, or its write failed).
+    Unstarted(u64),
+}
+
 /// What one retention round removed ([`Store::remove_finished`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Removed {
@@ -283,15 +293,15 @@ pub trait Store: Send + Sync + 'static {
     /// RUNNING requests owned by `instance`.
     async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error>;
 
-    /// Recovers a request of a lost instance, in one transaction: stores `interrupted`
-    /// (job log entries of the tries that never reported), stores `suspended` and sets
-    /// the request SUSPENDED with a new epoch and no owner, so that it is resumed like a
-    /// chain handed back, and nothing more from the lost instance is accepted. Only if
-    /// the request is RUNNING and owned by `instance` (otherwise [`Error::Fenced`] or
+    /// Recovers a request from `holder`, in one transaction: stores `interrupted` (job
+    /// log entries of the tries that never reported), stores `suspended` and sets the
+    /// request SUSPENDED with a new epoch and no owner, so that it is resumed like a
+    /// chain handed back, and nothing more from the runner that had it is accepted. Only
+    /// if the request is still as `holder` says (otherwise [`Error::Fenced`] or
     /// [`Error::State`]).
     async fn recover_request(
         &self,
-        instance: &str,
+        holder: Holder<'_>,
         interrupted: &[JobLog],
         suspended: &SuspendedJobChain,
         at: DateTime<Utc>,

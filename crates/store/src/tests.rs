@@ -12,7 +12,7 @@ use proto::{
 };
 use serde_json::json;
 
-use crate::{Batcher, Error, Finished, Owner, StartedTry, Store};
+use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 2, hour, minute, 0).unwrap()
@@ -1371,7 +1371,7 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
     };
     store
         .recover_request(
-            "i1",
+            Holder::Lost("i1"),
             std::slice::from_ref(&interrupted),
             &sjc("r1"),
             at(1, 2),
@@ -1380,7 +1380,7 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
         .unwrap();
     // A second recovery (another Request Manager) finds it moved on.
     let err = store
-        .recover_request("i1", &[interrupted], &sjc("r1"), at(1, 2))
+        .recover_request(Holder::Lost("i1"), &[interrupted], &sjc("r1"), at(1, 2))
         .await
         .unwrap_err();
     assert!(
@@ -1475,6 +1475,54 @@ async fn requests_are_counted_by_state_and_operations_timed(store: Arc<dyn Store
     assert_eq!(seen.last(), Some(&("get_request", false)));
 }
 
+/// A PENDING request handed over (epoch 2) to a runner that began it, never marked
+/// RUNNING: taken back only at that epoch, once.
+async fn an_unstarted_hand_over_is_taken_back_at_its_epoch(store: Arc<dyn Store>, _raw: Raw) {
+    create(&*store, "r1").await;
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let interrupted = JobLog {
+        error: "interrupted".to_owned(),
+        ..log("r1", "a", 1, State::Stopped)
+    };
+    // Handed over again since (another Request Manager): refused as fenced.
+    let err = store
+        .recover_request(
+            Holder::Unstarted(epoch - 1),
+            std::slice::from_ref(&interrupted),
+            &sjc("r1"),
+            at(1, 2),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert_eq!(store.owner("r1").await.unwrap().state, State::Pending);
+    store
+        .recover_request(
+            Holder::Unstarted(epoch),
+            std::slice::from_ref(&interrupted),
+            &sjc("r1"),
+            at(1, 2),
+        )
+        .await
+        .unwrap();
+    let now = store.owner("r1").await.unwrap();
+    assert_eq!((now.state, now.epoch), (State::Suspended, epoch + 1));
+    assert_eq!(store.job_log("r1").await.unwrap().len(), 1);
+    // Once moved on, a second take-back finds it so.
+    let err = store
+        .recover_request(Holder::Unstarted(epoch + 1), &[], &sjc("r1"), at(1, 3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::State { .. }), "{err}");
+    assert!(
+        store
+            .claim_suspended("rm-a", at(1, 4))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1521,6 +1569,7 @@ suite!(
     runners_register_renew_lapse_and_end,
     hand_overs_are_fenced,
     a_lost_runners_request_is_recovered_once,
+    an_unstarted_hand_over_is_taken_back_at_its_epoch,
     requests_are_counted_by_state_and_operations_timed,
 );
 

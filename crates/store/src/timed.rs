@@ -11,7 +11,7 @@ use proto::{
     TryStart,
 };
 
-use crate::{Error, Finished, JobState, Owner, Removed, StartedTry, Store};
+use crate::{Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store};
 
 /// Told how long each store operation took, by the operation's name (the [`Store`]
 /// method's), and whether it succeeded.
@@ -84,7 +84,7 @@ timed_store! {
     fn job_runners(&self, now: DateTime<Utc>, ended_since: DateTime<Utc>) -> Vec<JobRunner>;
     fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> bool;
     fn owned_requests(&self, instance: &str) -> Vec<String>;
-    fn recover_request(&self, instance: &str, interrupted: &[JobLog], suspended: &SuspendedJobChain, at: DateTime<Utc>) -> ();
+    fn recover_request(&self, holder: Holder<'_>, interrupted: &[JobLog], suspended: &SuspendedJobChain, at: DateTime<Utc>) -> ();
     fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> ();
     fn try_starts(&self, request_id: &str) -> Vec<StartedTry>;
     fn count_requests(&self, states: &[State]) -> Vec<(State, u64)>;
