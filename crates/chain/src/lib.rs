@@ -17,7 +17,9 @@
 //!   still reports the final state or the suspended chain;
 //! - try numbers never skip or repeat, also for a job whose creation fails;
 //! - `parallel` (on an expansion's begin job) is a sliding window;
-//! - a job that panics is a failed try.
+//! - a job that panics is a failed try;
+//! - a chain can be paused: nothing new starts until it is unpaused (Spindle's
+//!   `spindle pause`).
 
 mod output;
 mod reporter;
@@ -46,6 +48,8 @@ pub struct Options {
     pub retry: RetryPolicy,
     /// Told of jobs starting and ending, tries logged and deliveries (metrics, traces).
     pub observer: Option<Arc<dyn Observer>>,
+    /// The chain starts paused: nothing runs until [`Handle::set_paused`] says otherwise.
+    pub paused: bool,
 }
 
 impl Default for Options {
@@ -54,6 +58,7 @@ impl Default for Options {
             stop_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             observer: None,
+            paused: false,
         }
     }
 }
@@ -82,6 +87,7 @@ pub(crate) enum Command {
     Stop(oneshot::Sender<Result<(), StopError>>),
     Suspend,
     Running(oneshot::Sender<Vec<JobStatus>>),
+    Pause(bool),
 }
 
 /// A running chain. Cheap to clone; every clone talks to the same traverser.
@@ -99,6 +105,8 @@ impl std::fmt::Debug for Command {
             Command::Stop(_) => "Stop",
             Command::Suspend => "Suspend",
             Command::Running(_) => "Running",
+            Command::Pause(true) => "Pause",
+            Command::Pause(false) => "Unpause",
         })
     }
 }
@@ -126,6 +134,14 @@ impl Handle {
     /// [`Handle::wait`] tells when it is done.
     pub fn suspend(&self) {
         let _ = self.commands.send(Command::Suspend);
+    }
+
+    /// Pauses the chain (`true`): jobs that run go on (with their own retries), nothing
+    /// new starts; the jobs that became runnable meanwhile wait, PENDING, and start
+    /// once the chain is unpaused (`false`). A stop or suspend of a paused chain ends it
+    /// as usual, the waiting jobs left PENDING. Returns at once.
+    pub fn set_paused(&self, paused: bool) {
+        let _ = self.commands.send(Command::Pause(paused));
     }
 
     /// Abandons the chain (this runner lost its lease, or was told that it no longer owns

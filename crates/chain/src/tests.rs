@@ -384,6 +384,7 @@ fn options() -> Options {
         stop_timeout: Duration::from_secs(10),
         retry: RetryPolicy::default(),
         observer: None,
+        paused: false,
     }
 }
 
@@ -1064,6 +1065,72 @@ async fn stop_after_the_chain_completed() {
 }
 
 // ---- §10 suspend, §11 resume ----
+
+// ---- Spindle's pause ----
+
+/// A pause lets the running job finish and starts nothing new; unpaused, the chain goes
+/// on to COMPLETE with one try per job.
+#[tokio::test(start_paused = true)]
+async fn a_paused_chain_finishes_its_running_jobs_and_starts_nothing_until_unpaused() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes.script("j1", vec![sleep(1_000, Step::Complete)]);
+    let handle = start(chain("1>2,3 2>4 3>4"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.set_paused(true);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(recorder.tries(), [t("1", 1, State::Complete)]);
+    assert!(handle.result().is_none(), "a paused chain waits");
+    assert!(handle.running().await.is_empty());
+    handle.set_paused(false);
+    let end = handle.wait().await;
+    assert_eq!(end.state, State::Complete);
+    let mut tries = recorder.tries();
+    tries.sort();
+    assert_eq!(
+        tries,
+        [
+            t("1", 1, State::Complete),
+            t("2", 1, State::Complete),
+            t("3", 1, State::Complete),
+            t("4", 1, State::Complete)
+        ]
+    );
+}
+
+/// A chain can start paused (a paused request handed over again); stopped or suspended
+/// while paused, it ends at once with the waiting jobs PENDING.
+#[tokio::test(start_paused = true)]
+async fn a_chain_started_paused_can_be_stopped_or_suspended() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let paused = Options {
+        paused: true,
+        ..options()
+    };
+    let factory = Arc::new(FakeFactory(Arc::clone(&fakes)));
+    let handle = run(
+        chain("1>2"),
+        factory.clone(),
+        recorder.clone(),
+        paused.clone(),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(recorder.tries().is_empty());
+    handle.suspend();
+    assert_eq!(handle.wait().await.state, State::Suspended);
+    let suspended = recorder.suspended.lock().unwrap()[0].clone();
+    assert!(
+        suspended
+            .job_chain
+            .jobs
+            .values()
+            .all(|job| job.state == State::Pending)
+    );
+
+    let handle = run(chain("1>2"), factory, recorder.clone(), paused).unwrap();
+    assert_eq!(handle.stop().await.unwrap().state, State::Stopped);
+    assert!(recorder.tries().is_empty());
+}
 
 #[tokio::test(start_paused = true)]
 async fn suspend_hands_back_the_chain_with_its_counters() {

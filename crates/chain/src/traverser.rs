@@ -108,6 +108,9 @@ struct Traverser {
     timed_out: HashMap<Seq, String>,
     /// Shared with runners: the jobs stopped because their sequence timed out, and why.
     stop_reasons: runner::StopReasons,
+    /// Paused: nothing new starts; the jobs that became runnable wait in `held`.
+    paused: bool,
+    held: std::collections::BTreeSet<JobIdx>,
 }
 
 pub(crate) fn spawn(
@@ -132,6 +135,7 @@ pub(crate) fn spawn(
         reports_rx,
         abandoned.clone(),
     ));
+    let paused = options.paused;
     let traverser = Traverser {
         request_id: Arc::clone(&request_id),
         chain,
@@ -153,6 +157,8 @@ pub(crate) fn spawn(
         sequence_timers: HashMap::new(),
         timed_out: HashMap::new(),
         stop_reasons: Default::default(),
+        paused,
+        held: Default::default(),
     };
     tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
     Handle {
@@ -240,7 +246,10 @@ impl Traverser {
     }
 
     fn is_done(&self) -> bool {
-        self.running.is_empty() && self.retry_waits.is_empty() && self.retrying.is_empty()
+        self.running.is_empty()
+            && self.retry_waits.is_empty()
+            && self.retrying.is_empty()
+            && self.held.is_empty()
     }
 
     fn on_command(&mut self, command: Command) {
@@ -266,12 +275,22 @@ impl Traverser {
                     self.wind_down(Mode::Suspending);
                 }
             }
+            Command::Pause(paused) => {
+                self.paused = paused;
+                if !paused {
+                    for idx in std::mem::take(&mut self.held) {
+                        self.dispatch(idx);
+                    }
+                }
+            }
         }
     }
 
     /// Stop or suspend: cancel every running job, start nothing new.
     fn wind_down(&mut self, mode: Mode) {
         self.mode = mode;
+        // Jobs held by a pause never started: they stay PENDING.
+        self.held.clear();
         self.deadline = Some(tokio::time::Instant::now() + self.options.stop_timeout);
         self.cancel_all.cancel();
         // A sequence waiting to restart stays PENDING with its tries as they were.
@@ -565,13 +584,17 @@ impl Traverser {
         }
     }
 
-    /// Starts a runnable job, or holds it: behind a full `parallel` window, or for the
-    /// retry wait of a sequence that runs again.
+    /// Starts a runnable job, or holds it: while the chain is paused, behind a full
+    /// `parallel` window, or for the retry wait of a sequence that runs again.
     fn dispatch(&mut self, idx: JobIdx) {
         if self.mode != Mode::Running
             || !self.chain.is_runnable(idx)
             || self.running.contains_key(&idx)
         {
+            return;
+        }
+        if self.paused {
+            self.held.insert(idx);
             return;
         }
         if self.retrying_sequence_of(idx).is_some() || self.timed_out_sequence_of(idx).is_some() {

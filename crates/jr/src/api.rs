@@ -79,6 +79,8 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
         .route("/api/v1/job-chains", post(new_chain))
         .route("/api/v1/job-chains/resume", post(resume))
         .route("/api/v1/job-chains/{id}/stop", put(stop))
+        .route("/api/v1/job-chains/{id}/pause", put(pause))
+        .route("/api/v1/job-chains/{id}/unpause", put(unpause))
         .route("/api/v1/status/running", get(running))
         .route(
             "/api/v1/openapi.json",
@@ -166,6 +168,13 @@ fn epoch(headers: &HeaderMap) -> Result<u64, Error> {
 
 /// The hand-over's span, from its W3C `traceparent` header; a header that is not one is
 /// ignored (the chain is traced under its request's root span), as the W3C says.
+/// Whether a hand-over is of a paused request.
+fn paused(headers: &HeaderMap) -> bool {
+    headers
+        .get(proto::PAUSED_HEADER)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"))
+}
+
 fn trace(headers: &HeaderMap) -> Option<telemetry::SpanContext> {
     headers
         .get("traceparent")
@@ -193,7 +202,7 @@ async fn new_chain(
     let epoch = epoch(&headers)?;
     let job_chain: JobChain = decode(&body, "job chain")?;
     let location = runner.location(&job_chain.request_id);
-    let instance = runner.run_chain(job_chain, epoch, trace(&headers))?;
+    let instance = runner.run_chain(job_chain, epoch, trace(&headers), paused(&headers))?;
     Ok(accepted(location, instance))
 }
 
@@ -201,12 +210,22 @@ async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Resul
     let epoch = epoch(&headers)?;
     let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
     let location = runner.location(&suspended.request_id);
-    let instance = runner.resume(suspended, epoch, trace(&headers))?;
+    let instance = runner.resume(suspended, epoch, trace(&headers), paused(&headers))?;
     Ok(accepted(location, instance))
 }
 
 async fn stop(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
     runner.stop(&id).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn pause(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+    runner.set_paused(&id, true)?;
+    Ok(StatusCode::OK)
+}
+
+async fn unpause(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
+    runner.set_paused(&id, false)?;
     Ok(StatusCode::OK)
 }
 

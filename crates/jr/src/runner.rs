@@ -167,6 +167,7 @@ impl Runner {
         request_id: &str,
         trace: Option<SpanContext>,
         resumed: bool,
+        paused: bool,
         run: impl FnOnce(chain::Options) -> Result<Handle, chain::ValidationError>,
     ) -> Result<(), Error> {
         if self.shutting_down.load(Ordering::SeqCst) {
@@ -177,6 +178,7 @@ impl Runner {
             return Err(Error::AlreadyRunning(request_id.to_owned()));
         }
         let mut options = self.options.clone();
+        options.paused = paused;
         let watch = (self.telemetry.metrics.is_some() || self.telemetry.traces.is_some())
             .then(|| ChainWatch::new(self.telemetry.clone(), ChainTrace::new(request_id, trace)));
         if let Some(watch) = &watch {
@@ -218,16 +220,17 @@ impl Runner {
     }
 
     /// Runs a new chain, given as hand-over `epoch` (traced under `trace`, the hand-over's
-    /// span, when given); returns the instance that runs it.
+    /// span, when given; started paused when `paused`); returns the instance that runs it.
     pub fn run_chain(
         self: &Arc<Self>,
         job_chain: JobChain,
         epoch: u64,
         trace: Option<SpanContext>,
+        paused: bool,
     ) -> Result<String, Error> {
         let request_id = job_chain.request_id.clone();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
-        self.start(&request_id, trace, false, move |options| {
+        self.start(&request_id, trace, false, paused, move |options| {
             chain::run(job_chain, factory, reporter, options)
         })?;
         Ok(instance)
@@ -240,10 +243,11 @@ impl Runner {
         suspended: SuspendedJobChain,
         epoch: u64,
         trace: Option<SpanContext>,
+        paused: bool,
     ) -> Result<String, Error> {
         let request_id = suspended.request_id.clone();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
-        self.start(&request_id, trace, true, move |options| {
+        self.start(&request_id, trace, true, paused, move |options| {
             chain::resume(suspended, factory, reporter, options)
         })?;
         Ok(instance)
@@ -257,6 +261,16 @@ impl Runner {
         };
         handle.stop().await?;
         self.chains().remove(request_id);
+        Ok(())
+    }
+
+    /// Pauses (or unpauses) a chain: see [`chain::Handle::set_paused`].
+    pub fn set_paused(&self, request_id: &str, paused: bool) -> Result<(), Error> {
+        let handle = self.chains().get(request_id).cloned();
+        let Some(handle) = handle else {
+            return Err(Error::NotFound(request_id.to_owned()));
+        };
+        handle.set_paused(paused);
         Ok(())
     }
 

@@ -547,7 +547,9 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
         stop.clone(),
     ));
     let first = runner.instance();
-    runner.run_chain(chain("long", "1h"), 1, None).unwrap();
+    runner
+        .run_chain(chain("long", "1h"), 1, None, false)
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         registry.registered.lock().unwrap().as_slice(),
@@ -568,7 +570,9 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     assert_eq!(registered[1], runner.instance());
     // Told that its instance was declared lost, it does the same at once.
     registry.renew_answer.store(0, Ordering::SeqCst);
-    runner.run_chain(chain("long2", "1h"), 1, None).unwrap();
+    runner
+        .run_chain(chain("long2", "1h"), 1, None, false)
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     registry.renew_answer.store(2, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3)).await;

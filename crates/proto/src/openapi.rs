@@ -233,6 +233,7 @@ mod tests {
             finished_jobs: 1,
             jr_url: "http://127.0.0.1:32307".to_owned(),
             error: "the request's deadline passed".to_owned(),
+            paused: true,
         };
         check("Request", &request);
         check(

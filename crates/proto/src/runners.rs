@@ -17,6 +17,8 @@ pub const EPOCH_HEADER: &str = "spindle-epoch";
 /// Set (to `true`) on a 409 answer that refuses a report because its runner no longer
 /// owns the request: the runner stops that chain and reports nothing more for it.
 pub const FENCED_HEADER: &str = "spindle-fenced";
+/// Set (to `true`) on a hand-over of a paused request: the chain starts paused.
+pub const PAUSED_HEADER: &str = "spindle-paused";
 
 /// Who sends a report: a runner instance and the epoch of the hand-over it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

@@ -54,6 +54,10 @@ pub struct Request {
         skip_serializing_if = "String::is_empty"
     )]
     pub error: String,
+    /// Spindle's addition: the request was paused (`spindle pause`): running jobs
+    /// finish, nothing new starts until it is resumed. Omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// How a request arg is declared in the request's spec.

@@ -121,6 +121,8 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}", get(get_request))
         .route("/api/v1/requests/{id}/start", put(start))
         .route("/api/v1/requests/{id}/stop", put(stop))
+        .route("/api/v1/requests/{id}/pause", put(pause))
+        .route("/api/v1/requests/{id}/resume", put(resume))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
         .route("/api/v1/requests/{id}/audit", get(audit))
         .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
@@ -241,7 +243,9 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
         )
         | (Method::POST, ["api", "v1", "requests", _, "log"]) => Needs::Service,
         (Method::POST, ["api", "v1", "requests"])
-        | (Method::PUT, ["api", "v1", "requests", _, "start" | "stop"]) => Needs::Caller,
+        | (Method::PUT, ["api", "v1", "requests", _, "start" | "stop" | "pause" | "resume"]) => {
+            Needs::Caller
+        }
         (_, ["api", ..] | ["ui", "api", ..] | ["metrics"]) => Needs::Read,
         // The web UI's pages and files: the pages ask the API, which checks.
         _ => Needs::Nothing,
@@ -459,8 +463,31 @@ async fn stop(
     change(&manager, caller, peer, &headers, &id, "stop").await
 }
 
-/// Starts or stops a request (`op`), authorized by its type's ACL when authentication
-/// is on (an unknown id is 404 first), and records it in the audit trail.
+/// Spindle's pause: running jobs finish, nothing new starts until `resume`.
+async fn pause(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    Path(id): Path<RequestId>,
+) -> Result<StatusCode, Error> {
+    change(&manager, caller, peer, &headers, &id, "pause").await
+}
+
+async fn resume(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    Path(id): Path<RequestId>,
+) -> Result<StatusCode, Error> {
+    change(&manager, caller, peer, &headers, &id, "resume").await
+}
+
+/// Starts, stops, pauses or resumes a request (`op`), authorized by its type's ACL when
+/// authentication is on (an unknown id is 404 first; pause and resume are authorized as
+/// a stop, the ACL operation that interrupts a request), and records it in the audit
+/// trail.
 async fn change(
     manager: &Manager,
     caller: Option<axum::Extension<auth::Caller>>,
@@ -471,12 +498,14 @@ async fn change(
 ) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
         let request = manager.store().get_request(id.as_str(), false).await?;
-        authorize(manager, caller.as_deref(), op, &request.request_type)?;
+        let acl_op = if op == "start" { "start" } else { "stop" };
+        authorize(manager, caller.as_deref(), acl_op, &request.request_type)?;
     }
-    if op == "start" {
-        manager.start(id).await?;
-    } else {
-        manager.stop(id).await?;
+    match op {
+        "start" => manager.start(id).await?,
+        "pause" => manager.pause(id, true).await?,
+        "resume" => manager.pause(id, false).await?,
+        _ => manager.stop(id).await?,
     }
     let user = who(caller.as_deref(), headers);
     record(manager, id.as_str(), op, user, peer.as_deref()).await;

@@ -40,29 +40,42 @@ pub struct HandedOver {
     pub instance: String,
 }
 
+/// A hand-over's terms: its epoch (which the runner reports with), the span it is
+/// traced under (sent as a W3C `traceparent`, when traces are on), and whether the
+/// request is paused (the chain then starts paused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandOver {
+    pub epoch: u64,
+    pub trace: Option<SpanContext>,
+    pub paused: bool,
+}
+
 /// What the Request Manager asks of Job Runners.
 #[async_trait::async_trait]
 pub trait JrClient: Send + Sync + 'static {
-    /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`, as hand-over
-    /// `epoch` (which the runner reports with), traced under `trace` (the hand-over's
-    /// span, sent as a W3C `traceparent`) when traces are on.
+    /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`.
     async fn new_chain(
         &self,
         jr_url: &str,
         job_chain: &JobChain,
-        epoch: u64,
-        trace: Option<SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError>;
     /// Resumes a suspended chain on the Job Runner (or load balancer) at `jr_url`.
     async fn resume(
         &self,
         jr_url: &str,
         suspended: &SuspendedJobChain,
-        epoch: u64,
-        trace: Option<SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError>;
     /// Stops a chain on the Job Runner at `jr_url`; returns once it has stopped.
     async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError>;
+    /// Pauses (or unpauses) a chain on the Job Runner at `jr_url`.
+    async fn pause(
+        &self,
+        jr_url: &str,
+        request_id: &RequestId,
+        paused: bool,
+    ) -> Result<(), ClientError>;
     /// The running jobs on the Job Runner at `jr_url` (of one request, or all).
     async fn running(
         &self,
@@ -138,16 +151,18 @@ impl HttpJrClient {
         jr_url: &str,
         path: &str,
         chain: &impl serde::Serialize,
-        epoch: u64,
-        trace: Option<SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let mut request = self
             .http
             .post(format!("{}{path}", jr_url.trim_end_matches('/')))
-            .header(proto::EPOCH_HEADER, epoch.to_string())
+            .header(proto::EPOCH_HEADER, hand_over.epoch.to_string())
             .json(chain);
-        if let Some(trace) = trace {
+        if let Some(trace) = hand_over.trace {
             request = request.header("traceparent", trace.traceparent());
+        }
+        if hand_over.paused {
+            request = request.header(proto::PAUSED_HEADER, "true");
         }
         let response = self.send(request).await?;
         let instance = response
@@ -188,10 +203,9 @@ impl JrClient for HttpJrClient {
         &self,
         jr_url: &str,
         job_chain: &JobChain,
-        epoch: u64,
-        trace: Option<SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
-        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, epoch, trace)
+        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, hand_over)
             .await
     }
 
@@ -199,11 +213,25 @@ impl JrClient for HttpJrClient {
         &self,
         jr_url: &str,
         suspended: &SuspendedJobChain,
-        epoch: u64,
-        trace: Option<SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
-        self.post_chain(jr_url, "/api/v1/job-chains/resume", suspended, epoch, trace)
+        self.post_chain(jr_url, "/api/v1/job-chains/resume", suspended, hand_over)
             .await
+    }
+
+    async fn pause(
+        &self,
+        jr_url: &str,
+        request_id: &RequestId,
+        paused: bool,
+    ) -> Result<(), ClientError> {
+        let action = if paused { "pause" } else { "unpause" };
+        let url = format!(
+            "{}/api/v1/job-chains/{request_id}/{action}",
+            jr_url.trim_end_matches('/')
+        );
+        self.send(self.http.put(url)).await?;
+        Ok(())
     }
 
     async fn stop(&self, jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {

@@ -16,7 +16,7 @@ mod recovery;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::Error;
-pub use jr_client::{ClientError, HandedOver, HttpJrClient, JrClient};
+pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options};
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use store::{Batcher, Holder, Store};
 use telemetry::{Span, Telemetry, traces};
 use tokio_util::sync::CancellationToken;
 
-use crate::{ClientError, Error, HandedOver, JrClient};
+use crate::{ClientError, Error, HandOver, HandedOver, JrClient};
 
 /// Knobs of the Request Manager.
 #[derive(Debug, Clone)]
@@ -296,6 +296,7 @@ impl Manager {
             job_chain: Some(created.job_chain),
             jr_url: String::new(),
             error: String::new(),
+            paused: false,
         };
         let stored = CreateRequest {
             user: user.to_owned(),
@@ -325,7 +326,7 @@ impl Manager {
             "request created"
         );
         let job_chain = request.job_chain.as_ref().expect("set above");
-        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true)
+        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true, false)
             .await?;
         Ok(Request {
             job_chain: None,
@@ -382,6 +383,7 @@ impl Manager {
         request_id: &RequestId,
         job_chain: &JobChain,
         first: bool,
+        paused: bool,
     ) -> Result<Handed, Error> {
         if !first && self.took_back_begun(request_id, job_chain).await? {
             return Ok(Handed::Done);
@@ -402,10 +404,12 @@ impl Manager {
         };
         let span = self.hand_over_span(request_id);
         let began = std::time::SystemTime::now();
-        let handed = self
-            .jr
-            .new_chain(&url, job_chain, epoch, span.as_ref().map(|s| s.context))
-            .await;
+        let terms = HandOver {
+            epoch,
+            trace: span.as_ref().map(|s| s.context),
+            paused,
+        };
+        let handed = self.jr.new_chain(&url, job_chain, &terms).await;
         self.hand_over_ended(span, began, &url, epoch, &handed);
         match handed {
             Ok(HandedOver { url, instance }) => {
@@ -416,10 +420,13 @@ impl Manager {
                     .start_request(request_id, &url, Some(&owner), Utc::now())
                     .await
                 {
-                    // The chain may have finished (or been started by another loop) already.
-                    Ok(()) | Err(store::Error::State { .. } | store::Error::Fenced(_)) => {
+                    Ok(now_paused) => {
+                        self.catch_up_pause(request_id, &url, paused, now_paused)
+                            .await;
                         Ok(Handed::Done)
                     }
+                    // The chain may have finished (or been started by another loop) already.
+                    Err(store::Error::State { .. } | store::Error::Fenced(_)) => Ok(Handed::Done),
                     Err(err) => Err(err.into()),
                 }
             }
@@ -428,6 +435,17 @@ impl Manager {
                 Ok(Handed::Later(err))
             }
             Err(err) => Ok(Handed::Refused(err)),
+        }
+    }
+
+    /// A request paused (or resumed) while it was being handed over: its runner got the
+    /// chain as it was before, and is told now.
+    async fn catch_up_pause(&self, request_id: &RequestId, url: &str, sent: bool, now: bool) {
+        if sent == now {
+            return;
+        }
+        if let Err(err) = self.jr.pause(url, request_id, now).await {
+            tracing::warn!(%request_id, jr_url = url, paused = now, error = %err, "telling the job runner of a pause during the hand-over failed");
         }
     }
 
@@ -474,8 +492,9 @@ impl Manager {
         request_id: &RequestId,
         job_chain: &JobChain,
         first: bool,
+        paused: bool,
     ) -> Result<(), Error> {
-        match self.hand_over(request_id, job_chain, first).await? {
+        match self.hand_over(request_id, job_chain, first, paused).await? {
             Handed::Done => Ok(()),
             Handed::Later(err) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
@@ -504,7 +523,8 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, &job_chain, false).await
+        self.send_to_jr(request_id, &job_chain, false, request.paused)
+            .await
     }
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.
@@ -544,6 +564,44 @@ impl Manager {
                     source: Some(Box::new(err)),
                 },
             })
+    }
+
+    /// Pauses a request that has not finished (`paused`), or resumes a paused one: the
+    /// flag is stored first, so that every later hand-over (a restart, a recovery)
+    /// starts the chain paused; a RUNNING request's runner is told at once.
+    pub async fn pause(&self, request_id: &RequestId, paused: bool) -> Result<(), Error> {
+        self.check_open()?;
+        let request = match self.store.set_paused(request_id, paused).await {
+            Ok(request) => request,
+            Err(store::Error::State { actual, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "request {request_id} in state {actual}, expected state PENDING, RUNNING or SUSPENDED: it has finished; {}",
+                    if paused {
+                        "there is nothing to pause"
+                    } else {
+                        "use retry to run it again"
+                    }
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if request.state != State::Running || request.jr_url.is_empty() {
+            return Ok(());
+        }
+        match self.jr.pause(&request.jr_url, request_id, paused).await {
+            Ok(()) => Ok(()),
+            // Handed back or finished meanwhile: the stored flag is what counts.
+            Err(ClientError::NotFound(_)) => Ok(()),
+            Err(err) => Err(Error::Unavailable {
+                message: format!(
+                    "request {request_id} is {} in the store, but its Job Runner {} was not told; try again (if the runner is lost, the request is recovered {} within the lease)",
+                    if paused { "paused" } else { "resumed" },
+                    request.jr_url,
+                    if paused { "paused" } else { "running" },
+                ),
+                source: Some(Box::new(err)),
+            }),
+        }
     }
 
     /// A request with its args, and its chain only when asked: a big request's chain is
@@ -869,7 +927,10 @@ impl Manager {
             let Ok(job_chain) = self.store.job_chain(&request.id).await else {
                 continue;
             };
-            match self.hand_over(&request_id, &job_chain, false).await {
+            match self
+                .hand_over(&request_id, &job_chain, false, request.paused)
+                .await
+            {
                 Ok(Handed::Done) => {}
                 Ok(Handed::Later(ClientError::AlreadyRunning(_))) => {}
                 Ok(Handed::Later(_)) | Err(_) => return,
@@ -905,12 +966,9 @@ impl Manager {
                 }
             };
             let request_id = RequestId::new(suspended.request_id.clone());
-            let state = self
-                .store
-                .get_request(&request_id, false)
-                .await
-                .map(|r| r.state);
-            if !matches!(state, Ok(State::Suspended)) {
+            let request = self.store.get_request(&request_id, false).await;
+            let paused = request.as_ref().is_ok_and(|r| r.paused);
+            if !matches!(request.map(|r| r.state), Ok(State::Suspended)) {
                 // Resumed already, or gone on: only the chain is left to delete.
                 let _ = self.store.resumed(&request_id, host, "", None).await;
                 continue;
@@ -920,10 +978,12 @@ impl Manager {
                     Ok(epoch) => {
                         let span = self.hand_over_span(&request_id);
                         let began = std::time::SystemTime::now();
-                        let handed = self
-                            .jr
-                            .resume(&url, &suspended, epoch, span.as_ref().map(|s| s.context))
-                            .await;
+                        let terms = HandOver {
+                            epoch,
+                            trace: span.as_ref().map(|s| s.context),
+                            paused,
+                        };
+                        let handed = self.jr.resume(&url, &suspended, &terms).await;
                         self.hand_over_ended(span, began, &url, epoch, &handed);
                         handed.map(|handed| (handed, epoch))
                     }
@@ -934,14 +994,19 @@ impl Manager {
             match resumed {
                 Ok((HandedOver { url, instance }, epoch)) => {
                     let owner = Fence { instance, epoch };
-                    if let Err(err) = self
+                    match self
                         .store
                         .resumed(&request_id, host, &url, Some(&owner))
                         .await
                     {
-                        tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
-                    } else {
-                        tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, "resumed suspended chain");
+                        Err(err) => {
+                            tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
+                        }
+                        Ok(now_paused) => {
+                            tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, paused = now_paused, "resumed suspended chain");
+                            self.catch_up_pause(&request_id, &url, paused, now_paused)
+                                .await;
+                        }
                     }
                 }
                 Err(err @ ClientError::Invalid(_)) => {

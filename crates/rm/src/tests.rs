@@ -42,6 +42,10 @@ struct FakeJr {
     instances: Mutex<std::collections::HashMap<String, String>>,
     resumed: Mutex<Vec<SuspendedJobChain>>,
     stopped: Mutex<Vec<String>>,
+    /// Each pause (true) and unpause (false) the runner was told of.
+    pauses: Mutex<Vec<(String, bool)>>,
+    /// Whether each hand-over (new or resumed) said the request is paused.
+    paused_at_hand_over: Mutex<Vec<bool>>,
     /// 0: accept; 503: unavailable; other: refuse with that status.
     answer: AtomicU16,
     /// When set, a new chain finishes (COMPLETE) before `new_chain` returns, as a very
@@ -78,9 +82,13 @@ impl JrClient for FakeJr {
         &self,
         jr_url: &str,
         job_chain: &JobChain,
-        epoch: u64,
-        _trace: Option<telemetry::SpanContext>,
+        hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
+        let epoch = hand_over.epoch;
+        self.paused_at_hand_over
+            .lock()
+            .unwrap()
+            .push(hand_over.paused);
         let res = self.result(jr_url);
         if res.is_ok() {
             self.chains.lock().unwrap().push(job_chain.clone());
@@ -110,9 +118,13 @@ impl JrClient for FakeJr {
         &self,
         jr_url: &str,
         suspended: &SuspendedJobChain,
-        epoch: u64,
-        _trace: Option<telemetry::SpanContext>,
+        hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
+        let epoch = hand_over.epoch;
+        self.paused_at_hand_over
+            .lock()
+            .unwrap()
+            .push(hand_over.paused);
         let res = self.result(jr_url);
         if res.is_ok() {
             self.resumed.lock().unwrap().push(suspended.clone());
@@ -125,6 +137,18 @@ impl JrClient for FakeJr {
     }
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         self.stopped.lock().unwrap().push(request_id.to_string());
+        Ok(())
+    }
+    async fn pause(
+        &self,
+        _jr_url: &str,
+        request_id: &RequestId,
+        paused: bool,
+    ) -> Result<(), ClientError> {
+        self.pauses
+            .lock()
+            .unwrap()
+            .push((request_id.to_string(), paused));
         Ok(())
     }
     async fn running(
@@ -1358,6 +1382,118 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     // Another round recovers nothing more.
     env.manager.background_round().await;
     assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
+}
+
+/// Issue #16: a pause is stored with the request, told to its runner, carried by every
+/// later hand-over (a suspended chain resumed starts paused), recorded in the audit
+/// trail, and refused for a finished request.
+#[tokio::test]
+async fn a_pause_is_stored_told_to_the_runner_and_kept_across_hand_overs() {
+    let env = env().await;
+    let id = create(&env).await;
+    let put = |action: &'static str| {
+        let (router, uri) = (
+            env.router.clone(),
+            format!("/api/v1/requests/{id}/{action}"),
+        );
+        async move {
+            let (status, body, _) = call_with(
+                &router,
+                Method::PUT,
+                &uri,
+                None,
+                &[("x-spindle-user", "ann")],
+            )
+            .await;
+            (status, body)
+        }
+    };
+    let paused = || async {
+        let (_, stored, _) = call(
+            &env.router,
+            Method::GET,
+            &format!("/api/v1/requests/{id}"),
+            None,
+        )
+        .await;
+        stored["paused"].clone()
+    };
+    assert_eq!(paused().await, Value::Null, "omitted while not paused");
+    assert_eq!(put("pause").await.0, StatusCode::OK);
+    assert_eq!(paused().await, json!(true));
+    assert_eq!(*env.jr.pauses.lock().unwrap(), [(id.clone(), true)]);
+
+    // Handed back (the runner shut down) and resumed: the chain starts paused.
+    let mut job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    job_chain.state = State::Suspended;
+    let suspended = SuspendedJobChain {
+        request_id: id.clone(),
+        job_chain,
+        ..SuspendedJobChain::default()
+    };
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/suspend"),
+        Some(&serde_json::to_string(&suspended).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    env.manager.resume_suspended().await;
+    assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
+    assert_eq!(*env.jr.paused_at_hand_over.lock().unwrap(), [false, true]);
+    assert_eq!(paused().await, json!(true));
+
+    assert_eq!(put("resume").await.0, StatusCode::OK);
+    assert_eq!(paused().await, Value::Null);
+    assert_eq!(
+        env.jr.pauses.lock().unwrap().last(),
+        Some(&(id.clone(), false))
+    );
+    let (status, _, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}/audit"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let trail = env.manager.store().audit(&id).await.unwrap();
+    let actions: Vec<(&str, &str)> = trail
+        .iter()
+        .map(|event| (event.action.as_str(), event.user.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [("create", ""), ("pause", "ann"), ("resume", "ann")]
+    );
+
+    // Finished: nothing to pause; an unknown request is 404.
+    let finish = proto::FinishRequest {
+        request_id: id.clone(),
+        state: State::Complete,
+        finished_at: chrono::Utc::now(),
+        finished_jobs: 1,
+        error: String::new(),
+    };
+    env.manager.finish(&finish, None).await.unwrap();
+    let (status, body) = put("pause").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("in state COMPLETE, expected state PENDING, RUNNING or SUSPENDED"),
+        "{body}"
+    );
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        "/api/v1/requests/bbbbbbbbbbbbbbbbbbbb/pause",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// A hand-over that reached a runner, which ran jobs, but was never recorded (the

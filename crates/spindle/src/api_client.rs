@@ -182,6 +182,17 @@ impl Client {
             .await
     }
 
+    /// Pauses (`paused`) or resumes a request.
+    pub(crate) async fn pause(&self, id: &str, paused: bool) -> Result<(), ClientError> {
+        let action = if paused { "pause" } else { "resume" };
+        self.send(
+            self.http
+                .put(format!("{}/api/v1/requests/{id}/{action}", self.addr)),
+        )
+        .await?;
+        Ok(())
+    }
+
     pub(crate) async fn stop(&self, id: &str) -> Result<(), ClientError> {
         self.send(
             self.http

@@ -71,6 +71,10 @@ enum Command {
     Running { id: String },
     /// Stop a running request
     Stop { id: String },
+    /// Pause a request: running jobs finish, nothing new starts until `resume`
+    Pause { id: String },
+    /// Resume a paused request
+    Resume { id: String },
     /// Find requests: type=, states=A,B, user=, args=k=v,k2=v2, since=, until=, limit=, offset=
     Find { filters: Vec<String> },
     /// Show a request's progress and running jobs until it ends (exit 0 COMPLETE, 1 FAIL, 3 STOPPED)
@@ -268,6 +272,8 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Ps { id } => block_on(spinc::ps(&client, id.as_deref())),
             Command::Running { id } => block_on(spinc::running(&client, &id)),
             Command::Stop { id } => block_on(spinc::stop(&client, &id)),
+            Command::Pause { id } => block_on(spinc::pause(&client, &id, true)),
+            Command::Resume { id } => block_on(spinc::pause(&client, &id, false)),
             Command::Find { filters } => block_on(spinc::find(&client, &filters)),
             Command::Watch { id } => block_on(spinc::watch(&client, &id)),
             Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),

@@ -11,7 +11,7 @@ use proto::{
     Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, RequestId, RequestProgress,
     RunnerRegistration, SuspendedJobChain, TryStart,
 };
-use rm::{ClientError, HandedOver, JrClient, Manager};
+use rm::{ClientError, HandOver, HandedOver, JrClient, Manager};
 
 /// The Job Runner in the same process: RM and JR call each other directly.
 #[derive(Debug, Default)]
@@ -45,12 +45,16 @@ impl JrClient for InProcessJr {
         &self,
         _jr_url: &str,
         job_chain: &JobChain,
-        epoch: u64,
-        trace: Option<telemetry::SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let instance = runner
-            .run_chain(job_chain.clone(), epoch, trace)
+            .run_chain(
+                job_chain.clone(),
+                hand_over.epoch,
+                hand_over.trace,
+                hand_over.paused,
+            )
             .map_err(client_error)?;
         Ok(HandedOver {
             url: runner.base_url().to_owned(),
@@ -62,12 +66,16 @@ impl JrClient for InProcessJr {
         &self,
         _jr_url: &str,
         suspended: &SuspendedJobChain,
-        epoch: u64,
-        trace: Option<telemetry::SpanContext>,
+        hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let instance = runner
-            .resume(suspended.clone(), epoch, trace)
+            .resume(
+                suspended.clone(),
+                hand_over.epoch,
+                hand_over.trace,
+                hand_over.paused,
+            )
             .map_err(client_error)?;
         Ok(HandedOver {
             url: runner.base_url().to_owned(),
@@ -77,6 +85,17 @@ impl JrClient for InProcessJr {
 
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         self.runner()?.stop(request_id).await.map_err(client_error)
+    }
+
+    async fn pause(
+        &self,
+        _jr_url: &str,
+        request_id: &RequestId,
+        paused: bool,
+    ) -> Result<(), ClientError> {
+        self.runner()?
+            .set_paused(request_id, paused)
+            .map_err(client_error)
     }
 
     async fn running(

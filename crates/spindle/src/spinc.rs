@@ -190,6 +190,19 @@ fn state_text(state: State, width: usize) -> String {
     format!("{style}{:<width$}{style:#}", state.name())
 }
 
+/// A request's state, with "(paused)" after it while it is paused.
+fn request_state(request: &Request) -> String {
+    let state = state_text(request.state, 0);
+    if request.paused {
+        let style = anstyle::Style::new()
+            .bold()
+            .fg_color(Some(anstyle::AnsiColor::Yellow.into()));
+        format!("{state} {style}(paused){style:#}")
+    } else {
+        state
+    }
+}
+
 fn progress(request: &Request) -> String {
     if request.total_jobs == 0 {
         return "0%".to_owned();
@@ -470,7 +483,7 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
         .collect();
     out!(
         "   state: {}\nprogress: {}\n runtime: {run}\n request: {}\n  caller: {}\n    args: {}",
-        state_text(request.state, 0),
+        request_state(&request),
         progress(&request),
         request.request_type,
         request.user,
@@ -532,7 +545,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         ago(Some(request.created_at)),
         ago(request.started_at),
         ago(request.finished_at),
-        state_text(request.state, 0),
+        request_state(&request),
         request.jr_url,
         request.total_jobs,
         request.finished_jobs,
@@ -885,6 +898,24 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit>
     }
 }
 
+/// `pause <id>` (`paused`) and `resume <id>`.
+pub(crate) async fn pause(args: &ClientArgs, id: &str, paused: bool) -> anyhow::Result<Exit> {
+    let client = args.client()?;
+    match client.pause(id, paused).await {
+        Ok(()) if paused => {
+            out!(
+                "OK, paused {id}: running jobs finish, nothing new starts until `spindle resume {id}`"
+            );
+            Ok(Exit::Success)
+        }
+        Ok(()) => {
+            out!("OK, resumed {id}");
+            Ok(Exit::Success)
+        }
+        Err(err) => Ok(fail(&err)),
+    }
+}
+
 pub(crate) async fn stop(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let client = args.client()?;
     match client.stop(id).await {
@@ -1050,7 +1081,12 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
             break request;
         }
         if let Ok(status) = client.running(Some(id)).await {
-            bar.set_message(running_line(&status.jobs));
+            let line = running_line(&status.jobs);
+            bar.set_message(if request.paused {
+                format!("paused (spindle resume {id}) {line}")
+            } else {
+                line
+            });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };

@@ -297,6 +297,7 @@ where
                 .try_get::<Option<String>, _>("jr_url")?
                 .unwrap_or_default(),
             error: row.try_get("error")?,
+            paused: row.try_get::<i32, _>("paused")? != 0,
         })
     }
 
@@ -451,7 +452,7 @@ where
     async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
         let row = sqlx::query(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
-             r.total_jobs, r.finished_jobs, r.jr_url, r.error, a.args \
+             r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, a.args \
              FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
              WHERE r.request_id = $1",
         )
@@ -498,11 +499,12 @@ where
         jr_url: &str,
         owner: Option<&Fence>,
         at: DateTime<Utc>,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         // Never before it was created: times stay in order whatever the clocks say.
         let query = sqlx::query(
             "UPDATE requests SET state = $4, started_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
-             jr_url = $3, jr_instance = NULLIF($6, '') WHERE request_id = $1 AND state = $5 AND ($7 < 0 OR epoch = $7)",
+             jr_url = $3, jr_instance = NULLIF($6, '') WHERE request_id = $1 AND state = $5 AND ($7 < 0 OR epoch = $7) \
+             RETURNING paused",
         )
         .bind(request_id.as_str())
         .bind(micros(at))
@@ -511,11 +513,27 @@ where
         .bind(state_value(State::Pending))
         .bind(instance_value(owner))
         .bind(epoch_value(owner));
-        let done = query.execute(&self.pool).await?;
-        if DB::rows_affected(&done) == 0 {
-            return Err(self.refusal(request_id, owner, State::Pending).await);
+        match query.fetch_optional(&self.pool).await? {
+            Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
+            None => Err(self.refusal(request_id, owner, State::Pending).await),
         }
-        Ok(())
+    }
+
+    async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error> {
+        let updated = sqlx::query(
+            "UPDATE requests SET paused = $2 WHERE request_id = $1 AND state IN ($3, $4, $5)",
+        )
+        .bind(request_id)
+        .bind(i32::from(paused))
+        .bind(state_value(State::Pending))
+        .bind(state_value(State::Running))
+        .bind(state_value(State::Suspended))
+        .execute(&self.pool)
+        .await?;
+        if DB::rows_affected(&updated) == 0 {
+            return Err(self.state_error(request_id, State::Running).await);
+        }
+        self.get_request(request_id, false).await
     }
 
     async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
@@ -935,13 +953,13 @@ where
         host: &str,
         jr_url: &str,
         owner: Option<&Fence>,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         Self::delete_claimed(&mut tx, request_id, host).await?;
         let updated = sqlx::query(
             "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
-             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
+             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6) RETURNING paused",
         )
         .bind(request_id)
         .bind(jr_url)
@@ -949,13 +967,13 @@ where
         .bind(state_value(State::Suspended))
         .bind(instance_value(owner))
         .bind(epoch_value(owner))
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        if DB::rows_affected(&updated) == 0 {
-            return Err(self.state_error(request_id, State::Suspended).await);
+        match updated {
+            Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
+            None => Err(self.state_error(request_id, State::Suspended).await),
         }
-        Ok(())
     }
 
     async fn fail_suspended(
@@ -1054,7 +1072,7 @@ where
 
     async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         let mut query = QueryBuilder::<DB>::new(
-            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error \
+            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused \
              FROM requests WHERE 1 = 1",
         );
         if let Some(request_type) = &filter.request_type {

@@ -127,14 +127,19 @@ pub trait Store: Send + Sync + 'static {
     async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error>;
 
     /// PENDING → RUNNING, on the Job Runner at `jr_url`. With `owner`, only for that
-    /// hand-over's epoch, and the instance is recorded as the request's owner.
+    /// hand-over's epoch, and the instance is recorded as the request's owner. Returns
+    /// whether the request is paused (it may have been paused during the hand-over).
     async fn start_request(
         &self,
         request_id: &RequestId,
         jr_url: &str,
         owner: Option<&Fence>,
         at: DateTime<Utc>,
-    ) -> Result<(), Error>;
+    ) -> Result<bool, Error>;
+
+    /// Pauses a request that has not finished (PENDING, RUNNING or SUSPENDED), or
+    /// resumes it (`paused` false); returns the request as it is now.
+    async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error>;
 
     /// Who owns a request now.
     async fn owner(&self, request_id: &str) -> Result<Owner, Error>;
@@ -221,14 +226,15 @@ pub trait Store: Send + Sync + 'static {
     /// The claimed chain was resumed on the Job Runner at `jr_url`: SUSPENDED → RUNNING and
     /// the chain deleted, in one transaction. If the request is no longer SUSPENDED, only
     /// the chain is deleted and the request's state is returned in the error. With
-    /// `owner`, the runner instance is recorded for the hand-over's epoch.
+    /// `owner`, the runner instance is recorded for the hand-over's epoch. Returns
+    /// whether the request is paused.
     async fn resumed(
         &self,
         request_id: &RequestId,
         host: &str,
         jr_url: &str,
         owner: Option<&Fence>,
-    ) -> Result<(), Error>;
+    ) -> Result<bool, Error>;
 
     /// Fails a request whose claimed chain can never be resumed (a Job Runner refused it
     /// as invalid): the chain deleted and SUSPENDED → FAIL with `reason`, in one

@@ -87,6 +87,7 @@ fn request(
         finished_jobs: 0,
         jr_url: String::new(),
         error: String::new(),
+        paused: false,
     };
     let mut create_args = proto::JobArgs::new();
     create_args.insert("host".to_owned(), json!(host));
@@ -1707,7 +1708,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 5);
+    assert_eq!(migrations, 6);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await

@@ -52,7 +52,8 @@ timed_store! {
     fn get_request(&self, request_id: &str, with_chain: bool) -> Request;
     fn job_chain(&self, request_id: &str) -> JobChain;
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
-    fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> ();
+    fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> bool;
+    fn set_paused(&self, request_id: &str, paused: bool) -> Request;
     fn owner(&self, request_id: &str) -> Owner;
     fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
     fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;
@@ -70,7 +71,7 @@ timed_store! {
     fn job_states(&self, request_id: &str) -> Vec<JobState>;
     fn suspend_request(&self, suspended: &SuspendedJobChain, fence: Option<&Fence>, at: DateTime<Utc>) -> ();
     fn claim_suspended(&self, host: &str, at: DateTime<Utc>) -> Option<SuspendedJobChain>;
-    fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str, owner: Option<&Fence>) -> ();
+    fn resumed(&self, request_id: &RequestId, host: &str, jr_url: &str, owner: Option<&Fence>) -> bool;
     fn fail_suspended(&self, request_id: &RequestId, host: &str, reason: &str, at: DateTime<Utc>) -> ();
     fn unclaim(&self, request_id: &RequestId, host: &str) -> ();
     fn release_stale_claims(&self, before: DateTime<Utc>) -> u64;

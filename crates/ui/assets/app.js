@@ -292,7 +292,7 @@
         table.append(h("tr", { "data-id": r.id },
           h("td", { class: "mono" }, h("a", { href: `/requests/${enc(r.id)}` }, r.id)),
           h("td", {}, r.type),
-          h("td", {}, badge(r.state)),
+          h("td", {}, badge(r.state, r.paused ? " ⏸ paused" : "")),
           h("td", {}, r.user || h("span", { class: "muted" }, "—")),
           h("td", {}, time(r.createdAt)),
           h("td", { class: "wide" }, progress),
@@ -387,12 +387,29 @@
       }
     });
     const again = h("a", { class: "button", id: "start-again" }, "Start again with these args");
+    // Pause lets running jobs finish and starts nothing new; resume goes on.
+    async function setPaused(paused) {
+      const button = paused ? pauseButton : resumeButton;
+      button.disabled = true;
+      try {
+        await api("PUT", `/api/v1/requests/${enc(id)}/${paused ? "pause" : "resume"}`);
+        refreshStates();
+      } catch (err) {
+        banner(main, `${paused ? "Pausing" : "Resuming"} failed: ${err.message}`);
+      } finally {
+        button.disabled = false;
+      }
+    }
+    const pauseButton = h("button", { type: "button", id: "pause", title: "Running jobs finish; nothing new starts until it is resumed", onclick: () => setPaused(true) }, "Pause");
+    const resumeButton = h("button", { type: "button", id: "resume", onclick: () => setPaused(false) }, "Resume");
 
     function renderRequest(r) {
       const state = stateName(r.state);
       clear(header);
       header.append(badge(state));
+      if (r.paused) header.append(" ", h("span", { class: "badge paused", id: "paused" }, "⏸ paused"));
       header.dataset.state = state;
+      header.dataset.paused = r.paused ? "true" : "false";
       const pct = r.totalJobs ? Math.round((100 * r.finishedJobs) / r.totalJobs) : 0;
       const bar = h("span", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": r.totalJobs || 0, "aria-valuenow": r.finishedJobs || 0 }, h("span", {}));
       bar.firstChild.style.width = `${pct}%`;
@@ -400,7 +417,7 @@
       const row = (label, ...value) => h("div", {}, h("dt", {}, label), h("dd", {}, ...value));
       append(summary, [
         row("Type", r.type),
-        row("State", h("span", { id: "state" }, state)),
+        row("State", h("span", { id: "state" }, state), r.paused ? " (paused: nothing new starts until it is resumed)" : ""),
         row("Progress", bar, ` ${r.finishedJobs || 0} of ${r.totalJobs || 0} jobs (${pct}%)`),
         row("Caller", r.user || h("span", { class: "muted" }, "—")),
         row("Created", time(r.createdAt)),
@@ -411,7 +428,9 @@
         r.jrURL ? row("Job Runner", h("span", { class: "mono" }, r.jrURL)) : null,
       ].filter(Boolean));
       clear(actions);
-      if ((state === "RUNNING" || state === "PENDING" || state === "SUSPENDED") && may.stop) actions.append(stopButton);
+      if ((state === "RUNNING" || state === "PENDING" || state === "SUSPENDED") && may.stop) {
+        actions.append(r.paused ? resumeButton : pauseButton, stopButton);
+      }
       if (may.start) actions.append(again);
       if (lastState !== state) {
         lastState = state;

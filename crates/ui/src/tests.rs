@@ -276,8 +276,7 @@ impl JrClient for Runner {
         &self,
         jr_url: &str,
         _: &JobChain,
-        _: u64,
-        _: Option<telemetry::traces::SpanContext>,
+        _: &rm::HandOver,
     ) -> Result<HandedOver, ClientError> {
         Ok(HandedOver {
             url: jr_url.to_owned(),
@@ -288,8 +287,7 @@ impl JrClient for Runner {
         &self,
         jr_url: &str,
         _: &SuspendedJobChain,
-        _: u64,
-        _: Option<telemetry::traces::SpanContext>,
+        _: &rm::HandOver,
     ) -> Result<HandedOver, ClientError> {
         Ok(HandedOver {
             url: jr_url.to_owned(),
@@ -297,6 +295,9 @@ impl JrClient for Runner {
         })
     }
     async fn stop(&self, _: &str, _: &RequestId) -> Result<(), ClientError> {
+        Ok(())
+    }
+    async fn pause(&self, _: &str, _: &RequestId, _: bool) -> Result<(), ClientError> {
         Ok(())
     }
     async fn running(&self, _: &str, _: Option<&RequestId>) -> Result<Vec<JobStatus>, ClientError> {

@@ -108,7 +108,7 @@ fn browser_programs(test: &str) -> Option<(PathBuf, PathBuf)> {
         (Some(chromium), Some(driver)) => Some((chromium, driver)),
         _ => {
             assert!(
-                std::env::var("SPINDLE_TEST_BROWSER").is_ok_and(|v| v != "required"),
+                std::env::var("SPINDLE_TEST_BROWSER").as_deref() != Ok("required"),
                 "{test}: SPINDLE_TEST_BROWSER=required, but chromium and chromedriver are not both on PATH (Debian: apt-get install chromium chromium-driver)"
             );
             let line = format!(
