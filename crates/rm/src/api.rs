@@ -123,6 +123,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/stop", put(stop))
         .route("/api/v1/requests/{id}/pause", put(pause))
         .route("/api/v1/requests/{id}/resume", put(resume))
+        .route("/api/v1/requests/{id}/retry", put(retry))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
         .route("/api/v1/requests/{id}/audit", get(audit))
         .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
@@ -243,9 +244,10 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
         )
         | (Method::POST, ["api", "v1", "requests", _, "log"]) => Needs::Service,
         (Method::POST, ["api", "v1", "requests"])
-        | (Method::PUT, ["api", "v1", "requests", _, "start" | "stop" | "pause" | "resume"]) => {
-            Needs::Caller
-        }
+        | (
+            Method::PUT,
+            ["api", "v1", "requests", _, "start" | "stop" | "pause" | "resume" | "retry"],
+        ) => Needs::Caller,
         (_, ["api", ..] | ["ui", "api", ..] | ["metrics"]) => Needs::Read,
         // The web UI's pages and files: the pages ask the API, which checks.
         _ => Needs::Nothing,
@@ -450,7 +452,7 @@ async fn start(
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
     // Unlike Spin Cycle, starting a PENDING request is authorized as a start.
-    change(&manager, caller, peer, &headers, &id, "start").await
+    change(&manager, caller, peer, &headers, &id, Op::Start).await
 }
 
 async fn stop(
@@ -460,7 +462,7 @@ async fn stop(
     headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, "stop").await
+    change(&manager, caller, peer, &headers, &id, Op::Stop).await
 }
 
 /// Spindle's pause: running jobs finish, nothing new starts until `resume`.
@@ -471,7 +473,7 @@ async fn pause(
     headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, "pause").await
+    change(&manager, caller, peer, &headers, &id, Op::Pause).await
 }
 
 async fn resume(
@@ -481,34 +483,93 @@ async fn resume(
     headers: HeaderMap,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, "resume").await
+    change(&manager, caller, peer, &headers, &id, Op::Resume).await
 }
 
-/// Starts, stops, pauses or resumes a request (`op`), authorized by its type's ACL when
-/// authentication is on (an unknown id is 404 first; pause and resume are authorized as
-/// a stop, the ACL operation that interrupts a request), and records it in the audit
-/// trail.
+/// `PUT .../retry[?from=JOB]`: runs a FAIL or STOPPED request again as the same request.
+#[derive(Debug, serde::Deserialize)]
+struct RetryQuery {
+    from: Option<String>,
+}
+
+async fn retry(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    Path(id): Path<RequestId>,
+    query: Result<Query<RetryQuery>, QueryRejection>,
+) -> Result<StatusCode, Error> {
+    let Query(query) = query.map_err(|err| {
+        Error::BadRequest(format!(
+            "invalid query: {}; expected from=JOB (a job id or name) or nothing",
+            err.body_text()
+        ))
+    })?;
+    change(&manager, caller, peer, &headers, &id, Op::Retry(query.from)).await
+}
+
+/// A change of a request's course, as the API's callers ask for it.
+#[derive(Debug)]
+enum Op {
+    Start,
+    Stop,
+    Pause,
+    Resume,
+    /// From this job (and every job after it), when given.
+    Retry(Option<String>),
+}
+
+impl Op {
+    /// Its name in the audit trail.
+    fn action(&self) -> &'static str {
+        match self {
+            Op::Start => "start",
+            Op::Stop => "stop",
+            Op::Pause => "pause",
+            Op::Resume => "resume",
+            Op::Retry(_) => "retry",
+        }
+    }
+
+    /// The ACL operation (config-auth.md §6) it is authorized as: what runs a request
+    /// is a start, what interrupts one a stop.
+    fn acl_op(&self) -> &'static str {
+        match self {
+            Op::Start | Op::Retry(_) => "start",
+            Op::Stop | Op::Pause | Op::Resume => "stop",
+        }
+    }
+}
+
+/// Changes a request's course (`op`), authorized by its type's ACL when authentication
+/// is on (an unknown id is 404 first), and records it in the audit trail.
 async fn change(
     manager: &Manager,
     caller: Option<axum::Extension<auth::Caller>>,
     peer: Option<axum::Extension<auth::Peer>>,
     headers: &HeaderMap,
     id: &RequestId,
-    op: &str,
+    op: Op,
 ) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
         let request = manager.store().get_request(id.as_str(), false).await?;
-        let acl_op = if op == "start" { "start" } else { "stop" };
-        authorize(manager, caller.as_deref(), acl_op, &request.request_type)?;
+        authorize(
+            manager,
+            caller.as_deref(),
+            op.acl_op(),
+            &request.request_type,
+        )?;
     }
-    match op {
-        "start" => manager.start(id).await?,
-        "pause" => manager.pause(id, true).await?,
-        "resume" => manager.pause(id, false).await?,
-        _ => manager.stop(id).await?,
+    match &op {
+        Op::Start => manager.start(id).await?,
+        Op::Stop => manager.stop(id).await?,
+        Op::Pause => manager.pause(id, true).await?,
+        Op::Resume => manager.pause(id, false).await?,
+        Op::Retry(from) => manager.retry(id, from.as_deref()).await?,
     }
     let user = who(caller.as_deref(), headers);
-    record(manager, id.as_str(), op, user, peer.as_deref()).await;
+    record(manager, id.as_str(), op.action(), user, peer.as_deref()).await;
     Ok(StatusCode::OK)
 }
 

@@ -604,6 +604,57 @@ impl Manager {
         }
     }
 
+    /// Runs a FAIL or STOPPED request again as the same request (`spindle retry`): its
+    /// completed jobs stay complete, the others run again with their whole retry budgets,
+    /// try numbers continue and the job log keeps every earlier try. With `from` (a job
+    /// id, or the name of one job), that job and every job after it run again too, and
+    /// a COMPLETE request may be retried. The chain is stored suspended and handed to a
+    /// live runner at once (or by the background loop when none answers now).
+    pub async fn retry(&self, request_id: &RequestId, from: Option<&str>) -> Result<(), Error> {
+        self.check_open()?;
+        let request = self.store.get_request(request_id, false).await?;
+        let may = match request.state {
+            State::Fail | State::Stopped => true,
+            State::Complete => from.is_some(),
+            _ => false,
+        };
+        if !may {
+            let expected = if request.state == State::Complete {
+                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+            } else {
+                "expected FAIL or STOPPED: it has not finished"
+            };
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, {expected}",
+                request.state
+            )));
+        }
+        let chain = self.store.job_chain(request_id).await?;
+        let reset = match from {
+            Some(job) => crate::recovery::from_job(&chain, job).map_err(Error::BadRequest)?,
+            None => Default::default(),
+        };
+        let logs = self.store.job_log(request_id).await?;
+        let suspended = crate::recovery::retry(chain, &logs, &reset);
+        match self
+            .store
+            .recover_request(Holder::Finished(request.state), &[], &suspended, Utc::now())
+            .await
+        {
+            Ok(()) => {}
+            Err(store::Error::State { actual, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "request {request_id} in state {actual}, expected {}: it changed meanwhile",
+                    request.state
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        }
+        tracing::info!(%request_id, from, jobs_to_run = suspended.job_chain.jobs.len() as u64 - suspended.job_chain.finished_jobs, "request retried");
+        self.resume_suspended().await;
+        Ok(())
+    }
+
     /// A request with its args, and its chain only when asked: a big request's chain is
     /// megabytes, and callers polling its state do not want it read back every time.
     pub async fn get(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {

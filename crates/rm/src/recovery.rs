@@ -146,3 +146,95 @@ pub(crate) fn rebuild(
         interrupted,
     }
 }
+
+/// The chain of a finished request run again (`spindle retry`): completed jobs stay
+/// complete unless they are in `reset` (a `--from` job and every job after it); every
+/// other job runs again with its whole retry budget, and so does each sequence that did
+/// not complete; try numbers continue from the job log, which keeps every earlier try.
+pub(crate) fn retry(
+    mut chain: JobChain,
+    logs: &[JobLog],
+    reset: &HashSet<String>,
+) -> SuspendedJobChain {
+    let mut latest_try: HashMap<&str, (u32, State)> = HashMap::new();
+    for entry in logs {
+        let top = latest_try
+            .entry(entry.job_id.as_str())
+            .or_insert((0, State::Pending));
+        if entry.r#try >= top.0 {
+            *top = (entry.r#try, entry.state);
+        }
+    }
+    let (mut total, mut latest, mut sequence) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let mut finished_jobs = 0;
+    for (job_id, job) in &mut chain.jobs {
+        let (tries, state) = latest_try
+            .get(job_id.as_str())
+            .copied()
+            .unwrap_or((0, State::Pending));
+        if tries > 0 {
+            total.insert(job_id.clone(), tries);
+        }
+        job.tries = tries;
+        if state == State::Complete && !reset.contains(job_id) {
+            job.state = State::Complete;
+            finished_jobs += 1;
+            latest.insert(job_id.clone(), 1);
+            // A sequence whose first job completed is in its first run again.
+            if job.sequence_id == *job_id {
+                sequence.insert(job_id.clone(), 1);
+            }
+        } else {
+            job.state = State::Pending;
+        }
+    }
+    chain.finished_jobs = finished_jobs;
+    chain.state = State::Suspended;
+    SuspendedJobChain {
+        request_id: chain.request_id.clone(),
+        job_chain: chain,
+        total_job_tries: total,
+        latest_run_job_tries: latest,
+        sequence_tries: sequence,
+    }
+}
+
+/// Job `from` (an id, or the name of exactly one job) and every job after it.
+pub(crate) fn from_job(chain: &JobChain, from: &str) -> Result<HashSet<String>, String> {
+    let start = if chain.jobs.contains_key(from) {
+        from.to_owned()
+    } else {
+        let named: Vec<&str> = chain
+            .jobs
+            .values()
+            .filter(|job| job.name == from)
+            .map(|job| job.id.as_str())
+            .collect();
+        match named.as_slice() {
+            [one] => (*one).to_owned(),
+            [] => {
+                return Err(format!(
+                    "request {} has no job {from:?}; expected a job id or a job name",
+                    chain.request_id
+                ));
+            }
+            many => {
+                return Err(format!(
+                    "job name {from:?} names {} jobs of request {} ({}); give one job id",
+                    many.len(),
+                    chain.request_id,
+                    many.join(", ")
+                ));
+            }
+        }
+    };
+    let mut reset = HashSet::new();
+    let mut next = vec![start];
+    while let Some(job_id) = next.pop() {
+        if let Some(after) = chain.adjacency_list.get(&job_id) {
+            next.extend(after.iter().filter(|id| !reset.contains(*id)).cloned());
+        }
+        reset.insert(job_id);
+    }
+    Ok(reset)
+}

@@ -1496,6 +1496,202 @@ async fn a_pause_is_stored_told_to_the_runner_and_kept_across_hand_overs() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+const THREE_STEPS: &str = "sequences:
+  steps:
+    request: true
+    args:
+      optional:
+        - name: wait
+          default: 10ms
+    nodes:
+      a:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: wait}]
+      b:
+        category: job
+        type: sleep
+        deps: [a]
+        args: [{expected: duration, given: wait}]
+      c:
+        category: job
+        type: sleep
+        deps: [b]
+        args: [{expected: duration, given: wait}]
+";
+
+/// Issue #16: a FAIL request retried runs again as the same request: completed jobs
+/// stay complete, the failed and unrun ones run again, try numbers continue; `from`
+/// runs a job and everything after it again, also of a COMPLETE request.
+#[tokio::test]
+async fn a_retried_request_runs_its_failed_and_unrun_jobs_again_as_the_same_request() {
+    let env = env_specs(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            ..Options::default()
+        },
+        THREE_STEPS,
+    )
+    .await;
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "steps", "args": {}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    let chain = env.jr.chains.lock().unwrap()[0].clone();
+    let job_id = |name: &str| {
+        chain
+            .jobs
+            .values()
+            .find(|job| job.name == name)
+            .unwrap()
+            .id
+            .clone()
+    };
+    let (a, b, c) = (job_id("a"), job_id("b"), job_id("c"));
+    let entry = |job: &str, try_no: u32, state: State| proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.to_owned(),
+        r#try: try_no,
+        state,
+        ..proto::JobLog::default()
+    };
+    let finish = |state: State, finished_jobs: u64| proto::FinishRequest {
+        request_id: id.clone(),
+        state,
+        finished_at: chrono::Utc::now(),
+        finished_jobs,
+        error: String::new(),
+    };
+    env.manager
+        .add_job_logs(
+            vec![
+                entry(&a, 1, State::Complete),
+                entry(&b, 1, State::Fail),
+                entry(&b, 2, State::Fail),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    env.manager
+        .finish(&finish(State::Fail, 1), None)
+        .await
+        .unwrap();
+    let retry = |query: &'static str| {
+        let (router, uri) = (
+            env.router.clone(),
+            format!("/api/v1/requests/{id}/retry{query}"),
+        );
+        async move {
+            let (status, body, _) = call_with(
+                &router,
+                Method::PUT,
+                &uri,
+                None,
+                &[("x-spindle-user", "bo")],
+            )
+            .await;
+            (status, body)
+        }
+    };
+    let (status, body) = retry("").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "handed to a runner at once");
+    let jobs = &resumed[0].job_chain.jobs;
+    assert_eq!(
+        (jobs[&a].state, jobs[&b].state, jobs[&c].state),
+        (State::Complete, State::Pending, State::Pending)
+    );
+    assert_eq!(resumed[0].job_chain.finished_jobs, 1);
+    assert_eq!(
+        resumed[0].total_job_tries.get(&b),
+        Some(&2),
+        "try numbers go on"
+    );
+    assert_eq!(resumed[0].total_job_tries.get(&c), None);
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (request.state, request.finished_at, request.finished_jobs),
+        (State::Running, None, 1)
+    );
+    assert_eq!(
+        env.manager.job_log(&id).await.unwrap().len(),
+        3,
+        "earlier tries kept"
+    );
+    let (status, body) = retry("").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    // It completes; a retry from b runs b and c again, not a.
+    let epoch = env.jr.sent_to.lock().unwrap().last().unwrap().1;
+    let fence = proto::Fence {
+        instance: "instance-of-http://jr1:32307".to_owned(),
+        epoch,
+    };
+    env.manager
+        .add_job_logs(
+            vec![entry(&b, 3, State::Complete), entry(&c, 1, State::Complete)],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    env.manager
+        .finish(&finish(State::Complete, 3), Some(&fence))
+        .await
+        .unwrap();
+    let (status, body) = retry("").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry --from JOB"),
+        "{body}"
+    );
+    let (status, body) = retry("?from=nope").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no job \"nope\""),
+        "{body}"
+    );
+    let (status, body) = retry("?from=b").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    let jobs = &resumed[1].job_chain.jobs;
+    assert_eq!(
+        (jobs[&a].state, jobs[&b].state, jobs[&c].state),
+        (State::Complete, State::Pending, State::Pending)
+    );
+    assert_eq!(resumed[1].total_job_tries.get(&b), Some(&3));
+    assert_eq!(resumed[1].total_job_tries.get(&c), Some(&1));
+    // The old runner's hand-over is fenced off.
+    let err = env
+        .manager
+        .finish(&finish(State::Complete, 3), Some(&fence))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    let actions: Vec<String> = env
+        .manager
+        .store()
+        .audit(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| format!("{} {}", event.action, event.user))
+        .collect();
+    assert_eq!(actions, ["create ", "retry bo", "retry bo"]);
+}
+
 /// A hand-over that reached a runner, which ran jobs, but was never recorded (the
 /// Request Manager died between the two, as in the chaos test): offered again, the
 /// request is not sent as a new chain (a runner refuses one with jobs that ran, and it

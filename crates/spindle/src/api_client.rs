@@ -182,6 +182,17 @@ impl Client {
             .await
     }
 
+    /// Runs a finished request again (from a job, when given).
+    pub(crate) async fn retry(&self, id: &str, from: Option<&str>) -> Result<(), ClientError> {
+        let mut path = format!("{}/api/v1/requests/{id}/retry", self.addr);
+        if let Some(job) = from {
+            path.push_str("?from=");
+            path.extend(url::form_urlencoded::byte_serialize(job.as_bytes()));
+        }
+        self.send(self.http.put(path)).await?;
+        Ok(())
+    }
+
     /// Pauses (`paused`) or resumes a request.
     pub(crate) async fn pause(&self, id: &str, paused: bool) -> Result<(), ClientError> {
         let action = if paused { "pause" } else { "resume" };

@@ -75,6 +75,17 @@ enum Command {
     Pause { id: String },
     /// Resume a paused request
     Resume { id: String },
+    /// Run a FAIL or STOPPED request again as the same request: completed jobs stay
+    /// complete, the others run again, try numbers continue
+    Retry {
+        id: String,
+        /// Run this job (an id, or the name of one job) and every job after it again too
+        /// (a COMPLETE request can be retried from a job)
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Start a new request of the same type with the same args
+    Rerun { id: String },
     /// Find requests: type=, states=A,B, user=, args=k=v,k2=v2, since=, until=, limit=, offset=
     Find { filters: Vec<String> },
     /// Show a request's progress and running jobs until it ends (exit 0 COMPLETE, 1 FAIL, 3 STOPPED)
@@ -274,6 +285,8 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Stop { id } => block_on(spinc::stop(&client, &id)),
             Command::Pause { id } => block_on(spinc::pause(&client, &id, true)),
             Command::Resume { id } => block_on(spinc::pause(&client, &id, false)),
+            Command::Retry { id, from } => block_on(spinc::retry(&client, &id, from.as_deref())),
+            Command::Rerun { id } => block_on(spinc::rerun(&client, &id)),
             Command::Find { filters } => block_on(spinc::find(&client, &filters)),
             Command::Watch { id } => block_on(spinc::watch(&client, &id)),
             Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),

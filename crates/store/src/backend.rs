@@ -1286,6 +1286,14 @@ where
             .bind(state_value(State::Suspended))
             .bind(state_value(State::Pending))
             .bind(count(epoch)),
+            Holder::Finished(state) => sqlx::query(
+                "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1, \
+                 finished_at = NULL, error = '', finished_jobs = $4 WHERE request_id = $1 AND state = $3",
+            )
+            .bind(request_id)
+            .bind(state_value(State::Suspended))
+            .bind(state_value(state))
+            .bind(count(suspended.job_chain.finished_jobs)),
         }
         .execute(&mut *tx)
         .await?;
@@ -1310,6 +1318,7 @@ where
                         self.state_error(request_id, State::Pending).await
                     }
                 }
+                Holder::Finished(state) => self.state_error(request_id, state).await,
             });
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;

@@ -5,7 +5,8 @@
 //!
 //! Both run the same SQL (`backend.rs`, generic over sqlx's database), their own
 //! versioned migrations at open, and the same test suite. Every state change is a conditional update, so a
-//! finished request never goes back to RUNNING and a suspended chain is claimed by one
+//! finished request never goes back to RUNNING (but for an explicit retry, from its final
+//! state only: [`Holder::Finished`]) and a suspended chain is claimed by one
 //! Request Manager only. Times are stored as Unix microseconds.
 
 mod backend;
@@ -77,6 +78,9 @@ pub enum Holder<'a> {
     /// PENDING at this epoch, yet begun on a Job Runner: handed over, but never marked
     /// RUNNING (the Request Manager that handed it over died, or its write failed).
     Unstarted(u64),
+    /// Finished in this state, and run again (`spindle retry`): its finish time and
+    /// reason are cleared, its finished jobs are the suspended chain's.
+    Finished(State),
 }
 
 /// What one retention round removed ([`Store::remove_finished`]).

@@ -1524,6 +1524,43 @@ async fn an_unstarted_hand_over_is_taken_back_at_its_epoch(store: Arc<dyn Store>
     );
 }
 
+/// `spindle retry`: a finished request goes back to SUSPENDED only from the state it
+/// finished in, with its finish time and reason cleared and a new epoch.
+async fn a_finished_request_is_retried_from_its_final_state_only(store: Arc<dyn Store>, _raw: Raw) {
+    running(&*store, "r1").await;
+    let failed = FinishRequest {
+        request_id: "r1".to_owned(),
+        state: State::Fail,
+        finished_at: at(1, 5),
+        finished_jobs: 2,
+        error: "its deadline passed".to_owned(),
+    };
+    store.finish_request(&failed, None).await.unwrap();
+    let before = store.owner("r1").await.unwrap().epoch;
+    let err = store
+        .recover_request(Holder::Finished(State::Stopped), &[], &sjc("r1"), at(1, 6))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::State { .. }), "{err}");
+    store
+        .recover_request(Holder::Finished(State::Fail), &[], &sjc("r1"), at(1, 6))
+        .await
+        .unwrap();
+    let request = store.get_request("r1", false).await.unwrap();
+    assert_eq!(
+        (
+            request.state,
+            request.finished_at,
+            request.error.as_str(),
+            request.finished_jobs
+        ),
+        (State::Suspended, None, "", 1)
+    );
+    assert_eq!(store.owner("r1").await.unwrap().epoch, before + 1);
+    let claimed = store.claim_suspended("rm-a", at(1, 7)).await.unwrap();
+    assert_eq!(claimed, Some(sjc("r1")));
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1571,6 +1608,7 @@ suite!(
     hand_overs_are_fenced,
     a_lost_runners_request_is_recovered_once,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
+    a_finished_request_is_retried_from_its_final_state_only,
     requests_are_counted_by_state_and_operations_timed,
 );
 

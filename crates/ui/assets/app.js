@@ -292,7 +292,7 @@
         table.append(h("tr", { "data-id": r.id },
           h("td", { class: "mono" }, h("a", { href: `/requests/${enc(r.id)}` }, r.id)),
           h("td", {}, r.type),
-          h("td", {}, badge(r.state, r.paused ? " ⏸ paused" : "")),
+          h("td", {}, badge(r.state, r.paused ? " ‖ paused" : "")),
           h("td", {}, r.user || h("span", { class: "muted" }, "—")),
           h("td", {}, time(r.createdAt)),
           h("td", { class: "wide" }, progress),
@@ -400,6 +400,19 @@
         button.disabled = false;
       }
     }
+    // Retry runs a FAIL or STOPPED request again as the same request; the page follows it.
+    const retryButton = h("button", { type: "button", id: "retry", title: "Run it again: completed jobs stay complete, the others run again", onclick: async () => {
+      retryButton.disabled = true;
+      try {
+        await api("PUT", `/api/v1/requests/${enc(id)}/retry`);
+        if (stopPoll) stopPoll();
+        stopPoll = poll(1000, refreshStates);
+      } catch (err) {
+        banner(main, `Retrying failed: ${err.message}`);
+      } finally {
+        retryButton.disabled = false;
+      }
+    } }, "Retry");
     const pauseButton = h("button", { type: "button", id: "pause", title: "Running jobs finish; nothing new starts until it is resumed", onclick: () => setPaused(true) }, "Pause");
     const resumeButton = h("button", { type: "button", id: "resume", onclick: () => setPaused(false) }, "Resume");
 
@@ -407,7 +420,7 @@
       const state = stateName(r.state);
       clear(header);
       header.append(badge(state));
-      if (r.paused) header.append(" ", h("span", { class: "badge paused", id: "paused" }, "⏸ paused"));
+      if (r.paused) header.append(" ", h("span", { class: "badge paused", id: "paused" }, "‖ paused"));
       header.dataset.state = state;
       header.dataset.paused = r.paused ? "true" : "false";
       const pct = r.totalJobs ? Math.round((100 * r.finishedJobs) / r.totalJobs) : 0;
@@ -431,9 +444,12 @@
       if ((state === "RUNNING" || state === "PENDING" || state === "SUSPENDED") && may.stop) {
         actions.append(r.paused ? resumeButton : pauseButton, stopButton);
       }
+      if ((state === "FAIL" || state === "STOPPED") && may.start) actions.append(retryButton);
       if (may.start) actions.append(again);
-      if (lastState !== state) {
-        lastState = state;
+      // The history changes with the state, and with a pause or resume.
+      const course = `${state}${r.paused ? " paused" : ""}`;
+      if (lastState !== course) {
+        lastState = course;
         loadHistory();
       }
       if (!argsShown) {

@@ -1,6 +1,7 @@
 //! Issue #16, end to end with real processes: what Spindle does beyond Spin Cycle.
 //! A pause survives a restart of `spindle server` and a resume runs the request to
-//! COMPLETE.
+//! COMPLETE; a retry runs only the failed and unrun jobs, a retry from a job that job
+//! and what follows, a rerun a new request with the same args.
 
 use std::path::Path;
 use std::time::Duration;
@@ -51,6 +52,46 @@ const STEPS: &str = r#"sequences:
           - {expected: marks}
 "#;
 
+/// `flaky`: `a`, then `b`, which fails until `MARKS/fixed` exists, then `c`. Each
+/// execution appends `JOB - PID` to `MARKS/executions`.
+const FLAKY: &str = r#"sequences:
+  flaky:
+    request: true
+    args:
+      required:
+        - name: marks
+          desc: the directory where every execution is recorded
+      optional:
+        - name: shell
+          desc: the program
+          default: sh
+        - name: a_script
+          desc: what a runs
+          default: ["-c", 'echo "a - $$" >> "$SPINDLE_ARG_MARKS/executions"']
+        - name: b_script
+          desc: what b runs
+          default: ["-c", 'echo "b - $$" >> "$SPINDLE_ARG_MARKS/executions"; test -e "$SPINDLE_ARG_MARKS/fixed"']
+        - name: c_script
+          desc: what c runs
+          default: ["-c", 'echo "c - $$" >> "$SPINDLE_ARG_MARKS/executions"']
+    nodes:
+      a:
+        category: job
+        type: shell-command
+        args: [{expected: cmd, given: shell}, {expected: args, given: a_script}, {expected: marks}]
+      b:
+        category: job
+        type: shell-command
+        deps: [a]
+        args: [{expected: cmd, given: shell}, {expected: args, given: b_script}, {expected: marks}]
+      c:
+        category: job
+        type: shell-command
+        deps: [b]
+        args: [{expected: cmd, given: shell}, {expected: args, given: c_script}, {expected: marks}]
+"#;
+
+const FAIL: u64 = 4;
 const RUNNING: u64 = 2;
 const COMPLETE: u64 = 3;
 
@@ -59,6 +100,7 @@ fn steps_dir() -> tempfile::TempDir {
     std::fs::create_dir(dir.path().join("specs")).unwrap();
     std::fs::create_dir(dir.path().join("marks")).unwrap();
     std::fs::write(dir.path().join("specs/steps.yaml"), STEPS).unwrap();
+    std::fs::write(dir.path().join("specs/flaky.yaml"), FLAKY).unwrap();
     dir
 }
 
@@ -176,4 +218,123 @@ async fn a_paused_request_stays_paused_across_a_restart_and_completes_once_resum
         .map(|event| event["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["create", "pause", "resume"]);
+}
+
+/// The job names of the recorded executions, in order.
+fn jobs_run(marks: &Path) -> Vec<String> {
+    executions(marks).into_iter().map(|e| e.0).collect()
+}
+
+/// Per job name, (try, state) of each of its entries.
+async fn tries_by_name(
+    client: &Client,
+    id: &str,
+) -> std::collections::BTreeMap<String, Vec<(u64, u64)>> {
+    let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
+    let mut tries: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
+    for entry in log.as_array().unwrap() {
+        tries
+            .entry(entry["name"].as_str().unwrap().to_owned())
+            .or_default()
+            .push((
+                entry["try"].as_u64().unwrap(),
+                entry["state"].as_u64().unwrap(),
+            ));
+    }
+    for entries in tries.values_mut() {
+        entries.sort();
+    }
+    tries
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_runs_only_the_failed_and_unrun_jobs_and_a_rerun_is_a_new_request() {
+    let dir = steps_dir();
+    let marks = dir.path().join("marks");
+    let server = Service::start(dir.path(), &SERVER);
+    let client = Client::new(&server.url);
+    let created = client
+        .http
+        .post(format!("{}/api/v1/requests", server.url))
+        .json(&json!({"type": "flaky", "args": {"marks": marks}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    client.wait_state(&id, FAIL, Duration::from_secs(30)).await;
+    assert_eq!(jobs_run(&marks), ["a", "b"]);
+
+    // Fixed, and retried: b runs again as its second try, then c; a does not.
+    std::fs::write(marks.join("fixed"), "").unwrap();
+    let said = cli(dir.path(), &server.url, &["retry", &id]);
+    assert!(said.starts_with(&format!("OK, retrying {id}")), "{said}");
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert_eq!(jobs_run(&marks), ["a", "b", "b", "c"]);
+    let tries = tries_by_name(&client, &id).await;
+    assert_eq!(tries["a"], [(1, COMPLETE)]);
+    assert_eq!(tries["b"], [(1, FAIL), (2, COMPLETE)]);
+    assert_eq!(tries["c"], [(1, COMPLETE)]);
+    let request = client.request(&id).await;
+    assert_eq!(request["finishedJobs"], request["totalJobs"], "{request}");
+
+    // From b: b and c run again, a still not.
+    cli(dir.path(), &server.url, &["retry", &id, "--from", "b"]);
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert_eq!(jobs_run(&marks), ["a", "b", "b", "c", "b", "c"]);
+    let tries = tries_by_name(&client, &id).await;
+    assert_eq!(tries["b"], [(1, FAIL), (2, COMPLETE), (3, COMPLETE)]);
+    assert_eq!(tries["c"], [(1, COMPLETE), (2, COMPLETE)]);
+
+    // A job the request does not have is a usage error that names it.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["retry", &id, "--from", "zz"])
+        .env("SPINDLE_ADDR", &server.url)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("has no job \"zz\""),
+        "{output:?}"
+    );
+
+    // A rerun is a new request with the same type and args.
+    let said = cli(dir.path(), &server.url, &["rerun", &id]);
+    let new_id = said
+        .strip_prefix("OK, started flaky request ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_owned();
+    assert_ne!(new_id, id);
+    assert!(said.contains(&format!("(a rerun of {id})")), "{said}");
+    client
+        .wait_state(&new_id, COMPLETE, Duration::from_secs(30))
+        .await;
+    let rerun = client.request(&new_id).await;
+    let marks_arg = rerun["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|arg| arg["Name"] == "marks")
+        .unwrap()["Value"]
+        .clone();
+    assert_eq!(marks_arg, json!(marks));
+    assert_eq!(jobs_run(&marks).len(), 9);
+
+    let trail = client.get(&format!("/api/v1/requests/{id}/audit")).await;
+    let actions: Vec<&str> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["create", "retry", "retry"]);
 }

@@ -484,7 +484,7 @@ async fn a_jobs_output_is_followed_while_it_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_running_request_is_stopped_from_its_page() {
+async fn a_running_request_is_stopped_retried_paused_and_resumed_from_its_page() {
     let Some(ui) = ui("stop_from_its_page").await else {
         return;
     };
@@ -521,6 +521,28 @@ async fn a_running_request_is_stopped_from_its_page() {
         false,
         "no Stop button on a finished request"
     );
+
+    // Issue #16: Retry runs it again, and the page follows it; Pause and Resume.
+    ui.click("#retry").await;
+    ui.until("RUNNING again", &format!("{STATE} === 'RUNNING'"), 30)
+        .await;
+    ui.click("#pause").await;
+    ui.until(
+        "the paused badge",
+        "return document.getElementById('paused') !== null",
+        20,
+    )
+    .await;
+    assert_eq!(ui.request(&id).await["paused"], true);
+    ui.screenshot("paused").await;
+    ui.click("#resume").await;
+    ui.until(
+        "the paused badge gone",
+        "return document.getElementById('paused') === null && document.getElementById('pause') !== null",
+        20,
+    )
+    .await;
+    assert_eq!(ui.request(&id).await.get("paused"), None);
     ui.close().await;
 }
 
