@@ -234,6 +234,7 @@ mod tests {
             jr_url: "http://127.0.0.1:32307".to_owned(),
             error: "the request's deadline passed".to_owned(),
             paused: true,
+            spec_version: "0123456789abcdef".to_owned(),
         };
         check("Request", &request);
         check(

@@ -58,6 +58,30 @@ pub struct Request {
     /// finish, nothing new starts until it is resumed. Omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Spindle's addition: the version of the specs the request was built from (see
+    /// [`SpecVersion`]); omitted when not recorded.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub spec_version: String,
+}
+
+/// One spec file as it was read: its path (as the Request Manager named it) and text.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SpecFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// A set of spec files, stored once by its version: the first 16 hex digits of the
+/// SHA-256 of the files' paths and texts. Every request records the version it was built
+/// from (`GET /api/v1/requests/{id}/spec`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SpecVersion {
+    pub version: String,
+    pub files: Vec<SpecFile>,
 }
 
 /// How a request arg is declared in the request's spec.

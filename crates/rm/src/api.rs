@@ -126,6 +126,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/retry", put(retry))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
         .route("/api/v1/requests/{id}/audit", get(audit))
+        .route("/api/v1/requests/{id}/spec", get(request_spec))
         .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
         .route("/api/v1/requests/{id}/log/{job_id}", get(latest_log))
         .route("/api/v1/requests/{id}/finish", put(finish))
@@ -612,6 +613,11 @@ async fn audit(State(manager): Shared, Path(id): Path<String>) -> Result<Respons
     // 404 for an unknown request, not an empty trail.
     manager.store().get_request(&id, false).await?;
     Ok(Json(manager.store().audit(&id).await?).into_response())
+}
+
+/// The spec files the request was built from (Spindle's spec history).
+async fn request_spec(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {
+    Ok(Json(manager.request_spec(&id).await?).into_response())
 }
 
 async fn job_chain(State(manager): Shared, Path(id): Path<String>) -> Result<Response, Error> {

@@ -17,7 +17,7 @@ mod recovery;
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::Error;
 pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
-pub use manager::{Manager, Options};
+pub use manager::{Manager, Options, spec_version};
 
 #[cfg(test)]
 mod tests;

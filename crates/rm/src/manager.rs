@@ -12,7 +12,8 @@ use graph::Grapher;
 use proto::{
     CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, OutputChunk,
     OutputPage, OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
-    RunnerRegistration, RunnerState, RunningStatus, State, SuspendedJobChain, TryStart,
+    RunnerRegistration, RunnerState, RunningStatus, SpecVersion, State, SuspendedJobChain,
+    TryStart,
 };
 use store::{Batcher, Holder, Store};
 use telemetry::{Span, Telemetry, traces};
@@ -77,8 +78,8 @@ impl Default for Options {
 
 /// The Request Manager. Cheap to share behind an `Arc`.
 pub struct Manager {
-    /// Shared with the blocking threads that build chains.
-    grapher: Arc<Grapher>,
+    /// The specs requests are built from now: replaced whole by a reload.
+    specs: std::sync::RwLock<Loaded>,
     store: Arc<dyn Store>,
     batcher: Batcher,
     jr: Arc<dyn JrClient>,
@@ -90,6 +91,34 @@ pub struct Manager {
     /// Since when the database has answered the background loop without a break: a
     /// runner's lease lapsed only if this Request Manager could have seen its renewals.
     healthy_since: Mutex<Option<tokio::time::Instant>>,
+}
+
+/// The specs of a Request Manager, as loaded (at start, or by a reload).
+#[derive(Clone)]
+struct Loaded {
+    /// Shared with the blocking threads that build chains.
+    grapher: Arc<Grapher>,
+    /// Their version (stored), which each request records; empty when not kept.
+    version: String,
+    /// Authentication and authorization, with the specs' ACLs; `None`: off.
+    auth: Option<Arc<auth::Auth>>,
+}
+
+/// A set of spec files with its version: the first 16 hex digits of the SHA-256 of
+/// every file's path and text, each preceded by its length (so that no two sets share
+/// one by moving bytes between files).
+pub fn spec_version(files: Vec<proto::SpecFile>) -> SpecVersion {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for file in &files {
+        for part in [&file.path, &file.text] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+    }
+    let digest = hash.finalize();
+    let version = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    SpecVersion { version, files }
 }
 
 /// How long the list of live runners is used before it is read again.
@@ -134,8 +163,13 @@ impl Manager {
             None => store,
         };
         let batcher = Batcher::spawn(Arc::clone(&store), store::BatchOptions::default());
-        Manager {
+        let loaded = Loaded {
             grapher: Arc::new(grapher),
+            version: String::new(),
+            auth: options.auth.clone(),
+        };
+        Manager {
+            specs: std::sync::RwLock::new(loaded),
             store,
             batcher,
             jr,
@@ -155,8 +189,73 @@ impl Manager {
     }
 
     /// Who may do what; `None` when authentication is off.
-    pub fn auth(&self) -> Option<&auth::Auth> {
-        self.options.auth.as_deref()
+    pub fn auth(&self) -> Option<Arc<auth::Auth>> {
+        self.loaded().auth
+    }
+
+    fn loaded(&self) -> Loaded {
+        self.specs
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The version of the specs requests are built from now (empty when not kept).
+    pub fn spec_version(&self) -> String {
+        self.loaded().version
+    }
+
+    /// Stores the version of the specs the manager was made with (`specs`, their files),
+    /// which requests record from now on.
+    pub async fn record_specs(&self, specs: &SpecVersion) -> Result<(), Error> {
+        self.store.add_spec_version(specs, Utc::now()).await?;
+        self.specs
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .version
+            .clone_from(&specs.version);
+        Ok(())
+    }
+
+    /// Builds requests from now on from `grapher`'s specs, whose files are `specs`
+    /// (stored first, so that every request names a version the store has), with
+    /// `acls` (their ACLs) replacing the old ones when authentication is on. Requests
+    /// created before keep the version they were built from.
+    pub async fn load_specs(
+        &self,
+        grapher: Grapher,
+        specs: &SpecVersion,
+        acls: Option<auth::Acls>,
+    ) -> Result<(), Error> {
+        self.store.add_spec_version(specs, Utc::now()).await?;
+        let mut loaded = self
+            .specs
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let auth = match (&loaded.auth, acls) {
+            (Some(auth), Some(acls)) => Some(Arc::new(auth::Auth {
+                acls,
+                ..auth::Auth::clone(auth)
+            })),
+            (auth, _) => auth.clone(),
+        };
+        *loaded = Loaded {
+            grapher: Arc::new(grapher),
+            version: specs.version.clone(),
+            auth,
+        };
+        Ok(())
+    }
+
+    /// The spec files request `request_id` was built from.
+    pub async fn request_spec(&self, request_id: &str) -> Result<SpecVersion, Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        if request.spec_version.is_empty() {
+            return Err(Error::NotFound(format!(
+                "request {request_id} has no spec version: it was created before Spindle kept them, or by a Request Manager that does not"
+            )));
+        }
+        Ok(self.store.spec_version(&request.spec_version).await?)
     }
 
     pub fn telemetry(&self) -> &Telemetry {
@@ -271,7 +370,9 @@ impl Manager {
         // Building a chain is CPU work that grows with the request, and a job's `create`
         // may run a program (shell-args waits for it): never on the async runtime's
         // threads, which serve every other request meanwhile.
-        let grapher = Arc::clone(&self.grapher);
+        let Loaded {
+            grapher, version, ..
+        } = self.loaded();
         let (request_type, args) = (
             create_request.request_type.clone(),
             create_request.args.clone(),
@@ -297,6 +398,7 @@ impl Manager {
             jr_url: String::new(),
             error: String::new(),
             paused: false,
+            spec_version: version,
         };
         let stored = CreateRequest {
             user: user.to_owned(),
@@ -682,7 +784,7 @@ impl Manager {
     }
 
     pub fn request_specs(&self) -> Vec<RequestSpec> {
-        self.grapher.request_specs()
+        self.loaded().grapher.request_specs()
     }
 
     /// Refuses a report about `request_ids` from a runner that does not own each of them

@@ -37,6 +37,9 @@ pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
     /// Spec files read.
     pub n_files: usize,
+    /// The text of each spec file read, in walk order: what a request built from these
+    /// specs records as its spec version.
+    pub sources: Vec<proto::SpecFile>,
 }
 
 impl Report {
@@ -85,6 +88,7 @@ fn check_loaded(loaded: load::Loaded) -> Report {
         specs,
         mut diagnostics,
         n_files,
+        sources,
     } = loaded;
     diagnostics.extend(check::check(&specs));
     let graph_diagnostics = graph::check(&specs, &diagnostics);
@@ -94,6 +98,7 @@ fn check_loaded(loaded: load::Loaded) -> Report {
         specs,
         diagnostics,
         n_files,
+        sources,
     }
 }
 

@@ -30,6 +30,8 @@ pub(crate) struct Loaded {
     pub(crate) specs: Specs,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) n_files: usize,
+    /// Each file read, with its text, in walk order.
+    pub(crate) sources: Vec<proto::SpecFile>,
 }
 
 /// Whether a directory walk picks up this file: `.yaml` or `.yml`, in any case.
@@ -73,13 +75,19 @@ pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
     }
     // Files are read and parsed in parallel, then merged in walk order so that the first
     // definition of a sequence is the one kept.
-    let results: Vec<(Arc<PathBuf>, Vec<Sequence>, Vec<Diagnostic>)> = files
+    type Read = (Arc<PathBuf>, Vec<Sequence>, Vec<Diagnostic>, Option<String>);
+    let results: Vec<Read> = files
         .into_par_iter()
         .map(|file| {
             let file = Arc::new(file);
+            let mut source = None;
             let (sequences, diagnostics) = match std::fs::read(&*file) {
                 Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => read_file(&file, &text),
+                    Ok(text) => {
+                        let read = read_file(&file, &text);
+                        source = Some(text);
+                        read
+                    }
                     Err(err) => {
                         let message = format!(
                             "not UTF-8 text (invalid byte at offset {}); expected a YAML file",
@@ -96,11 +104,17 @@ pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
                     vec![io_diagnostic(file.to_path_buf(), &err.to_string())],
                 ),
             };
-            (file, sequences, diagnostics)
+            (file, sequences, diagnostics, source)
         })
         .collect();
-    for (file, sequences, diagnostics) in results {
+    for (file, sequences, diagnostics, source) in results {
         loaded.n_files += 1;
+        if let Some(text) = source {
+            loaded.sources.push(proto::SpecFile {
+                path: file.display().to_string(),
+                text,
+            });
+        }
         loaded.diagnostics.extend(diagnostics);
         merge(&mut loaded, &file, sequences);
     }
@@ -116,6 +130,10 @@ pub(crate) fn load_str(file: &Path, text: &str) -> Loaded {
     let file = Arc::new(file.to_path_buf());
     let (sequences, diagnostics) = read_file(&file, text);
     loaded.diagnostics = diagnostics;
+    loaded.sources.push(proto::SpecFile {
+        path: file.display().to_string(),
+        text: text.to_owned(),
+    });
     merge(&mut loaded, &file, sequences);
     loaded
 }

@@ -115,10 +115,15 @@ pub(crate) fn load_specs(
     path: &Path,
     registry: Option<&job::Registry>,
 ) -> anyhow::Result<Option<spec::Specs>> {
-    let mut report = spec::lint(&[path.to_path_buf()])?;
-    if let Some(registry) = registry {
-        report.check_job_types(&job_types(registry));
-    }
+    Ok(load_report(path, registry)?.map(|report| report.specs))
+}
+
+/// [`load_specs`], with the files read (for their version).
+pub(crate) fn load_report(
+    path: &Path,
+    registry: Option<&job::Registry>,
+) -> anyhow::Result<Option<spec::Report>> {
+    let report = lint_report(path, registry)?;
     if report.has_errors() {
         let mut stderr = anstream::stderr().lock();
         for diagnostic in report
@@ -130,5 +135,17 @@ pub(crate) fn load_specs(
         }
         return Ok(None);
     }
-    Ok(Some(report.specs))
+    Ok(Some(report))
+}
+
+/// The linter's report on the specs at `path`, job types checked against `registry`.
+pub(crate) fn lint_report(
+    path: &Path,
+    registry: Option<&job::Registry>,
+) -> anyhow::Result<spec::Report> {
+    let mut report = spec::lint(&[path.to_path_buf()])?;
+    if let Some(registry) = registry {
+        report.check_job_types(&job_types(registry));
+    }
+    Ok(report)
 }

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{Exit, eprintln_failure};
-use crate::lint::load_specs;
+use crate::lint::load_report;
 use crate::local::local;
 
 /// Settings shared by the three commands; `None` means "not given here".
@@ -197,6 +197,10 @@ pub(crate) struct ManagerArgs {
     /// duration, such as 720h; default: keep them)
     #[arg(long, env = "SPINDLE_RETENTION")]
     pub(crate) retention: Option<String>,
+    /// Reload the specs when their files change (they are read every second); they are
+    /// always reloaded on SIGHUP, linted first, the old ones kept when the new have errors
+    #[arg(long, env = "SPINDLE_WATCH_SPECS")]
+    pub(crate) watch_specs: bool,
 }
 
 /// `spindle server`: a Request Manager and a Job Runner in one process.
@@ -784,6 +788,21 @@ pub(crate) fn build_auth(
             "auth: no way to authenticate anyone; expected tokens, proxy or client_certificates"
         );
     }
+    Ok(Some(Arc::new(auth::Auth {
+        authenticators,
+        acls: acls_of(specs),
+        admin_roles: config.admin_roles.clone(),
+        strict: config.strict,
+        read_roles: config.read_roles.clone(),
+        service_roles: config
+            .service_roles
+            .clone()
+            .unwrap_or_else(|| vec!["spindle".to_owned()]),
+    })))
+}
+
+/// The specs' `acl:` entries, by request type.
+fn acls_of(specs: &spec::Specs) -> auth::Acls {
     let acls = specs
         .sequences()
         .iter()
@@ -804,17 +823,91 @@ pub(crate) fn build_auth(
             (sequence.name.clone(), entries)
         })
         .collect();
-    Ok(Some(Arc::new(auth::Auth {
-        authenticators,
-        acls: auth::Acls::new(acls),
-        admin_roles: config.admin_roles.clone(),
-        strict: config.strict,
-        read_roles: config.read_roles.clone(),
-        service_roles: config
-            .service_roles
-            .clone()
-            .unwrap_or_else(|| vec!["spindle".to_owned()]),
-    })))
+    auth::Acls::new(acls)
+}
+
+/// Spec history and reloads: records the version of the specs the Request Manager
+/// started with, then reloads them on SIGHUP (and, with `--watch-specs`, when the files
+/// change: they are read every second). New specs are linted first; with errors the old
+/// ones stay and the errors are logged. Runs until `stop`.
+async fn keep_specs(
+    manager: Arc<Manager>,
+    path: PathBuf,
+    registry: Arc<Registry>,
+    started_with: Vec<proto::SpecFile>,
+    watch: bool,
+    stop: CancellationToken,
+) {
+    let first = rm::spec_version(started_with);
+    if let Err(err) = manager.record_specs(&first).await {
+        tracing::warn!(error = %err.chain(), "storing the specs' version failed; requests record none until a reload");
+    }
+    let mut current = first.version;
+    let mut rejected = String::new();
+    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for SIGHUP; specs are not reloaded on it");
+            None
+        }
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let asked = tokio::select! {
+            () = stop.cancelled() => return,
+            Some(()) = async { match &mut hangups { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
+            _ = tick.tick(), if watch => false,
+        };
+        let report = match crate::lint::lint_report(&path, Some(&registry)) {
+            Ok(report) => report,
+            Err(err) => {
+                tracing::error!(path = %path.display(), error = %err, "reading the specs failed; the loaded ones stay");
+                continue;
+            }
+        };
+        let version = rm::spec_version(report.sources.clone());
+        if version.version == current {
+            if asked {
+                tracing::info!(version = current, "specs unchanged");
+            }
+            continue;
+        }
+        if report.has_errors() {
+            if asked || version.version != rejected {
+                let first_error = report
+                    .diagnostics
+                    .iter()
+                    .find(|d| d.severity == spec::Severity::Error)
+                    .map(|d| d.to_string())
+                    .unwrap_or_default();
+                tracing::error!(
+                    errors = report.n_errors(),
+                    first = first_error,
+                    kept = current,
+                    "the new specs have errors; the loaded ones stay"
+                );
+                rejected.clone_from(&version.version);
+            }
+            continue;
+        }
+        let acls = acls_of(&report.specs);
+        let grapher = graph::Grapher::new(report.specs, registry.clone());
+        match manager.load_specs(grapher, &version, Some(acls)).await {
+            Ok(()) => {
+                tracing::info!(
+                    old = current,
+                    new = version.version,
+                    files = version.files.len(),
+                    "specs reloaded"
+                );
+                current = version.version;
+            }
+            Err(err) => {
+                tracing::error!(error = %err.chain(), "storing the new specs failed; the loaded ones stay");
+            }
+        }
+    }
 }
 
 /// The Job Runner's: only service callers, by the same authenticators (no ACLs).
@@ -851,12 +944,14 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         args.common.log_format,
         "127.0.0.1:32308",
     )?;
-    let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
+    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
+    let (specs, sources) = (report.specs, report.sources);
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
+    let reload_registry = Arc::new(registry.clone());
     let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
     let base_url = format!("{}://{address}", settings.scheme());
@@ -887,6 +982,14 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         stop_lease.clone(),
     ));
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
+    tokio::spawn(keep_specs(
+        local.manager.clone(),
+        settings.specs.clone(),
+        reload_registry,
+        sources,
+        args.manager.watch_specs,
+        stop.clone(),
+    ));
     let router = rm::router(local.manager.clone()).merge(ui::router(local.manager.clone()));
     let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
@@ -930,16 +1033,18 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         args.common.log_format,
         "127.0.0.1:32308",
     )?;
-    let Some(specs) = load_specs(&settings.specs, Some(&registry))? else {
+    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(Exit::Failure);
     };
+    let (specs, sources) = (report.specs, report.sources);
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
     let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle rm");
     let store = store::open(&settings.database).await?;
-    let grapher = graph::Grapher::new(specs, Arc::new(registry));
+    let registry = Arc::new(registry);
+    let grapher = graph::Grapher::new(specs, registry.clone());
     let options = rm::Options {
         interval: settings.interval,
         suspended_ttl: settings.suspended_ttl,
@@ -963,6 +1068,14 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     ));
     let stop = CancellationToken::new();
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
+    tokio::spawn(keep_specs(
+        manager.clone(),
+        settings.specs.clone(),
+        registry,
+        sources,
+        args.manager.watch_specs,
+        stop.clone(),
+    ));
     let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
     let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {

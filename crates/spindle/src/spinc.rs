@@ -551,6 +551,13 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         request.finished_jobs,
         args_text.join(" ")
     );
+    if !request.spec_version.is_empty() {
+        out!(
+            "   specs: {} (spindle's GET /api/v1/requests/{}/spec has their text)",
+            request.spec_version,
+            request.id
+        );
+    }
     // Spindle's audit trail; Spin Cycle's Request Manager has none (404): nothing shown.
     if let Ok(trail) = client.audit(&request.id).await
         && !trail.is_empty()

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
     AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
-    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, RunnerState, State, Stream,
-    SuspendedJobChain, TryStart,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, RunnerState, SpecVersion,
+    State, Stream, SuspendedJobChain, TryStart,
 };
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
@@ -298,6 +298,9 @@ where
                 .unwrap_or_default(),
             error: row.try_get("error")?,
             paused: row.try_get::<i32, _>("paused")? != 0,
+            spec_version: row
+                .try_get::<Option<String>, _>("spec_version")?
+                .unwrap_or_default(),
         })
     }
 
@@ -415,8 +418,8 @@ where
         let chain_json = to_json("job chain", chain)?;
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, 1)",
+            "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) \
+             VALUES ($1, $2, $3, $4, $5, $6, 0, 1, NULLIF($7, ''))",
         )
         .bind(request.id.as_str())
         .bind(request.request_type.as_str())
@@ -424,6 +427,7 @@ where
         .bind(request.user.as_str())
         .bind(micros(request.created_at))
         .bind(count(request.total_jobs))
+        .bind(request.spec_version.as_str())
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -452,7 +456,7 @@ where
     async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
         let row = sqlx::query(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
-             r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, a.args \
+             r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
              FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
              WHERE r.request_id = $1",
         )
@@ -517,6 +521,33 @@ where
             Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
             None => Err(self.refusal(request_id, owner, State::Pending).await),
         }
+    }
+
+    async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error> {
+        let files = to_json("spec files", &specs.files)?;
+        sqlx::query(
+            "INSERT INTO spec_versions (version, files, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (version) DO NOTHING",
+        )
+        .bind(specs.version.as_str())
+        .bind(files)
+        .bind(micros(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
+        let row = sqlx::query("SELECT files FROM spec_versions WHERE version = $1")
+            .bind(version)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| Error::not_found("spec version", version))?;
+        let files: String = row.try_get("files")?;
+        Ok(SpecVersion {
+            version: version.to_owned(),
+            files: from_json("stored spec files", &files)?,
+        })
     }
 
     async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error> {
@@ -1072,7 +1103,7 @@ where
 
     async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         let mut query = QueryBuilder::<DB>::new(
-            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused \
+            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused, spec_version \
              FROM requests WHERE 1 = 1",
         );
         if let Some(request_type) = &filter.request_type {

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use proto::{
     AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
-    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain,
-    TryStart,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, SpecVersion, State,
+    SuspendedJobChain, TryStart,
 };
 
 pub use backend::{Backend, SqlStore};
@@ -140,6 +140,13 @@ pub trait Store: Send + Sync + 'static {
         owner: Option<&Fence>,
         at: DateTime<Utc>,
     ) -> Result<bool, Error>;
+
+    /// Stores a set of spec files by its version (once: a version stored already is left
+    /// as it is).
+    async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error>;
+
+    /// The spec files of a version.
+    async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error>;
 
     /// Pauses a request that has not finished (PENDING, RUNNING or SUSPENDED), or
     /// resumes it (`paused` false); returns the request as it is now.

@@ -88,6 +88,7 @@ fn request(
         jr_url: String::new(),
         error: String::new(),
         paused: false,
+        spec_version: String::new(),
     };
     let mut create_args = proto::JobArgs::new();
     create_args.insert("host".to_owned(), json!(host));
@@ -1561,6 +1562,47 @@ async fn a_finished_request_is_retried_from_its_final_state_only(store: Arc<dyn 
     assert_eq!(claimed, Some(sjc("r1")));
 }
 
+/// Spec history: a set of spec files is stored once by its version, and a request keeps
+/// the version it was built from.
+async fn spec_versions_are_stored_once_and_requests_keep_theirs(store: Arc<dyn Store>, _raw: Raw) {
+    let specs = |text: &str| proto::SpecVersion {
+        version: format!("v-{}", text.len()),
+        files: vec![proto::SpecFile {
+            path: "specs/a.yaml".to_owned(),
+            text: text.to_owned(),
+        }],
+    };
+    let first = specs("sequences: {}\n");
+    store.add_spec_version(&first, at(1, 0)).await.unwrap();
+    // Again (another Request Manager, a reload of the same files): kept as it was.
+    store.add_spec_version(&first, at(1, 1)).await.unwrap();
+    assert_eq!(store.spec_version(&first.version).await.unwrap(), first);
+    let err = store.spec_version("nope").await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+
+    let (mut request, create_request) = sample_request("r1");
+    request.spec_version = first.version.clone();
+    store
+        .create_request(&request, &create_request)
+        .await
+        .unwrap();
+    create(&*store, "r2").await;
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().spec_version,
+        first.version
+    );
+    assert_eq!(
+        store.get_request("r2", false).await.unwrap().spec_version,
+        ""
+    );
+    let found = store
+        .find_requests(&RequestFilter::default())
+        .await
+        .unwrap();
+    let versions: Vec<&str> = found.iter().map(|r| r.spec_version.as_str()).collect();
+    assert!(versions.contains(&first.version.as_str()), "{versions:?}");
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1609,6 +1651,7 @@ suite!(
     a_lost_runners_request_is_recovered_once,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
+    spec_versions_are_stored_once_and_requests_keep_theirs,
     requests_are_counted_by_state_and_operations_timed,
 );
 
@@ -1746,7 +1789,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 6);
+    assert_eq!(migrations, 7);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1770,6 +1813,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "request_args",
             "request_audit",
             "requests",
+            "spec_versions",
             "suspended_job_chains"
         ]
     );

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use proto::{
     AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
-    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, State, SuspendedJobChain,
-    TryStart,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, SpecVersion, State,
+    SuspendedJobChain, TryStart,
 };
 
 use crate::{Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store};
@@ -54,6 +54,8 @@ timed_store! {
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
     fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> bool;
     fn set_paused(&self, request_id: &str, paused: bool) -> Request;
+    fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> ();
+    fn spec_version(&self, version: &str) -> SpecVersion;
     fn owner(&self, request_id: &str) -> Owner;
     fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
     fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;

@@ -1,7 +1,8 @@
 //! Issue #16, end to end with real processes: what Spindle does beyond Spin Cycle.
 //! A pause survives a restart of `spindle server` and a resume runs the request to
 //! COMPLETE; a retry runs only the failed and unrun jobs, a retry from a job that job
-//! and what follows, a rerun a new request with the same args.
+//! and what follows, a rerun a new request with the same args; requests created before
+//! and after a spec reload (SIGHUP, `--watch-specs`) keep their own spec versions.
 
 use std::path::Path;
 use std::time::Duration;
@@ -337,4 +338,103 @@ async fn a_retry_runs_only_the_failed_and_unrun_jobs_and_a_rerun_is_a_new_reques
         .map(|event| event["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["create", "retry", "retry"]);
+}
+
+/// Creates a `flaky` request (which completes: `MARKS/fixed` exists) and waits for it;
+/// returns its id and spec version.
+async fn flaky_request(client: &Client, marks: &Path) -> (String, String) {
+    let created = client
+        .http
+        .post(format!("{}/api/v1/requests", client.base))
+        .json(&json!({"type": "flaky", "args": {"marks": marks}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    let version = client.request(&id).await["specVersion"]
+        .as_str()
+        .unwrap_or_else(|| panic!("request {id} has no specVersion"))
+        .to_owned();
+    (id, version)
+}
+
+/// The text of `file` (a path ending so) in request `id`'s specs.
+async fn spec_text(client: &Client, id: &str, file: &str) -> String {
+    let spec = client.get(&format!("/api/v1/requests/{id}/spec")).await;
+    spec["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with(file))
+        .unwrap_or_else(|| panic!("no {file} in {spec}"))["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn wait_for_line(server: &Service, line: &str, nth: usize) {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while server.stderr().matches(line).count() < nth {
+        assert!(
+            std::time::Instant::now() < until,
+            "no {line:?} (#{nth}) in: {}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_before_and_after_a_spec_reload_keep_their_spec_versions() {
+    let dir = steps_dir();
+    let marks = dir.path().join("marks");
+    std::fs::write(marks.join("fixed"), "").unwrap();
+    let flaky = dir.path().join("specs/flaky.yaml");
+    let info = [("RUST_LOG", "info")];
+    let server = Service::start_env(dir.path(), &SERVER, &info);
+    let client = Client::new(&server.url);
+    let (before, v1) = flaky_request(&client, &marks).await;
+    assert_eq!(spec_text(&client, &before, "flaky.yaml").await, FLAKY);
+    let said = cli(dir.path(), &server.url, &["info", &before]);
+    assert!(said.contains(&format!("specs: {v1}")), "{said}");
+
+    // Changed, and reloaded on SIGHUP.
+    let changed = FLAKY.replace("what a runs", "what a runs (changed)");
+    std::fs::write(&flaky, &changed).unwrap();
+    server.hangup();
+    wait_for_line(&server, "specs reloaded", 1).await;
+    let (after, v2) = flaky_request(&client, &marks).await;
+    assert_ne!(v1, v2);
+    assert_eq!(spec_text(&client, &after, "flaky.yaml").await, changed);
+    assert_eq!(spec_text(&client, &before, "flaky.yaml").await, FLAKY);
+
+    // Broken: the loaded specs stay.
+    std::fs::write(&flaky, "sequences:\n  flaky: [not, a, sequence\n").unwrap();
+    server.hangup();
+    wait_for_line(&server, "the new specs have errors", 1).await;
+    let (_, still) = flaky_request(&client, &marks).await;
+    assert_eq!(still, v2);
+    drop(server);
+
+    // With --watch-specs, a change is taken without a signal.
+    std::fs::write(&flaky, &changed).unwrap();
+    let mut watching = SERVER.to_vec();
+    watching.push("--watch-specs");
+    let server = Service::start_env(dir.path(), &watching, &info);
+    let client = Client::new(&server.url);
+    let (_, again) = flaky_request(&client, &marks).await;
+    assert_eq!(again, v2, "the same files are the same version");
+    let third = FLAKY.replace("what c runs", "what c runs (third)");
+    std::fs::write(&flaky, &third).unwrap();
+    wait_for_line(&server, "specs reloaded", 1).await;
+    let (last, v3) = flaky_request(&client, &marks).await;
+    assert!(v3 != v1 && v3 != v2, "{v1} {v2} {v3}");
+    assert_eq!(spec_text(&client, &last, "flaky.yaml").await, third);
 }

@@ -218,6 +218,12 @@ impl Service {
         let _ = self.child.wait();
     }
 
+    /// Sends SIGHUP (a Request Manager reloads its specs).
+    pub(crate) fn hangup(&self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    }
+
     /// SIGTERM, then wait for the process to exit.
     pub(crate) fn terminate(&mut self) -> ExitStatus {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
