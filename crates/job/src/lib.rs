@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex};
 use proto::{JobArgs, State, Stream};
 use tokio_util::sync::CancellationToken;
 
-pub use builtin::{NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration};
+pub use builtin::approval;
+pub use builtin::{
+    APPROVAL, NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration,
+};
 pub use registry::{Maker, Registry};
 
 /// What a factory is asked to make.

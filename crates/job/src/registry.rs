@@ -37,6 +37,9 @@ impl Registry {
         let mut registry = Registry::new();
         registry.register(builtin::NOOP, |_| Box::new(builtin::NoopJob));
         registry.register(builtin::SLEEP, |_| Box::<builtin::SleepJob>::default());
+        registry.register(builtin::APPROVAL, |id| {
+            Box::new(builtin::approval::ApprovalJob::new(&id.request_id, &id.id))
+        });
         registry.register(builtin::SHELL_COMMAND, |_| {
             Box::<builtin::ShellCommandJob>::default()
         });

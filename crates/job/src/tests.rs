@@ -481,3 +481,82 @@ async fn a_failure_names_the_command_with_long_arguments_cut() {
     assert_eq!(outcome.state, State::Fail);
     assert_eq!(outcome.error, "`sh -c exit 3…` exited with status 3");
 }
+
+/// The `approval` job waits until it is answered, through `approval::answer`, or finds
+/// its stored answer in its data at once; a rejection fails the try; a stop stops it.
+#[tokio::test]
+async fn an_approval_waits_for_its_answer() {
+    use crate::approval::{Answer, answer, data_key};
+    let registry = Registry::builtin();
+    let make = |job: &str| {
+        let id = JobId {
+            job_type: "approval".to_owned(),
+            name: "gate".to_owned(),
+            id: job.to_owned(),
+            request_id: "req1".to_owned(),
+        };
+        let mut made = registry.make(&id).unwrap();
+        let mut args = json!({"message": "ship it?", "roles": ["release"]})
+            .as_object()
+            .unwrap()
+            .clone();
+        made.create(&mut args, &CreateContext::default()).unwrap();
+        let bytes = made.serialize().unwrap();
+        let mut made = registry.make(&id).unwrap();
+        made.deserialize(&bytes).unwrap();
+        made
+    };
+    let said = |approved: bool| Answer {
+        approved,
+        user: "ann".to_owned(),
+        at: "2026-12-01T10:00:00Z".to_owned(),
+        comment: "looks fine".to_owned(),
+    };
+    // Answered before it begins to wait: it finds the answer when it begins.
+    assert!(!answer("req1", "gat0", said(true)), "nobody waits yet");
+    assert_eq!(
+        make("gat0").run(&mut JobArgs::new(), ctx()).await.state,
+        State::Complete
+    );
+    let mut job = make("gat1");
+    let status = Status::default();
+    let context = RunContext {
+        status: status.clone(),
+        ..ctx()
+    };
+    let waiting = tokio::spawn(async move { job.run(&mut JobArgs::new(), context).await });
+    while status.get().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(status.get(), "waiting for approval: ship it?");
+    assert!(answer("req1", "gat1", said(true)));
+    let outcome = waiting.await.unwrap();
+    assert_eq!(outcome.state, State::Complete);
+    assert_eq!(
+        outcome.stdout,
+        "approved by ann at 2026-12-01T10:00:00Z: looks fine\n"
+    );
+
+    // The stored answer, handed over in the job's data (a rejection).
+    let mut data = JobArgs::new();
+    data.insert(data_key("gat2"), serde_json::to_value(said(false)).unwrap());
+    let outcome = make("gat2").run(&mut data, ctx()).await;
+    assert_eq!(outcome.state, State::Fail);
+    assert_eq!(
+        outcome.error,
+        "rejected by ann at 2026-12-01T10:00:00Z: looks fine"
+    );
+    // Another approval's answer is not this one's.
+    let context = ctx();
+    context.cancel.cancel();
+    assert_eq!(
+        make("gat3").run(&mut data, context).await.state,
+        State::Stopped
+    );
+
+    let mut bad = json!({"roles": 7}).as_object().unwrap().clone();
+    let err = make("gat4")
+        .create(&mut bad, &CreateContext::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("job arg `roles`"), "{err}");
+}

@@ -81,6 +81,7 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
         .route("/api/v1/job-chains/{id}/stop", put(stop))
         .route("/api/v1/job-chains/{id}/pause", put(pause))
         .route("/api/v1/job-chains/{id}/unpause", put(unpause))
+        .route("/api/v1/job-chains/{id}/jobs/{job}/answer", put(answer))
         .route("/api/v1/status/running", get(running))
         .route(
             "/api/v1/openapi.json",
@@ -226,6 +227,14 @@ async fn pause(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCo
 
 async fn unpause(State(runner): Shared, Path(id): Path<String>) -> Result<StatusCode, Error> {
     runner.set_paused(&id, false)?;
+    Ok(StatusCode::OK)
+}
+
+/// The answer to an approval job: handed to it if it waits here, else kept for when it
+/// begins (the Request Manager has it stored, and hands it over again with the chain).
+async fn answer(Path((id, job)): Path<(String, String)>, body: Bytes) -> Result<StatusCode, Error> {
+    let answer: proto::Answer = decode(&body, "answer")?;
+    job::approval::answer(&id, &job, answer);
     Ok(StatusCode::OK)
 }
 

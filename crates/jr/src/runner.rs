@@ -199,6 +199,7 @@ impl Runner {
             // The Request Manager logs the request's end; this is the runner's view.
             tracing::debug!(request_id, state = %end.state, "chain ended");
             runner.chains().remove(&request_id);
+            job::approval::forget(&request_id);
             if let Some(metrics) = &runner.telemetry.metrics {
                 metrics.chains_running.dec();
             }

@@ -21,7 +21,7 @@ pub use runners::{
 };
 pub use state::{State, UnknownState};
 pub use types::{
-    CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
+    Answer, CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
     OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
     RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, SpecFile, SpecVersion,
     Stream, SuspendedJobChain, json_kind,

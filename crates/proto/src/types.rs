@@ -68,6 +68,19 @@ pub struct Request {
     pub spec_version: String,
 }
 
+/// Someone's answer to an `approval` job (Spindle's approval gates).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    pub approved: bool,
+    /// Who answered.
+    pub user: String,
+    /// When (RFC 3339).
+    pub at: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+}
+
 /// One spec file as it was read: its path (as the Request Manager named it) and text.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SpecFile {

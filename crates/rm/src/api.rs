@@ -124,6 +124,8 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/pause", put(pause))
         .route("/api/v1/requests/{id}/resume", put(resume))
         .route("/api/v1/requests/{id}/retry", put(retry))
+        .route("/api/v1/requests/{id}/approve", put(approve))
+        .route("/api/v1/requests/{id}/reject", put(reject))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
         .route("/api/v1/requests/{id}/audit", get(audit))
         .route("/api/v1/requests/{id}/spec", get(request_spec))
@@ -247,7 +249,13 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
         (Method::POST, ["api", "v1", "requests"])
         | (
             Method::PUT,
-            ["api", "v1", "requests", _, "start" | "stop" | "pause" | "resume" | "retry"],
+            [
+                "api",
+                "v1",
+                "requests",
+                _,
+                "start" | "stop" | "pause" | "resume" | "retry" | "approve" | "reject",
+            ],
         ) => Needs::Caller,
         (_, ["api", ..] | ["ui", "api", ..] | ["metrics"]) => Needs::Read,
         // The web UI's pages and files: the pages ask the API, which checks.
@@ -508,6 +516,91 @@ async fn retry(
         ))
     })?;
     change(&manager, caller, peer, &headers, &id, Op::Retry(query.from)).await
+}
+
+/// `PUT .../approve` and `.../reject`: `job` names the approval job (its id or name;
+/// without it, the one that waits), `comment` is kept with the answer.
+#[derive(Debug, serde::Deserialize)]
+struct AnswerQuery {
+    job: Option<String>,
+    #[serde(default)]
+    comment: String,
+}
+
+async fn approve(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    Path(id): Path<RequestId>,
+    query: Result<Query<AnswerQuery>, QueryRejection>,
+) -> Result<StatusCode, Error> {
+    answer(&manager, caller, peer, &headers, &id, query, true).await
+}
+
+async fn reject(
+    State(manager): Shared,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    Path(id): Path<RequestId>,
+    query: Result<Query<AnswerQuery>, QueryRejection>,
+) -> Result<StatusCode, Error> {
+    answer(&manager, caller, peer, &headers, &id, query, false).await
+}
+
+/// Answers an approval job. With authentication on, the caller needs one of the job's
+/// `roles` (or an admin role); a job without roles is answered by whoever may start the
+/// request. Recorded in the audit trail.
+async fn answer(
+    manager: &Manager,
+    caller: Option<axum::Extension<auth::Caller>>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: &HeaderMap,
+    id: &RequestId,
+    query: Result<Query<AnswerQuery>, QueryRejection>,
+    approved: bool,
+) -> Result<StatusCode, Error> {
+    let Query(query) = query.map_err(|err| {
+        Error::BadRequest(format!(
+            "invalid query: {}; expected job=JOB (an approval job's id or name) and comment=TEXT, both optional",
+            err.body_text()
+        ))
+    })?;
+    let job = manager.approval_job(id, query.job.as_deref()).await?;
+    if let Some(auth) = manager.auth() {
+        let caller = caller
+            .as_deref()
+            .ok_or_else(|| Error::Unauthorized("authentication required".to_owned()))?;
+        let roles = job::approval::roles(&job.args).unwrap_or_default();
+        if roles.is_empty() {
+            let request = manager.store().get_request(id.as_str(), false).await?;
+            authorize(manager, Some(caller), "start", &request.request_type)?;
+        } else if !auth.is_admin(caller) && !caller.roles.iter().any(|r| roles.contains(r)) {
+            return Err(Error::Forbidden(format!(
+                "{} may not answer approval job {} of request {id}: it takes one of the roles {}; the caller has {}",
+                caller.name,
+                job.name,
+                roles.join(", "),
+                if caller.roles.is_empty() {
+                    "none".to_owned()
+                } else {
+                    caller.roles.join(", ")
+                }
+            )));
+        }
+    }
+    let user = who(caller.as_deref(), headers);
+    let given = proto::Answer {
+        approved,
+        user: user.clone(),
+        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        comment: query.comment,
+    };
+    manager.answer(id, &job, given).await?;
+    let action = if approved { "approve" } else { "reject" };
+    record(manager, id.as_str(), action, user, peer.as_deref()).await;
+    Ok(StatusCode::OK)
 }
 
 /// A change of a request's course, as the API's callers ask for it.

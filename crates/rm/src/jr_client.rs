@@ -76,6 +76,14 @@ pub trait JrClient: Send + Sync + 'static {
         request_id: &RequestId,
         paused: bool,
     ) -> Result<(), ClientError>;
+    /// Hands the answer to an approval job of a chain on the Job Runner at `jr_url`.
+    async fn answer(
+        &self,
+        jr_url: &str,
+        request_id: &RequestId,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<(), ClientError>;
     /// The running jobs on the Job Runner at `jr_url` (of one request, or all).
     async fn running(
         &self,
@@ -240,6 +248,21 @@ impl JrClient for HttpJrClient {
             jr_url.trim_end_matches('/')
         );
         self.send(self.http.put(url)).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        jr_url: &str,
+        request_id: &RequestId,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<(), ClientError> {
+        let url = format!(
+            "{}/api/v1/job-chains/{request_id}/jobs/{job_id}/answer",
+            jr_url.trim_end_matches('/')
+        );
+        self.send(self.http.put(url).json(answer)).await?;
         Ok(())
     }
 

@@ -511,6 +511,16 @@ impl Manager {
             trace: span.as_ref().map(|s| s.context),
             paused,
         };
+        // Approvals answered meanwhile (an earlier hand-over began the chain) are in it.
+        let patched;
+        let job_chain = if !first && job_chain.jobs.values().any(|j| j.job_type == job::APPROVAL) {
+            let mut chain = job_chain.clone();
+            self.with_answers(&mut chain).await?;
+            patched = chain;
+            &patched
+        } else {
+            job_chain
+        };
         let handed = self.jr.new_chain(&url, job_chain, &terms).await;
         self.hand_over_ended(span, began, &url, epoch, &handed);
         match handed {
@@ -738,6 +748,15 @@ impl Manager {
         };
         let logs = self.store.job_log(request_id).await?;
         let suspended = crate::recovery::retry(chain, &logs, &reset);
+        // Approvals that run again ask again.
+        let asked_again: Vec<String> = suspended
+            .job_chain
+            .jobs
+            .values()
+            .filter(|j| j.job_type == job::APPROVAL && j.state != State::Complete)
+            .map(|j| j.id.clone())
+            .collect();
+        self.store.remove_answers(request_id, &asked_again).await?;
         match self
             .store
             .recover_request(Holder::Finished(request.state), &[], &suspended, Utc::now())
@@ -754,6 +773,136 @@ impl Manager {
         }
         tracing::info!(%request_id, from, jobs_to_run = suspended.job_chain.jobs.len() as u64 - suspended.job_chain.finished_jobs, "request retried");
         self.resume_suspended().await;
+        Ok(())
+    }
+
+    /// The approval job of a request that has not finished: the one `job` names (its id,
+    /// or the name of one approval job), or, without `job`, the one approval job that has
+    /// not finished.
+    pub async fn approval_job(
+        &self,
+        request_id: &RequestId,
+        job: Option<&str>,
+    ) -> Result<proto::Job, Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state.is_finished() {
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}: it has finished, and nothing waits for an answer",
+                request.state
+            )));
+        }
+        let chain = self.store.job_chain(request_id).await?;
+        let approvals: Vec<&proto::Job> = chain
+            .jobs
+            .values()
+            .filter(|j| j.job_type == job::APPROVAL)
+            .collect();
+        let chosen: Vec<&proto::Job> = match job {
+            Some(job) => approvals
+                .iter()
+                .copied()
+                .filter(|j| j.id == job || j.name == job)
+                .collect(),
+            None => approvals
+                .iter()
+                .copied()
+                .filter(|j| !matches!(j.state, State::Complete | State::Fail))
+                .collect(),
+        };
+        match (chosen.as_slice(), job) {
+            ([one], _) => Ok((*one).clone()),
+            ([], Some(job)) => Err(Error::BadRequest(format!(
+                "request {request_id} has no approval job {job:?}; expected the id or name of one of: {}",
+                names(&approvals)
+            ))),
+            ([], None) => Err(Error::Conflict(format!(
+                "request {request_id} has no approval job waiting for an answer{}",
+                if approvals.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (its approvals: {})", names(&approvals))
+                }
+            ))),
+            (many, _) => Err(Error::BadRequest(format!(
+                "request {request_id} has {} approval jobs that {}: {}; name one",
+                many.len(),
+                if job.is_some() { "match" } else { "wait" },
+                names(many)
+            ))),
+        }
+    }
+
+    /// Answers approval job `job` of a request (from [`Manager::approval_job`]): stored
+    /// first (the first answer stands), then handed to the runner of a RUNNING request;
+    /// any later hand-over carries it in the job's data.
+    pub async fn answer(
+        &self,
+        request_id: &RequestId,
+        job: &proto::Job,
+        answer: proto::Answer,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        if matches!(job.state, State::Complete | State::Fail) {
+            return Err(Error::Conflict(format!(
+                "approval job {} ({}) of request {request_id} is {} already",
+                job.name, job.id, job.state
+            )));
+        }
+        if !self.store.add_answer(request_id, &job.id, &answer).await? {
+            let given = self
+                .store
+                .answers(request_id)
+                .await?
+                .into_iter()
+                .find(|(id, _)| *id == job.id)
+                .map(|(_, given)| given);
+            return Err(Error::Conflict(match given {
+                Some(given) => format!(
+                    "approval job {} ({}) of request {request_id} was {} by {} at {}",
+                    job.name,
+                    job.id,
+                    if given.approved {
+                        "approved"
+                    } else {
+                        "rejected"
+                    },
+                    given.user,
+                    given.at
+                ),
+                None => format!(
+                    "approval job {} of request {request_id} has an answer",
+                    job.id
+                ),
+            }));
+        }
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state == State::Running
+            && !request.jr_url.is_empty()
+            && let Err(err) = self
+                .jr
+                .answer(&request.jr_url, request_id, &job.id, &answer)
+                .await
+        {
+            // Stored: the runner that runs it next (after a recovery) finds it.
+            tracing::warn!(%request_id, job_id = job.id, error = %err, "the answer is stored, but telling the job runner failed");
+        }
+        tracing::info!(%request_id, job_id = job.id, approved = answer.approved, user = answer.user, "approval answered");
+        Ok(())
+    }
+
+    /// Puts the stored answers of a request's approval jobs in their data, for a chain
+    /// about to be handed over.
+    async fn with_answers(&self, chain: &mut JobChain) -> Result<(), Error> {
+        if !chain.jobs.values().any(|j| j.job_type == job::APPROVAL) {
+            return Ok(());
+        }
+        for (job_id, answer) in self.store.answers(&chain.request_id).await? {
+            if let (Some(job), Ok(value)) =
+                (chain.jobs.get_mut(&job_id), serde_json::to_value(&answer))
+            {
+                job.data.insert(job::approval::data_key(&job_id), value);
+            }
+        }
         Ok(())
     }
 
@@ -1110,7 +1259,7 @@ impl Manager {
             if self.shutting_down.load(Ordering::SeqCst) {
                 return;
             }
-            let suspended = match self.store.claim_suspended(host, Utc::now()).await {
+            let mut suspended = match self.store.claim_suspended(host, Utc::now()).await {
                 Ok(Some(suspended)) => suspended,
                 Ok(None) => break,
                 Err(err) => {
@@ -1136,6 +1285,9 @@ impl Manager {
                             trace: span.as_ref().map(|s| s.context),
                             paused,
                         };
+                        if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
+                            tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
+                        }
                         let handed = self.jr.resume(&url, &suspended, &terms).await;
                         self.hand_over_ended(span, began, &url, epoch, &handed);
                         handed.map(|handed| (handed, epoch))
@@ -1521,6 +1673,14 @@ impl Manager {
             Err(err) => Err(err),
         }
     }
+}
+
+/// Job names and ids, for messages.
+fn names(jobs: &[&proto::Job]) -> String {
+    jobs.iter()
+        .map(|j| format!("{} ({})", j.name, j.id))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The store's latencies, for the metrics.

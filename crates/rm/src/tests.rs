@@ -42,6 +42,8 @@ struct FakeJr {
     instances: Mutex<std::collections::HashMap<String, String>>,
     resumed: Mutex<Vec<SuspendedJobChain>>,
     stopped: Mutex<Vec<String>>,
+    /// Each answer to an approval job the runner was told of: (request, job, approved).
+    answers: Mutex<Vec<(String, String, bool)>>,
     /// Each pause (true) and unpause (false) the runner was told of.
     pauses: Mutex<Vec<(String, bool)>>,
     /// Whether each hand-over (new or resumed) said the request is paused.
@@ -137,6 +139,20 @@ impl JrClient for FakeJr {
     }
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         self.stopped.lock().unwrap().push(request_id.to_string());
+        Ok(())
+    }
+    async fn answer(
+        &self,
+        _jr_url: &str,
+        request_id: &RequestId,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<(), ClientError> {
+        self.answers.lock().unwrap().push((
+            request_id.to_string(),
+            job_id.to_owned(),
+            answer.approved,
+        ));
         Ok(())
     }
     async fn pause(
@@ -1690,6 +1706,128 @@ async fn a_retried_request_runs_its_failed_and_unrun_jobs_again_as_the_same_requ
         .map(|event| format!("{} {}", event.action, event.user))
         .collect();
     assert_eq!(actions, ["create ", "retry bo", "retry bo"]);
+}
+
+const GATE_SPECS: &str = "sequences:
+  ship:
+    request: true
+    args:
+      static:
+        - name: approvers
+          default: [release]
+    nodes:
+      sign-off:
+        category: job
+        type: approval
+        args: [{expected: roles, given: approvers}]
+";
+
+/// Issue #16: an approval's answer is authorized by the job's roles, stored once, told
+/// to the runner, carried by a later hand-over in the job's data, and audited.
+#[tokio::test]
+async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chain() {
+    let token = |name: &str| format!("spindle_test_{name}");
+    let line = |name: &str, roles: &[&str]| {
+        auth::TokenLine::of(
+            &token(name),
+            name,
+            &roles.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>(),
+        )
+        .to_string()
+    };
+    let tokens = auth::Tokens::parse(
+        "tokens",
+        &[line("ann", &["release"]), line("bob", &["dev"])].join("\n"),
+    )
+    .unwrap();
+    let mut acls = std::collections::HashMap::new();
+    acls.insert("ship".to_owned(), Vec::new());
+    let auth = auth::Auth {
+        authenticators: vec![Arc::new(tokens)],
+        acls: auth::Acls::new(acls),
+        admin_roles: Vec::new(),
+        strict: false,
+        read_roles: None,
+        service_roles: vec!["spindle".to_owned()],
+    };
+    let env = env_specs(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            auth: Some(Arc::new(auth)),
+            ..Options::default()
+        },
+        GATE_SPECS,
+    )
+    .await;
+    let router = env
+        .router
+        .clone()
+        .layer(axum::middleware::from_fn_with_state(
+            env.manager.clone(),
+            crate::authenticate,
+        ));
+    let bearer = |name: &str| format!("Bearer {}", token(name));
+    let (status, body, _) = call_with(
+        &router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "ship", "args": {}}"#),
+        &[("authorization", &bearer("bob"))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    let put = |who: &str, path: &str| {
+        let (router, uri, auth) = (router.clone(), format!("/api/v1/requests/{id}/{path}"), bearer(who));
+        async move {
+            let (status, body, _) =
+                call_with(&router, Method::PUT, &uri, None, &[("authorization", &auth)]).await;
+            (status, body)
+        }
+    };
+    let (status, body) = put("bob", "approve").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("takes one of the roles release"),
+        "{body}"
+    );
+    let (status, body) = put("ann", "approve?job=nope").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = put("ann", "approve?comment=fine").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let told = env.jr.answers.lock().unwrap().clone();
+    assert_eq!(told.len(), 1);
+    assert_eq!((told[0].0.as_str(), told[0].2), (id.as_str(), true));
+    let (status, body) = put("ann", "reject?job=sign-off").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("was approved by ann"), "{body}");
+
+    // Handed over again (suspended, then resumed): the answer is in the job's data.
+    let mut job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    job_chain.state = State::Suspended;
+    let gate = job_chain
+        .jobs
+        .values()
+        .find(|job| job.job_type == "approval")
+        .unwrap()
+        .id
+        .clone();
+    let suspended = SuspendedJobChain {
+        request_id: id.clone(),
+        job_chain,
+        ..SuspendedJobChain::default()
+    };
+    env.manager
+        .suspend(&suspended, None)
+        .await
+        .unwrap();
+    env.manager.resume_suspended().await;
+    let resumed = env.jr.resumed.lock().unwrap()[0].clone();
+    let stored = &resumed.job_chain.jobs[&gate].data[&job::approval::data_key(&gate)];
+    assert_eq!((stored["approved"].clone(), stored["user"].clone(), stored["comment"].clone()), (json!(true), json!("ann"), json!("fine")));
+    let trail = env.manager.store().audit(&id).await.unwrap();
+    let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.action.as_str(), e.user.as_str())).collect();
+    assert_eq!(actions, [("create", "bob"), ("approve", "ann")]);
 }
 
 /// A hand-over that reached a runner, which ran jobs, but was never recorded (the

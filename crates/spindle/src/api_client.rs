@@ -182,6 +182,32 @@ impl Client {
             .await
     }
 
+    /// Approves (or rejects) an approval job of a request.
+    pub(crate) async fn answer(
+        &self,
+        id: &str,
+        job: Option<&str>,
+        comment: Option<&str>,
+        approved: bool,
+    ) -> Result<(), ClientError> {
+        let action = if approved { "approve" } else { "reject" };
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(job) = job {
+            query.append_pair("job", job);
+        }
+        if let Some(comment) = comment {
+            query.append_pair("comment", comment);
+        }
+        let query = query.finish();
+        let mut path = format!("{}/api/v1/requests/{id}/{action}", self.addr);
+        if !query.is_empty() {
+            path.push('?');
+            path.push_str(&query);
+        }
+        self.send(self.http.put(path)).await?;
+        Ok(())
+    }
+
     /// Runs a finished request again (from a job, when given).
     pub(crate) async fn retry(&self, id: &str, from: Option<&str>) -> Result<(), ClientError> {
         let mut path = format!("{}/api/v1/requests/{id}/retry", self.addr);

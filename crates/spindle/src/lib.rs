@@ -86,6 +86,10 @@ enum Command {
     },
     /// Start a new request of the same type with the same args
     Rerun { id: String },
+    /// Approve an approval job of a request (the one that waits, or JOB)
+    Approve(spinc::AnswerArgs),
+    /// Reject an approval job of a request (the one that waits, or JOB): its try fails
+    Reject(spinc::AnswerArgs),
     /// Find requests: type=, states=A,B, user=, args=k=v,k2=v2, since=, until=, limit=, offset=
     Find { filters: Vec<String> },
     /// Show a request's progress and running jobs until it ends (exit 0 COMPLETE, 1 FAIL, 3 STOPPED)
@@ -287,6 +291,8 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Resume { id } => block_on(spinc::pause(&client, &id, false)),
             Command::Retry { id, from } => block_on(spinc::retry(&client, &id, from.as_deref())),
             Command::Rerun { id } => block_on(spinc::rerun(&client, &id)),
+            Command::Approve(args) => block_on(spinc::answer(&client, &args, true)),
+            Command::Reject(args) => block_on(spinc::answer(&client, &args, false)),
             Command::Find { filters } => block_on(spinc::find(&client, &filters)),
             Command::Watch { id } => block_on(spinc::watch(&client, &id)),
             Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),

@@ -98,6 +98,17 @@ impl JrClient for InProcessJr {
             .map_err(client_error)
     }
 
+    async fn answer(
+        &self,
+        _jr_url: &str,
+        request_id: &RequestId,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<(), ClientError> {
+        job::approval::answer(request_id, job_id, answer.clone());
+        Ok(())
+    }
+
     async fn running(
         &self,
         _jr_url: &str,

@@ -905,6 +905,57 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit>
     }
 }
 
+/// `approve`/`reject <id> [job] [--comment TEXT]`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AnswerArgs {
+    /// The request
+    id: String,
+    /// The approval job: its id or name (default: the one that waits)
+    job: Option<String>,
+    /// Kept with the answer, and shown in the job's log entry
+    #[arg(long)]
+    comment: Option<String>,
+}
+
+pub(crate) async fn answer(
+    args: &ClientArgs,
+    answer: &AnswerArgs,
+    approved: bool,
+) -> anyhow::Result<Exit> {
+    let client = args.client()?;
+    match client
+        .answer(
+            &answer.id,
+            answer.job.as_deref(),
+            answer.comment.as_deref(),
+            approved,
+        )
+        .await
+    {
+        Ok(()) => {
+            out!(
+                "OK, {} {}{}",
+                if approved { "approved" } else { "rejected" },
+                answer.id,
+                answer
+                    .job
+                    .as_deref()
+                    .map(|job| format!(" ({job})"))
+                    .unwrap_or_default()
+            );
+            Ok(Exit::Success)
+        }
+        Err(ClientError::Api {
+            status: 400,
+            message,
+        }) => {
+            crate::exit::eprintln_failure(&message);
+            Ok(Exit::Usage)
+        }
+        Err(err) => Ok(fail(&err)),
+    }
+}
+
 /// `retry <id> [--from JOB]`: the same request runs again.
 pub(crate) async fn retry(args: &ClientArgs, id: &str, from: Option<&str>) -> anyhow::Result<Exit> {
     let client = args.client()?;

@@ -141,6 +141,21 @@ pub trait Store: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> Result<bool, Error>;
 
+    /// Stores the answer to approval job `job_id` (the first answer only): true if this
+    /// one was stored, false if the job had one already.
+    async fn add_answer(
+        &self,
+        request_id: &str,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<bool, Error>;
+
+    /// The answers given to the request's approval jobs, by job id.
+    async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error>;
+
+    /// Forgets the answers of these jobs (they run again: a retry asks again).
+    async fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> Result<(), Error>;
+
     /// Stores a set of spec files by its version (once: a version stored already is left
     /// as it is).
     async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error>;

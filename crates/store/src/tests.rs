@@ -1603,6 +1603,59 @@ async fn spec_versions_are_stored_once_and_requests_keep_theirs(store: Arc<dyn S
     assert!(versions.contains(&first.version.as_str()), "{versions:?}");
 }
 
+/// Approval answers: the first answer to a job is kept; a retry forgets some.
+async fn approval_answers_are_kept_once_per_job(store: Arc<dyn Store>, _raw: Raw) {
+    create(&*store, "r1").await;
+    let answer = |approved: bool, user: &str| proto::Answer {
+        approved,
+        user: user.to_owned(),
+        at: "2026-12-01T10:00:00.000Z".to_owned(),
+        comment: String::new(),
+    };
+    assert!(
+        store
+            .add_answer("r1", "gate", &answer(true, "ann"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .add_answer("r1", "gate", &answer(false, "bo"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .add_answer("r1", "late", &answer(false, "bo"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.answers("r1").await.unwrap(),
+        [
+            ("gate".to_owned(), answer(true, "ann")),
+            ("late".to_owned(), answer(false, "bo"))
+        ]
+    );
+    store
+        .remove_answers("r1", &["late".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(store.answers("r1").await.unwrap().len(), 1);
+    let err = store
+        .add_answer(
+            "r1",
+            "x",
+            &proto::Answer {
+                at: "yesterday".to_owned(),
+                ..answer(true, "ann")
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1652,6 +1705,7 @@ suite!(
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,
+    approval_answers_are_kept_once_per_job,
     requests_are_counted_by_state_and_operations_timed,
 );
 
@@ -1789,7 +1843,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 7);
+    assert_eq!(migrations, 8);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1805,6 +1859,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         tables,
         [
             "_sqlx_migrations",
+            "approvals",
             "job_log",
             "job_output",
             "job_runners",

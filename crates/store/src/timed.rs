@@ -54,6 +54,9 @@ timed_store! {
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
     fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> bool;
     fn set_paused(&self, request_id: &str, paused: bool) -> Request;
+    fn add_answer(&self, request_id: &str, job_id: &str, answer: &proto::Answer) -> bool;
+    fn answers(&self, request_id: &str) -> Vec<(String, proto::Answer)>;
+    fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> ();
     fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> ();
     fn spec_version(&self, version: &str) -> SpecVersion;
     fn owner(&self, request_id: &str) -> Owner;

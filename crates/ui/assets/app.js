@@ -732,6 +732,21 @@
           h("p", { class: "muted" }, "Output, live:"),
           keep || h("pre", { class: "out live-output", id: "live-output" })));
       }
+      // An approval that waits: answer it here (the API checks who may).
+      if (job.type === "approval" && job.running && may.start) {
+        const answerIt = (approved) => async (event) => {
+          event.target.disabled = true;
+          try {
+            await api("PUT", `/api/v1/requests/${enc(id)}/${approved ? "approve" : "reject"}?job=${enc(job.id)}`);
+          } catch (err) {
+            banner(main, `${approved ? "Approving" : "Rejecting"} failed: ${err.message}`);
+            event.target.disabled = false;
+          }
+        };
+        panel.append(h("div", { class: "actions", id: "approval" },
+          h("button", { type: "button", id: "approve", onclick: answerIt(true) }, "Approve"),
+          h("button", { type: "button", class: "danger", id: "reject", onclick: answerIt(false) }, "Reject")));
+      }
       if (!job.tries.length && !job.running) panel.append(h("p", { class: "muted" }, "No try yet."));
       for (const t of [...job.tries].reverse()) {
         panel.append(h("div", { class: "try", "data-try": t.try },

@@ -300,6 +300,15 @@ impl JrClient for Runner {
     async fn pause(&self, _: &str, _: &RequestId, _: bool) -> Result<(), ClientError> {
         Ok(())
     }
+    async fn answer(
+        &self,
+        _: &str,
+        _: &RequestId,
+        _: &str,
+        _: &proto::Answer,
+    ) -> Result<(), ClientError> {
+        Ok(())
+    }
     async fn running(&self, _: &str, _: Option<&RequestId>) -> Result<Vec<JobStatus>, ClientError> {
         Ok(self.running.lock().unwrap().clone())
     }

@@ -1,5 +1,6 @@
 //! Spindle's built-in job types, so that a team can use Spindle from YAML alone.
 
+pub mod approval;
 mod shell;
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ pub(crate) const NOOP: &str = "noop";
 pub(crate) const SLEEP: &str = "sleep";
 pub(crate) const SHELL_COMMAND: &str = "shell-command";
 pub(crate) const SHELL_ARGS: &str = "shell-args";
+pub const APPROVAL: &str = "approval";
 
 /// `noop`: completes at once. Also the type of the chain's begin and end wrapper jobs.
 #[derive(Debug, Clone, Copy, Default)]

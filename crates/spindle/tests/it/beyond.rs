@@ -2,7 +2,8 @@
 //! A pause survives a restart of `spindle server` and a resume runs the request to
 //! COMPLETE; a retry runs only the failed and unrun jobs, a retry from a job that job
 //! and what follows, a rerun a new request with the same args; requests created before
-//! and after a spec reload (SIGHUP, `--watch-specs`) keep their own spec versions.
+//! and after a spec reload (SIGHUP, `--watch-specs`) keep their own spec versions; an
+//! approval survives a SIGKILL of its runner and completes once approved.
 
 use std::path::Path;
 use std::time::Duration;
@@ -92,6 +93,44 @@ const FLAKY: &str = r#"sequences:
         args: [{expected: cmd, given: shell}, {expected: args, given: c_script}, {expected: marks}]
 "#;
 
+/// `gated`: an approval, then a job that records that it ran. `gated-briefly`: an
+/// approval that nobody answers within its node's timeout.
+const GATED: &str = r#"sequences:
+  gated:
+    request: true
+    args:
+      required:
+        - name: marks
+          desc: the directory where every execution is recorded
+      optional:
+        - name: shell
+          desc: the program
+          default: sh
+        - name: after_script
+          desc: what runs once approved
+          default: ["-c", 'echo "after - $$" >> "$SPINDLE_ARG_MARKS/executions"']
+        - name: question
+          desc: what the approver is asked
+          default: ship it?
+    nodes:
+      gate:
+        category: job
+        type: approval
+        args: [{expected: message, given: question}]
+      after:
+        category: job
+        type: shell-command
+        deps: [gate]
+        args: [{expected: cmd, given: shell}, {expected: args, given: after_script}, {expected: marks}]
+  gated-briefly:
+    request: true
+    nodes:
+      gate:
+        category: job
+        type: approval
+        timeout: 1s
+"#;
+
 const FAIL: u64 = 4;
 const RUNNING: u64 = 2;
 const COMPLETE: u64 = 3;
@@ -102,6 +141,7 @@ fn steps_dir() -> tempfile::TempDir {
     std::fs::create_dir(dir.path().join("marks")).unwrap();
     std::fs::write(dir.path().join("specs/steps.yaml"), STEPS).unwrap();
     std::fs::write(dir.path().join("specs/flaky.yaml"), FLAKY).unwrap();
+    std::fs::write(dir.path().join("specs/gated.yaml"), GATED).unwrap();
     dir
 }
 
@@ -437,4 +477,127 @@ async fn requests_before_and_after_a_spec_reload_keep_their_spec_versions() {
     let (last, v3) = flaky_request(&client, &marks).await;
     assert!(v3 != v1 && v3 != v2, "{v1} {v2} {v3}");
     assert_eq!(spec_text(&client, &last, "flaky.yaml").await, third);
+}
+
+/// Creates a request of `request_type` with `args`; returns its id.
+async fn create(client: &Client, request_type: &str, args: serde_json::Value) -> String {
+    let created = client
+        .http
+        .post(format!("{}/api/v1/requests", client.base))
+        .json(&json!({"type": request_type, "args": args}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    created.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Waits until the request's approval job waits (its status line says so).
+async fn until_waiting(client: &Client, id: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = client
+            .try_get(&format!("/api/v1/status/running?requestId={id}"))
+            .await;
+        let waiting = running.as_ref().is_some_and(|status| {
+            status["jobs"].as_array().is_some_and(|jobs| {
+                jobs.iter()
+                    .any(|job| job["status"] == "waiting for approval: ship it?")
+            })
+        });
+        if waiting {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "request {id}'s approval never waited: {running:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_survives_a_sigkill_of_its_runner_and_completes_once_approved() {
+    let dir = steps_dir();
+    let marks = dir.path().join("marks");
+    let mut server = Service::start(dir.path(), &SERVER);
+    let client = Client::new(&server.url);
+    let id = create(&client, "gated", json!({"marks": marks})).await;
+    until_waiting(&client, &id).await;
+    // Nothing answers for it yet; the runner (the whole server) dies.
+    server.kill();
+    let server = Service::start(dir.path(), &SERVER);
+    let client = Client::new(&server.url);
+    until_waiting(&client, &id).await;
+    assert!(executions(&marks).is_empty());
+
+    let said = cli(
+        dir.path(),
+        &server.url,
+        &["approve", &id, "--comment", "go"],
+    );
+    assert_eq!(said.trim(), format!("OK, approved {id}"));
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert_eq!(jobs_run(&marks), ["after"]);
+    let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
+    let gate = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["name"] == "gate")
+        .unwrap();
+    assert_eq!(gate["state"], COMPLETE);
+    let stdout = gate["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("approved by ") && stdout.trim_end().ends_with(": go"),
+        "{stdout}"
+    );
+    // Answered once: a second answer is refused.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["reject", &id, "gate"])
+        .env("SPINDLE_ADDR", &server.url)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+
+    // A rejection fails the request, saying who rejected it.
+    let rejected = create(&client, "gated", json!({"marks": marks})).await;
+    until_waiting(&client, &rejected).await;
+    cli(dir.path(), &server.url, &["reject", &rejected, "gate"]);
+    client
+        .wait_state(&rejected, FAIL, Duration::from_secs(30))
+        .await;
+    let status = cli(dir.path(), &server.url, &["status", &rejected]);
+    assert!(status.contains("rejected by "), "{status}");
+    assert_eq!(jobs_run(&marks), ["after"]);
+
+    // Nobody answers within the node's timeout: the request fails.
+    let briefly = create(&client, "gated-briefly", json!({})).await;
+    client
+        .wait_state(&briefly, FAIL, Duration::from_secs(30))
+        .await;
+    let log = client.get(&format!("/api/v1/requests/{briefly}/log")).await;
+    let error = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "gate")
+        .unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(error.contains("timed out"), "{error}");
+    let trail = client.get(&format!("/api/v1/requests/{id}/audit")).await;
+    let actions: Vec<&str> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["create", "approve"]);
 }

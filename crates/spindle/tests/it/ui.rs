@@ -86,6 +86,17 @@ const SPECS: &str = "sequences:
         category: job
         type: shell-command
         args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
+  gate:
+    request: true
+    nodes:
+      sign-off:
+        category: job
+        type: approval
+        args: [{expected: message, given: question}]
+    args:
+      static:
+        - name: question
+          default: ship it?
 ";
 
 /// Chromium and its driver, from the environment or Debian's paths.
@@ -246,8 +257,16 @@ impl Ui {
     }
 
     async fn request(&self, id: &str) -> Value {
+        self.get_json(&format!("/api/v1/requests/{id}")).await
+    }
+
+    async fn request_log(&self, id: &str) -> Value {
+        self.get_json(&format!("/api/v1/requests/{id}/log")).await
+    }
+
+    async fn get_json(&self, path: &str) -> Value {
         self.http
-            .get(self.url(&format!("/api/v1/requests/{id}")))
+            .get(self.url(path))
             .send()
             .await
             .unwrap()
@@ -480,6 +499,45 @@ async fn a_jobs_output_is_followed_while_it_runs() {
     assert_eq!(stdout, "first line\nlast line\n");
     ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
         .await;
+    ui.close().await;
+}
+
+/// Issue #16: an approval that waits is answered from its job's panel.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_is_approved_from_the_page() {
+    let Some(ui) = ui("approved_from_the_page").await else {
+        return;
+    };
+    let id = ui.create("gate", json!({})).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until(
+        "the approval waiting",
+        "return document.querySelector('svg.chain .job[data-state=RUNNING]')",
+        20,
+    )
+    .await;
+    ui.click("svg.chain .job[data-state=RUNNING]").await;
+    ui.until(
+        "the Approve button",
+        "return document.getElementById('approve') !== null && document.querySelector('.running-try')?.textContent.includes('waiting for approval: ship it?')",
+        20,
+    )
+    .await;
+    ui.screenshot("approval").await;
+    ui.click("#approve").await;
+    ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
+        .await;
+    let log = ui.request_log(&id).await;
+    let stdout = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["name"] == "sign-off")
+        .unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(stdout.starts_with("approved by "), "{stdout}");
     ui.close().await;
 }
 
