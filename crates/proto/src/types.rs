@@ -68,6 +68,39 @@ pub struct Request {
     pub spec_version: String,
 }
 
+/// One run of a schedule that fell due: the request it started, or why it started none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleRun {
+    pub schedule: String,
+    pub due_at: DateTime<Utc>,
+    /// The Request Manager that claimed it.
+    pub rm_host: String,
+    /// The request it started; empty while being started, or when it started none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
+    /// Why no request was started (the previous run still went, creating failed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub skipped: String,
+}
+
+/// A schedule as `GET /api/v1/schedules` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleStatus {
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub request: String,
+    pub args: JobArgs,
+    /// skip or start.
+    pub overlap: String,
+    /// skip or start.
+    pub missed: String,
+    pub next: Option<DateTime<Utc>>,
+    pub last: Option<ScheduleRun>,
+}
+
 /// Someone's answer to an `approval` job (Spindle's approval gates).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -145,6 +145,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/job-runners/{instance}/lease", put(renew_runner))
         .route("/api/v1/job-output", post(add_output))
         .route("/api/v1/request-list", get(request_list))
+        .route("/api/v1/schedules", get(schedules))
         .route("/api/v1/status/running", get(running))
         .route(
             "/api/v1/openapi.json",
@@ -706,6 +707,11 @@ async fn audit(State(manager): Shared, Path(id): Path<String>) -> Result<Respons
     // 404 for an unknown request, not an empty trail.
     manager.store().get_request(&id, false).await?;
     Ok(Json(manager.store().audit(&id).await?).into_response())
+}
+
+/// The specs' schedules with their next and last runs (Spindle).
+async fn schedules(State(manager): Shared) -> Result<Response, Error> {
+    Ok(Json(manager.schedules().await?).into_response())
 }
 
 /// The spec files the request was built from (Spindle's spec history).

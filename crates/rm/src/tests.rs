@@ -1778,17 +1778,30 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let id = body["id"].as_str().unwrap().to_owned();
     let put = |who: &str, path: &str| {
-        let (router, uri, auth) = (router.clone(), format!("/api/v1/requests/{id}/{path}"), bearer(who));
+        let (router, uri, auth) = (
+            router.clone(),
+            format!("/api/v1/requests/{id}/{path}"),
+            bearer(who),
+        );
         async move {
-            let (status, body, _) =
-                call_with(&router, Method::PUT, &uri, None, &[("authorization", &auth)]).await;
+            let (status, body, _) = call_with(
+                &router,
+                Method::PUT,
+                &uri,
+                None,
+                &[("authorization", &auth)],
+            )
+            .await;
             (status, body)
         }
     };
     let (status, body) = put("bob", "approve").await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(
-        body["message"].as_str().unwrap().contains("takes one of the roles release"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("takes one of the roles release"),
         "{body}"
     );
     let (status, body) = put("ann", "approve?job=nope").await;
@@ -1800,7 +1813,13 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     assert_eq!((told[0].0.as_str(), told[0].2), (id.as_str(), true));
     let (status, body) = put("ann", "reject?job=sign-off").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("was approved by ann"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("was approved by ann"),
+        "{body}"
+    );
 
     // Handed over again (suspended, then resumed): the answer is in the job's data.
     let mut job_chain = env.jr.chains.lock().unwrap()[0].clone();
@@ -1817,16 +1836,23 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
         job_chain,
         ..SuspendedJobChain::default()
     };
-    env.manager
-        .suspend(&suspended, None)
-        .await
-        .unwrap();
+    env.manager.suspend(&suspended, None).await.unwrap();
     env.manager.resume_suspended().await;
     let resumed = env.jr.resumed.lock().unwrap()[0].clone();
     let stored = &resumed.job_chain.jobs[&gate].data[&job::approval::data_key(&gate)];
-    assert_eq!((stored["approved"].clone(), stored["user"].clone(), stored["comment"].clone()), (json!(true), json!("ann"), json!("fine")));
+    assert_eq!(
+        (
+            stored["approved"].clone(),
+            stored["user"].clone(),
+            stored["comment"].clone()
+        ),
+        (json!(true), json!("ann"), json!("fine"))
+    );
     let trail = env.manager.store().audit(&id).await.unwrap();
-    let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.action.as_str(), e.user.as_str())).collect();
+    let actions: Vec<(&str, &str)> = trail
+        .iter()
+        .map(|e| (e.action.as_str(), e.user.as_str()))
+        .collect();
     assert_eq!(actions, [("create", "bob"), ("approve", "ann")]);
 }
 

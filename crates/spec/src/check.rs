@@ -20,7 +20,92 @@ pub(crate) fn check(specs: &Specs) -> Vec<Diagnostic> {
             checker.node(sequence, node);
         }
     }
+    for schedule in specs.schedules() {
+        schedule_checks(specs, schedule, &mut checker.out);
+    }
     checker.out
+}
+
+/// A schedule's cron expression, time zone and policies parse; it names a request type
+/// and gives every required arg of it, and no arg it does not have.
+fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diagnostic>) {
+    let mut push = |pos: Pos, field: &str, message: String| {
+        out.push(Diagnostic {
+            severity: Error,
+            file: Some(schedule.file.to_path_buf()),
+            line: Some(pos.line),
+            column: Some(pos.column),
+            sequence: None,
+            node: None,
+            field: Some(format!("schedules.{}.{field}", schedule.name)),
+            message: format!("schedule `{}`: {message}", schedule.name),
+            code: "schedule",
+        });
+    };
+    if let Err(err) = schedule.fires() {
+        let field = err
+            .strip_prefix('`')
+            .and_then(|rest| rest.split_once('`'))
+            .map_or("cron", |(field, _)| field)
+            .to_owned();
+        let pos = match field.as_str() {
+            "timezone" => schedule.timezone.as_ref().map(|v| v.pos),
+            "overlap" => schedule.overlap.as_ref().map(|v| v.pos),
+            "missed" => schedule.missed.as_ref().map(|v| v.pos),
+            "request" => schedule.request.as_ref().map(|v| v.pos),
+            _ => schedule.cron.as_ref().map(|v| v.pos),
+        }
+        .unwrap_or(schedule.pos);
+        push(pos, &field, err);
+    }
+    let Some(request) = &schedule.request else {
+        return;
+    };
+    let Some(sequence) = specs.get(&request.value).filter(|s| s.request) else {
+        let known: Vec<&str> = specs.requests().iter().map(|s| s.name.as_str()).collect();
+        push(
+            request.pos,
+            "request",
+            format!(
+                "`{}` is not a request type; expected one of: {}",
+                request.value,
+                quoted(known)
+            ),
+        );
+        return;
+    };
+    let name_of = |decl: &crate::ArgDecl| decl.name.as_ref().map(|n| n.value.clone());
+    let required: Vec<String> = sequence.args.required.iter().filter_map(name_of).collect();
+    let optional: Vec<String> = sequence.args.optional.iter().filter_map(name_of).collect();
+    let missing: Vec<&str> = required
+        .iter()
+        .filter(|name| !schedule.args.contains_key(name.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        push(
+            request.pos,
+            "args",
+            format!(
+                "request `{}` requires {}, which `args` does not give",
+                request.value,
+                quoted(missing)
+            ),
+        );
+    }
+    for name in schedule.args.keys() {
+        if !required.contains(name) && !optional.contains(name) {
+            push(
+                schedule.pos,
+                "args",
+                format!(
+                    "request `{}` has no arg `{name}`; expected one of: {}",
+                    request.value,
+                    quoted(required.iter().chain(&optional).map(String::as_str))
+                ),
+            );
+        }
+    }
 }
 
 /// `` `a`, `b` `` for messages.

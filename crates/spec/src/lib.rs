@@ -14,6 +14,7 @@ mod graph;
 mod job_types;
 mod load;
 mod model;
+pub mod schedule;
 mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ pub use load::LoadError;
 pub use model::{
     Acl, ArgDecl, Category, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
 };
+pub use schedule::Schedule;
 
 /// The built-in sequence that does nothing, so that a conditional can say `default: noop`.
 /// A sequence of that name in the specs takes its place.

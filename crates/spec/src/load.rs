@@ -75,7 +75,7 @@ pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
     }
     // Files are read and parsed in parallel, then merged in walk order so that the first
     // definition of a sequence is the one kept.
-    type Read = (Arc<PathBuf>, Vec<Sequence>, Vec<Diagnostic>, Option<String>);
+    type Read = (Arc<PathBuf>, Parsed, Vec<Diagnostic>, Option<String>);
     let results: Vec<Read> = files
         .into_par_iter()
         .map(|file| {
@@ -94,13 +94,13 @@ pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
                             err.utf8_error().valid_up_to()
                         );
                         (
-                            Vec::new(),
+                            Parsed::default(),
                             vec![io_diagnostic(file.to_path_buf(), &message)],
                         )
                     }
                 },
                 Err(err) => (
-                    Vec::new(),
+                    Parsed::default(),
                     vec![io_diagnostic(file.to_path_buf(), &err.to_string())],
                 ),
             };
@@ -128,13 +128,13 @@ pub(crate) fn load_str(file: &Path, text: &str) -> Loaded {
         ..Loaded::default()
     };
     let file = Arc::new(file.to_path_buf());
-    let (sequences, diagnostics) = read_file(&file, text);
+    let (parsed, diagnostics) = read_file(&file, text);
     loaded.diagnostics = diagnostics;
     loaded.sources.push(proto::SpecFile {
         path: file.display().to_string(),
         text: text.to_owned(),
     });
-    merge(&mut loaded, &file, sequences);
+    merge(&mut loaded, &file, parsed);
     loaded
 }
 
@@ -153,11 +153,11 @@ fn io_diagnostic(file: PathBuf, message: &str) -> Diagnostic {
 }
 
 /// Parses one file into its sequences, with the diagnostics found on the way.
-fn read_file(file: &Arc<PathBuf>, text: &str) -> (Vec<Sequence>, Vec<Diagnostic>) {
+fn read_file(file: &Arc<PathBuf>, text: &str) -> (Parsed, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
-        Ok(None) => return (Vec::new(), diagnostics),
+        Ok(None) => return (Parsed::default(), diagnostics),
         Err(err) => {
             diagnostics.push(Diagnostic {
                 severity: Severity::Error,
@@ -170,21 +170,53 @@ fn read_file(file: &Arc<PathBuf>, text: &str) -> (Vec<Sequence>, Vec<Diagnostic>
                 message: format!("invalid YAML: {}", err.message),
                 code: "yaml",
             });
-            return (Vec::new(), diagnostics);
+            return (Parsed::default(), diagnostics);
         }
     };
     let mut reader = Reader {
         file,
         diagnostics: &mut diagnostics,
     };
-    let sequences = reader.file_root(&root);
-    (sequences, diagnostics)
+    let parsed = reader.file_root(&root);
+    (parsed, diagnostics)
+}
+
+/// What one file defines.
+#[derive(Default)]
+struct Parsed {
+    sequences: Vec<Sequence>,
+    schedules: Vec<crate::Schedule>,
 }
 
 /// Adds a file's sequences to the specs; a name already defined is an error naming both
 /// files, and the later definition is dropped.
-fn merge(loaded: &mut Loaded, file: &Path, sequences: Vec<Sequence>) {
-    for sequence in sequences {
+fn merge(loaded: &mut Loaded, file: &Path, parsed: Parsed) {
+    for schedule in parsed.schedules {
+        if let Err(schedule) = loaded.specs.add_schedule(schedule) {
+            let first = loaded
+                .specs
+                .schedules()
+                .iter()
+                .find(|s| s.name == schedule.name)
+                .map(|s| format!("{} at line {}", s.file.display(), s.pos.line))
+                .unwrap_or_default();
+            loaded.diagnostics.push(Diagnostic {
+                severity: Severity::Error,
+                file: Some(file.to_path_buf()),
+                line: Some(schedule.pos.line),
+                column: Some(schedule.pos.column),
+                sequence: None,
+                node: None,
+                field: Some(format!("schedules.{}", schedule.name)),
+                message: format!(
+                    "schedule `{}` is already defined in {first}; expected each schedule name once across all spec files",
+                    schedule.name
+                ),
+                code: "duplicate-schedule",
+            });
+        }
+    }
+    for sequence in parsed.sequences {
         if let Some(first) = loaded.specs.get(&sequence.name) {
             let message = format!(
                 "sequence `{}` is already defined in {} at line {}; expected each sequence name once across all spec files",
@@ -217,7 +249,8 @@ struct Place<'p> {
     node: Option<&'p str>,
 }
 
-const TOP_FIELDS: &[&str] = &["sequences"];
+const TOP_FIELDS: &[&str] = &["sequences", "schedules"];
+const SCHEDULE_FIELDS: &[&str] = &["cron", "timezone", "request", "args", "overlap", "missed"];
 const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes", "timeout"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
 const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
@@ -483,17 +516,32 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn file_root(&mut self, root: &yaml::Node) -> Vec<Sequence> {
+    fn file_root(&mut self, root: &yaml::Node) -> Parsed {
         let place = Place {
             sequence: None,
             node: None,
         };
+        let mut parsed = Parsed::default();
         if !self.is_map(root, place, "sequences", "a map with the key `sequences`") {
-            return Vec::new();
+            return parsed;
         }
         let fields = self.fields(root, place, "a spec file", "", TOP_FIELDS);
+        if let Some(&(_, schedules)) = fields.get("schedules")
+            && self.is_map(
+                schedules,
+                place,
+                "schedules",
+                "a map of schedule names to schedules",
+            )
+        {
+            let entries = self.named_entries(schedules, place, "schedules", "schedule");
+            parsed.schedules = entries
+                .into_iter()
+                .map(|(name, body)| self.schedule(name, body))
+                .collect();
+        }
         let Some(&(_, sequences)) = fields.get("sequences") else {
-            return Vec::new();
+            return parsed;
         };
         if !self.is_map(
             sequences,
@@ -501,13 +549,64 @@ impl Reader<'_> {
             "sequences",
             "a map of sequence names to sequences",
         ) {
-            return Vec::new();
+            return parsed;
         }
         let entries = self.named_entries(sequences, place, "sequences", "sequence");
-        entries
+        parsed.sequences = entries
             .into_iter()
             .map(|(name, body)| self.sequence(name, body))
-            .collect()
+            .collect();
+        parsed
+    }
+
+    fn schedule(&mut self, name: Spanned<String>, body: &yaml::Node) -> crate::Schedule {
+        let mut schedule = crate::Schedule {
+            name: name.value,
+            file: Arc::clone(self.file),
+            pos: name.pos,
+            cron: None,
+            timezone: None,
+            request: None,
+            args: proto::JobArgs::new(),
+            overlap: None,
+            missed: None,
+        };
+        let place = Place {
+            sequence: None,
+            node: None,
+        };
+        let prefix = format!("schedules.{}.", schedule.name);
+        let field = |name: &str| format!("{prefix}{name}");
+        if !self.is_map(
+            body,
+            place,
+            &format!("schedules.{}", schedule.name),
+            "a schedule (a map with `cron` and `request`)",
+        ) {
+            return schedule;
+        }
+        let fields = self.fields(body, place, "a schedule", &prefix, SCHEDULE_FIELDS);
+        for (&name, &(_, value)) in &fields {
+            match name {
+                "cron" => schedule.cron = self.string(value, place, &field("cron")),
+                "timezone" => schedule.timezone = self.string(value, place, &field("timezone")),
+                "request" => schedule.request = self.string(value, place, &field("request")),
+                "overlap" => schedule.overlap = self.string(value, place, &field("overlap")),
+                "missed" => schedule.missed = self.string(value, place, &field("missed")),
+                "args" => match json(value) {
+                    Some(Json::Object(args)) => schedule.args = args,
+                    None => {}
+                    Some(_) => self.type_error(
+                        value,
+                        place,
+                        &field("args"),
+                        "a map of arg names to values",
+                    ),
+                },
+                _ => unreachable!("field {name} is in SCHEDULE_FIELDS"),
+            }
+        }
+        schedule
     }
 
     fn sequence(&mut self, name: Spanned<String>, body: &yaml::Node) -> Sequence {

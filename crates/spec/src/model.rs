@@ -31,9 +31,26 @@ impl<T> Spanned<T> {
 pub struct Specs {
     sequences: Vec<Sequence>,
     index: HashMap<String, usize>,
+    schedules: Vec<crate::Schedule>,
 }
 
 impl Specs {
+    /// The `schedules:` of every file, in the order they were read.
+    pub fn schedules(&self) -> &[crate::Schedule] {
+        &self.schedules
+    }
+
+    pub(crate) fn add_schedule(
+        &mut self,
+        schedule: crate::Schedule,
+    ) -> Result<(), Box<crate::Schedule>> {
+        if self.schedules.iter().any(|s| s.name == schedule.name) {
+            return Err(Box::new(schedule));
+        }
+        self.schedules.push(schedule);
+        Ok(())
+    }
+
     /// Adds a sequence; a sequence of the same name is returned in the error.
     pub(crate) fn insert(&mut self, sequence: Sequence) -> Result<(), Box<Sequence>> {
         if self.index.contains_key(&sequence.name) {

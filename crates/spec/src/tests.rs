@@ -994,3 +994,111 @@ fn a_job_node_must_pass_the_job_args_its_type_requires() {
         with_job_types(each)
     );
 }
+
+/// Issue #16: `schedules:` are read and linted: cron expression, time zone, policies,
+/// the request type and its args.
+#[test]
+fn schedules_are_read_and_linted() {
+    let text = r#"sequences:
+  backup:
+    request: true
+    args:
+      required:
+        - name: host
+          desc: what to back up
+      optional:
+        - name: level
+          default: full
+    nodes:
+      run:
+        category: job
+        type: noop
+schedules:
+  nightly:
+    cron: "0 2 * * *"
+    timezone: Europe/Berlin
+    request: backup
+    args: {host: db1}
+    overlap: start
+  every-second:
+    cron: "* * * * * *"
+    request: backup
+    args: {host: db2, level: incremental}
+    missed: start
+  broken-cron:
+    cron: "0 25 * * *"
+    request: backup
+    args: {host: db1}
+  bad-zone:
+    cron: "0 2 * * *"
+    timezone: Mars/Olympus
+    request: backup
+    args: {host: db1}
+  no-such-request:
+    cron: "0 2 * * *"
+    request: restore
+  missing-arg:
+    cron: "0 2 * * *"
+    request: backup
+    args: {colour: blue}
+  bad-policy:
+    cron: "0 2 * * *"
+    request: backup
+    args: {host: db1}
+    overlap: sometimes
+"#;
+    let report = crate::lint_str(Path::new("specs.yaml"), text);
+    let errors: Vec<(String, String)> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| (d.field.clone().unwrap_or_default(), d.message.clone()))
+        .collect();
+    let has = |field: &str, words: &str| {
+        assert!(
+            errors.iter().any(|(f, m)| f == field && m.contains(words)),
+            "no {field}: {words} in {errors:#?}"
+        );
+    };
+    has(
+        "schedules.broken-cron.cron",
+        "schedule `broken-cron`: `cron`:",
+    );
+    has(
+        "schedules.bad-zone.timezone",
+        "unknown time zone \"Mars/Olympus\"",
+    );
+    has(
+        "schedules.no-such-request.request",
+        "`restore` is not a request type; expected one of: `backup`",
+    );
+    has("schedules.missing-arg.args", "requires `host`");
+    has("schedules.missing-arg.args", "has no arg `colour`");
+    has(
+        "schedules.bad-policy.overlap",
+        "\"sometimes\"; expected skip or start",
+    );
+    assert_eq!(errors.len(), 6, "{errors:#?}");
+    let schedules = report.specs.schedules();
+    assert_eq!(schedules.len(), 7);
+    let nightly = schedules[0].fires().unwrap();
+    assert_eq!(
+        (nightly.overlap, nightly.missed),
+        (
+            crate::schedule::Overlap::Start,
+            crate::schedule::Missed::Skip
+        )
+    );
+    // 02:00 in Berlin in winter is 01:00 UTC.
+    let after = chrono::DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
+        .unwrap()
+        .to_utc();
+    assert_eq!(
+        nightly.next(after).unwrap().to_rfc3339(),
+        "2026-12-02T01:00:00+00:00"
+    );
+    let every = schedules[1].fires().unwrap();
+    let until = after + chrono::Duration::seconds(3);
+    assert_eq!(every.due(after, until).len(), 3);
+    assert_eq!(every.args["level"], "incremental");
+}

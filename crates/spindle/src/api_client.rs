@@ -182,6 +182,11 @@ impl Client {
             .await
     }
 
+    /// The server's schedules.
+    pub(crate) async fn schedules(&self) -> Result<Vec<proto::ScheduleStatus>, ClientError> {
+        self.get("/api/v1/schedules").await
+    }
+
     /// Approves (or rejects) an approval job of a request.
     pub(crate) async fn answer(
         &self,

@@ -86,6 +86,8 @@ enum Command {
     },
     /// Start a new request of the same type with the same args
     Rerun { id: String },
+    /// The schedules of the server's specs, with their next and last runs
+    Schedules,
     /// Approve an approval job of a request (the one that waits, or JOB)
     Approve(spinc::AnswerArgs),
     /// Reject an approval job of a request (the one that waits, or JOB): its try fails
@@ -291,6 +293,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Resume { id } => block_on(spinc::pause(&client, &id, false)),
             Command::Retry { id, from } => block_on(spinc::retry(&client, &id, from.as_deref())),
             Command::Rerun { id } => block_on(spinc::rerun(&client, &id)),
+            Command::Schedules => block_on(spinc::schedules(&client)),
             Command::Approve(args) => block_on(spinc::answer(&client, &args, true)),
             Command::Reject(args) => block_on(spinc::answer(&client, &args, false)),
             Command::Find { filters } => block_on(spinc::find(&client, &filters)),

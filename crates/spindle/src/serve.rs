@@ -801,6 +801,25 @@ pub(crate) fn build_auth(
     })))
 }
 
+/// The specs' `schedules:`, ready to fire (the linter accepted them).
+fn schedules_of(specs: &spec::Specs) -> Vec<spec::schedule::Fires> {
+    specs
+        .schedules()
+        .iter()
+        .filter_map(|schedule| match schedule.fires() {
+            Ok(fires) => Some(fires),
+            Err(err) => {
+                tracing::error!(
+                    schedule = schedule.name,
+                    error = err,
+                    "schedule not started"
+                );
+                None
+            }
+        })
+        .collect()
+}
+
 /// The specs' `acl:` entries, by request type.
 fn acls_of(specs: &spec::Specs) -> auth::Acls {
     let acls = specs
@@ -892,9 +911,11 @@ async fn keep_specs(
             continue;
         }
         let acls = acls_of(&report.specs);
+        let schedules = schedules_of(&report.specs);
         let grapher = graph::Grapher::new(report.specs, registry.clone());
         match manager.load_specs(grapher, &version, Some(acls)).await {
             Ok(()) => {
+                manager.set_schedules(schedules);
                 tracing::info!(
                     old = current,
                     new = version.version,
@@ -951,6 +972,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
     let (specs, sources) = (report.specs, report.sources);
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
+    let schedules = schedules_of(&specs);
     let reload_registry = Arc::new(registry.clone());
     let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
@@ -971,6 +993,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         },
     )
     .await?;
+    local.manager.set_schedules(schedules);
     // What a killed predecessor on this machine ran resumes at once.
     reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
@@ -1040,6 +1063,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     let (specs, sources) = (report.specs, report.sources);
     warn_if_no_request_types(&specs, &settings.specs);
     let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
+    let schedules = schedules_of(&specs);
     let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle rm");
     let store = store::open(&settings.database).await?;
@@ -1066,6 +1090,7 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
         Arc::new(rm::HttpJrClient::new(service_http(&settings)?)),
         options,
     ));
+    manager.set_schedules(schedules);
     let stop = CancellationToken::new();
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
     tokio::spawn(keep_specs(

@@ -905,6 +905,54 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit>
     }
 }
 
+/// `schedules`: each schedule with its next and last runs.
+pub(crate) async fn schedules(args: &ClientArgs) -> anyhow::Result<Exit> {
+    let client = args.client()?;
+    let schedules = match client.schedules().await {
+        Ok(schedules) => schedules,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output == Output::Json {
+        print_json(&schedules)?;
+        return Ok(Exit::Success);
+    }
+    if schedules.is_empty() {
+        return Ok(Exit::Success);
+    }
+    out!(
+        "{:<20} {:<16} {:<14} {:<16} {:<20} LAST",
+        "NAME",
+        "CRON",
+        "TIMEZONE",
+        "REQUEST",
+        "NEXT"
+    );
+    for schedule in &schedules {
+        let last = match &schedule.last {
+            None => "never".to_owned(),
+            Some(run) if !run.request_id.is_empty() => {
+                format!("{} {}", time(Some(run.due_at)), run.request_id)
+            }
+            Some(run) if !run.skipped.is_empty() => {
+                format!("{} skipped: {}", time(Some(run.due_at)), run.skipped)
+            }
+            Some(run) => format!("{} starting", time(Some(run.due_at))),
+        };
+        out!(
+            "{:<20} {:<16} {:<14} {:<16} {:<20} {last}",
+            squeeze(&schedule.name, 20),
+            squeeze(&schedule.cron, 16),
+            squeeze(&schedule.timezone, 14),
+            squeeze(&schedule.request, 16),
+            schedule
+                .next
+                .map(|next| time(Some(next)))
+                .unwrap_or_else(|| "never".to_owned())
+        );
+    }
+    Ok(Exit::Success)
+}
+
 /// `approve`/`reject <id> [job] [--comment TEXT]`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AnswerArgs {

@@ -141,6 +141,31 @@ pub trait Store: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> Result<bool, Error>;
 
+    /// Claims the run of `schedule` due at `due_at` for Request Manager `host`: true if
+    /// this call inserted it (start it), false if another did.
+    async fn claim_schedule_run(
+        &self,
+        schedule: &str,
+        due_at: DateTime<Utc>,
+        host: &str,
+    ) -> Result<bool, Error>;
+
+    /// Records what a claimed run did: the request it started, or why none (`skipped`).
+    async fn schedule_run_done(
+        &self,
+        schedule: &str,
+        due_at: DateTime<Utc>,
+        request_id: &str,
+        skipped: &str,
+    ) -> Result<(), Error>;
+
+    /// The latest runs of `schedule`, newest first, at most `limit`.
+    async fn schedule_runs(
+        &self,
+        schedule: &str,
+        limit: u32,
+    ) -> Result<Vec<proto::ScheduleRun>, Error>;
+
     /// Stores the answer to approval job `job_id` (the first answer only): true if this
     /// one was stored, false if the job had one already.
     async fn add_answer(

@@ -176,7 +176,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, super::MIGRATOR.iter().count() as i64);
-        assert_eq!(n, 7);
+        assert_eq!(n, 8);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
@@ -190,7 +190,7 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, 7);
+        assert_eq!(n, 8);
     }
 
     #[tokio::test]

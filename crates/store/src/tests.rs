@@ -1656,6 +1656,64 @@ async fn approval_answers_are_kept_once_per_job(store: Arc<dyn Store>, _raw: Raw
     assert!(matches!(err, Error::Invalid(_)), "{err}");
 }
 
+/// Schedules: a run is claimed once, whichever Request Manager asks first, and keeps
+/// what it did.
+async fn schedule_runs_are_claimed_once(store: Arc<dyn Store>, _raw: Raw) {
+    let due = at(1, 0);
+    assert!(
+        store
+            .claim_schedule_run("nightly", due, "rm-a")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_schedule_run("nightly", due, "rm-b")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_schedule_run("nightly", at(1, 1), "rm-b")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_schedule_run("other", due, "rm-b")
+            .await
+            .unwrap()
+    );
+    store
+        .schedule_run_done("nightly", due, "r1", "")
+        .await
+        .unwrap();
+    store
+        .schedule_run_done("nightly", at(1, 1), "", "the previous run still goes")
+        .await
+        .unwrap();
+    let runs = store.schedule_runs("nightly", 10).await.unwrap();
+    let seen: Vec<(&str, &str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.rm_host.as_str(),
+                r.request_id.as_str(),
+                r.skipped.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("rm-b", "", "the previous run still goes"),
+            ("rm-a", "r1", "")
+        ]
+    );
+    assert_eq!(runs[1].due_at, due);
+    assert_eq!(store.schedule_runs("nightly", 1).await.unwrap().len(), 1);
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1706,6 +1764,7 @@ suite!(
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,
     approval_answers_are_kept_once_per_job,
+    schedule_runs_are_claimed_once,
     requests_are_counted_by_state_and_operations_timed,
 );
 
@@ -1843,7 +1902,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 8);
+    assert_eq!(migrations, 9);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -1868,6 +1927,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "request_args",
             "request_audit",
             "requests",
+            "schedule_runs",
             "spec_versions",
             "suspended_job_chains"
         ]

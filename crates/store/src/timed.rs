@@ -54,6 +54,9 @@ timed_store! {
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
     fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> bool;
     fn set_paused(&self, request_id: &str, paused: bool) -> Request;
+    fn claim_schedule_run(&self, schedule: &str, due_at: DateTime<Utc>, host: &str) -> bool;
+    fn schedule_run_done(&self, schedule: &str, due_at: DateTime<Utc>, request_id: &str, skipped: &str) -> ();
+    fn schedule_runs(&self, schedule: &str, limit: u32) -> Vec<proto::ScheduleRun>;
     fn add_answer(&self, request_id: &str, job_id: &str, answer: &proto::Answer) -> bool;
     fn answers(&self, request_id: &str) -> Vec<(String, proto::Answer)>;
     fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> ();

@@ -3,7 +3,9 @@
 //! COMPLETE; a retry runs only the failed and unrun jobs, a retry from a job that job
 //! and what follows, a rerun a new request with the same args; requests created before
 //! and after a spec reload (SIGHUP, `--watch-specs`) keep their own spec versions; an
-//! approval survives a SIGKILL of its runner and completes once approved.
+//! approval survives a SIGKILL of its runner and completes once approved; a schedule
+//! every second starts exactly one request per tick across two Request Managers, and its
+//! skip policy holds.
 
 use std::path::Path;
 use std::time::Duration;
@@ -600,4 +602,124 @@ async fn an_approval_survives_a_sigkill_of_its_runner_and_completes_once_approve
         .map(|event| event["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["create", "approve"]);
+}
+
+const SCHEDULED: &str = r#"sequences:
+  tick:
+    request: true
+    nodes:
+      beat:
+        category: job
+        type: noop
+  slowly:
+    request: true
+    args:
+      optional:
+        - name: wait
+          default: 2500ms
+    nodes:
+      nap:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: wait}]
+schedules:
+  ticks:
+    cron: "* * * * * *"
+    request: tick
+    overlap: start
+  slow:
+    cron: "* * * * * *"
+    timezone: Europe/Berlin
+    request: slowly
+    args: {wait: 2500ms}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_starts_one_request_per_tick_across_two_request_managers() {
+    let test = "a_schedule_starts_one_request_per_tick_across_two_request_managers";
+    let Some(admin_url) = crate::postgres_url(test) else {
+        return;
+    };
+    let database = crate::services::unique_database();
+    let admin = sqlx::PgPool::connect(&admin_url)
+        .await
+        .expect("the test PostgreSQL server answers");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{database}\""
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let url = crate::services::url_with_database(&admin_url, &database);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/scheduled.yaml"), SCHEDULED).unwrap();
+    let rm_args = crate::rm_args(&url, "3s", &[]);
+    let rm1 = Service::start(dir.path(), &rm_args);
+    let rm2 = Service::start(dir.path(), &rm_args);
+    let rm_urls = format!("{},{}", rm1.url, rm2.url);
+    let _jr = Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[]));
+    let client = Client::new(&rm1.url);
+    // Ticks for a while: a wait for time itself.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let settled = chrono::Utc::now() - chrono::Duration::seconds(2);
+
+    let requests = |request_type: &'static str| {
+        let client = &client;
+        async move {
+            let found = client
+                .get(&format!("/api/v1/requests?type={request_type}&limit=100"))
+                .await;
+            let mut found: Vec<serde_json::Value> = found.as_array().unwrap().clone();
+            found.sort_by_key(|r| r["createdAt"].as_str().unwrap().to_owned());
+            found
+        }
+    };
+    // One request per tick: each names its run's due time, every second once, no gap.
+    let ticks = requests("tick").await;
+    let mut due: Vec<chrono::DateTime<chrono::Utc>> = ticks
+        .iter()
+        .map(|r| {
+            let user = r["user"].as_str().unwrap();
+            let at = user
+                .strip_prefix("schedule:ticks@")
+                .unwrap_or_else(|| panic!("{user}"));
+            chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc()
+        })
+        .filter(|at| *at <= settled)
+        .collect();
+    due.sort();
+    assert!(due.len() >= 3, "{ticks:#?}");
+    for pair in due.windows(2) {
+        assert_eq!(pair[1] - pair[0], chrono::Duration::seconds(1), "{due:?}");
+    }
+    // Both Request Managers took part (each claims what it sees first): not asserted,
+    // as which one wins a claim is the race; that none ran twice is.
+
+    // The slow one skips while its previous run goes: never two at once.
+    let slow = requests("slowly").await;
+    assert!(!slow.is_empty() && slow.len() < ticks.len(), "{slow:#?}");
+    for pair in slow.windows(2) {
+        let time = |value: &serde_json::Value| {
+            value
+                .as_str()
+                .map(|text| chrono::DateTime::parse_from_rfc3339(text).unwrap())
+        };
+        let (finished, next_created) = (time(&pair[0]["finishedAt"]), time(&pair[1]["createdAt"]));
+        assert!(
+            finished.is_some_and(|finished| Some(finished) <= next_created),
+            "runs overlap: {pair:#?}"
+        );
+    }
+    let listed = cli(dir.path(), &rm2.url, &["schedules"]);
+    assert!(
+        listed.contains("ticks") && listed.contains("Europe/Berlin"),
+        "{listed}"
+    );
+    let statuses = client.get("/api/v1/schedules").await;
+    assert_eq!(statuses.as_array().unwrap().len(), 2, "{statuses}");
+    assert_eq!(statuses[1]["overlap"], "skip");
+    assert!(statuses[0]["next"].is_string(), "{statuses}");
+    drop((rm1, rm2));
+    admin.close().await;
 }

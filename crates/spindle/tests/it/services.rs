@@ -83,7 +83,7 @@ impl JrAddress {
 }
 
 /// A database name no other test run uses.
-fn unique_database() -> String {
+pub(crate) fn unique_database() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -407,7 +407,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
 }
 
 /// The same server URL with another database.
-fn url_with_database(url: &str, database: &str) -> String {
+pub(crate) fn url_with_database(url: &str, database: &str) -> String {
     match url.rfind('/') {
         Some(slash) if slash > "postgres://".len() => format!("{}/{database}", &url[..slash]),
         _ => format!("{url}/{database}"),
