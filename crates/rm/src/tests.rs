@@ -1856,6 +1856,119 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     assert_eq!(actions, [("create", "bob"), ("approve", "ann")]);
 }
 
+/// Issue #16: runs missed while no Request Manager ran are skipped, or (`missed:
+/// start`) the latest is started late, once; a run is started once, whoever claims it.
+#[tokio::test]
+async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
+    let specs = "sequences:
+  tick:
+    request: true
+    nodes:
+      beat:
+        category: job
+        type: noop
+schedules:
+  skipping:
+    cron: \"* * * * * *\"
+    request: tick
+    overlap: start
+  catching-up:
+    cron: \"* * * * * *\"
+    request: tick
+    overlap: start
+    missed: start
+";
+    let env = env_specs(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            // Two rounds, at least 2 s: runs older than that were missed.
+            interval: std::time::Duration::from_millis(500),
+            ..Options::default()
+        },
+        specs,
+    )
+    .await;
+    let report = spec::lint_str(std::path::Path::new("specs.yaml"), specs);
+    let fires: Vec<_> = report
+        .specs
+        .schedules()
+        .iter()
+        .map(|s| s.fires().unwrap())
+        .collect();
+    env.manager.set_schedules(fires);
+    let store = env.manager.store();
+    // Both last ran a minute ago; nothing ran since.
+    let long_ago = chrono::Utc::now() - chrono::Duration::seconds(60);
+    let long_ago =
+        long_ago - chrono::Duration::nanoseconds(long_ago.timestamp_subsec_nanos().into());
+    for name in ["skipping", "catching-up"] {
+        assert!(
+            store
+                .claim_schedule_run(name, long_ago, "rm-old")
+                .await
+                .unwrap()
+        );
+        store
+            .schedule_run_done(name, long_ago, "r-old", "")
+            .await
+            .unwrap();
+    }
+    let round = chrono::Utc::now();
+    env.manager.run_schedules().await;
+    let started = |name: &'static str| {
+        let store = Arc::clone(store);
+        async move {
+            let runs = store.schedule_runs(name, 100).await.unwrap();
+            runs.into_iter()
+                .filter(|run| !run.request_id.is_empty() && run.request_id != "r-old")
+                .map(|run| run.due_at)
+                .collect::<Vec<_>>()
+        }
+    };
+    let grace = chrono::Duration::seconds(2);
+    let skipping = started("skipping").await;
+    assert!(!skipping.is_empty() && skipping.len() <= 3, "{skipping:?}");
+    assert!(
+        skipping
+            .iter()
+            .all(|at| *at >= round - grace - chrono::Duration::seconds(1)),
+        "only recent runs: {skipping:?}"
+    );
+    let catching_up = started("catching-up").await;
+    assert_eq!(
+        catching_up.len(),
+        skipping.len() + 1,
+        "the same recent runs, and the latest missed one: {catching_up:?} {skipping:?}"
+    );
+    assert!(
+        catching_up.iter().min() < skipping.iter().min(),
+        "{catching_up:?}"
+    );
+    // Another round (another Request Manager) starts nothing twice.
+    let before = store
+        .find_requests(&proto::RequestFilter {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len();
+    env.manager.run_schedules().await;
+    let requests = store
+        .find_requests(&proto::RequestFilter {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut users: Vec<&str> = requests.iter().map(|r| r.user.as_str()).collect();
+    users.sort();
+    let n = users.len();
+    users.dedup();
+    assert_eq!(users.len(), n, "one request per run");
+    assert!(n >= before, "{n} {before}");
+}
+
 /// A hand-over that reached a runner, which ran jobs, but was never recorded (the
 /// Request Manager died between the two, as in the chaos test): offered again, the
 /// request is not sent as a new chain (a runner refuses one with jobs that ran, and it

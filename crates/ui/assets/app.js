@@ -960,6 +960,45 @@
     });
   }
 
+  // ---- schedules ----
+  function schedulesPage() {
+    const table = h("tbody", { id: "schedules" });
+    const status = h("p", { class: "muted", "aria-live": "polite" });
+    main.append(h("div", { class: "table-wrap" }, h("table", {},
+      h("thead", {}, h("tr", {}, ["Name", "Cron", "Time zone", "Request", "Args", "Overlap", "Missed", "Next", "Last"].map((c) => h("th", { scope: "col" }, c)))),
+      table)), status);
+    let failing = null;
+    poll(5000, async () => {
+      let schedules;
+      try {
+        schedules = await api("GET", "/api/v1/schedules");
+        if (failing) { failing.remove(); failing = null; }
+      } catch (err) {
+        if (!failing) failing = banner(main, err.message);
+        return true;
+      }
+      clear(table);
+      for (const s of schedules || []) {
+        const last = s.last;
+        const lastCell = !last ? h("span", { class: "muted" }, "never")
+          : last.requestId ? h("span", {}, time(last.dueAt), " ", h("a", { class: "mono", href: `/requests/${enc(last.requestId)}` }, last.requestId))
+          : h("span", {}, time(last.dueAt), last.skipped ? ` skipped: ${last.skipped}` : " starting");
+        table.append(h("tr", { "data-name": s.name },
+          h("td", { class: "mono" }, s.name),
+          h("td", { class: "mono" }, s.cron),
+          h("td", {}, s.timezone),
+          h("td", {}, h("a", { href: `/start/${enc(s.request)}` }, s.request)),
+          h("td", { class: "mono" }, Object.entries(s.args || {}).map(([k, v]) => `${k}=${valueText(v)}`).join(" ")),
+          h("td", {}, s.overlap),
+          h("td", {}, s.missed),
+          h("td", {}, s.next ? time(s.next) : "never"),
+          h("td", {}, lastCell)));
+      }
+      status.textContent = (schedules || []).length ? "" : "The specs have no schedules.";
+      return true;
+    });
+  }
+
   // ---- signing in ----
   function signInPage() {
     if (!me.auth) {
@@ -990,7 +1029,7 @@
     token.focus();
   }
 
-  const pages = { list: listPage, request: requestPage, start: startPage, runners: runnersPage, "sign-in": signInPage };
+  const pages = { list: listPage, request: requestPage, start: startPage, runners: runnersPage, schedules: schedulesPage, "sign-in": signInPage };
   whoAmI().then((found) => {
     me = found;
     showWho();

@@ -50,6 +50,7 @@ fn shell(title: &str, page: &str, subject: &str) -> Html<String> {
 <a href="/" data-nav="list">Requests</a>
 <a href="/start" data-nav="start">Start</a>
 <a href="/runners" data-nav="runners">Job Runners</a>
+<a href="/schedules" data-nav="schedules">Schedules</a>
 </nav>
 <div class="who" id="who"></div>
 </header>
@@ -86,6 +87,10 @@ async fn runners() -> Html<String> {
     shell("Job Runners", "runners", "")
 }
 
+async fn schedules() -> Html<String> {
+    shell("Schedules", "schedules", "")
+}
+
 async fn sign_in() -> Html<String> {
     shell("Sign in", "sign-in", "")
 }
@@ -110,6 +115,7 @@ pub(crate) fn routes() -> Router {
         .route("/start", get(start_any))
         .route("/start/{request_type}", get(start))
         .route("/runners", get(runners))
+        .route("/schedules", get(schedules))
         .route("/sign-in", get(sign_in))
         .route(
             "/ui/app.js",

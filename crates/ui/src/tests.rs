@@ -375,6 +375,7 @@ async fn pages_are_shells_without_inline_script_or_style() {
         ("/start", "start"),
         ("/start/deploy", "start"),
         ("/runners", "runners"),
+        ("/schedules", "schedules"),
     ] {
         let (status, headers, html) = get(&env.router, uri).await;
         assert_eq!(status, StatusCode::OK, "{uri}");

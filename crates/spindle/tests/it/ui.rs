@@ -97,6 +97,12 @@ const SPECS: &str = "sequences:
       static:
         - name: question
           default: ship it?
+schedules:
+  new-year:
+    cron: \"0 0 1 1 *\"
+    timezone: Europe/Berlin
+    request: naps
+    args: {host: <b>db9</b>}
 ";
 
 /// Chromium and its driver, from the environment or Debian's paths.
@@ -499,6 +505,37 @@ async fn a_jobs_output_is_followed_while_it_runs() {
     assert_eq!(stdout, "first line\nlast line\n");
     ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
         .await;
+    ui.close().await;
+}
+
+/// Issue #16: the schedules page lists the specs' schedules with their next runs, values
+/// as text.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_schedules_page_lists_the_schedules() {
+    let Some(ui) = ui("schedules_page").await else {
+        return;
+    };
+    ui.goto("/schedules").await;
+    let row = ui
+        .until(
+            "the schedule listed",
+            "const r = document.querySelector('#schedules tr[data-name=\"new-year\"]'); return r && r.textContent",
+            20,
+        )
+        .await;
+    let row = row.as_str().unwrap();
+    assert!(
+        row.contains("0 0 1 1 *") && row.contains("Europe/Berlin"),
+        "{row}"
+    );
+    assert!(row.contains("host=<b>db9</b>"), "markup stays text: {row}");
+    assert!(row.contains("never"), "no run yet: {row}");
+    assert_eq!(
+        ui.js("return document.querySelector('#schedules b') === null")
+            .await,
+        true
+    );
+    ui.screenshot("schedules").await;
     ui.close().await;
 }
 
