@@ -58,11 +58,14 @@ async fn run(job_type: &str, job_args: Value) -> Outcome {
 fn registry_lists_known_types_for_an_unknown_one() {
     let registry = Registry::builtin();
     let types: Vec<&str> = registry.types().collect();
-    assert_eq!(types, ["noop", "shell-args", "shell-command", "sleep"]);
+    assert_eq!(
+        types,
+        ["approval", "noop", "shell-args", "shell-command", "sleep"]
+    );
     let err = registry.make(&id("nope")).err().expect("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown job type `nope`; expected one of: noop, shell-args, shell-command, sleep"
+        "unknown job type `nope`; expected one of: approval, noop, shell-args, shell-command, sleep"
     );
     let mut custom = Registry::builtin();
     custom.register("mine", |_| Box::new(NoopJob));

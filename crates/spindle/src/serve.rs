@@ -845,23 +845,29 @@ fn acls_of(specs: &spec::Specs) -> auth::Acls {
     auth::Acls::new(acls)
 }
 
-/// Spec history and reloads: records the version of the specs the Request Manager
-/// started with, then reloads them on SIGHUP (and, with `--watch-specs`, when the files
+/// Spec history and reloads: stores the version of the specs the Request Manager
+/// started with (`started_with`, their files) before it serves, so that every request
+/// records one, then (`keep_specs`) reloads them on SIGHUP (and, with `--watch-specs`, when the files
 /// change: they are read every second). New specs are linted first; with errors the old
 /// ones stay and the errors are logged. Runs until `stop`.
+async fn record_specs(manager: &Manager, started_with: Vec<proto::SpecFile>) -> String {
+    let first = rm::spec_version(started_with);
+    if let Err(err) = manager.record_specs(&first).await {
+        tracing::warn!(error = %err.chain(), "storing the specs' version failed; requests record none until a reload");
+        return String::new();
+    }
+    first.version
+}
+
 async fn keep_specs(
     manager: Arc<Manager>,
     path: PathBuf,
     registry: Arc<Registry>,
-    started_with: Vec<proto::SpecFile>,
+    started_with: String,
     watch: bool,
     stop: CancellationToken,
 ) {
-    let first = rm::spec_version(started_with);
-    if let Err(err) = manager.record_specs(&first).await {
-        tracing::warn!(error = %err.chain(), "storing the specs' version failed; requests record none until a reload");
-    }
-    let mut current = first.version;
+    let mut current = started_with;
     let mut rejected = String::new();
     let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => Some(signal),
@@ -1004,12 +1010,13 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         lease_settings(settings.lease),
         stop_lease.clone(),
     ));
+    let started_with = record_specs(&local.manager, sources).await;
     let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
     tokio::spawn(keep_specs(
         local.manager.clone(),
         settings.specs.clone(),
         reload_registry,
-        sources,
+        started_with,
         args.manager.watch_specs,
         stop.clone(),
     ));
@@ -1092,12 +1099,13 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     ));
     manager.set_schedules(schedules);
     let stop = CancellationToken::new();
+    let started_with = record_specs(&manager, sources).await;
     let background = tokio::spawn(manager.clone().run_background(stop.clone()));
     tokio::spawn(keep_specs(
         manager.clone(),
         settings.specs.clone(),
         registry,
-        sources,
+        started_with,
         args.manager.watch_specs,
         stop.clone(),
     ));

@@ -92,7 +92,14 @@ fn the_custom_binary_knows_the_custom_type() {
     let types: Vec<&str> = registry.types().collect();
     assert_eq!(
         types,
-        ["greet", "noop", "shell-args", "shell-command", "sleep"]
+        [
+            "approval",
+            "greet",
+            "noop",
+            "shell-args",
+            "shell-command",
+            "sleep"
+        ]
     );
     assert_eq!(registry.required_args("greet"), ["name"]);
 }

@@ -171,6 +171,7 @@ fn list_help_start_status_info_find_log() {
     settings.add_filter(r"\(\d+s ago\)", "([AGO])");
     settings.add_filter(r"runtime: +[0-9.]+s", "runtime: [RUNTIME]");
     settings.add_filter(r"job id: +[a-zA-Z0-9]{4}", "job id:   [JOB]");
+    settings.add_filter(r"specs: [0-9a-f]{16}", "specs: [VERSION]");
     let _guard = settings.bind_to_scope();
 
     insta::assert_snapshot!(server.stdout(&[]), @r"
@@ -219,6 +220,7 @@ fn list_help_start_status_info_find_log() {
         host: 
         jobs: 5 (5 complete)
         args: who=bob times=1
+       specs: [VERSION] (spindle's GET /api/v1/requests/[ID]/spec has their text)
        audit:
               [TIME] create by ann from 127.0.0.1
     ");
