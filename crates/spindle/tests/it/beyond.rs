@@ -637,20 +637,10 @@ schedules:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_starts_one_request_per_tick_across_two_request_managers() {
     let test = "a_schedule_starts_one_request_per_tick_across_two_request_managers";
-    let Some(admin_url) = crate::postgres_url(test) else {
+    let Some(database) = crate::services::NewDatabase::create(test).await else {
         return;
     };
-    let database = crate::services::unique_database();
-    let admin = sqlx::PgPool::connect(&admin_url)
-        .await
-        .expect("the test PostgreSQL server answers");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{database}\""
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
-    let url = crate::services::url_with_database(&admin_url, &database);
+    let url = database.url.clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("specs")).unwrap();
     std::fs::write(dir.path().join("specs/scheduled.yaml"), SCHEDULED).unwrap();
@@ -658,7 +648,7 @@ async fn a_schedule_starts_one_request_per_tick_across_two_request_managers() {
     let rm1 = Service::start(dir.path(), &rm_args);
     let rm2 = Service::start(dir.path(), &rm_args);
     let rm_urls = format!("{},{}", rm1.url, rm2.url);
-    let _jr = Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[]));
+    let jr = Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[]));
     let client = Client::new(&rm1.url);
     // Ticks for a while: a wait for time itself.
     tokio::time::sleep(Duration::from_millis(5500)).await;
@@ -720,6 +710,6 @@ async fn a_schedule_starts_one_request_per_tick_across_two_request_managers() {
     assert_eq!(statuses.as_array().unwrap().len(), 2, "{statuses}");
     assert_eq!(statuses[1]["overlap"], "skip");
     assert!(statuses[0]["next"].is_string(), "{statuses}");
-    drop((rm1, rm2));
-    admin.close().await;
+    drop((rm1, rm2, jr));
+    database.remove().await;
 }

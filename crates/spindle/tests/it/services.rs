@@ -83,7 +83,42 @@ impl JrAddress {
 }
 
 /// A database name no other test run uses.
-pub(crate) fn unique_database() -> String {
+/// A database of a test's own on the test PostgreSQL server.
+pub(crate) struct NewDatabase {
+    admin: sqlx::PgPool,
+    name: String,
+    pub(crate) url: String,
+}
+
+impl NewDatabase {
+    /// `None` when the PostgreSQL tests are skipped.
+    pub(crate) async fn create(test: &str) -> Option<NewDatabase> {
+        let admin_url = crate::postgres_url(test)?;
+        let name = unique_database();
+        let admin = sqlx::PgPool::connect(&admin_url)
+            .await
+            .expect("the test PostgreSQL server answers");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let url = url_with_database(&admin_url, &name);
+        Some(NewDatabase { admin, name, url })
+    }
+
+    /// Drops it (its services stopped first).
+    pub(crate) async fn remove(self) {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE \"{}\" WITH (FORCE)",
+            self.name
+        )))
+        .execute(&self.admin)
+        .await;
+        self.admin.close().await;
+    }
+}
+
+fn unique_database() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -321,22 +356,12 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_request_managers_on_postgres_resume_each_chain_once() {
-    let Some(admin_url) =
-        crate::postgres_url("two_request_managers_on_postgres_resume_each_chain_once")
+    let Some(database) =
+        NewDatabase::create("two_request_managers_on_postgres_resume_each_chain_once").await
     else {
         return;
     };
-    let database = unique_database();
-    let admin = sqlx::PgPool::connect(&admin_url)
-        .await
-        .expect("the test PostgreSQL server answers");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{database}\""
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
-    let url = url_with_database(&admin_url, &database);
+    let url = database.url.clone();
 
     let dir = specs_dir();
     let jr_address = JrAddress::new().await;
@@ -399,15 +424,11 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
         );
     }
     drop((jr_b, rm1, rm2));
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{database}\" WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await;
+    database.remove().await;
 }
 
 /// The same server URL with another database.
-pub(crate) fn url_with_database(url: &str, database: &str) -> String {
+fn url_with_database(url: &str, database: &str) -> String {
     match url.rfind('/') {
         Some(slash) if slash > "postgres://".len() => format!("{}/{database}", &url[..slash]),
         _ => format!("{url}/{database}"),
