@@ -182,18 +182,7 @@ async fn a_paused_request_stays_paused_across_a_restart_and_completes_once_resum
     let marks = dir.path().join("marks");
     let mut server = Service::start(dir.path(), &SERVER);
     let client = Client::new(&server.url);
-    let created = client
-        .http
-        .post(format!("{}/api/v1/requests", server.url))
-        .json(&json!({"type": "steps", "args": {"marks": marks}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = create(&client, "steps", json!({"marks": marks})).await;
     wait_until("the first job runs", Duration::from_secs(30), || {
         executions(&marks).len() == 1
     })
@@ -296,18 +285,7 @@ async fn a_retry_runs_only_the_failed_and_unrun_jobs_and_a_rerun_is_a_new_reques
     let marks = dir.path().join("marks");
     let server = Service::start(dir.path(), &SERVER);
     let client = Client::new(&server.url);
-    let created = client
-        .http
-        .post(format!("{}/api/v1/requests", server.url))
-        .json(&json!({"type": "flaky", "args": {"marks": marks}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = create(&client, "flaky", json!({"marks": marks})).await;
     client.wait_state(&id, FAIL, Duration::from_secs(30)).await;
     assert_eq!(jobs_run(&marks), ["a", "b"]);
 
@@ -385,18 +363,7 @@ async fn a_retry_runs_only_the_failed_and_unrun_jobs_and_a_rerun_is_a_new_reques
 /// Creates a `flaky` request (which completes: `MARKS/fixed` exists) and waits for it;
 /// returns its id and spec version.
 async fn flaky_request(client: &Client, marks: &Path) -> (String, String) {
-    let created = client
-        .http
-        .post(format!("{}/api/v1/requests", client.base))
-        .json(&json!({"type": "flaky", "args": {"marks": marks}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = create(client, "flaky", json!({"marks": marks})).await;
     client
         .wait_state(&id, COMPLETE, Duration::from_secs(30))
         .await;
