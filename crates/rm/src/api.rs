@@ -411,8 +411,9 @@ async fn create(
             .map(str::to_owned)
             .unwrap_or_else(|| create_request.user.clone()),
     };
-    let request = manager.create(create_request, &user).await?;
-    record(&manager, &request.id, "create", user, peer.as_deref()).await;
+    let request = manager
+        .create(create_request, &user, &address_of(peer.as_deref()))
+        .await?;
     let location = format!("/api/v1/requests/{}", request.id);
     Ok((
         StatusCode::CREATED,
@@ -680,6 +681,13 @@ fn who(caller: Option<&auth::Caller>, headers: &HeaderMap) -> String {
     }
 }
 
+/// The caller's address as the audit trail keeps it (empty when not known).
+fn address_of(peer: Option<&auth::Peer>) -> String {
+    peer.and_then(|p| p.addr)
+        .map(|addr| addr.ip().to_string())
+        .unwrap_or_default()
+}
+
 /// Adds to the request's audit trail. The action is done by now: a trail that cannot
 /// be written is logged, not turned into a failure of what was done.
 async fn record(
@@ -693,10 +701,7 @@ async fn record(
         at: chrono::Utc::now(),
         action: action.to_owned(),
         user,
-        address: peer
-            .and_then(|p| p.addr)
-            .map(|addr| addr.ip().to_string())
-            .unwrap_or_default(),
+        address: address_of(peer),
     };
     if let Err(err) = manager.store().add_audit(request_id, &event).await {
         tracing::error!(request_id, action, error = %err, "the audit trail could not be written");

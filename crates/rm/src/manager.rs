@@ -370,18 +370,9 @@ impl Manager {
                 args: fires.args.clone(),
                 user: user.clone(),
             };
-            match self.create(create, &user).await {
+            match self.create(create, &user, "").await {
                 Ok(request) => {
                     tracing::info!(schedule = fires.name, due = %due_at, request_id = request.id, "schedule started a request");
-                    let event = proto::AuditEvent {
-                        at: Utc::now(),
-                        action: "create".to_owned(),
-                        user,
-                        address: String::new(),
-                    };
-                    if let Err(err) = self.store.add_audit(&request.id, &event).await {
-                        tracing::error!(request_id = request.id, error = %err, "the audit trail could not be written");
-                    }
                     self.store
                         .schedule_run_done(&fires.name, due_at, &request.id, "")
                         .await?;
@@ -511,10 +502,12 @@ impl Manager {
     /// Creates a request and hands it to a Job Runner. If no Job Runner answers, the
     /// request is kept PENDING and started by the background loop once one does.
     /// Returns the request as created (PENDING, without its chain), as Spin Cycle does.
+    /// The audit trail's "create" event (by `user`, from `address`) is stored with it.
     pub async fn create(
         &self,
         create_request: CreateRequest,
         user: &str,
+        address: &str,
     ) -> Result<Request, Error> {
         self.check_open()?;
         let began = std::time::SystemTime::now();
@@ -555,7 +548,15 @@ impl Manager {
             user: user.to_owned(),
             ..create_request
         };
-        self.store.create_request(&request, &stored).await?;
+        let created = proto::AuditEvent {
+            at: request.created_at,
+            action: "create".to_owned(),
+            user: user.to_owned(),
+            address: address.to_owned(),
+        };
+        self.store
+            .create_request(&request, &stored, Some(&created))
+            .await?;
         let telemetry = &self.options.telemetry;
         if let Some(metrics) = &telemetry.metrics {
             metrics.request_created(&request.request_type);

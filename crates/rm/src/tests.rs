@@ -930,7 +930,7 @@ async fn creating_a_request_does_not_block_the_runtime() {
                     .collect(),
                 ..proto::CreateRequest::default()
             };
-            manager.create(create_request, "ann").await
+            manager.create(create_request, "ann", "").await
         }
     });
     // The program waits for this task to answer; this task runs only if creating the

@@ -79,7 +79,7 @@ pub(crate) async fn run(
         args: request_args,
         user: user.clone(),
     };
-    let request = match local.manager.create(create_request, &user).await {
+    let request = match local.manager.create(create_request, &user, "").await {
         Ok(request) => request,
         Err(rm::Error::BadRequest(message)) => {
             eprintln_failure(&message);

@@ -407,6 +407,7 @@ where
         &self,
         request: &Request,
         create_request: &CreateRequest,
+        created: Option<&AuditEvent>,
     ) -> Result<(), Error> {
         let Some(chain) = &request.job_chain else {
             return Err(Error::Invalid(
@@ -448,6 +449,18 @@ where
                     .push_bind(arg_text(&arg.value));
             });
             insert.build().execute(&mut *tx).await?;
+        }
+        if let Some(event) = created {
+            sqlx::query(
+                "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(request.id.as_str())
+            .bind(micros(event.at))
+            .bind(event.action.as_str())
+            .bind(event.user.as_str())
+            .bind(event.address.as_str())
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(())

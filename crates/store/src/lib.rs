@@ -113,10 +113,13 @@ pub trait Store: Send + Sync + 'static {
     /// chain) and its searchable args, in one transaction. `request.job_chain` must be set.
     /// Its epoch is 1: the first hand-over's, so that handing a new request over takes no
     /// write of its own ([`Store::hand_over`] is for the ones after).
+    /// With `created`, the audit trail's first event is stored in the same transaction
+    /// (one commit, and never a request without it).
     async fn create_request(
         &self,
         request: &Request,
         create_request: &CreateRequest,
+        created: Option<&AuditEvent>,
     ) -> Result<(), Error>;
 
     /// A request with its args; with `with_chain`, also its chain, each job carrying its

@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(n, super::MIGRATOR.iter().count() as i64);
         assert_eq!(n, 8);
         let (request, create) = crate::tests::sample_request("r1");
-        store.create_request(&request, &create).await.unwrap();
+        store.create_request(&request, &create, None).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
         std::mem::forget(store);
         let store = SqliteStore::open(&path).await.unwrap();
@@ -210,10 +210,13 @@ mod tests {
             .await
             .unwrap();
         let (request, create) = crate::tests::sample_request("r1");
-        let err = store.create_request(&request, &create).await.unwrap_err();
+        let err = store
+            .create_request(&request, &create, None)
+            .await
+            .unwrap_err();
         assert!(err.is_transient(), "{err}");
         assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-        store.create_request(&request, &create).await.unwrap();
+        store.create_request(&request, &create, None).await.unwrap();
     }
 }

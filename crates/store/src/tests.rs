@@ -108,7 +108,7 @@ pub(crate) fn sample_request(id: &str) -> (Request, CreateRequest) {
 async fn create(store: &dyn Store, id: &str) -> Request {
     let (request, create_request) = request(id, "deploy", "ann", at(1, 0), "db1");
     store
-        .create_request(&request, &create_request)
+        .create_request(&request, &create_request, None)
         .await
         .unwrap();
     request
@@ -186,7 +186,12 @@ async fn create_and_read(store: Arc<dyn Store>, _raw: Raw) {
     ));
     // A request id is stored once.
     let (again, create_request) = request("r1", "deploy", "ann", at(2, 0), "db2");
-    assert!(store.create_request(&again, &create_request).await.is_err());
+    assert!(
+        store
+            .create_request(&again, &create_request, None)
+            .await
+            .is_err()
+    );
     assert_eq!(
         store.get_request("r1", false).await.unwrap().args[0].value,
         json!("db1")
@@ -738,7 +743,7 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
     for (id, hour, request_type, user, host) in rows {
         let (request, create_request) = request(id, request_type, user, at(hour, 0), host);
         store
-            .create_request(&request, &create_request)
+            .create_request(&request, &create_request, None)
             .await
             .unwrap();
     }
@@ -911,7 +916,7 @@ async fn a_long_arg_value_is_stored_and_found_through_an_index(store: Arc<dyn St
     request.args[0].name = "hosts".to_owned();
     request.args[0].value = value.clone();
     store
-        .create_request(&request, &create_request)
+        .create_request(&request, &create_request, None)
         .await
         .expect("a 100 KB arg is stored");
     let read = store.get_request("big", false).await.unwrap();
@@ -1583,7 +1588,7 @@ async fn spec_versions_are_stored_once_and_requests_keep_theirs(store: Arc<dyn S
     let (mut request, create_request) = sample_request("r1");
     request.spec_version = first.version.clone();
     store
-        .create_request(&request, &create_request)
+        .create_request(&request, &create_request, None)
         .await
         .unwrap();
     create(&*store, "r2").await;

@@ -48,7 +48,7 @@ macro_rules! timed_store {
 }
 
 timed_store! {
-    fn create_request(&self, request: &Request, create_request: &CreateRequest) -> ();
+    fn create_request(&self, request: &Request, create_request: &CreateRequest, created: Option<&AuditEvent>) -> ();
     fn get_request(&self, request_id: &str, with_chain: bool) -> Request;
     fn job_chain(&self, request_id: &str) -> JobChain;
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;

@@ -466,6 +466,7 @@ async fn the_views_follow_the_job_log_and_the_runner() {
                 ..proto::CreateRequest::default()
             },
             "ann",
+            "",
         )
         .await
         .unwrap();
