@@ -193,19 +193,23 @@ impl Manager {
 
     /// Who may do what; `None` when authentication is off.
     pub fn auth(&self) -> Option<Arc<auth::Auth>> {
-        self.loaded().auth
+        self.read_loaded().auth.clone()
     }
 
+    /// The specs as loaded now (a copy: a reload meanwhile does not change it).
     fn loaded(&self) -> Loaded {
+        self.read_loaded().clone()
+    }
+
+    fn read_loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
         self.specs
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
     }
 
     /// The version of the specs requests are built from now (empty when not kept).
     pub fn spec_version(&self) -> String {
-        self.loaded().version
+        self.read_loaded().version.clone()
     }
 
     /// Stores the version of the specs the manager was made with (`specs`, their files),
@@ -265,7 +269,8 @@ impl Manager {
     pub async fn schedules(&self) -> Result<Vec<proto::ScheduleStatus>, Error> {
         let now = Utc::now();
         let mut statuses = Vec::new();
-        for fires in self.loaded().schedules.iter() {
+        let schedules = Arc::clone(&self.read_loaded().schedules);
+        for fires in schedules.iter() {
             let last = self.store.schedule_runs(&fires.name, 1).await?.pop();
             statuses.push(proto::ScheduleStatus {
                 name: fires.name.clone(),
@@ -288,7 +293,7 @@ impl Manager {
     /// start` started late, the latest one only. With `overlap: skip`, a run due while
     /// the previous one still goes starts nothing and says so.
     pub async fn run_schedules(&self) {
-        let schedules = self.loaded().schedules;
+        let schedules = Arc::clone(&self.read_loaded().schedules);
         if schedules.is_empty() || self.shutting_down.load(Ordering::SeqCst) {
             return;
         }
@@ -1085,7 +1090,7 @@ impl Manager {
     }
 
     pub fn request_specs(&self) -> Vec<RequestSpec> {
-        self.loaded().grapher.request_specs()
+        self.read_loaded().grapher.request_specs()
     }
 
     /// Refuses a report about `request_ids` from a runner that does not own each of them
