@@ -265,6 +265,12 @@ impl Runner {
         Ok(())
     }
 
+    /// The running chain of a request, if this runner runs it (its `wait` tells when it
+    /// ended and its last report was delivered).
+    pub fn chain(&self, request_id: &str) -> Option<Handle> {
+        self.chains().get(request_id).cloned()
+    }
+
     /// Pauses (or unpauses) a chain: see [`chain::Handle::set_paused`].
     pub fn set_paused(&self, request_id: &str, paused: bool) -> Result<(), Error> {
         let handle = self.chains().get(request_id).cloned();

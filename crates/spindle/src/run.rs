@@ -109,8 +109,21 @@ pub(crate) async fn run(
             .await
             .unwrap_or_default();
         bar.set_message(crate::spinc::running_line(&running));
+        // Woken when the chain ends (its final state stored by then), else every 100 ms
+        // for the progress bar. No chain here: it ended just now (read again soon) or
+        // has not begun.
+        let chain = local.runner.chain(&request.id);
+        let ended = async {
+            match &chain {
+                Some(chain) => {
+                    chain.wait().await;
+                }
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        };
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = ended => {}
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 bar.println("stopping the request (Ctrl-C again waits for it)");
