@@ -45,7 +45,12 @@ pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
 /// [`crate::PostgresStore`] are its two kinds.
 #[derive(Debug, Clone)]
 pub struct SqlStore<DB: Backend> {
+    /// Every write, and reads inside transactions.
     pub(crate) pool: Pool<DB>,
+    /// Reads of what is committed: the same pool on PostgreSQL; on SQLite read-only
+    /// connections of their own, so that reads neither wait behind nor delay the one
+    /// writer (WAL readers see the last commit and never block it).
+    pub(crate) readers: Pool<DB>,
 }
 
 pub(crate) fn micros(time: DateTime<Utc>) -> i64 {
@@ -157,7 +162,7 @@ where
     async fn state_error(&self, request_id: &str, expected: State) -> Error {
         let row = sqlx::query("SELECT state FROM requests WHERE request_id = $1")
             .bind(request_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await;
         let actual = match row {
             Ok(None) => return Error::not_found("request", request_id),
@@ -271,7 +276,7 @@ where
         let row = sqlx::query(concat!(runner_select!(), " WHERE r.instance_id = $2"))
             .bind(state_value(State::Running))
             .bind(instance)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job runner instance", instance))?;
         Self::runner_from_row(&row, now)
@@ -336,7 +341,7 @@ where
     async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
         let rows = sqlx::query("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
             .bind(request_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -367,7 +372,7 @@ where
     async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let row = sqlx::query("SELECT job_chain FROM request_archives WHERE request_id = $1")
             .bind(request_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
         let text: String = row.try_get("job_chain")?;
@@ -474,7 +479,7 @@ where
              WHERE r.request_id = $1",
         )
         .bind(request_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::not_found("request", request_id))?;
         let mut request = Self::request_from_row(&row)?;
@@ -585,7 +590,7 @@ where
         )
         .bind(schedule)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
@@ -631,7 +636,7 @@ where
             "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id",
         )
         .bind(request_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
@@ -677,7 +682,7 @@ where
     async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
         let row = sqlx::query("SELECT files FROM spec_versions WHERE version = $1")
             .bind(version)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("spec version", version))?;
         let files: String = row.try_get("files")?;
@@ -708,7 +713,7 @@ where
         let row =
             sqlx::query("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
                 .bind(request_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.readers)
                 .await?
                 .ok_or_else(|| Error::not_found("request", request_id))?;
         Ok(Owner {
@@ -886,7 +891,7 @@ where
         select
             .push(" ORDER BY seq LIMIT ")
             .push_bind(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
-        let rows = select.build().fetch_all(&self.pool).await?;
+        let rows = select.build().fetch_all(&self.readers).await?;
         rows.iter()
             .map(|row| {
                 Ok(OutputChunk {
@@ -905,7 +910,7 @@ where
     async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
         let rows = sqlx::query("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
             .bind(request_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.readers)
             .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
@@ -916,7 +921,7 @@ where
         )
         .bind(request_id.as_str())
         .bind(job_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::NotFound {
             what: "job",
@@ -944,7 +949,7 @@ where
             "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
         )
         .bind(request_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
@@ -1029,7 +1034,7 @@ where
             sqlx::query("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
                 .bind(request_id)
                 .bind(job_id)
-                .fetch_all(&self.pool)
+                .fetch_all(&self.readers)
                 .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
@@ -1282,7 +1287,7 @@ where
             query.push(" LIMIT ").push_bind(count(filter.limit));
             query.push(" OFFSET ").push_bind(count(filter.offset));
         }
-        let rows = query.build().fetch_all(&self.pool).await?;
+        let rows = query.build().fetch_all(&self.readers).await?;
         rows.iter().map(Self::request_from_row).collect()
     }
 
@@ -1291,7 +1296,7 @@ where
             "SELECT DISTINCT jr_url FROM requests WHERE state = $1 AND jr_url IS NOT NULL ORDER BY jr_url",
         )
         .bind(state_value(State::Running))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
     }
@@ -1301,7 +1306,7 @@ where
         for &state in states {
             let row = sqlx::query("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
                 .bind(state_value(state))
-                .fetch_one(&self.pool)
+                .fetch_one(&self.readers)
                 .await?;
             let n: i64 = row.try_get("n")?;
             if n > 0 {
@@ -1396,7 +1401,7 @@ where
         ))
         .bind(state_value(State::Running))
         .bind(micros(ended_since))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Self::runner_from_row(row, now))
@@ -1420,7 +1425,7 @@ where
         )
         .bind(instance)
         .bind(state_value(State::Running))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Ok(row.try_get("request_id")?))
@@ -1535,7 +1540,7 @@ where
              WHERE request_id = $1 ORDER BY job_id, try",
         )
         .bind(request_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.readers)
         .await?;
         let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
             Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))

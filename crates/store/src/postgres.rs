@@ -86,6 +86,9 @@ impl SqlStore<Postgres> {
             }
         };
         MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            readers: pool.clone(),
+            pool,
+        })
     }
 }

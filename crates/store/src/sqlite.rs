@@ -19,6 +19,9 @@ use crate::backend::{Backend, SqlStore};
 const APPLICATION_ID: i64 = 0x5350_4E44;
 const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1397771844";
 
+/// Read-only connections besides the writer (each is a thread of sqlx's driver).
+const READERS: u32 = 2;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// Spindle's store in an SQLite file.
@@ -83,7 +86,7 @@ impl SqlStore<Sqlite> {
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|err| match Error::from(err) {
                 err @ (Error::Database(_) | Error::Decode(_)) => {
@@ -112,7 +115,15 @@ impl SqlStore<Sqlite> {
             .await
             .map_err(|err| refused(format!("its schema cannot be brought up to date: {err}")))?;
         sqlx::query(SET_APPLICATION_ID).execute(&pool).await?;
-        Ok(SqliteStore { pool })
+        // Readers open once the schema is there; WAL lets them read the last commit
+        // while the writer writes. Opened on demand, kept a while.
+        let readers = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.read_only(true).create_if_missing(false))
+            .await?;
+        Ok(SqliteStore { pool, readers })
     }
 }
 
