@@ -559,9 +559,17 @@ impl Manager {
             user: user.to_owned(),
             address: address.to_owned(),
         };
-        self.store
-            .create_request(&request, &stored, Some(&created))
-            .await?;
+        // Group-committed with every other create, start, finish and report meanwhile:
+        // durable once this returns, one commit for all of them.
+        let request = {
+            let new = store::NewRequest {
+                request,
+                create_request: stored,
+                created: Some(created),
+            };
+            // Moved to the batcher and back, not copied.
+            self.batcher.create_request(new).await?.request
+        };
         let telemetry = &self.options.telemetry;
         if let Some(metrics) = &telemetry.metrics {
             metrics.request_created(&request.request_type);
@@ -685,7 +693,7 @@ impl Manager {
                 tracing::info!(%request_id, jr_url = url, instance, epoch, "request handed to a job runner");
                 let owner = Fence { instance, epoch };
                 match self
-                    .store
+                    .batcher
                     .start_request(request_id, &url, Some(&owner), Utc::now())
                     .await
                 {
@@ -1140,17 +1148,13 @@ impl Manager {
         entries: Vec<JobLog>,
         fence: Option<&Fence>,
     ) -> Result<(), Error> {
-        self.check_fence(entries.iter().map(|entry| entry.request_id.as_str()), fence)
-            .await?;
         let failed: Vec<JobLog> = entries
             .iter()
             .filter(|entry| !matches!(entry.state, State::Complete | State::Stopped))
             .cloned()
             .collect();
-        self.batcher
-            .insert_job_logs(entries)
-            .await
-            .map_err(|err| store_error(&err))?;
+        // The fence is checked in the batch's own transaction.
+        self.batcher.insert_job_logs(entries, fence).await?;
         for entry in failed {
             tracing::warn!(
                 request_id = %entry.request_id,
@@ -1214,12 +1218,10 @@ impl Manager {
         progress: &RequestProgress,
         fence: Option<&Fence>,
     ) -> Result<(), Error> {
-        self.check_fence([progress.request_id.as_str()], fence)
-            .await?;
-        self.batcher
-            .update_progress(&progress.request_id, progress.finished_jobs)
-            .await
-            .map_err(|err| store_error(&err))
+        Ok(self
+            .batcher
+            .update_progress(&progress.request_id, progress.finished_jobs, fence)
+            .await?)
     }
 
     /// The final state from a Job Runner. A second report is a no-op. A chain that ended
@@ -1227,7 +1229,7 @@ impl Manager {
     /// started when it finished (the store keeps created ≤ started ≤ finished).
     pub async fn finish(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Result<(), Error> {
         let request_id = finish.request_id.as_str();
-        let finished = match self.store.finish_request(finish, fence).await {
+        let finished = match self.batcher.finish_request(finish, fence).await {
             Ok(finished) => finished,
             Err(store::Error::State {
                 actual: State::Pending,
@@ -1237,19 +1239,24 @@ impl Manager {
                 self.store
                     .start_request(&RequestId::from(request_id), "", fence, started_at)
                     .await?;
-                self.store.finish_request(finish, fence).await?
+                (self.store.finish_request(finish, fence).await?, None)
             }
             Err(err) => return Err(err.into()),
         };
         // Logged once: a report sent again finds the request finished already.
-        if finished == store::Finished::Now {
-            self.log_finished(request_id).await;
+        match finished {
+            (store::Finished::Now, Some(request)) => self.log_finished(request_id, Ok(request)),
+            (store::Finished::Now, None) => {
+                let request = self.store.get_request(request_id, false).await;
+                self.log_finished(request_id, request);
+            }
+            (store::Finished::Already(_), _) => {}
         }
         Ok(())
     }
 
-    async fn log_finished(&self, request_id: &str) {
-        match self.store.get_request(request_id, false).await {
+    fn log_finished(&self, request_id: &str, request: Result<Request, store::Error>) {
+        match request {
             Ok(request) => {
                 let runtime = match (request.started_at, request.finished_at) {
                     (Some(started), Some(finished)) => (finished - started)
@@ -1851,21 +1858,5 @@ struct StoreMetrics(Arc<telemetry::Metrics>);
 impl store::QueryObserver for StoreMetrics {
     fn query(&self, operation: &'static str, elapsed: Duration, ok: bool) {
         self.0.store_query(operation, elapsed, ok);
-    }
-}
-
-/// A group-committed write that failed, for every caller that waited on it.
-fn store_error(err: &Arc<store::Error>) -> Error {
-    let source: Box<dyn std::error::Error + Send + Sync> = Box::new(Arc::clone(err));
-    if err.is_transient() {
-        Error::Unavailable {
-            message: "the database is unavailable; try again later".to_owned(),
-            source: Some(source),
-        }
-    } else {
-        Error::Internal {
-            message: "storing failed".to_owned(),
-            source: Some(source),
-        }
     }
 }

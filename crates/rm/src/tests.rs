@@ -496,10 +496,9 @@ async fn metrics_count_requests_store_operations_and_calls() {
     );
     assert_eq!(at(r#"spindle_requests{state="RUNNING"}"#), 1.0);
     assert_eq!(at(r#"spindle_requests{state="PENDING"}"#), 0.0);
-    assert_eq!(
-        at(r#"spindle_store_query_duration_seconds_count{operation="create_request"}"#),
-        2.0
-    );
+    // Each create is acknowledged after its own commit (the two were made one after the
+    // other), group-committed through write_batch.
+    assert!(at(r#"spindle_store_query_duration_seconds_count{operation="write_batch"}"#) >= 2.0);
     assert_eq!(
         at(r#"spindle_http_requests_total{method="POST",route="/api/v1/requests",status="201"}"#),
         2.0

@@ -54,7 +54,7 @@ async fn ingest(store: &Arc<dyn Store>) -> (f64, f64) {
             for n in (writer..N_LOGS).step_by(200) {
                 let mut one = entry(n);
                 one.r#try = 2;
-                batcher.insert_job_logs(vec![one]).await.unwrap();
+                batcher.insert_job_logs(vec![one], None).await.unwrap();
             }
         });
     }

@@ -14,10 +14,16 @@ use proto::{
 use serde_json::Value;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
-use crate::{Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store};
+use crate::{
+    BatchWritten, Error, Finished, Holder, JobState, Owner, Removed, StartRequest, StartedTry,
+    Store, WriteBatch,
+};
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
 pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
+
+/// Requests per multi-row statement of a group commit (at most 7 parameters each).
+pub(crate) const REQUEST_ROWS_PER_STATEMENT: usize = 500;
 
 /// Output chunk rows per INSERT statement (7 parameters each).
 pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
@@ -223,6 +229,236 @@ where
         Ok(())
     }
 
+    /// Inserts new requests (each with its chain) in multi-row statements: the rows of
+    /// `requests`, `request_archives`, `request_args` and `request_audit`.
+    async fn create_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        creates: &[(&Request, &CreateRequest, Option<&AuditEvent>)],
+    ) -> Result<(), Error> {
+        let mut archives = Vec::with_capacity(creates.len());
+        for (request, create_request, _) in creates {
+            let Some(chain) = &request.job_chain else {
+                return Err(Error::Invalid(
+                    "a new request needs its job chain".to_owned(),
+                ));
+            };
+            archives.push((
+                request.id.as_str(),
+                to_json("create request", create_request)?,
+                to_json("request args", &request.args)?,
+                to_json("job chain", chain)?,
+            ));
+        }
+        for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) ",
+            );
+            insert.push_values(chunk, |mut row, (request, _, _)| {
+                row.push_bind(request.id.as_str())
+                    .push_bind(request.request_type.as_str())
+                    .push_bind(state_value(request.state))
+                    .push_bind(request.user.as_str())
+                    .push_bind(micros(request.created_at))
+                    .push_bind(count(request.total_jobs))
+                    .push("0, 1, NULLIF(")
+                    .push_bind_unseparated(request.spec_version.as_str())
+                    .push_unseparated(", '')");
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO request_archives (request_id, create_request, args, job_chain) ",
+            );
+            insert.push_values(chunk, |mut row, (id, create, args, chain)| {
+                row.push_bind(*id)
+                    .push_bind(create.as_str())
+                    .push_bind(args.as_str())
+                    .push_bind(chain.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        let args: Vec<(&str, &str, String)> = creates
+            .iter()
+            .flat_map(|(request, _, _)| {
+                request
+                    .args
+                    .iter()
+                    .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
+            })
+            .collect();
+        for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert =
+                QueryBuilder::<DB>::new("INSERT INTO request_args (request_id, name, value) ");
+            insert.push_values(chunk, |mut row, (id, name, value)| {
+                row.push_bind(*id)
+                    .push_bind(*name)
+                    .push_bind(value.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        let events: Vec<(&str, &AuditEvent)> = creates
+            .iter()
+            .filter_map(|(request, _, event)| event.map(|event| (request.id.as_str(), event)))
+            .collect();
+        for chunk in events.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO request_audit (request_id, at, action, user_name, address) ",
+            );
+            insert.push_values(chunk, |mut row, (id, event)| {
+                row.push_bind(*id)
+                    .push_bind(micros(event.at))
+                    .push_bind(event.action.as_str())
+                    .push_bind(event.user.as_str())
+                    .push_bind(event.address.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// The owners of `request_ids`, read in the transaction.
+    async fn owners_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_ids: &[&str],
+    ) -> Result<HashMap<String, Owner>, Error> {
+        let mut owners = HashMap::new();
+        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut select = QueryBuilder::<DB>::new(
+                "SELECT request_id, state, jr_instance, epoch FROM requests WHERE request_id IN (",
+            );
+            let mut ids = select.separated(", ");
+            for id in chunk {
+                ids.push_bind(*id);
+            }
+            select.push(")");
+            for row in select.build().fetch_all(&mut **tx).await? {
+                owners.insert(
+                    row.try_get("request_id")?,
+                    Owner {
+                        state: state_of(row.try_get("state")?)?,
+                        instance: row
+                            .try_get::<Option<String>, _>("jr_instance")?
+                            .unwrap_or_default(),
+                        epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
+                    },
+                );
+            }
+        }
+        Ok(owners)
+    }
+
+    /// PENDING → RUNNING for many requests in one statement per chunk; returns, per
+    /// start, whether it is paused if it started.
+    async fn start_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        starts: &[StartRequest],
+    ) -> Result<Vec<Option<bool>>, Error> {
+        let mut started = HashMap::new();
+        for chunk in starts.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            // As start_request: never before it was created; only at the hand-over's epoch.
+            let mut update = QueryBuilder::<DB>::new("UPDATE requests SET state = ");
+            update
+                .push_bind(state_value(State::Running))
+                .push(
+                    ", started_at = CASE WHEN v.column2 < created_at THEN created_at ELSE v.column2 END, \
+                     jr_url = v.column3, jr_instance = NULLIF(v.column4, '') FROM (",
+                )
+                .push_values(chunk, |mut row, start| {
+                    row.push_bind(start.request_id.as_str())
+                        .push_bind(micros(start.at))
+                        .push_bind(start.jr_url.as_str())
+                        .push_bind(instance_value(start.owner.as_ref()))
+                        .push_bind(epoch_value(start.owner.as_ref()));
+                })
+                .push(") AS v WHERE request_id = v.column1 AND state = ")
+                .push_bind(state_value(State::Pending))
+                .push(" AND (v.column5 < 0 OR epoch = v.column5) RETURNING request_id, paused");
+            for row in update.build().fetch_all(&mut **tx).await? {
+                started.insert(
+                    row.try_get::<String, _>("request_id")?,
+                    row.try_get::<i32, _>("paused")? != 0,
+                );
+            }
+        }
+        Ok(starts
+            .iter()
+            .map(|start| started.remove(&start.request_id))
+            .collect())
+    }
+
+    /// RUNNING → a final state for many requests in one statement per chunk, and their
+    /// started tries forgotten; returns, per finish, the request if this finish ended it.
+    async fn finish_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        finishes: &[(FinishRequest, Option<Fence>)],
+    ) -> Result<Vec<Option<Request>>, Error> {
+        let mut finished: HashMap<String, Request> = HashMap::new();
+        for chunk in finishes.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            // As finish_request: never before it started; only from the owner.
+            let mut update = QueryBuilder::<DB>::new(
+                "UPDATE requests SET state = v.column2, \
+                 finished_at = CASE WHEN v.column3 < started_at THEN started_at ELSE v.column3 END, \
+                 finished_jobs = v.column4, jr_url = NULL, error = v.column5 FROM (",
+            );
+            update
+                .push_values(chunk, |mut row, (finish, fence)| {
+                    row.push_bind(finish.request_id.as_str())
+                        .push_bind(state_value(finish.state))
+                        .push_bind(micros(finish.finished_at))
+                        .push_bind(count(finish.finished_jobs))
+                        .push_bind(finish.error.as_str())
+                        .push_bind(epoch_value(fence.as_ref()))
+                        .push_bind(instance_value(fence.as_ref()));
+                })
+                .push(") AS v WHERE request_id = v.column1 AND state = ")
+                .push_bind(state_value(State::Running))
+                .push(
+                    " AND (v.column6 < 0 OR (epoch = v.column6 AND (jr_instance IS NULL OR jr_instance = v.column7))) \
+                     RETURNING request_id, type, state, user_name, created_at, started_at, finished_at, \
+                     total_jobs, finished_jobs, jr_url, error, paused, spec_version",
+                );
+            for row in update.build().fetch_all(&mut **tx).await? {
+                let request = Self::request_from_row(&row)?;
+                finished.insert(request.id.clone(), request);
+            }
+        }
+        let ids: Vec<&str> = finished.keys().map(String::as_str).collect();
+        for chunk in ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            // What started is of no use once the request has finished.
+            let mut delete = QueryBuilder::<DB>::new("DELETE FROM job_tries WHERE request_id IN (");
+            let mut list = delete.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            delete.push(")");
+            delete.build().execute(&mut **tx).await?;
+        }
+        Ok(finishes
+            .iter()
+            .map(|(finish, _)| finished.remove(&finish.request_id))
+            .collect())
+    }
+
+    /// Progress of many RUNNING requests, one statement per chunk.
+    async fn progress_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        updates: &[(&str, u64)],
+    ) -> Result<(), Error> {
+        for chunk in updates.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut update =
+                QueryBuilder::<DB>::new("UPDATE requests SET finished_jobs = v.column2 FROM (");
+            update
+                .push_values(chunk, |mut row, (request_id, finished_jobs)| {
+                    row.push_bind(*request_id).push_bind(count(*finished_jobs));
+                })
+                .push(") AS v WHERE request_id = v.column1 AND state = ")
+                .push_bind(state_value(State::Running));
+            update.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes the suspended chain of `request_id` that `host` claimed (the first step of
     /// resuming it or failing it).
     async fn delete_claimed(
@@ -414,61 +650,75 @@ where
         create_request: &CreateRequest,
         created: Option<&AuditEvent>,
     ) -> Result<(), Error> {
-        let Some(chain) = &request.job_chain else {
-            return Err(Error::Invalid(
-                "a new request needs its job chain".to_owned(),
-            ));
-        };
-        let create_json = to_json("create request", create_request)?;
-        let args_json = to_json("request args", &request.args)?;
-        let chain_json = to_json("job chain", chain)?;
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, 1, NULLIF($7, ''))",
-        )
-        .bind(request.id.as_str())
-        .bind(request.request_type.as_str())
-        .bind(state_value(request.state))
-        .bind(request.user.as_str())
-        .bind(micros(request.created_at))
-        .bind(count(request.total_jobs))
-        .bind(request.spec_version.as_str())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(request.id.as_str())
-        .bind(create_json)
-        .bind(args_json)
-        .bind(chain_json)
-        .execute(&mut *tx)
-        .await?;
-        if !request.args.is_empty() {
-            let mut insert =
-                QueryBuilder::<DB>::new("INSERT INTO request_args (request_id, name, value) ");
-            insert.push_values(&request.args, |mut row, arg| {
-                row.push_bind(request.id.as_str())
-                    .push_bind(arg.name.as_str())
-                    .push_bind(arg_text(&arg.value));
-            });
-            insert.build().execute(&mut *tx).await?;
-        }
-        if let Some(event) = created {
-            sqlx::query(
-                "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(request.id.as_str())
-            .bind(micros(event.at))
-            .bind(event.action.as_str())
-            .bind(event.user.as_str())
-            .bind(event.address.as_str())
-            .execute(&mut *tx)
-            .await?;
-        }
+        Self::create_in(&mut tx, &[(request, create_request, created)]).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut refused = Vec::new();
+        let mut barred = std::collections::HashSet::new();
+        if !batch.fences.is_empty() {
+            let ids: Vec<&str> = batch.fences.iter().map(|(id, _)| id.as_str()).collect();
+            let owners = Self::owners_in(&mut tx, &ids).await?;
+            for (request_id, fence) in &batch.fences {
+                let refusal = match owners.get(request_id) {
+                    None => Error::not_found("request", request_id),
+                    Some(owner) if !owner.accepts(fence) => owner.refusal(request_id, fence),
+                    Some(_) => continue,
+                };
+                if barred.insert(request_id.as_str()) {
+                    refused.push((request_id.clone(), refusal));
+                }
+            }
+        }
+        let creates: Vec<_> = batch
+            .creates
+            .iter()
+            .map(|new| (&new.request, &new.create_request, new.created.as_ref()))
+            .collect();
+        if !creates.is_empty() {
+            Self::create_in(&mut tx, &creates).await?;
+        }
+        let started = if batch.starts.is_empty() {
+            Vec::new()
+        } else {
+            Self::start_in(&mut tx, &batch.starts).await?
+        };
+        let logs: std::borrow::Cow<'_, [JobLog]> = if barred.is_empty() {
+            (&batch.logs[..]).into()
+        } else {
+            let kept = batch.logs.iter();
+            kept.filter(|entry| !barred.contains(entry.request_id.as_str()))
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        };
+        if !logs.is_empty() {
+            Self::insert_logs_in(&mut tx, &logs).await?;
+        }
+        let progress: Vec<(&str, u64)> = batch
+            .progress
+            .iter()
+            .filter(|(id, _)| !barred.contains(id.as_str()))
+            .map(|(id, n)| (id.as_str(), *n))
+            .collect();
+        if !progress.is_empty() {
+            Self::progress_in(&mut tx, &progress).await?;
+        }
+        let finished = if batch.finishes.is_empty() {
+            Vec::new()
+        } else {
+            Self::finish_in(&mut tx, &batch.finishes).await?
+        };
+        tx.commit().await?;
+        Ok(BatchWritten {
+            started,
+            finished,
+            refused,
+        })
     }
 
     async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {

@@ -1,54 +1,69 @@
-//! Group commit: many callers hand in job log entries and progress updates; one task
-//! writes whatever has queued in one transaction per kind and answers every caller once
-//! it committed. Nothing waits for a batch to fill.
+//! Group commit: many callers hand in creates, starts, finishes, job log entries and
+//! progress updates; one task writes whatever has queued in one transaction
+//! ([`Store::write_batch`]: multi-row statements, one commit) and answers every caller
+//! once it committed. Nothing waits for a batch to fill: a write that arrives while a
+//! batch is being written goes in the next one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proto::JobLog;
+use chrono::{DateTime, Utc};
+use proto::{Fence, FinishRequest, JobLog, Request, RequestId};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{Error, Store};
+use crate::{Error, Finished, NewRequest, StartRequest, Store, WriteBatch};
 
 /// How the batcher groups writes.
 #[derive(Debug, Clone)]
 pub struct BatchOptions {
     /// At most this many job log entries per transaction.
     pub max_entries: usize,
+    /// At most this many creates, starts and finishes (each) per transaction.
+    pub max_requests: usize,
 }
 
 impl Default for BatchOptions {
     fn default() -> BatchOptions {
-        BatchOptions { max_entries: 5000 }
+        BatchOptions {
+            max_entries: 5000,
+            max_requests: 1000,
+        }
     }
 }
 
-type Reply = oneshot::Sender<Result<(), Arc<Error>>>;
+type Reply<T> = oneshot::Sender<Result<T, Error>>;
+
+/// A finish as written: whether it ended the request now, and the request as it is then
+/// (without its args) when it did.
+pub type FinishedNow = (Finished, Option<Request>);
 
 enum Write {
-    Logs(Vec<JobLog>, Reply),
-    Progress(String, u64, Reply),
-}
-
-/// Writes job log entries and progress for many concurrent callers in shared
-/// transactions. A write is acknowledged only after the transaction holding it committed.
-/// Progress updates of one request that queue together collapse into the latest.
-#[derive(Debug, Clone)]
-pub struct Batcher {
-    queue: mpsc::UnboundedSender<Write>,
+    Create(Box<NewRequest>, Reply<Box<NewRequest>>),
+    Start(StartRequest, Reply<bool>),
+    Finish(Box<(FinishRequest, Option<Fence>)>, Reply<FinishedNow>),
+    Logs(Vec<JobLog>, Option<Fence>, Reply<()>),
+    Progress(String, u64, Option<Fence>, Reply<()>),
 }
 
 impl std::fmt::Debug for Write {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Write::Logs(entries, _) => write!(f, "Logs({})", entries.len()),
-            Write::Progress(id, n, _) => write!(f, "Progress({id}, {n})"),
+            Write::Create(new, _) => write!(f, "Create({})", new.request.id),
+            Write::Start(start, _) => write!(f, "Start({})", start.request_id),
+            Write::Finish(finish, _) => write!(f, "Finish({})", finish.0.request_id),
+            Write::Logs(entries, _, _) => write!(f, "Logs({})", entries.len()),
+            Write::Progress(id, n, _, _) => write!(f, "Progress({id}, {n})"),
         }
     }
 }
 
-fn stopped() -> Arc<Error> {
-    Arc::new(Error::Stopped)
+/// Writes of many concurrent callers in shared transactions. A write is acknowledged
+/// only after the transaction holding it committed. Progress updates of one request that
+/// queue together collapse into the latest. Reports that carry a fence are checked
+/// against the request's owner in the same transaction.
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    queue: mpsc::UnboundedSender<Write>,
 }
 
 impl Batcher {
@@ -58,65 +73,315 @@ impl Batcher {
         let (queue, mut incoming) = mpsc::unbounded_channel::<Write>();
         tokio::spawn(async move {
             while let Some(first) = incoming.recv().await {
-                let mut entries = Vec::new();
-                let mut log_replies = Vec::new();
-                let mut progress: HashMap<String, u64> = HashMap::new();
-                let mut progress_replies = Vec::new();
-                let mut next = Some(first);
-                while let Some(write) = next.take().or_else(|| incoming.try_recv().ok()) {
-                    match write {
-                        Write::Logs(more, reply) => {
-                            entries.extend(more);
-                            log_replies.push(reply);
-                        }
-                        Write::Progress(request_id, finished_jobs, reply) => {
-                            progress.insert(request_id, finished_jobs);
-                            progress_replies.push(reply);
-                        }
-                    }
-                    if entries.len() >= options.max_entries {
+                let mut writes = vec![first];
+                let (mut entries, mut requests) = (0, 0);
+                while entries < options.max_entries && requests < options.max_requests {
+                    let Ok(write) = incoming.try_recv() else {
                         break;
+                    };
+                    match &write {
+                        Write::Logs(more, _, _) => entries += more.len(),
+                        Write::Progress(..) => {}
+                        _ => requests += 1,
                     }
+                    writes.push(write);
                 }
-                if !log_replies.is_empty() {
-                    let res = store.insert_job_logs(&entries).await.map_err(Arc::new);
-                    for reply in log_replies {
-                        let _ = reply.send(res.clone());
-                    }
-                }
-                if !progress_replies.is_empty() {
-                    let updates: Vec<(String, u64)> = progress.into_iter().collect();
-                    let res = store.update_progress_many(&updates).await.map_err(Arc::new);
-                    for reply in progress_replies {
-                        let _ = reply.send(res.clone());
-                    }
-                }
+                write(store.as_ref(), writes).await;
             }
         });
         Batcher { queue }
     }
 
-    async fn submit(&self, write: impl FnOnce(Reply) -> Write) -> Result<(), Arc<Error>> {
+    async fn submit<T>(&self, write: impl FnOnce(Reply<T>) -> Write) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         if self.queue.send(write(reply)).is_err() {
-            return Err(stopped());
+            return Err(Error::Stopped);
         }
-        answer.await.unwrap_or_else(|_| Err(stopped()))
+        answer.await.unwrap_or(Err(Error::Stopped))
     }
 
-    /// Stores job log entries; returns once they are committed.
-    pub async fn insert_job_logs(&self, entries: Vec<JobLog>) -> Result<(), Arc<Error>> {
-        self.submit(|reply| Write::Logs(entries, reply)).await
+    /// [`Store::create_request`], group-committed; gives the request back once stored.
+    pub async fn create_request(&self, new: NewRequest) -> Result<Box<NewRequest>, Error> {
+        self.submit(|reply| Write::Create(Box::new(new), reply))
+            .await
     }
 
-    /// Records a request's progress; returns once it is committed.
+    /// [`Store::start_request`], group-committed.
+    pub async fn start_request(
+        &self,
+        request_id: &RequestId,
+        jr_url: &str,
+        owner: Option<&Fence>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, Error> {
+        let start = StartRequest {
+            request_id: request_id.to_string(),
+            jr_url: jr_url.to_owned(),
+            owner: owner.cloned(),
+            at,
+        };
+        self.submit(|reply| Write::Start(start, reply)).await
+    }
+
+    /// [`Store::finish_request`], group-committed; the request as it is now comes back
+    /// when this finish ended it.
+    pub async fn finish_request(
+        &self,
+        finish: &FinishRequest,
+        fence: Option<&Fence>,
+    ) -> Result<FinishedNow, Error> {
+        let finish = Box::new((finish.clone(), fence.cloned()));
+        self.submit(|reply| Write::Finish(finish, reply)).await
+    }
+
+    /// Stores job log entries; returns once they are committed. With `fence`, only if
+    /// every request they are about is owned by it ([`Error::Fenced`] otherwise).
+    pub async fn insert_job_logs(
+        &self,
+        entries: Vec<JobLog>,
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        let fence = fence.cloned();
+        self.submit(|reply| Write::Logs(entries, fence, reply))
+            .await
+    }
+
+    /// Records a request's progress; returns once it is committed. With `fence`, only if
+    /// the request is owned by it.
     pub async fn update_progress(
         &self,
         request_id: &str,
         finished_jobs: u64,
-    ) -> Result<(), Arc<Error>> {
-        let request_id = request_id.to_owned();
-        self.submit(|reply| Write::Progress(request_id, finished_jobs, reply))
+        fence: Option<&Fence>,
+    ) -> Result<(), Error> {
+        let (request_id, fence) = (request_id.to_owned(), fence.cloned());
+        self.submit(|reply| Write::Progress(request_id, finished_jobs, fence, reply))
             .await
     }
+}
+
+/// Where each write's part of the batch is, to answer it.
+enum Pending {
+    Create(Reply<Box<NewRequest>>),
+    Start(usize, Reply<bool>),
+    Finish(usize, Reply<FinishedNow>),
+    /// Job log entries `batch.logs[range]`, about these requests.
+    Logs(Vec<String>, std::ops::Range<usize>, Reply<()>),
+    /// Progress of this request.
+    Progress(String, Reply<()>),
+}
+
+/// Writes one batch and answers its writers.
+async fn write(store: &dyn Store, writes: Vec<Write>) {
+    let mut batch = WriteBatch::default();
+    let mut pending = Vec::with_capacity(writes.len());
+    let mut progress: HashMap<String, u64> = HashMap::new();
+    for write in writes {
+        match write {
+            Write::Create(new, reply) => {
+                batch.creates.push(*new);
+                pending.push(Pending::Create(reply));
+            }
+            Write::Start(start, reply) => {
+                pending.push(Pending::Start(batch.starts.len(), reply));
+                batch.starts.push(start);
+            }
+            Write::Finish(finish, reply) => {
+                pending.push(Pending::Finish(batch.finishes.len(), reply));
+                batch.finishes.push(*finish);
+            }
+            Write::Logs(entries, fence, reply) => {
+                let mut ids: Vec<String> = entries.iter().map(|e| e.request_id.clone()).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                if let Some(fence) = fence {
+                    batch
+                        .fences
+                        .extend(ids.iter().map(|id| (id.clone(), fence.clone())));
+                }
+                let from = batch.logs.len();
+                batch.logs.extend(entries);
+                pending.push(Pending::Logs(ids, from..batch.logs.len(), reply));
+            }
+            Write::Progress(request_id, finished_jobs, fence, reply) => {
+                if let Some(fence) = fence {
+                    batch.fences.push((request_id.clone(), fence));
+                }
+                progress.insert(request_id.clone(), finished_jobs);
+                pending.push(Pending::Progress(request_id, reply));
+            }
+        }
+    }
+    batch.progress = progress.into_iter().collect();
+    match store.write_batch(&batch).await {
+        Ok(written) => {
+            let mut creates = std::mem::take(&mut batch.creates).into_iter();
+            let refused: HashMap<String, Error> = written.refused.into_iter().collect();
+            let mut started = written.started;
+            let mut finished = written.finished;
+            for write in pending {
+                match write {
+                    Pending::Create(reply) => {
+                        let new = creates.next().expect("one create per pending create");
+                        let _ = reply.send(Ok(Box::new(new)));
+                    }
+                    Pending::Start(at, reply) => {
+                        let res = match started[at].take() {
+                            Some(paused) => Ok(paused),
+                            // Says why (or starts it, if it was a repeat in this batch).
+                            None => {
+                                let start = &batch.starts[at];
+                                store
+                                    .start_request(
+                                        &RequestId::new(start.request_id.clone()),
+                                        &start.jr_url,
+                                        start.owner.as_ref(),
+                                        start.at,
+                                    )
+                                    .await
+                            }
+                        };
+                        let _ = reply.send(res);
+                    }
+                    Pending::Finish(at, reply) => {
+                        let res = match finished[at].take() {
+                            Some(request) => Ok((Finished::Now, Some(request))),
+                            None => {
+                                let (finish, fence) = &batch.finishes[at];
+                                store
+                                    .finish_request(finish, fence.as_ref())
+                                    .await
+                                    .map(|finished| (finished, None))
+                            }
+                        };
+                        let _ = reply.send(res);
+                    }
+                    Pending::Logs(ids, _, reply) => {
+                        let res = match ids.iter().find(|id| refused.contains_key(*id)) {
+                            None => Ok(()),
+                            Some(id) => Err(refusal_of(&refused, id)),
+                        };
+                        let _ = reply.send(res);
+                    }
+                    Pending::Progress(id, reply) => {
+                        let res = match refused.contains_key(&id) {
+                            false => Ok(()),
+                            true => Err(refusal_of(&refused, &id)),
+                        };
+                        let _ = reply.send(res);
+                    }
+                }
+            }
+        }
+        Err(err) if err.is_transient() => {
+            let err = Arc::new(err);
+            let shared = || Error::Batch(Arc::clone(&err));
+            for write in pending {
+                match write {
+                    Pending::Create(reply) => drop(reply.send(Err(shared()))),
+                    Pending::Start(_, reply) => drop(reply.send(Err(shared()))),
+                    Pending::Finish(_, reply) => drop(reply.send(Err(shared()))),
+                    Pending::Logs(_, _, reply) | Pending::Progress(_, reply) => {
+                        drop(reply.send(Err(shared())));
+                    }
+                }
+            }
+        }
+        // One write's fault (bad data): each is written alone, so that it is the one
+        // that fails.
+        Err(_) => alone(store, batch, pending).await,
+    }
+}
+
+/// The refusal of a report about `request_id` (each report gets its own error).
+fn refusal_of(refused: &HashMap<String, Error>, request_id: &str) -> Error {
+    match refused.get(request_id) {
+        Some(Error::Fenced(text)) => Error::Fenced(text.clone()),
+        Some(Error::NotFound { what, id }) => Error::NotFound {
+            what,
+            id: id.clone(),
+        },
+        Some(other) => Error::Invalid(other.to_string()),
+        None => Error::Invalid(format!("request {request_id} was refused")),
+    }
+}
+
+/// Writes each of a failed batch's writes in its own transaction.
+async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
+    let mut creates = batch.creates.into_iter();
+    let fences: HashMap<&str, &Fence> = batch
+        .fences
+        .iter()
+        .map(|(id, fence)| (id.as_str(), fence))
+        .collect();
+    let progress: HashMap<&str, u64> = batch
+        .progress
+        .iter()
+        .map(|(id, n)| (id.as_str(), *n))
+        .collect();
+    for write in pending {
+        match write {
+            Pending::Create(reply) => {
+                let new = creates.next().expect("one create per pending create");
+                let res = store
+                    .create_request(&new.request, &new.create_request, new.created.as_ref())
+                    .await;
+                let _ = reply.send(res.map(|()| Box::new(new)));
+            }
+            Pending::Start(at, reply) => {
+                let start = &batch.starts[at];
+                let res = store
+                    .start_request(
+                        &RequestId::new(start.request_id.clone()),
+                        &start.jr_url,
+                        start.owner.as_ref(),
+                        start.at,
+                    )
+                    .await;
+                let _ = reply.send(res);
+            }
+            Pending::Finish(at, reply) => {
+                let (finish, fence) = &batch.finishes[at];
+                let res = store
+                    .finish_request(finish, fence.as_ref())
+                    .await
+                    .map(|finished| (finished, None));
+                let _ = reply.send(res);
+            }
+            Pending::Logs(ids, range, reply) => {
+                let res = match fenced(store, &ids, &fences).await {
+                    Ok(()) => store.insert_job_logs(&batch.logs[range]).await,
+                    Err(err) => Err(err),
+                };
+                let _ = reply.send(res);
+            }
+            Pending::Progress(id, reply) => {
+                let res = match fenced(store, std::slice::from_ref(&id), &fences).await {
+                    Ok(()) => match progress.get(id.as_str()) {
+                        Some(n) => store.update_progress(&id, *n).await,
+                        None => Ok(()),
+                    },
+                    Err(err) => Err(err),
+                };
+                let _ = reply.send(res);
+            }
+        }
+    }
+}
+
+/// Whether the owners of `ids` accept their reports' fences.
+async fn fenced(
+    store: &dyn Store,
+    ids: &[String],
+    fences: &HashMap<&str, &Fence>,
+) -> Result<(), Error> {
+    for id in ids {
+        if let Some(fence) = fences.get(id.as_str()) {
+            let owner = store.owner(id).await?;
+            if !owner.accepts(fence) {
+                return Err(owner.refusal(id, fence));
+            }
+        }
+    }
+    Ok(())
 }

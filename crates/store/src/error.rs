@@ -38,6 +38,10 @@ pub enum Error {
     /// The batch writer that group-commits writes has stopped (the process is ending).
     #[error("the batch writer has stopped")]
     Stopped,
+    /// The shared transaction of a group commit failed with this (transient) error;
+    /// every write in it gets it.
+    #[error("{0}")]
+    Batch(#[source] std::sync::Arc<Error>),
     /// A file that is not a Spindle database, or cannot be one.
     #[error("refusing to use {path} as Spindle's database: {reason}")]
     Refused { path: String, reason: String },
@@ -69,7 +73,11 @@ pub enum Error {
 impl Error {
     /// Whether the same call may succeed if tried again.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::Stopped)
+        match self {
+            Error::Unavailable(_) | Error::Stopped => true,
+            Error::Batch(err) => err.is_transient(),
+            _ => false,
+        }
     }
 
     /// The database's own words, where the error came from it (for logs, never for
@@ -84,6 +92,7 @@ impl Error {
                 other => other.to_string(),
             }),
             Error::Migrate(err) => Some(err.to_string()),
+            Error::Batch(err) => err.database_text(),
             _ => None,
         }
     }

@@ -39,6 +39,55 @@ pub enum Finished {
     Already(State),
 }
 
+/// A new request as [`Store::create_request`] stores it, for [`Store::write_batch`].
+#[derive(Debug, Clone)]
+pub struct NewRequest {
+    /// With its job chain.
+    pub request: Request,
+    pub create_request: CreateRequest,
+    /// The audit trail's first event.
+    pub created: Option<AuditEvent>,
+}
+
+/// PENDING → RUNNING as [`Store::start_request`] makes it, for [`Store::write_batch`].
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub request_id: String,
+    pub jr_url: String,
+    pub owner: Option<Fence>,
+    pub at: DateTime<Utc>,
+}
+
+/// Writes of many callers committed in one transaction ([`Store::write_batch`]).
+#[derive(Debug, Clone, Default)]
+pub struct WriteBatch {
+    pub creates: Vec<NewRequest>,
+    pub starts: Vec<StartRequest>,
+    pub finishes: Vec<(FinishRequest, Option<Fence>)>,
+    /// Job log entries (a stored (request, job, try) is skipped, as by
+    /// [`Store::insert_job_logs`]).
+    pub logs: Vec<JobLog>,
+    /// (request, completed jobs), as [`Store::update_progress`].
+    pub progress: Vec<(String, u64)>,
+    /// Reports' fences, checked first in the same transaction: the logs and progress of
+    /// a request whose owner does not accept its fence (or that is unknown) are not
+    /// written, and the request is in [`BatchWritten::refused`].
+    pub fences: Vec<(String, Fence)>,
+}
+
+/// What [`Store::write_batch`] did.
+#[derive(Debug, Default)]
+pub struct BatchWritten {
+    /// One per start, in order: whether the request is paused, if it started; `None` if
+    /// it did not (not PENDING, another epoch, unknown: [`Store::start_request`] says why).
+    pub started: Vec<Option<bool>>,
+    /// One per finish, in order: the request as it is now (without its args), if this
+    /// finish ended it; `None` if not ([`Store::finish_request`] says why).
+    pub finished: Vec<Option<Request>>,
+    /// Requests whose fence was refused, with why.
+    pub refused: Vec<(String, Error)>,
+}
+
 /// Who owns a request now: its state, the runner instance it was handed to (empty
 /// before the runner answered, and after a recovery) and the epoch of that hand-over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +258,12 @@ pub trait Store: Send + Sync + 'static {
         finish: &FinishRequest,
         fence: Option<&Fence>,
     ) -> Result<Finished, Error>;
+
+    /// Many callers' creates, starts, finishes, job log entries and progress in one
+    /// transaction, each as its own method would write it (fences checked first). A
+    /// start or finish that does not apply is left out and reported, not an error; an
+    /// error is the whole batch's, and nothing of it is stored.
+    async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error>;
 
     /// Sets the count of completed jobs of a RUNNING request (otherwise does nothing).
     async fn update_progress(&self, request_id: &str, finished_jobs: u64) -> Result<(), Error>;

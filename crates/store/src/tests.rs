@@ -883,9 +883,9 @@ async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
         tasks.spawn(async move {
             for try_no in 1..=4 {
                 let entry = log("r1", &format!("j{job:02}"), try_no, State::Fail);
-                batcher.insert_job_logs(vec![entry]).await.unwrap();
+                batcher.insert_job_logs(vec![entry], None).await.unwrap();
                 batcher
-                    .update_progress("r1", u64::from(try_no))
+                    .update_progress("r1", u64::from(try_no), None)
                     .await
                     .unwrap();
             }
@@ -897,10 +897,192 @@ async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
     // Acknowledged means committed: everything is readable now.
     assert_eq!(store.job_log("r1").await.unwrap().len(), 200);
     assert!((1..=4).contains(&store.get_request("r1", false).await.unwrap().finished_jobs));
-    batcher.update_progress("r1", 7).await.unwrap();
+    batcher.update_progress("r1", 7, None).await.unwrap();
     assert_eq!(
         store.get_request("r1", false).await.unwrap().finished_jobs,
         7
+    );
+}
+
+/// Issue #17: one transaction holds many callers' creates, starts, finishes, job log
+/// entries and progress, each written as its own method would; what does not apply is
+/// left out and said, a refused fence keeps its reports out.
+async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::{NewRequest, StartRequest, WriteBatch};
+    running(&*store, "run1").await;
+    create(&*store, "pend1").await;
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch: 1,
+    };
+    let stale = Fence {
+        instance: "i0".to_owned(),
+        epoch: 7,
+    };
+    let new = |id: &str| {
+        let (request, create_request) = request(id, "deploy", "ann", at(1, 0), "db9");
+        NewRequest {
+            request,
+            create_request,
+            created: Some(AuditEvent {
+                at: at(1, 0),
+                action: "create".to_owned(),
+                user: "ann".to_owned(),
+                address: "127.0.0.1".to_owned(),
+            }),
+        }
+    };
+    let start = |id: &str, fence: Option<&Fence>| StartRequest {
+        request_id: id.to_owned(),
+        jr_url: "http://jr2".to_owned(),
+        owner: fence.cloned(),
+        at: at(1, 2),
+    };
+    let finish = |id: &str, state: State| FinishRequest {
+        request_id: id.to_owned(),
+        state,
+        finished_at: at(1, 6),
+        finished_jobs: 3,
+        error: String::new(),
+    };
+    let batch = WriteBatch {
+        creates: vec![new("new1"), new("new2")],
+        starts: vec![start("pend1", Some(&owner)), start("run1", None)],
+        finishes: vec![
+            (finish("run1", State::Complete), None),
+            (finish("pend1", State::Fail), None),
+        ],
+        logs: vec![
+            log("run1", "a", 1, State::Complete),
+            log("pend1", "a", 1, State::Complete),
+        ],
+        progress: vec![("run1".to_owned(), 2), ("pend1".to_owned(), 1)],
+        fences: vec![
+            ("pend1".to_owned(), stale.clone()),
+            ("nobody".to_owned(), owner.clone()),
+        ],
+    };
+    let written = store.write_batch(&batch).await.unwrap();
+    // Both creates stored whole: the request, its args (searchable), its audit event.
+    let new1 = store.get_request("new1", true).await.unwrap();
+    assert_eq!(new1.state, State::Pending);
+    assert_eq!(new1.job_chain.unwrap().jobs.len(), 3);
+    assert_eq!(
+        store
+            .find_requests(&RequestFilter {
+                args: BTreeMap::from([("host".to_owned(), "db9".to_owned())]),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(store.audit("new2").await.unwrap()[0].action, "create");
+    // pend1 started at the hand-over's epoch; run1 was not PENDING.
+    assert_eq!(written.started, vec![Some(false), None]);
+    assert_eq!(store.owner("pend1").await.unwrap().instance, "i1");
+    let pend1 = store.get_request("pend1", false).await.unwrap();
+    assert_eq!(pend1.started_at, Some(at(1, 2)));
+    // Both finished (starts are written before finishes, so pend1 was RUNNING by then);
+    // each comes back as it is now.
+    let ended: Vec<Option<State>> = written
+        .finished
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.state))
+        .collect();
+    assert_eq!(ended, vec![Some(State::Complete), Some(State::Fail)]);
+    let run1 = written.finished[0].as_ref().unwrap();
+    assert_eq!((run1.finished_jobs, run1.finished_at), (3, Some(at(1, 6))));
+    // The stale fence kept pend1's entry and progress out; the unknown request is said.
+    assert_eq!(store.job_log("run1").await.unwrap().len(), 1);
+    assert!(store.job_log("pend1").await.unwrap().is_empty());
+    let refused: Vec<&str> = written.refused.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(refused, ["pend1", "nobody"]);
+    assert!(
+        matches!(written.refused[0].1, Error::Fenced(_)),
+        "{}",
+        written.refused[0].1
+    );
+    assert!(matches!(written.refused[1].1, Error::NotFound { .. }));
+    // A batch that fails stores nothing of itself.
+    let bad = WriteBatch {
+        creates: vec![new("new3"), new("new1")],
+        ..WriteBatch::default()
+    };
+    assert!(store.write_batch(&bad).await.is_err());
+    assert!(matches!(
+        store.get_request("new3", false).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+/// The batcher answers each caller with its own outcome: a refused fence, a start that
+/// does not apply, a finish sent twice, and a create whose batch failed (written alone,
+/// so only the bad one fails).
+async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::NewRequest;
+    running(&*store, "r1").await;
+    let batcher = Batcher::spawn(Arc::clone(&store), crate::BatchOptions::default());
+    let stale = Fence {
+        instance: "i0".to_owned(),
+        epoch: 9,
+    };
+    let err = batcher
+        .insert_job_logs(vec![log("r1", "a", 1, State::Complete)], Some(&stale))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    let err = batcher
+        .update_progress("r1", 2, Some(&stale))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert!(store.job_log("r1").await.unwrap().is_empty());
+    let err = batcher
+        .start_request(&"r1".into(), "http://jr", None, at(1, 2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::State {
+                actual: State::Running,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let finish = FinishRequest {
+        request_id: "r1".to_owned(),
+        state: State::Complete,
+        finished_at: at(1, 5),
+        finished_jobs: 3,
+        error: String::new(),
+    };
+    let (first, now) = batcher.finish_request(&finish, None).await.unwrap();
+    assert_eq!(first, Finished::Now);
+    assert_eq!(now.unwrap().state, State::Complete);
+    let (again, _) = batcher.finish_request(&finish, None).await.unwrap();
+    assert_eq!(again, Finished::Already(State::Complete));
+    // Two creates queued together, one with the id of a stored request.
+    let new = |id: &str| {
+        let (request, create_request) = request(id, "deploy", "ann", at(1, 0), "db1");
+        NewRequest {
+            request,
+            create_request,
+            created: None,
+        }
+    };
+    let (good, taken) = tokio::join!(
+        batcher.create_request(new("r2")),
+        batcher.create_request(new("r1"))
+    );
+    assert_eq!(good.unwrap().request.id, "r2");
+    assert!(matches!(taken, Err(Error::Duplicate(_))), "{taken:?}");
+    assert_eq!(
+        store.get_request("r2", false).await.unwrap().state,
+        State::Pending
     );
 }
 
@@ -1759,6 +1941,8 @@ suite!(
     claims_race_and_each_chain_is_claimed_once,
     search,
     batched_writes_from_many_callers,
+    a_write_batch_does_what_each_write_would,
+    the_batcher_answers_each_write_on_its_own,
     a_long_arg_value_is_stored_and_found_through_an_index,
     request_times_stay_in_order,
     output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap,

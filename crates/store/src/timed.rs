@@ -11,7 +11,9 @@ use proto::{
     SuspendedJobChain, TryStart,
 };
 
-use crate::{Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store};
+use crate::{
+    BatchWritten, Error, Finished, Holder, JobState, Owner, Removed, StartedTry, Store, WriteBatch,
+};
 
 /// Told how long each store operation took, by the operation's name (the [`Store`]
 /// method's), and whether it succeeded.
@@ -65,6 +67,7 @@ timed_store! {
     fn owner(&self, request_id: &str) -> Owner;
     fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
     fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;
+    fn write_batch(&self, batch: &WriteBatch) -> BatchWritten;
     fn update_progress(&self, request_id: &str, finished_jobs: u64) -> ();
     fn update_progress_many(&self, updates: &[(String, u64)]) -> ();
     fn insert_job_logs(&self, entries: &[JobLog]) -> ();
