@@ -434,11 +434,15 @@ async fn find(State(manager): Shared, RawQuery(query): RawQuery) -> Result<Respo
 }
 
 /// `?chain=true` asks for the job chain too (Spin Cycle always sent it; Spindle only
-/// when asked: `GET .../job-chain` is the chain alone).
+/// when asked: `GET .../job-chain` is the chain alone). `?wait=DURATION` (a Spindle
+/// extension) answers once the request has ended, or after the duration (at most a
+/// minute) as it is then: one call instead of polling.
 #[derive(Debug, serde::Deserialize)]
 struct GetQuery {
     #[serde(default)]
     chain: bool,
+    #[serde(default)]
+    wait: Option<String>,
 }
 
 async fn get_request(
@@ -448,11 +452,22 @@ async fn get_request(
 ) -> Result<Response, Error> {
     let Query(query) = query.map_err(|err| {
         Error::BadRequest(format!(
-            "invalid query: {}; expected chain=true or chain=false",
+            "invalid query: {}; expected chain=true or chain=false, wait=DURATION",
             err.body_text()
         ))
     })?;
-    Ok(Json(manager.get(&id, query.chain).await?).into_response())
+    let request = match &query.wait {
+        None => manager.get(&id, query.chain).await?,
+        Some(wait) => {
+            let wait = proto::duration::parse(wait).map_err(|err| {
+                Error::BadRequest(format!(
+                    "invalid wait {wait:?}: {err}; expected a duration such as 30s (at most 1m)"
+                ))
+            })?;
+            manager.wait_for_end(&id, query.chain, wait).await?
+        }
+    };
+    Ok(Json(request).into_response())
 }
 
 async fn start(

@@ -2,7 +2,7 @@
 //! Runners report; the background loops that start PENDING requests once a Job Runner
 //! answers and resume suspended chains.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,6 +60,13 @@ pub const RETENTION_BATCH: u64 = 200;
 /// over a big database) is worked off across rounds instead of in one long one.
 pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 
+/// The longest a `GET ...?wait=` waits for a request to end.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a waiting `GET` reads the request again (its end may be stored by another
+/// Request Manager, which wakes nobody here).
+pub const WAIT_RECHECK: Duration = Duration::from_secs(1);
+
 impl Default for Options {
     fn default() -> Options {
         Options {
@@ -91,6 +98,9 @@ pub struct Manager {
     /// Since when the database has answered the background loop without a break: a
     /// runner's lease lapsed only if this Request Manager could have seen its renewals.
     healthy_since: Mutex<Option<tokio::time::Instant>>,
+    /// Callers waiting for a request to end (`GET ...?wait=`), woken when this Request
+    /// Manager stores its end.
+    waiting: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -180,6 +190,7 @@ impl Manager {
             shutting_down: AtomicBool::new(false),
             runners: Mutex::new(None),
             healthy_since: Mutex::new(None),
+            waiting: Mutex::new(HashMap::new()),
         }
     }
 
@@ -444,6 +455,15 @@ impl Manager {
     /// A request reached its final state: counted, and its trace's root span emitted
     /// (from its creation to now). Called once per request, by whoever stored the end.
     fn request_ended(&self, request: &Request) {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&request.id)
+            .cloned();
+        if let Some(waiting) = waiting {
+            waiting.notify_waiters();
+        }
         let telemetry = &self.options.telemetry;
         let finished = request.finished_at.unwrap_or_else(Utc::now);
         if let Some(metrics) = &telemetry.metrics {
@@ -1075,6 +1095,70 @@ impl Manager {
     /// megabytes, and callers polling its state do not want it read back every time.
     pub async fn get(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
         Ok(self.store.get_request(request_id, with_chain).await?)
+    }
+
+    /// [`Manager::get`] once the request has ended, or once `up_to` has passed (then as
+    /// it is). Woken when this Request Manager stores the end; an end stored by another
+    /// one is read within [`WAIT_RECHECK`].
+    pub async fn wait_for_end(
+        &self,
+        request_id: &str,
+        with_chain: bool,
+        up_to: Duration,
+    ) -> Result<Request, Error> {
+        let deadline = tokio::time::Instant::now() + up_to.min(MAX_WAIT);
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state.is_finished() || up_to.is_zero() {
+            return self.with_chain(request, with_chain).await;
+        }
+        let notify = Arc::clone(
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(request_id.to_owned())
+                .or_default(),
+        );
+        let request = loop {
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            // Read after enabling the wake-up: an end stored meanwhile is seen either way.
+            let request = self.store.get_request(request_id, false).await;
+            let now = tokio::time::Instant::now();
+            match request {
+                Ok(request) if !request.state.is_finished() && now < deadline => {}
+                done => break done,
+            }
+            let _ = tokio::time::timeout((deadline - now).min(WAIT_RECHECK), woken).await;
+        };
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            // The map's and ours: nobody else waits for it.
+            if Arc::strong_count(&notify) <= 2 {
+                waiting.remove(request_id);
+            }
+        }
+        self.with_chain(request?, with_chain).await
+    }
+
+    /// How many callers wait for `request_id` to end (for tests and diagnostics).
+    pub fn waiting_for(&self, request_id: &str) -> usize {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(request_id)
+            .map_or(0, |notify| Arc::strong_count(notify) - 1)
+    }
+
+    async fn with_chain(&self, request: Request, with_chain: bool) -> Result<Request, Error> {
+        if !with_chain {
+            return Ok(request);
+        }
+        let job_chain = Some(self.store.job_chain(&request.id).await?);
+        Ok(Request {
+            job_chain,
+            ..request
+        })
     }
 
     pub async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {

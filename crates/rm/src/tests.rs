@@ -445,6 +445,62 @@ async fn unknown_ids_are_404_and_empty_lists_are_empty() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
+/// Issue #17: `GET ...?wait=` answers once the request has ended (woken by the finish
+/// this Request Manager stores), or after the wait as it is; a bad wait is a 400.
+#[tokio::test]
+async fn a_get_can_wait_for_the_request_to_end() {
+    let env = env().await;
+    let id = create(&env).await;
+    let uri = format!("/api/v1/requests/{id}?wait=20ms");
+    let (status, body, _) = call(&env.router, Method::GET, &uri, None).await;
+    assert_eq!(
+        (status, body["state"].as_u64()),
+        (StatusCode::OK, Some(2)),
+        "{body}"
+    );
+    let (status, body, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}?wait=soon"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid wait \"soon\""),
+        "{body}"
+    );
+    let waiting = {
+        let router = env.router.clone();
+        let uri = format!("/api/v1/requests/{id}?wait=50s");
+        tokio::spawn(async move { call(&router, Method::GET, &uri, None).await })
+    };
+    // The waiter is registered before the finish is stored (or reads the end itself).
+    while env.manager.waiting_for(&id) == 0 && !waiting.is_finished() {
+        tokio::task::yield_now().await;
+    }
+    let finish =
+        json!({"requestId": id, "state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body, _) = waiting.await.unwrap();
+    assert_eq!(
+        (status, body["state"].as_u64()),
+        (StatusCode::OK, Some(3)),
+        "{body}"
+    );
+    assert_eq!(env.manager.waiting_for(&id), 0, "the waiter is forgotten");
+}
+
 /// After a known workload the Request Manager's metrics count it: requests created and
 /// finished by type and state, the unfinished by state, store operations, HTTP calls.
 #[tokio::test]
