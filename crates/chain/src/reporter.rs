@@ -351,7 +351,11 @@ async fn deliver_all(
             }
             logs.clear();
         }
-        if let Some(finished_jobs) = progress.take() {
+        // The final state carries the count of completed jobs: progress queued with it
+        // would be a write of no use.
+        if let Some(finished_jobs) = progress.take()
+            && !matches!(last, Some(Report::Finish(_)))
+        {
             let body = RequestProgress {
                 request_id: request_id.to_owned(),
                 finished_jobs,

@@ -514,7 +514,7 @@ async fn diamond_completes_with_one_entry_per_job() {
     );
     assert_eq!(recorder.finishes(), [State::Complete]);
     assert_eq!(recorder.finishes.lock().unwrap()[0].finished_jobs, 4);
-    assert_eq!(recorder.progress.lock().unwrap().last(), Some(&4));
+    assert!(recorder.progress.lock().unwrap().iter().all(|n| *n <= 4));
     // Both branches ran at once.
     assert_eq!(fakes.max_running(), 2);
 }
@@ -1399,8 +1399,11 @@ async fn progress_reports_completed_jobs() {
     recorder.delay_ms.store(0, Ordering::SeqCst);
     start(chain("1>2 2>3"), &fakes, &recorder).wait().await;
     let progress = recorder.progress.lock().unwrap().clone();
-    assert_eq!(progress.last(), Some(&3));
+    // Progress as jobs complete; the last count comes with the final state (progress
+    // queued together with it is not sent).
+    assert!(progress.last().is_some_and(|n| *n >= 2), "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+    assert_eq!(recorder.finishes.lock().unwrap()[0].finished_jobs, 3);
 }
 
 #[test]
