@@ -445,6 +445,20 @@ async fn unknown_ids_are_404_and_empty_lists_are_empty() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
+/// Reports request `id` COMPLETE with one finished job, as its Job Runner would.
+async fn finish_complete(env: &Env, id: &str) {
+    let finish =
+        json!({"requestId": id, "state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 /// Issue #17: `GET ...?wait=` answers once the request has ended (woken by the finish
 /// this Request Manager stores), or after the wait as it is; a bad wait is a 400.
 #[tokio::test]
@@ -482,16 +496,7 @@ async fn a_get_can_wait_for_the_request_to_end() {
     while env.manager.waiting_for(&id) == 0 && !waiting.is_finished() {
         tokio::task::yield_now().await;
     }
-    let finish =
-        json!({"requestId": id, "state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
-    let (status, _, _) = call(
-        &env.router,
-        Method::PUT,
-        &format!("/api/v1/requests/{id}/finish"),
-        Some(&finish.to_string()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    finish_complete(&env, &id).await;
     let (status, body, _) = waiting.await.unwrap();
     assert_eq!(
         (status, body["state"].as_u64()),
@@ -509,16 +514,7 @@ async fn metrics_count_requests_store_operations_and_calls() {
     let env = env().await;
     let done = create(&env).await;
     let _running = create(&env).await;
-    let finish =
-        json!({"requestId": done, "state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
-    let (status, _, _) = call(
-        &env.router,
-        Method::PUT,
-        &format!("/api/v1/requests/{done}/finish"),
-        Some(&finish.to_string()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    finish_complete(&env, &done).await;
     let (status, scrape, headers) = call(&env.router, Method::GET, "/metrics", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(

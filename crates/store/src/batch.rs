@@ -229,30 +229,14 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         let res = match started[at].take() {
                             Some(paused) => Ok(paused),
                             // Says why (or starts it, if it was a repeat in this batch).
-                            None => {
-                                let start = &batch.starts[at];
-                                store
-                                    .start_request(
-                                        &RequestId::new(start.request_id.clone()),
-                                        &start.jr_url,
-                                        start.owner.as_ref(),
-                                        start.at,
-                                    )
-                                    .await
-                            }
+                            None => start_alone(store, &batch.starts[at]).await,
                         };
                         let _ = reply.send(res);
                     }
                     Pending::Finish(at, reply) => {
                         let res = match finished[at].take() {
                             Some(request) => Ok((Finished::Now, Some(request))),
-                            None => {
-                                let (finish, fence) = &batch.finishes[at];
-                                store
-                                    .finish_request(finish, fence.as_ref())
-                                    .await
-                                    .map(|finished| (finished, None))
-                            }
+                            None => finish_alone(store, &batch.finishes[at]).await,
                         };
                         let _ = reply.send(res);
                     }
@@ -293,6 +277,23 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
     }
 }
 
+/// One start in a transaction of its own.
+async fn start_alone(store: &dyn Store, start: &StartRequest) -> Result<bool, Error> {
+    let request_id = RequestId::new(start.request_id.clone());
+    store
+        .start_request(&request_id, &start.jr_url, start.owner.as_ref(), start.at)
+        .await
+}
+
+/// One finish in a transaction of its own.
+async fn finish_alone(
+    store: &dyn Store,
+    (finish, fence): &(FinishRequest, Option<Fence>),
+) -> Result<FinishedNow, Error> {
+    let finished = store.finish_request(finish, fence.as_ref()).await?;
+    Ok((finished, None))
+}
+
 /// The refusal of a report about `request_id` (each report gets its own error).
 fn refusal_of(refused: &HashMap<String, Error>, request_id: &str) -> Error {
     match refused.get(request_id) {
@@ -329,24 +330,10 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
                 let _ = reply.send(res.map(|()| Box::new(new)));
             }
             Pending::Start(at, reply) => {
-                let start = &batch.starts[at];
-                let res = store
-                    .start_request(
-                        &RequestId::new(start.request_id.clone()),
-                        &start.jr_url,
-                        start.owner.as_ref(),
-                        start.at,
-                    )
-                    .await;
-                let _ = reply.send(res);
+                let _ = reply.send(start_alone(store, &batch.starts[at]).await);
             }
             Pending::Finish(at, reply) => {
-                let (finish, fence) = &batch.finishes[at];
-                let res = store
-                    .finish_request(finish, fence.as_ref())
-                    .await
-                    .map(|finished| (finished, None));
-                let _ = reply.send(res);
+                let _ = reply.send(finish_alone(store, &batch.finishes[at]).await);
             }
             Pending::Logs(ids, range, reply) => {
                 let res = match fenced(store, &ids, &fences).await {
