@@ -53,11 +53,13 @@ pub struct HandOver {
 /// What the Request Manager asks of Job Runners.
 #[async_trait::async_trait]
 pub trait JrClient: Send + Sync + 'static {
-    /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`.
+    /// Starts a new chain on the Job Runner (or load balancer) at `jr_url`. The chain is
+    /// given, not lent: an in-process runner runs it without a copy (a 100,000-job
+    /// chain is a few hundred MB).
     async fn new_chain(
         &self,
         jr_url: &str,
-        job_chain: &JobChain,
+        job_chain: JobChain,
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError>;
     /// Resumes a suspended chain on the Job Runner (or load balancer) at `jr_url`.
@@ -210,10 +212,10 @@ impl JrClient for HttpJrClient {
     async fn new_chain(
         &self,
         jr_url: &str,
-        job_chain: &JobChain,
+        job_chain: JobChain,
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
-        self.post_chain(jr_url, "/api/v1/job-chains", job_chain, hand_over)
+        self.post_chain(jr_url, "/api/v1/job-chains", &job_chain, hand_over)
             .await
     }
 

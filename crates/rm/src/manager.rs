@@ -612,13 +612,11 @@ impl Manager {
             jobs = request.total_jobs,
             "request created"
         );
-        let job_chain = request.job_chain.as_ref().expect("set above");
+        let mut request = request;
+        let job_chain = request.job_chain.take().expect("set above");
         self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true, false)
             .await?;
-        Ok(Request {
-            job_chain: None,
-            ..request
-        })
+        Ok(request)
     }
 
     /// Where the next chain goes: the fixed URL, or the live registered runner with the
@@ -668,11 +666,11 @@ impl Manager {
     async fn hand_over(
         &self,
         request_id: &RequestId,
-        job_chain: &JobChain,
+        mut job_chain: JobChain,
         first: bool,
         paused: bool,
     ) -> Result<Handed, Error> {
-        if !first && self.took_back_begun(request_id, job_chain).await? {
+        if !first && self.took_back_begun(request_id, &job_chain).await? {
             return Ok(Handed::Done);
         }
         let url = match self.target().await {
@@ -697,15 +695,9 @@ impl Manager {
             paused,
         };
         // Approvals answered meanwhile (an earlier hand-over began the chain) are in it.
-        let patched;
-        let job_chain = if !first && job_chain.jobs.values().any(|j| j.job_type == job::APPROVAL) {
-            let mut chain = job_chain.clone();
-            self.with_answers(&mut chain).await?;
-            patched = chain;
-            &patched
-        } else {
-            job_chain
-        };
+        if !first {
+            self.with_answers(&mut job_chain).await?;
+        }
         let handed = self.jr.new_chain(&url, job_chain, &terms).await;
         self.hand_over_ended(span, began, &url, epoch, &handed);
         match handed {
@@ -787,7 +779,7 @@ impl Manager {
     async fn send_to_jr(
         &self,
         request_id: &RequestId,
-        job_chain: &JobChain,
+        job_chain: JobChain,
         first: bool,
         paused: bool,
     ) -> Result<(), Error> {
@@ -820,7 +812,7 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, &job_chain, false, request.paused)
+        self.send_to_jr(request_id, job_chain, false, request.paused)
             .await
     }
 
@@ -1478,7 +1470,7 @@ impl Manager {
                 continue;
             };
             match self
-                .hand_over(&request_id, &job_chain, false, request.paused)
+                .hand_over(&request_id, job_chain, false, request.paused)
                 .await
             {
                 Ok(Handed::Done) => {}

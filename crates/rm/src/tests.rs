@@ -83,7 +83,7 @@ impl JrClient for FakeJr {
     async fn new_chain(
         &self,
         jr_url: &str,
-        job_chain: &JobChain,
+        job_chain: JobChain,
         hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
         let epoch = hand_over.epoch;
@@ -92,8 +92,9 @@ impl JrClient for FakeJr {
             .unwrap()
             .push(hand_over.paused);
         let res = self.result(jr_url);
+        let (request_id, jobs) = (job_chain.request_id.clone(), job_chain.jobs.len() as u64);
         if res.is_ok() {
-            self.chains.lock().unwrap().push(job_chain.clone());
+            self.chains.lock().unwrap().push(job_chain);
             self.sent_to
                 .lock()
                 .unwrap()
@@ -102,10 +103,10 @@ impl JrClient for FakeJr {
         let manager = self.finish_at_once.lock().unwrap().clone();
         if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
             let finish = proto::FinishRequest {
-                request_id: job_chain.request_id.clone(),
+                request_id,
                 state: State::Complete,
                 finished_at: chrono::Utc::now(),
-                finished_jobs: job_chain.jobs.len() as u64,
+                finished_jobs: jobs,
                 error: String::new(),
             };
             let fence = proto::Fence {

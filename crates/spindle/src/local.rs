@@ -44,13 +44,13 @@ impl JrClient for InProcessJr {
     async fn new_chain(
         &self,
         _jr_url: &str,
-        job_chain: &JobChain,
+        job_chain: JobChain,
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let instance = runner
             .run_chain(
-                job_chain.clone(),
+                job_chain,
                 hand_over.epoch,
                 hand_over.trace,
                 hand_over.paused,

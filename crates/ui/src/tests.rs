@@ -275,7 +275,7 @@ impl JrClient for Runner {
     async fn new_chain(
         &self,
         jr_url: &str,
-        _: &JobChain,
+        _: JobChain,
         _: &rm::HandOver,
     ) -> Result<HandedOver, ClientError> {
         Ok(HandedOver {
