@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 use chain::{Options, ReportError, Reporter};
 use proto::{FinishRequest, JobChain, JobLog, RequestProgress, State, SuspendedJobChain};
 
+/// The allocator the `spindle` binary runs chains with (its `main.rs`), so that time and
+/// memory are what a runner has.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const N: usize = 10_000;
 const RUNS: usize = 7;
 
