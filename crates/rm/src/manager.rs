@@ -63,8 +63,8 @@ pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 /// The longest a `GET ...?wait=` waits for a request to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
-/// How often a waiting `GET` reads the request again (its end may be stored by another
-/// Request Manager, which wakes nobody here).
+/// The longest a waiting `GET` goes without reading the request again (its end may be
+/// stored by another Request Manager, which wakes nobody here).
 pub const WAIT_RECHECK: Duration = Duration::from_secs(1);
 
 impl Default for Options {
@@ -1091,7 +1091,7 @@ impl Manager {
 
     /// [`Manager::get`] once the request has ended, or once `up_to` has passed (then as
     /// it is). Woken when this Request Manager stores the end; an end stored by another
-    /// one is read within [`WAIT_RECHECK`].
+    /// one is read again after 5 ms, then at doubling intervals up to [`WAIT_RECHECK`].
     pub async fn wait_for_end(
         &self,
         request_id: &str,
@@ -1110,6 +1110,9 @@ impl Manager {
                 .entry(request_id.to_owned())
                 .or_default(),
         );
+        // An end stored by another Request Manager wakes nobody here: read again after 5
+        // ms, doubling up to WAIT_RECHECK.
+        let mut recheck = Duration::from_millis(5);
         let request = loop {
             let woken = notify.notified();
             tokio::pin!(woken);
@@ -1121,7 +1124,8 @@ impl Manager {
                 Ok(request) if !request.state.is_finished() && now < deadline => {}
                 done => break done,
             }
-            let _ = tokio::time::timeout((deadline - now).min(WAIT_RECHECK), woken).await;
+            let _ = tokio::time::timeout((deadline - now).min(recheck), woken).await;
+            recheck = (recheck * 2).min(WAIT_RECHECK);
         };
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());

@@ -397,9 +397,7 @@ async fn run(args: Args) {
         .seconds
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
     let cpu_before = cpu_seconds(&pids);
-    // With several Request Managers a request's end is stored by the one its runner
-    // reports to, which wakes no waiter on the other: poll there.
-    let poll = args.poll || (args.url.is_none() && args.setup == Setup::Several);
+    let poll = args.poll;
     let started = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
     let bases: Vec<String> = std::iter::once(base.clone()).chain(more_bases).collect();
