@@ -387,8 +387,9 @@ where
             .collect())
     }
 
-    /// RUNNING → a final state for many requests in one statement per chunk, and their
-    /// started tries forgotten; returns, per finish, the request if this finish ended it.
+    /// RUNNING → a final state for many requests in one statement per chunk (their
+    /// started tries forgotten by a trigger); returns, per finish, the request if this
+    /// finish ended it.
     async fn finish_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         finishes: &[(FinishRequest, Option<Fence>)],
@@ -423,17 +424,7 @@ where
                 finished.insert(request.id.clone(), request);
             }
         }
-        let ids: Vec<&str> = finished.keys().map(String::as_str).collect();
-        for chunk in ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            // What started is of no use once the request has finished.
-            let mut delete = QueryBuilder::<DB>::new("DELETE FROM job_tries WHERE request_id IN (");
-            let mut list = delete.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            delete.push(")");
-            delete.build().execute(&mut **tx).await?;
-        }
+        // Their started tries went with the UPDATE (a trigger: migrations 0009/0010).
         Ok(finishes
             .iter()
             .map(|(finish, _)| finished.remove(&finish.request_id))
@@ -1015,12 +1006,8 @@ where
         .bind(finish.error.as_str())
         .execute(&self.pool)
         .await?;
+        // Its started tries go with the same statement (a trigger: migrations 0009/0010).
         if DB::rows_affected(&done) == 1 {
-            // What started is of no use once the request has finished.
-            sqlx::query("DELETE FROM job_tries WHERE request_id = $1")
-                .bind(finish.request_id.as_str())
-                .execute(&self.pool)
-                .await?;
             return Ok(Finished::Now);
         }
         match self

@@ -910,6 +910,10 @@ async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
 async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: Raw) {
     use crate::{NewRequest, StartRequest, WriteBatch};
     running(&*store, "run1").await;
+    store
+        .insert_try_starts("i1", &[try_start("run1", "a", 1)])
+        .await
+        .unwrap();
     create(&*store, "pend1").await;
     let owner = Fence {
         instance: "i1".to_owned(),
@@ -994,6 +998,8 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
     assert_eq!(ended, vec![Some(State::Complete), Some(State::Fail)]);
     let run1 = written.finished[0].as_ref().unwrap();
     assert_eq!((run1.finished_jobs, run1.finished_at), (3, Some(at(1, 6))));
+    // Its started tries went with it.
+    assert!(store.try_starts("run1").await.unwrap().is_empty());
     // The stale fence kept pend1's entry and progress out; the unknown request is said.
     assert_eq!(store.job_log("run1").await.unwrap().len(), 1);
     assert!(store.job_log("pend1").await.unwrap().is_empty());
@@ -2091,7 +2097,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 9);
+    assert_eq!(migrations, 10);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
