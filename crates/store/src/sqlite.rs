@@ -230,4 +230,55 @@ mod tests {
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
         store.create_request(&request, &create, None).await.unwrap();
     }
+
+    /// A group commit that meets a locked database gives every write in it a transient
+    /// error (so each caller answers 503 and its sender tries again) and stores nothing;
+    /// once the lock is gone the same writes go through.
+    #[tokio::test]
+    async fn a_locked_database_fails_a_whole_batch_as_transient() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spindle.db");
+        let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
+            SqliteStore::open_with_busy_timeout(&path, Duration::from_millis(100))
+                .await
+                .unwrap(),
+        );
+        let batcher = crate::Batcher::spawn(store.clone(), crate::BatchOptions::default());
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+        let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let new = |id: &str| {
+            let (request, create_request) = crate::tests::sample_request(id);
+            crate::NewRequest {
+                request,
+                create_request,
+                created: None,
+            }
+        };
+        let (a, b) = tokio::join!(
+            batcher.create_request(new("r1")),
+            batcher.create_request(new("r2"))
+        );
+        for res in [a, b] {
+            let err = res.unwrap_err();
+            // The batch's own error, not each write tried again alone (which would wait
+            // out the busy timeout once per write).
+            assert!(
+                matches!(err, Error::Batch(_)) && err.is_transient(),
+                "{err:?}"
+            );
+        }
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        assert!(matches!(
+            store.get_request("r1", false).await,
+            Err(Error::NotFound { .. })
+        ));
+        batcher.create_request(new("r1")).await.unwrap();
+        assert_eq!(store.get_request("r1", false).await.unwrap().id, "r1");
+    }
 }
