@@ -204,15 +204,10 @@ mod tests {
         assert_eq!(n, 9);
     }
 
-    #[tokio::test]
-    async fn a_locked_database_is_a_retryable_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("spindle.db");
-        let store = SqliteStore::open_with_busy_timeout(&path, Duration::from_millis(100))
-            .await
-            .unwrap();
-        // Another process (here: another connection) holds the write lock.
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+    /// Another process (here: another connection) holding the write lock of `path`
+    /// until it rolls back.
+    async fn locked(path: &std::path::Path) -> sqlx::SqliteConnection {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
         let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
             .await
             .unwrap();
@@ -220,6 +215,17 @@ mod tests {
             .execute(&mut other)
             .await
             .unwrap();
+        other
+    }
+
+    #[tokio::test]
+    async fn a_locked_database_is_a_retryable_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spindle.db");
+        let store = SqliteStore::open_with_busy_timeout(&path, Duration::from_millis(100))
+            .await
+            .unwrap();
+        let mut other = locked(&path).await;
         let (request, create) = crate::tests::sample_request("r1");
         let err = store
             .create_request(&request, &create, None)
@@ -244,14 +250,7 @@ mod tests {
                 .unwrap(),
         );
         let batcher = crate::Batcher::spawn(store.clone(), crate::BatchOptions::default());
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
-        let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
-            .await
-            .unwrap();
-        sqlx::query("BEGIN EXCLUSIVE")
-            .execute(&mut other)
-            .await
-            .unwrap();
+        let mut other = locked(&path).await;
         let new = |id: &str| {
             let (request, create_request) = crate::tests::sample_request(id);
             crate::NewRequest {
