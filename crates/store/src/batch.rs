@@ -191,9 +191,14 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 batch.finishes.push(*finish);
             }
             Write::Logs(entries, fence, reply) => {
-                let mut ids: Vec<String> = entries.iter().map(|e| e.request_id.clone()).collect();
-                ids.sort_unstable();
-                ids.dedup();
+                // Each request once (a big chain's batch is thousands of entries of one).
+                let ids: Vec<String> = entries
+                    .iter()
+                    .map(|e| e.request_id.as_str())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
                 if let Some(fence) = fence {
                     batch
                         .fences
