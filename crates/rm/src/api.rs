@@ -470,46 +470,61 @@ async fn get_request(
     Ok(Json(request).into_response())
 }
 
+/// Who asks for a change of a request's course, and from where: the authenticated
+/// caller (when authentication is on), the connection's peer, and the user name the
+/// audit trail records. Read the same way by every handler that changes a request.
+struct Acting {
+    caller: Option<auth::Caller>,
+    peer: Option<auth::Peer>,
+    user: String,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Acting {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Acting, Self::Rejection> {
+        let caller = parts.extensions.get::<auth::Caller>().cloned();
+        let peer = parts.extensions.get::<auth::Peer>().cloned();
+        let user = who(caller.as_ref(), &parts.headers);
+        Ok(Acting { caller, peer, user })
+    }
+}
+
 async fn start(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
     // Unlike Spin Cycle, starting a PENDING request is authorized as a start.
-    change(&manager, caller, peer, &headers, &id, Op::Start).await
+    change(&manager, acting, &id, Op::Start).await
 }
 
 async fn stop(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, Op::Stop).await
+    change(&manager, acting, &id, Op::Stop).await
 }
 
 /// Spindle's pause: running jobs finish, nothing new starts until `resume`.
 async fn pause(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, Op::Pause).await
+    change(&manager, acting, &id, Op::Pause).await
 }
 
 async fn resume(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
 ) -> Result<StatusCode, Error> {
-    change(&manager, caller, peer, &headers, &id, Op::Resume).await
+    change(&manager, acting, &id, Op::Resume).await
 }
 
 /// `PUT .../retry[?from=JOB]`: runs a FAIL or STOPPED request again as the same request.
@@ -520,9 +535,7 @@ struct RetryQuery {
 
 async fn retry(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
     query: Result<Query<RetryQuery>, QueryRejection>,
 ) -> Result<StatusCode, Error> {
@@ -532,7 +545,7 @@ async fn retry(
             err.body_text()
         ))
     })?;
-    change(&manager, caller, peer, &headers, &id, Op::Retry(query.from)).await
+    change(&manager, acting, &id, Op::Retry(query.from)).await
 }
 
 /// `PUT .../approve` and `.../reject`: `job` names the approval job (its id or name;
@@ -546,24 +559,20 @@ struct AnswerQuery {
 
 async fn approve(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
     query: Result<Query<AnswerQuery>, QueryRejection>,
 ) -> Result<StatusCode, Error> {
-    answer(&manager, caller, peer, &headers, &id, query, true).await
+    answer(&manager, acting, &id, query, true).await
 }
 
 async fn reject(
     State(manager): Shared,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: HeaderMap,
+    acting: Acting,
     Path(id): Path<RequestId>,
     query: Result<Query<AnswerQuery>, QueryRejection>,
 ) -> Result<StatusCode, Error> {
-    answer(&manager, caller, peer, &headers, &id, query, false).await
+    answer(&manager, acting, &id, query, false).await
 }
 
 /// Answers an approval job. With authentication on, the caller needs one of the job's
@@ -571,9 +580,7 @@ async fn reject(
 /// request. Recorded in the audit trail.
 async fn answer(
     manager: &Manager,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: &HeaderMap,
+    acting: Acting,
     id: &RequestId,
     query: Result<Query<AnswerQuery>, QueryRejection>,
     approved: bool,
@@ -586,8 +593,9 @@ async fn answer(
     })?;
     let job = manager.approval_job(id, query.job.as_deref()).await?;
     if let Some(auth) = manager.auth() {
-        let caller = caller
-            .as_deref()
+        let caller = acting
+            .caller
+            .as_ref()
             .ok_or_else(|| Error::Unauthorized("authentication required".to_owned()))?;
         let roles = job::approval::roles(&job.args).unwrap_or_default();
         if roles.is_empty() {
@@ -607,16 +615,15 @@ async fn answer(
             )));
         }
     }
-    let user = who(caller.as_deref(), headers);
     let given = proto::Answer {
         approved,
-        user: user.clone(),
+        user: acting.user.clone(),
         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         comment: query.comment,
     };
     manager.answer(id, &job, given).await?;
     let action = if approved { "approve" } else { "reject" };
-    record(manager, id.as_str(), action, user, peer.as_deref()).await;
+    record(manager, id.as_str(), action, acting).await;
     Ok(StatusCode::OK)
 }
 
@@ -657,9 +664,7 @@ impl Op {
 /// is on (an unknown id is 404 first), and records it in the audit trail.
 async fn change(
     manager: &Manager,
-    caller: Option<axum::Extension<auth::Caller>>,
-    peer: Option<axum::Extension<auth::Peer>>,
-    headers: &HeaderMap,
+    acting: Acting,
     id: &RequestId,
     op: Op,
 ) -> Result<StatusCode, Error> {
@@ -667,7 +672,7 @@ async fn change(
         let request = manager.store().get_request(id.as_str(), false).await?;
         authorize(
             manager,
-            caller.as_deref(),
+            acting.caller.as_ref(),
             op.acl_op(),
             &request.request_type,
         )?;
@@ -679,8 +684,7 @@ async fn change(
         Op::Resume => manager.pause(id, false).await?,
         Op::Retry(from) => manager.retry(id, from.as_deref()).await?,
     }
-    let user = who(caller.as_deref(), headers);
-    record(manager, id.as_str(), op.action(), user, peer.as_deref()).await;
+    record(manager, id.as_str(), op.action(), acting).await;
     Ok(StatusCode::OK)
 }
 
@@ -705,18 +709,12 @@ fn address_of(peer: Option<&auth::Peer>) -> String {
 
 /// Adds to the request's audit trail. The action is done by now: a trail that cannot
 /// be written is logged, not turned into a failure of what was done.
-async fn record(
-    manager: &Manager,
-    request_id: &str,
-    action: &str,
-    user: String,
-    peer: Option<&auth::Peer>,
-) {
+async fn record(manager: &Manager, request_id: &str, action: &str, acting: Acting) {
     let event = proto::AuditEvent {
         at: chrono::Utc::now(),
         action: action.to_owned(),
-        user,
-        address: address_of(peer),
+        user: acting.user,
+        address: address_of(acting.peer.as_ref()),
     };
     if let Err(err) = manager.store().add_audit(request_id, &event).await {
         tracing::error!(request_id, action, error = %err, "the audit trail could not be written");
