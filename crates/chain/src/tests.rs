@@ -746,8 +746,14 @@ async fn job_data_flows_from_parents_to_children() {
         .await;
     assert_eq!(end.state, State::Fail);
     let seen = fakes.seen_data.lock().unwrap();
-    assert_eq!(seen["j2"], json!({"k1": "v1"}).as_object().unwrap().clone());
-    assert_eq!(seen["j3"], json!({"k1": "v1"}).as_object().unwrap().clone());
+    assert_eq!(
+        seen["j2"],
+        json!({"k1": "v1"}).as_object().unwrap().clone().into()
+    );
+    assert_eq!(
+        seen["j3"],
+        json!({"k1": "v1"}).as_object().unwrap().clone().into()
+    );
     assert!(!seen.contains_key("j4"), "job4 waits on the failed job3");
 }
 
@@ -1191,7 +1197,7 @@ async fn suspend_hands_back_the_chain_with_its_counters() {
     assert_eq!(sjc.sequence_tries, BTreeMap::from([("j1".into(), 1)]));
     assert_eq!(
         sjc.job_chain.jobs["j3"].data,
-        json!({"data1": "1"}).as_object().unwrap().clone()
+        json!({"data1": "1"}).as_object().unwrap().clone().into()
     );
 
     // Resume: job2 and job3 run again with the next try numbers; job3 keeps its budget.

@@ -254,9 +254,7 @@ impl Builder<'_> {
                     continue;
                 }
                 if let (Some(name), Some(default)) = (decl.name(), &decl.default) {
-                    job_args
-                        .entry(name.to_owned())
-                        .or_insert_with(|| default.value.clone());
+                    job_args.get_or_insert_with(name.to_owned(), || default.value.clone());
                 }
             }
         }

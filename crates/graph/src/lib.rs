@@ -119,9 +119,7 @@ impl Grapher {
         // The top-level job args: the caller's args plus the defaults of the others.
         let mut job_args = args.clone();
         for (name, value) in recorded.iter().map(|arg| (&arg.name, &arg.value)) {
-            job_args
-                .entry(name.clone())
-                .or_insert_with(|| value.clone());
+            job_args.get_or_insert_with(name.clone(), || value.clone());
         }
         let job_chain = build::build_chain(self, request_id, &seq.name, job_args)?;
         Ok(Created {

@@ -92,7 +92,7 @@ fn spincycle_fixture_text(test: &str, name: &str) -> Option<String> {
 
 fn args(value: Value) -> JobArgs {
     match value {
-        Value::Object(map) => map,
+        Value::Object(map) => map.into(),
         _ => panic!("args are an object"),
     }
 }

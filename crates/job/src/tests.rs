@@ -12,7 +12,7 @@ use crate::*;
 
 fn args(value: Value) -> JobArgs {
     match value {
-        Value::Object(map) => map,
+        Value::Object(map) => map.into(),
         _ => panic!("args are an object"),
     }
 }
@@ -499,10 +499,11 @@ async fn an_approval_waits_for_its_answer() {
             request_id: "req1".to_owned(),
         };
         let mut made = registry.make(&id).unwrap();
-        let mut args = json!({"message": "ship it?", "roles": ["release"]})
+        let mut args: JobArgs = json!({"message": "ship it?", "roles": ["release"]})
             .as_object()
             .unwrap()
-            .clone();
+            .clone()
+            .into();
         made.create(&mut args, &CreateContext::default()).unwrap();
         let bytes = made.serialize().unwrap();
         let mut made = registry.make(&id).unwrap();
@@ -557,7 +558,7 @@ async fn an_approval_waits_for_its_answer() {
         State::Stopped
     );
 
-    let mut bad = json!({"roles": 7}).as_object().unwrap().clone();
+    let mut bad = json!({"roles": 7}).as_object().unwrap().clone().into();
     let err = make("gat4")
         .create(&mut bad, &CreateContext::default())
         .unwrap_err();

@@ -5,6 +5,7 @@
 //! clients and Job Runners can talk to Spindle. States keep their numeric values. This
 //! crate knows nothing of HTTP, SQL or YAML.
 
+pub mod args;
 pub mod duration;
 mod filter;
 mod id;

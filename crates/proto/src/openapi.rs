@@ -184,7 +184,7 @@ mod tests {
             job_type: "shell-command".to_owned(),
             bytes: b"{}".to_vec(),
             state: State::Complete,
-            args: json!({"host": "db1"}).as_object().unwrap().clone(),
+            args: json!({"host": "db1"}).as_object().unwrap().clone().into(),
             data: JobArgs::new(),
             retry: 2,
             retry_wait: "1s".to_owned(),
@@ -195,7 +195,7 @@ mod tests {
             tries: 3,
             timeout: "5m".to_owned(),
             sequence_timeout: "1h".to_owned(),
-            each: json!({"host": "db1"}).as_object().unwrap().clone(),
+            each: json!({"host": "db1"}).as_object().unwrap().clone().into(),
         };
         let chain = JobChain {
             request_id: "r".repeat(20),

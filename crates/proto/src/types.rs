@@ -9,9 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::State;
 
-/// Job args (RM side, while building the chain) and job data (JR side, at run time): a map
-/// of names to arbitrary JSON values.
-pub type JobArgs = Map<String, Value>;
+pub use crate::args::JobArgs;
 
 /// A request: one run of a request type with its args.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,14 +228,14 @@ pub struct Job {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "Map::is_empty"
+        skip_serializing_if = "JobArgs::is_empty"
     )]
     pub args: JobArgs,
     /// Run-time job data.
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "Map::is_empty"
+        skip_serializing_if = "JobArgs::is_empty"
     )]
     pub data: JobArgs,
     /// Tries after the first failed one.
@@ -295,7 +293,7 @@ pub struct Job {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "Map::is_empty"
+        skip_serializing_if = "JobArgs::is_empty"
     )]
     pub each: JobArgs,
 }
@@ -364,7 +362,7 @@ pub struct JobStatus {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "Map::is_empty"
+        skip_serializing_if = "JobArgs::is_empty"
     )]
     pub each: JobArgs,
 }
@@ -465,7 +463,7 @@ impl<'de> Deserialize<'de> for CreateRequest {
         }
         match find("Args") {
             None | Some(Value::Null) => {}
-            Some(Value::Object(args)) => create_request.args = args.clone(),
+            Some(Value::Object(args)) => create_request.args = args.clone().into(),
             Some(other) => {
                 return Err(D::Error::custom(format!(
                     "field Args: expected an object of arg names to values, got {}",

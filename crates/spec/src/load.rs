@@ -594,7 +594,7 @@ impl Reader<'_> {
                 "overlap" => schedule.overlap = self.string(value, place, &field("overlap")),
                 "missed" => schedule.missed = self.string(value, place, &field("missed")),
                 "args" => match json(value) {
-                    Some(Json::Object(args)) => schedule.args = args,
+                    Some(Json::Object(args)) => schedule.args = args.into(),
                     None => {}
                     Some(_) => self.type_error(
                         value,

@@ -107,10 +107,10 @@ impl<'c> Layout<'c> {
                 .parent(sequence)
                 .and_then(|parent| self.chain.jobs.get(parent))
                 .map(|job| &job.each);
-            let own: serde_json::Map<String, Value> = job
+            let own: proto::JobArgs = job
                 .each
                 .iter()
-                .filter(|(name, value)| parent_each.and_then(|each| each.get(*name)) != Some(value))
+                .filter(|(name, value)| parent_each.and_then(|each| each.get(name)) != Some(value))
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect();
             if !own.is_empty() {
@@ -133,7 +133,7 @@ impl<'c> Layout<'c> {
 }
 
 /// `name=value` pairs, strings unquoted.
-pub(crate) fn each_text(each: &serde_json::Map<String, Value>) -> String {
+pub(crate) fn each_text(each: &proto::JobArgs) -> String {
     each.iter()
         .map(|(name, value)| match value {
             Value::String(text) => format!("{name}={text}"),

@@ -89,7 +89,7 @@ fn is_wrapper(name: &str, job_type: &str) -> bool {
 }
 
 /// `name=value` pairs, strings unquoted.
-fn each_text(each: &serde_json::Map<String, Value>) -> String {
+fn each_text(each: &proto::JobArgs) -> String {
     each.iter()
         .map(|(name, value)| match value {
             Value::String(text) => format!("{name}={text}"),
@@ -100,13 +100,10 @@ fn each_text(each: &serde_json::Map<String, Value>) -> String {
 }
 
 /// The `each:` elements `own` has that `outer` does not.
-fn own_each(
-    own: &serde_json::Map<String, Value>,
-    outer: Option<&serde_json::Map<String, Value>>,
-) -> String {
-    let own: serde_json::Map<String, Value> = own
+fn own_each(own: &proto::JobArgs, outer: Option<&proto::JobArgs>) -> String {
+    let own: proto::JobArgs = own
         .iter()
-        .filter(|(name, value)| outer.and_then(|each| each.get(*name)) != Some(*value))
+        .filter(|(name, value)| outer.and_then(|each| each.get(name)) != Some(*value))
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     each_text(&own)

@@ -70,7 +70,7 @@ fn grapher() -> graph::Grapher {
 
 fn chain(hosts: usize) -> JobChain {
     let hosts: Vec<String> = (0..hosts).map(|n| format!("db{n}")).collect();
-    let args = serde_json::Map::from_iter([("hosts".to_owned(), json!(hosts))]);
+    let args = proto::JobArgs::from_iter([("hosts".to_owned(), json!(hosts))]);
     grapher().create("deploy", &args).unwrap().job_chain
 }
 
@@ -456,7 +456,7 @@ fn entry(request_id: &str, job_id: &str, name: &str, r#try: u32, state: State) -
 #[tokio::test]
 async fn the_views_follow_the_job_log_and_the_runner() {
     let env = env().await;
-    let args = serde_json::Map::from_iter([("hosts".to_owned(), json!(["db1", "db2"]))]);
+    let args = proto::JobArgs::from_iter([("hosts".to_owned(), json!(["db1", "db2"]))]);
     let request = env
         .manager
         .create(

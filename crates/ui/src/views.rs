@@ -307,7 +307,7 @@ struct JobView {
     retry: u32,
     #[serde(rename = "retryWait")]
     retry_wait: String,
-    each: serde_json::Map<String, serde_json::Value>,
+    each: proto::JobArgs,
     state: State,
     tries: Vec<JobLog>,
     /// The try running now and its start (Unix nanoseconds), if one is.
