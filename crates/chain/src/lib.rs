@@ -86,7 +86,12 @@ pub enum StopError {
 pub(crate) enum Command {
     Stop(oneshot::Sender<Result<(), StopError>>),
     Suspend,
-    Running(oneshot::Sender<Vec<JobStatus>>),
+    /// The oldest running jobs, at most `limit` of them (all if `None`), and how many
+    /// run in all.
+    Running {
+        limit: Option<usize>,
+        reply: oneshot::Sender<(Vec<JobStatus>, usize)>,
+    },
     Pause(bool),
 }
 
@@ -104,7 +109,7 @@ impl std::fmt::Debug for Command {
         f.write_str(match self {
             Command::Stop(_) => "Stop",
             Command::Suspend => "Suspend",
-            Command::Running(_) => "Running",
+            Command::Running { .. } => "Running",
             Command::Pause(true) => "Pause",
             Command::Pause(false) => "Unpause",
         })
@@ -153,9 +158,23 @@ impl Handle {
 
     /// The jobs running now, oldest first.
     pub async fn running(&self) -> Vec<JobStatus> {
+        self.running_status(None).await.0
+    }
+
+    /// The `limit` oldest of the jobs running now, oldest first, and how many run in all:
+    /// what a progress line shows, without describing each of a large fan-out's jobs.
+    pub async fn running_first(&self, limit: usize) -> (Vec<JobStatus>, usize) {
+        self.running_status(Some(limit)).await
+    }
+
+    async fn running_status(&self, limit: Option<usize>) -> (Vec<JobStatus>, usize) {
         let (reply, answer) = oneshot::channel();
-        if self.commands.send(Command::Running(reply)).is_err() {
-            return Vec::new();
+        if self
+            .commands
+            .send(Command::Running { limit, reply })
+            .is_err()
+        {
+            return (Vec::new(), 0);
         }
         answer.await.unwrap_or_default()
     }

@@ -943,6 +943,28 @@ async fn running_status_lists_running_jobs_with_try_and_status_line() {
     assert!(handle.running().await.is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn running_first_describes_only_the_oldest_and_counts_them_all() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    for id in ["j2", "j3", "j4", "j5"] {
+        fakes.script(id, vec![sleep(10_000, Step::Complete)]);
+    }
+    let handle = start(chain("1>2,3,4,5 2>6 3>6 4>6 5>6"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let all = handle.running().await;
+    assert_eq!(all.len(), 4, "{all:?}");
+    let (first, count) = handle.running_first(2).await;
+    assert_eq!(count, 4);
+    assert_eq!(first, all[..2]);
+    let (none, count) = handle.running_first(0).await;
+    assert!(none.is_empty());
+    assert_eq!(count, 4);
+    let (every, _) = handle.running_first(10).await;
+    assert_eq!(every, all);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(handle.running_first(2).await, (Vec::new(), 0));
+}
+
 // ---- §9 stop ----
 
 #[tokio::test(start_paused = true)]

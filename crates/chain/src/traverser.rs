@@ -254,8 +254,8 @@ impl Traverser {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Running(reply) => {
-                let _ = reply.send(self.running_status());
+            Command::Running { limit, reply } => {
+                let _ = reply.send((self.running_status(limit), self.running.len()));
             }
             Command::Stop(reply) => match self.mode {
                 Mode::Suspending => {
@@ -782,14 +782,27 @@ impl Traverser {
         );
     }
 
-    fn running_status(&self) -> Vec<JobStatus> {
-        let mut statuses: Vec<JobStatus> = self
+    /// The running jobs, oldest first (then by id), at most `limit` of them: only those
+    /// are described (a fan-out may have 100,000 running).
+    fn running_status(&self, limit: Option<usize>) -> Vec<JobStatus> {
+        let mut order: Vec<(i64, &str, JobIdx)> = self
             .running
             .iter()
-            .map(|(&idx, active)| {
+            .map(|(&idx, active)| (active.started_at, self.chain.jobs[idx].id.as_str(), idx))
+            .collect();
+        let limit = limit.unwrap_or(order.len()).min(order.len());
+        if limit < order.len() {
+            order.select_nth_unstable(limit);
+            order.truncate(limit);
+        }
+        order.sort_unstable();
+        order
+            .into_iter()
+            .map(|(started_at, _, idx)| {
                 let job = &self.chain.jobs[idx];
-                let mut status = active.live.status.get();
-                if active.live.sleeping.load(Ordering::Relaxed) {
+                let live = &self.running[&idx].live;
+                let mut status = live.status.get();
+                if live.sleeping.load(Ordering::Relaxed) {
                     status = format!("(retry sleep) {status}");
                 }
                 JobStatus {
@@ -797,20 +810,14 @@ impl Traverser {
                     job_id: job.id.clone(),
                     job_type: job.job_type.clone(),
                     name: job.name.clone(),
-                    started_at: active.started_at,
+                    started_at,
                     state: self.chain.state(idx),
                     status,
-                    r#try: active.live.try_no.load(Ordering::Relaxed),
+                    r#try: live.try_no.load(Ordering::Relaxed),
                     each: job.each.clone(),
                 }
             })
-            .collect();
-        statuses.sort_by(|a, b| {
-            a.started_at
-                .cmp(&b.started_at)
-                .then_with(|| a.job_id.cmp(&b.job_id))
-        });
-        statuses
+            .collect()
     }
 
     /// Decides the chain's final state and hands it (or the suspended chain) to the

@@ -300,6 +300,21 @@ impl Runner {
         Ok(jobs)
     }
 
+    /// The `limit` oldest running jobs of one request and how many of its jobs run (for a
+    /// progress line).
+    pub async fn running_first(
+        &self,
+        request_id: &str,
+        limit: usize,
+    ) -> Result<(Vec<JobStatus>, usize), Error> {
+        let handle = self
+            .chains()
+            .get(request_id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(request_id.to_owned()))?;
+        Ok(handle.running_first(limit).await)
+    }
+
     /// How many chains run now.
     pub fn n_chains(&self) -> usize {
         self.chains().len()

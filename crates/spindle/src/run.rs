@@ -32,6 +32,18 @@ pub(crate) struct RunArgs {
     args: Vec<String>,
 }
 
+/// How many running jobs the progress line names.
+const RUNNING_SHOWN: usize = 5;
+
+/// The progress line's running jobs: the oldest few, then how many more run.
+fn running_summary(shown: &[proto::JobStatus], running: usize) -> String {
+    let line = crate::spinc::running_line(shown);
+    match running.saturating_sub(shown.len()) {
+        0 => line,
+        more => format!("{line} and {more} more"),
+    }
+}
+
 /// `output`: the request id and final state, or (JSON) the final request and its job log.
 pub(crate) async fn run(
     args: &RunArgs,
@@ -103,12 +115,14 @@ pub(crate) async fn run(
         if current.state.is_finished() {
             break current;
         }
-        let running = local
+        // The line shows a few of the running jobs: describing every one of a large
+        // fan-out's at each tick would cost more than running them.
+        let (running, n_running) = local
             .runner
-            .running(Some(&request.id))
+            .running_first(&request.id, RUNNING_SHOWN)
             .await
             .unwrap_or_default();
-        bar.set_message(crate::spinc::running_line(&running));
+        bar.set_message(running_summary(&running, n_running));
         // Woken when the chain ends (its final state stored by then), else every 100 ms
         // for the progress bar. No chain here: it ended just now (read again soon) or
         // has not begun.
@@ -171,4 +185,28 @@ pub(crate) async fn run(
         State::Stopped => Exit::Interrupted,
         _ => Exit::Failure,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::running_summary;
+
+    fn job(name: &str, status: &str) -> proto::JobStatus {
+        proto::JobStatus {
+            name: name.to_owned(),
+            status: status.to_owned(),
+            ..proto::JobStatus::default()
+        }
+    }
+
+    #[test]
+    fn the_progress_line_names_a_few_running_jobs_and_counts_the_rest() {
+        let shown = [job("a", ""), job("b", "copying")];
+        assert_eq!(running_summary(&shown, 2), "a, b: copying");
+        assert_eq!(
+            running_summary(&shown, 100_002),
+            "a, b: copying and 100000 more"
+        );
+        assert_eq!(running_summary(&[], 0), "");
+    }
 }
