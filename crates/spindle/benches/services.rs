@@ -16,6 +16,14 @@
 //! (`SPINDLE_BENCH_ROUNDS`, default 21), each pair's wall time and CPU time (both
 //! processes, from /proc) per round: their medians, and the median of the rounds'
 //! on/off ratios (each round runs both, so the machine's drift cancels).
+//!
+//! `cargo bench -p spindle --bench services -- big` measures only the big requests of
+//! issue #17: `spindle run` (SQLite, process start to exit, and its peak resident memory
+//! through `/usr/bin/time`) of one `each:` job node over a static list of 100,000 hosts
+//! and of the 10,000-job fan-out, alternating, `SPINDLE_BENCH_ROUNDS` rounds (default
+//! 3); then the runner's own memory per job: the 100,000-job request through `spindle
+//! rm` (SQLite) + `spindle jr`, the rise of the runner's peak resident memory over what
+//! it held idle, divided by the jobs.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -104,6 +112,132 @@ async fn wait_complete(http: &reqwest::Client, base: &str, id: &str) {
     }
 }
 
+/// One `each:` job node over `hosts` hosts, given as a static arg of the spec.
+fn expansion_spec(name: &str, hosts: usize) -> String {
+    let list: Vec<String> = (0..hosts).map(|i| format!("host{i:06}")).collect();
+    format!(
+        "sequences:\n  {name}:\n    request: true\n    args:\n      static:\n        - name: hosts\n          default: [{}]\n    nodes:\n      each-host:\n        category: job\n        type: noop\n        each:\n          - hosts:host\n",
+        list.join(", ")
+    )
+}
+
+/// `spindle run` of `request`: wall time, process start to exit, and peak resident
+/// memory in MiB (`/usr/bin/time -f %M`; none if it is not installed).
+fn timed_run(dir: &Path, request: &str, database: &str) -> (Duration, Option<f64>) {
+    let spindle = env!("CARGO_BIN_EXE_spindle");
+    let args = ["run", "--specs", "specs", "--database", database, request];
+    let timer = Path::new("/usr/bin/time").exists();
+    let mut command = if timer {
+        let mut command = Command::new("/usr/bin/time");
+        command.args(["-f", "%M", spindle]).args(args);
+        command
+    } else {
+        let mut command = Command::new(spindle);
+        command.args(args);
+        command
+    };
+    let start = Instant::now();
+    let output = command.current_dir(dir).output().unwrap();
+    let elapsed = start.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let peak = stderr
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse::<f64>().ok())
+        .filter(|_| timer)
+        .map(|kib| kib / 1024.0);
+    (elapsed, peak)
+}
+
+/// Issue #17's big requests (see the module's documentation).
+fn big_requests(dir: &Path) {
+    let rounds: usize = std::env::var("SPINDLE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let specs = dir.join("specs");
+    std::fs::write(
+        specs.join("each-100000.yaml"),
+        expansion_spec("each-100000", 100_000),
+    )
+    .unwrap();
+    let workloads = [
+        (
+            "one `each:` job node over 100,000 hosts (100,006 jobs)",
+            "each-100000",
+            "< 2 s",
+        ),
+        (
+            "the 10,000-job fan-out (10,004 jobs)",
+            "fanout-10000",
+            "< 150 ms",
+        ),
+    ];
+    let mut results: Vec<Vec<(Duration, Option<f64>)>> = vec![Vec::new(); workloads.len()];
+    for round in 0..rounds {
+        for (at, (_, request, _)) in workloads.iter().enumerate() {
+            let database = format!("sqlite://big-{round}-{at}.db");
+            results[at].push(timed_run(dir, request, &database));
+        }
+    }
+    println!(
+        "| `spindle run`, SQLite, {rounds} alternating rounds | process start to exit (each round) | peak memory (each round) | target |"
+    );
+    println!("|---|---:|---:|---:|");
+    for ((label, _, target), runs) in workloads.iter().zip(&results) {
+        let times: Vec<String> = runs
+            .iter()
+            .map(|(time, _)| format!("{:.2} s", time.as_secs_f64()))
+            .collect();
+        let peaks: Vec<String> = runs
+            .iter()
+            .map(|(_, peak)| peak.map_or("—".to_owned(), |mib| format!("{mib:.0} MiB")))
+            .collect();
+        println!(
+            "| {label} | {} | {} | {target} |",
+            times.join(", "),
+            peaks.join(", ")
+        );
+    }
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (rm_port, jr_port) = (free_port(), free_port());
+        let (rm_base, jr_base) = (format!("http://127.0.0.1:{rm_port}"), format!("http://127.0.0.1:{jr_port}"));
+        let rm = Process::start(
+            dir,
+            &["rm", "--listen", &format!("127.0.0.1:{rm_port}"), "--specs", "specs", "--database", "sqlite://big-rm.db", "--jr-url", &jr_base],
+        );
+        let jr = Process::start(dir, &["jr", "--listen", &format!("127.0.0.1:{jr_port}"), "--rm-url", &rm_base]);
+        let http = reqwest::Client::new();
+        wait_up(&http, &rm_base).await;
+        wait_up(&http, &jr_base).await;
+        // A small request first, so that the idle figure includes a runner that has run.
+        let id = create(&http, &rm_base, "ten").await;
+        wait_complete(&http, &rm_base, &id).await;
+        let idle = jr.peak_mib();
+        let start = Instant::now();
+        let id = create(&http, &rm_base, "each-100000").await;
+        wait_complete(&http, &rm_base, &id).await;
+        let elapsed = start.elapsed();
+        let peak = jr.peak_mib();
+        println!();
+        println!("| runner memory, `spindle rm` (SQLite) + `spindle jr`, the 100,006-job request | POST to COMPLETE | runner peak / idle | per job (target < 1 KiB) |");
+        println!("|---|---:|---:|---:|");
+        println!(
+            "| one `each:` job node over 100,000 hosts | {:.2} s | {peak:.0} / {idle:.0} MiB | {:.0} B |",
+            elapsed.as_secs_f64(),
+            (peak - idle) * 1024.0 * 1024.0 / 100_006.0
+        );
+        drop((rm, jr));
+    });
+}
+
 /// The fan-out over HTTP with metrics on and off, alternating rounds.
 fn metrics_overhead(dir: &Path) {
     let rounds: usize = std::env::var("SPINDLE_BENCH_ROUNDS")
@@ -176,6 +310,10 @@ fn main() {
     std::fs::write(specs.join("ten.yaml"), TEN_JOBS).unwrap();
     if std::env::args().any(|arg| arg == "metrics") {
         metrics_overhead(dir.path());
+        return;
+    }
+    if std::env::args().any(|arg| arg == "big") {
+        big_requests(dir.path());
         return;
     }
     println!("| workload | result | peak memory |");
