@@ -206,9 +206,10 @@ pub fn run(
     reporter: Arc<dyn Reporter>,
     options: Options,
 ) -> Result<Handle, ValidationError> {
-    validate::new_chain(&job_chain)?;
+    let edges = validate::new_chain(&job_chain)?;
     let chain = state::Chain::new(
         job_chain,
+        edges,
         Default::default(),
         Default::default(),
         Default::default(),
@@ -224,7 +225,7 @@ pub fn resume(
     reporter: Arc<dyn Reporter>,
     options: Options,
 ) -> Result<Handle, ValidationError> {
-    validate::resumed_chain(&suspended.job_chain)?;
+    let edges = validate::resumed_chain(&suspended.job_chain)?;
     let SuspendedJobChain {
         job_chain,
         total_job_tries,
@@ -234,6 +235,7 @@ pub fn resume(
     } = suspended;
     let mut chain = state::Chain::new(
         job_chain,
+        edges,
         total_job_tries,
         latest_run_job_tries,
         sequence_tries,

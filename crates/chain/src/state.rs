@@ -15,11 +15,11 @@ use crate::validate::{self, ValidationError, Waits};
 pub(crate) struct JobIdx(u32);
 
 impl JobIdx {
-    fn new(idx: usize) -> JobIdx {
+    pub(crate) fn new(idx: usize) -> JobIdx {
         JobIdx(u32::try_from(idx).expect("a chain has fewer than 2^32 jobs"))
     }
 
-    fn get(self) -> usize {
+    pub(crate) fn get(self) -> usize {
         self.0 as usize
     }
 
@@ -129,8 +129,10 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
+    /// The chain to run, from a chain whose `edges` [`validate`] found.
     pub(crate) fn new(
         job_chain: JobChain,
+        edges: validate::Edges,
         total: BTreeMap<String, u32>,
         latest: BTreeMap<String, u32>,
         sequence: BTreeMap<String, u32>,
@@ -138,7 +140,6 @@ impl Chain {
         let JobChain {
             request_id,
             jobs,
-            adjacency_list,
             finished_jobs,
             ..
         } = job_chain;
@@ -157,23 +158,9 @@ impl Chain {
             shared.push(Arc::new(job));
         }
         let (jobs, states) = (PerJob(shared), PerJob(states));
-        let index: HashMap<&str, JobIdx> = jobs
-            .iter()
-            .map(|(idx, job)| (job.id.as_str(), idx))
-            .collect();
-        let mut succs: PerJob<Vec<JobIdx>> = PerJob(vec![Vec::new(); n]);
-        let mut preds: PerJob<Vec<JobIdx>> = PerJob(vec![Vec::new(); n]);
-        for (from, tos) in &adjacency_list {
-            let Some(&from) = index.get(from.as_str()) else {
-                continue;
-            };
-            for to in tos {
-                if let Some(&to) = index.get(to.as_str()) {
-                    succs[from].push(to);
-                    preds[to].push(from);
-                }
-            }
-        }
+        // Jobs are in the order of their ids (the map's): found by binary search.
+        let ids: Vec<&str> = jobs.0.iter().map(|job| job.id.as_str()).collect();
+        let (succs, preds) = (PerJob(edges.succs), PerJob(edges.preds));
         let counter = |map: &BTreeMap<String, u32>| -> PerJob<u32> {
             jobs.iter()
                 .map(|(_, job)| map.get(&job.id).copied().unwrap_or(0))
@@ -181,7 +168,7 @@ impl Chain {
         };
         let sequence_of: PerJob<Option<Seq>> = jobs
             .iter()
-            .map(|(_, job)| index.get(job.sequence_id.as_str()).copied().map(Seq))
+            .map(|(_, job)| validate::index_of(&ids, &job.sequence_id).map(Seq))
             .collect();
         // A sequence's parent: the sequence of a job that runs just before its start job.
         let mut parent_sequence = HashMap::new();

@@ -429,6 +429,16 @@ fn validation_of_new_and_resumed_chains() {
         .push("j2".to_owned());
     let err = crate::validate::new_chain(&cyclic).unwrap_err();
     assert_eq!(err.message, "chain is cyclic");
+    // Jobs are found by their ids: one filed under another id is refused, not misread.
+    let mut misfiled = chain("1>2 2>3");
+    let job3 = misfiled.jobs.remove("j3").unwrap();
+    misfiled.jobs.insert("j0".to_owned(), job3);
+    let err = crate::validate::new_chain(&misfiled).unwrap_err();
+    assert!(err.is_invalid_chain(), "{err}");
+    assert_eq!(
+        err.message,
+        "invalid job chain: job j3 is filed under id \"j0\"; expected its own id"
+    );
     let mut running = chain("1>2");
     job(&mut running, "2").state = State::Running;
     let err = crate::validate::new_chain(&running).unwrap_err();
@@ -466,8 +476,11 @@ fn runnable_and_sequence_helpers() {
         job(&mut c, id).state = state;
     }
     c.finished_jobs = 2;
+    // Two end jobs: not a chain a runner accepts, but the helpers work on any graph.
+    let edges = crate::validate::edges(&c).expect("known ids");
     let state = crate::state::Chain::new(
         c,
+        edges,
         BTreeMap::new(),
         BTreeMap::new(),
         BTreeMap::from([("j1".to_owned(), 3)]),
@@ -1761,9 +1774,10 @@ fn a_timeout_that_is_not_a_duration_refuses_the_chain() {
     let mut c = chain("1>2");
     job(&mut c, "2").timeout = "soon".to_owned();
     let err = crate::validate::new_chain(&c)
-        .and_then(|()| {
+        .and_then(|edges| {
             crate::state::Chain::new(
                 c,
+                edges,
                 Default::default(),
                 Default::default(),
                 Default::default(),
