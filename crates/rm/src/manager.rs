@@ -63,9 +63,11 @@ pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 /// The longest a `GET ...?wait=` waits for a request to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
-/// The longest a waiting `GET` goes without reading the request again (its end may be
-/// stored by another Request Manager, which wakes nobody here).
-pub const WAIT_RECHECK: Duration = Duration::from_secs(1);
+/// How often the ends of the requests that callers wait for here are read, in one query
+/// for all of them, while anyone waits: an end stored by another Request Manager wakes
+/// nobody here, so such a waiter learns of it within this long. Ends this Request
+/// Manager stores wake their waiters at once.
+pub const WAIT_POLL: Duration = Duration::from_millis(25);
 
 impl Default for Options {
     fn default() -> Options {
@@ -99,8 +101,10 @@ pub struct Manager {
     /// runner's lease lapsed only if this Request Manager could have seen its renewals.
     healthy_since: Mutex<Option<tokio::time::Instant>>,
     /// Callers waiting for a request to end (`GET ...?wait=`), woken when this Request
-    /// Manager stores its end.
-    waiting: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// Manager stores its end or [`watch_ends`] reads that another stored it.
+    waiting: Waiting,
+    /// Whether a [`watch_ends`] task runs (it ends when nobody waits).
+    watching: Arc<AtomicBool>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -190,7 +194,8 @@ impl Manager {
             shutting_down: AtomicBool::new(false),
             runners: Mutex::new(None),
             healthy_since: Mutex::new(None),
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Waiting::default(),
+            watching: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -1090,8 +1095,10 @@ impl Manager {
     }
 
     /// [`Manager::get`] once the request has ended, or once `up_to` has passed (then as
-    /// it is). Woken when this Request Manager stores the end; an end stored by another
-    /// one is read again after 5 ms, then at doubling intervals up to [`WAIT_RECHECK`].
+    /// it is). Woken when this Request Manager stores the end, or when the one query that
+    /// reads the ends of all waited-for requests every [`WAIT_POLL`] finds it (an end
+    /// stored by another Request Manager): a waiter reads its request when it begins and
+    /// when it is woken, not at intervals of its own.
     pub async fn wait_for_end(
         &self,
         request_id: &str,
@@ -1099,8 +1106,8 @@ impl Manager {
         up_to: Duration,
     ) -> Result<Request, Error> {
         let deadline = tokio::time::Instant::now() + up_to.min(MAX_WAIT);
-        let request = self.store.get_request(request_id, false).await?;
-        if request.state.is_finished() || up_to.is_zero() {
+        if up_to.is_zero() {
+            let request = self.store.get_request(request_id, false).await?;
             return self.with_chain(request, with_chain).await;
         }
         let notify = Arc::clone(
@@ -1110,9 +1117,7 @@ impl Manager {
                 .entry(request_id.to_owned())
                 .or_default(),
         );
-        // An end stored by another Request Manager wakes nobody here: read again after 5
-        // ms, doubling up to WAIT_RECHECK.
-        let mut recheck = Duration::from_millis(5);
+        self.watch_ends();
         let request = loop {
             let woken = notify.notified();
             tokio::pin!(woken);
@@ -1124,8 +1129,7 @@ impl Manager {
                 Ok(request) if !request.state.is_finished() && now < deadline => {}
                 done => break done,
             }
-            let _ = tokio::time::timeout((deadline - now).min(recheck), woken).await;
-            recheck = (recheck * 2).min(WAIT_RECHECK);
+            let _ = tokio::time::timeout(deadline - now, woken).await;
         };
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
@@ -1135,6 +1139,19 @@ impl Manager {
             }
         }
         self.with_chain(request?, with_chain).await
+    }
+
+    /// Starts the task that reads the ends of waited-for requests, unless it runs.
+    fn watch_ends(&self) {
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (store, waiting, watching) = (
+            Arc::clone(&self.store),
+            Arc::clone(&self.waiting),
+            Arc::clone(&self.watching),
+        );
+        tokio::spawn(watch_ends(store, waiting, watching));
     }
 
     /// How many callers wait for `request_id` to end (for tests and diagnostics).
@@ -1938,5 +1955,36 @@ struct StoreMetrics(Arc<telemetry::Metrics>);
 impl store::QueryObserver for StoreMetrics {
     fn query(&self, operation: &'static str, elapsed: Duration, ok: bool) {
         self.0.store_query(operation, elapsed, ok);
+    }
+}
+
+/// Callers waiting for requests to end, by request id.
+type Waiting = Arc<Mutex<HashMap<String, Arc<tokio::sync::Notify>>>>;
+
+/// While anyone waits, reads every [`WAIT_POLL`] which of the waited-for requests have
+/// ended (one query for all) and wakes their waiters; ends when nobody waits. A failed
+/// read is tried again at the next round (the waiters' own deadlines still hold).
+async fn watch_ends(store: Arc<dyn Store>, waiting: Waiting, watching: Arc<AtomicBool>) {
+    loop {
+        tokio::time::sleep(WAIT_POLL).await;
+        let ids: Vec<String> = {
+            let waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if waiting.is_empty() {
+                // Cleared under the lock: a waiter that registers after this starts a
+                // new task.
+                watching.store(false, Ordering::Release);
+                return;
+            }
+            waiting.keys().cloned().collect()
+        };
+        let Ok(ended) = store.ended_among(&ids).await else {
+            continue;
+        };
+        let waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+        for id in ended {
+            if let Some(notify) = waiting.get(&id) {
+                notify.notify_waiters();
+            }
+        }
     }
 }

@@ -507,6 +507,53 @@ async fn a_get_can_wait_for_the_request_to_end() {
     assert_eq!(env.manager.waiting_for(&id), 0, "the waiter is forgotten");
 }
 
+/// Issue #17: an end stored by another Request Manager (here: straight into the store,
+/// which wakes nobody) reaches a waiting `GET` through the one query that reads the ends
+/// of every waited-for request; that task ends when nobody waits.
+#[tokio::test]
+async fn a_waiting_get_learns_of_an_end_another_manager_stored() {
+    let env = env().await;
+    let ids = [create(&env).await, create(&env).await];
+    let waiters: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let router = env.router.clone();
+            let uri = format!("/api/v1/requests/{id}?wait=50s");
+            tokio::spawn(async move { call(&router, Method::GET, &uri, None).await })
+        })
+        .collect();
+    while ids.iter().any(|id| env.manager.waiting_for(id) == 0) {
+        tokio::task::yield_now().await;
+    }
+    for id in &ids {
+        let finish = proto::FinishRequest {
+            request_id: id.clone(),
+            state: State::Fail,
+            finished_at: chrono::Utc::now(),
+            finished_jobs: 0,
+            error: String::new(),
+        };
+        env.manager
+            .store()
+            .finish_request(&finish, None)
+            .await
+            .unwrap();
+    }
+    for waiter in waiters {
+        // Within the wait: a waiter nothing woke would answer at 50 s, still running.
+        let (status, body, _) = tokio::time::timeout(std::time::Duration::from_secs(20), waiter)
+            .await
+            .expect("woken before its wait ran out")
+            .unwrap();
+        assert_eq!(
+            (status, body["state"].as_u64()),
+            (StatusCode::OK, Some(4)),
+            "{body}"
+        );
+    }
+    assert!(ids.iter().all(|id| env.manager.waiting_for(id) == 0));
+}
+
 /// After a known workload the Request Manager's metrics count it: requests created and
 /// finished by type and state, the unfinished by state, store operations, HTTP calls.
 #[tokio::test]

@@ -736,6 +736,26 @@ where
         Ok(request)
     }
 
+    async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
+        let mut ended = Vec::new();
+        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut select = QueryBuilder::<DB>::new(
+                "SELECT request_id, state FROM requests WHERE request_id IN (",
+            );
+            let mut ids = select.separated(", ");
+            for id in chunk {
+                ids.push_bind(id.as_str());
+            }
+            select.push(")");
+            for row in select.build().fetch_all(&self.readers).await? {
+                if state_of(row.try_get("state")?)?.is_finished() {
+                    ended.push(row.try_get("request_id")?);
+                }
+            }
+        }
+        Ok(ended)
+    }
+
     async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let mut chain = self.archived_chain(request_id).await?;
         self.live_states(&mut chain).await?;

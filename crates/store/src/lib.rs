@@ -178,6 +178,10 @@ pub trait Store: Send + Sync + 'static {
     /// The chain as created, with each job's latest state and try count.
     async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error>;
 
+    /// Of `request_ids`, those whose request has reached a final state (unknown ids are
+    /// left out): one read for every request a Request Manager's callers wait for.
+    async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error>;
+
     /// Begins a hand-over of a request in state `expected` (PENDING or SUSPENDED): the
     /// epoch grows by one and is returned; the Job Runner it is handed to reports with it.
     async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error>;

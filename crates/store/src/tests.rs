@@ -1907,6 +1907,36 @@ async fn schedule_runs_are_claimed_once(store: Arc<dyn Store>, _raw: Raw) {
     assert_eq!(store.schedule_runs("nightly", 1).await.unwrap().len(), 1);
 }
 
+async fn the_ended_among_many_are_found_in_one_read(store: Arc<dyn Store>, _raw: Raw) {
+    assert!(store.ended_among(&[]).await.unwrap().is_empty());
+    for id in ["e1", "e2", "e3", "e4"] {
+        running(&*store, id).await;
+    }
+    for (id, state) in [("e2", State::Complete), ("e3", State::Fail)] {
+        let finish = FinishRequest {
+            request_id: id.to_owned(),
+            state,
+            finished_at: at(1, 5),
+            finished_jobs: 1,
+            error: String::new(),
+        };
+        store.finish_request(&finish, None).await.unwrap();
+    }
+    let asked: Vec<String> = ["e1", "e2", "e3", "e4", "unknown"]
+        .iter()
+        .map(|id| (*id).to_owned())
+        .collect();
+    let mut ended = store.ended_among(&asked).await.unwrap();
+    ended.sort();
+    assert_eq!(ended, ["e2", "e3"]);
+    // More ids than one statement takes.
+    let many: Vec<String> = (0..1_200)
+        .map(|n| format!("x{n}"))
+        .chain(["e3".to_owned()])
+        .collect();
+    assert_eq!(store.ended_among(&many).await.unwrap(), ["e3"]);
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1961,6 +1991,7 @@ suite!(
     approval_answers_are_kept_once_per_job,
     schedule_runs_are_claimed_once,
     requests_are_counted_by_state_and_operations_timed,
+    the_ended_among_many_are_found_in_one_read,
 );
 
 fn postgres_url() -> String {

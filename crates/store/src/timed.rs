@@ -53,6 +53,7 @@ timed_store! {
     fn create_request(&self, request: &Request, create_request: &CreateRequest, created: Option<&AuditEvent>) -> ();
     fn get_request(&self, request_id: &str, with_chain: bool) -> Request;
     fn job_chain(&self, request_id: &str) -> JobChain;
+    fn ended_among(&self, request_ids: &[String]) -> Vec<String>;
     fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
     fn start_request(&self, request_id: &RequestId, jr_url: &str, owner: Option<&Fence>, at: DateTime<Utc>) -> bool;
     fn set_paused(&self, request_id: &str, paused: bool) -> Request;
