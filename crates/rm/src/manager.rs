@@ -63,11 +63,15 @@ pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 /// The longest a `GET ...?wait=` waits for a request to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
-/// How often the ends of the requests that callers wait for here are read, in one query
-/// for all of them, while anyone waits: an end stored by another Request Manager wakes
-/// nobody here, so such a waiter learns of it within this long. Ends this Request
-/// Manager stores wake their waiters at once.
+/// How often the task that reads the ends of the requests callers wait for here runs,
+/// while anyone waits (one query for all the requests due), and how long after a wait
+/// begins its request is first read there: an end stored by another Request Manager
+/// wakes nobody here. Ends this Request Manager stores wake their waiters at once.
 pub const WAIT_POLL: Duration = Duration::from_millis(25);
+
+/// The longest a waited-for request goes unread by that task (its reads double from
+/// [`WAIT_POLL`] up to this).
+pub const WAIT_RECHECK: Duration = Duration::from_secs(1);
 
 impl Default for Options {
     fn default() -> Options {
@@ -465,7 +469,7 @@ impl Manager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&request.id)
-            .cloned();
+            .map(|waiter| Arc::clone(&waiter.notify));
         if let Some(waiting) = waiting {
             waiting.notify_waiters();
         }
@@ -1095,10 +1099,10 @@ impl Manager {
     }
 
     /// [`Manager::get`] once the request has ended, or once `up_to` has passed (then as
-    /// it is). Woken when this Request Manager stores the end, or when the one query that
-    /// reads the ends of all waited-for requests every [`WAIT_POLL`] finds it (an end
-    /// stored by another Request Manager): a waiter reads its request when it begins and
-    /// when it is woken, not at intervals of its own.
+    /// it is). Woken when this Request Manager stores the end, or when [`watch_ends`],
+    /// whose one query reads the ends of all the waited-for requests due, finds it (an
+    /// end stored by another Request Manager): a waiter reads its request when it begins
+    /// and when it is woken, not at intervals of its own.
     pub async fn wait_for_end(
         &self,
         request_id: &str,
@@ -1111,11 +1115,13 @@ impl Manager {
             return self.with_chain(request, with_chain).await;
         }
         let notify = Arc::clone(
-            self.waiting
+            &self
+                .waiting
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .entry(request_id.to_owned())
-                .or_default(),
+                .or_insert_with(Waiter::new)
+                .notify,
         );
         self.watch_ends();
         let request = loop {
@@ -1160,7 +1166,7 @@ impl Manager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(request_id)
-            .map_or(0, |notify| Arc::strong_count(notify) - 1)
+            .map_or(0, |waiter| Arc::strong_count(&waiter.notify) - 1)
     }
 
     async fn with_chain(&self, request: Request, with_chain: bool) -> Result<Request, Error> {
@@ -1959,31 +1965,64 @@ impl store::QueryObserver for StoreMetrics {
 }
 
 /// Callers waiting for requests to end, by request id.
-type Waiting = Arc<Mutex<HashMap<String, Arc<tokio::sync::Notify>>>>;
+type Waiting = Arc<Mutex<HashMap<String, Waiter>>>;
 
-/// While anyone waits, reads every [`WAIT_POLL`] which of the waited-for requests have
-/// ended (one query for all) and wakes their waiters; ends when nobody waits. A failed
+/// The callers waiting for one request to end, and when [`watch_ends`] reads it next:
+/// after [`WAIT_POLL`], then at doubling intervals up to [`WAIT_RECHECK`], so that a
+/// long wait costs one read a second in a query shared with every other waiter's.
+#[derive(Debug)]
+struct Waiter {
+    notify: Arc<tokio::sync::Notify>,
+    next_read: tokio::time::Instant,
+    every: Duration,
+}
+
+impl Waiter {
+    fn new() -> Waiter {
+        Waiter {
+            notify: Arc::default(),
+            next_read: tokio::time::Instant::now() + WAIT_POLL,
+            every: WAIT_POLL,
+        }
+    }
+}
+
+/// While anyone waits, every [`WAIT_POLL`], reads which of the waited-for requests due
+/// for a read (see [`Waiter`]) have ended, in one query for all, and wakes their
+/// waiters; ends when nobody waits. A failed
 /// read is tried again at the next round (the waiters' own deadlines still hold).
 async fn watch_ends(store: Arc<dyn Store>, waiting: Waiting, watching: Arc<AtomicBool>) {
     loop {
         tokio::time::sleep(WAIT_POLL).await;
         let ids: Vec<String> = {
-            let waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+            let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
             if waiting.is_empty() {
                 // Cleared under the lock: a waiter that registers after this starts a
                 // new task.
                 watching.store(false, Ordering::Release);
                 return;
             }
-            waiting.keys().cloned().collect()
+            let now = tokio::time::Instant::now();
+            waiting
+                .iter_mut()
+                .filter(|(_, waiter)| waiter.next_read <= now)
+                .map(|(id, waiter)| {
+                    waiter.every = (waiter.every * 2).min(WAIT_RECHECK);
+                    waiter.next_read = now + waiter.every;
+                    id.clone()
+                })
+                .collect()
         };
+        if ids.is_empty() {
+            continue;
+        }
         let Ok(ended) = store.ended_among(&ids).await else {
             continue;
         };
         let waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
         for id in ended {
-            if let Some(notify) = waiting.get(&id) {
-                notify.notify_waiters();
+            if let Some(waiter) = waiting.get(&id) {
+                waiter.notify.notify_waiters();
             }
         }
     }
