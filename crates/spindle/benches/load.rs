@@ -220,12 +220,7 @@ fn cpu_seconds(pids: &[u32]) -> f64 {
 
 fn main() {
     let args = Args::parse();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run(args));
+    common::runtime().block_on(run(args));
 }
 
 async fn run(args: Args) {

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::{Process, free_port, fresh_database, median};
+use common::{Process, free_port, fresh_database, median, rounds, runtime};
 
 fn fanout_spec(name: &str, n: usize) -> String {
     let mut out = format!(
@@ -152,10 +152,7 @@ fn timed_run(dir: &Path, specs: &str, request: &str, database: &str) -> (Duratio
 
 /// Issue #17's big requests (see the module's documentation).
 fn big_requests(dir: &Path) {
-    let rounds: usize = std::env::var("SPINDLE_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds = rounds(3);
     // A directory of its own, so that the fan-out's runs do not read this spec.
     let specs = dir.join("specs-big");
     std::fs::create_dir(&specs).unwrap();
@@ -206,11 +203,7 @@ fn big_requests(dir: &Path) {
         );
     }
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let (rm_port, jr_port) = (free_port(), free_port());
         let (rm_base, jr_base) = (format!("http://127.0.0.1:{rm_port}"), format!("http://127.0.0.1:{jr_port}"));
@@ -245,15 +238,8 @@ fn big_requests(dir: &Path) {
 
 /// The fan-out over HTTP with metrics on and off, alternating rounds.
 fn metrics_overhead(dir: &Path) {
-    let rounds: usize = std::env::var("SPINDLE_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(21);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rounds = rounds(21);
+    let runtime = runtime();
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let mut pairs = Vec::new();
@@ -378,11 +364,7 @@ fn main() {
         median(samples).as_secs_f64() * 1e3
     );
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let (url, admin) = fresh_database("services").await;
         let database = url.rsplit('/').next().unwrap().to_owned();

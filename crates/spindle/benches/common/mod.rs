@@ -59,6 +59,24 @@ impl Drop for Process {
     }
 }
 
+/// A multi-threaded tokio runtime for a benchmark's HTTP clients, with rustls' ring
+/// provider installed for reqwest.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The rounds to run: `SPINDLE_BENCH_ROUNDS`, else `default`.
+pub(crate) fn rounds(default: usize) -> usize {
+    std::env::var("SPINDLE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub(crate) fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
