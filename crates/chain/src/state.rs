@@ -160,6 +160,7 @@ impl Chain {
         let (jobs, states) = (PerJob(shared), PerJob(states));
         // Jobs are in the order of their ids (the map's): found by binary search.
         let ids: Vec<&str> = jobs.0.iter().map(|job| job.id.as_str()).collect();
+        let mut last_sequence: Option<(&str, Option<Seq>)> = None;
         let (succs, preds) = (PerJob(edges.succs), PerJob(edges.preds));
         let counter = |map: &BTreeMap<String, u32>| -> PerJob<u32> {
             jobs.iter()
@@ -168,7 +169,18 @@ impl Chain {
         };
         let sequence_of: PerJob<Option<Seq>> = jobs
             .iter()
-            .map(|(_, job)| validate::index_of(&ids, &job.sequence_id).map(Seq))
+            .map(|(_, job)| {
+                // Jobs of one sequence are many and often adjacent: the last answer first.
+                let id = job.sequence_id.as_str();
+                match last_sequence {
+                    Some((last, seq)) if last == id => seq,
+                    _ => {
+                        let seq = validate::index_of(&ids, id).map(Seq);
+                        last_sequence = Some((id, seq));
+                        seq
+                    }
+                }
+            })
             .collect();
         // A sequence's parent: the sequence of a job that runs just before its start job.
         let mut parent_sequence = HashMap::new();

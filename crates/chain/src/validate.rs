@@ -1,6 +1,6 @@
 //! Checks of a chain before it runs (runner.md §2.1).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use proto::{JobChain, State};
@@ -45,14 +45,14 @@ pub(crate) struct Edges {
     pub(crate) preds: Vec<Vec<JobIdx>>,
 }
 
-/// The index of job `id` among the chain's ids (sorted, as the map keeps them).
+/// The index of job `id` among the chain's ids (sorted, as the map keeps them), for a
+/// few lookups (a map is cheaper for many).
 pub(crate) fn index_of(ids: &[&str], id: &str) -> Option<JobIdx> {
     ids.binary_search(&id).ok().map(JobIdx::new)
 }
 
 /// One start job, one end job, no cycle, every id of the adjacency list a job of the chain
-/// filed under its own id. Works on indices (binary searches of the sorted ids), not on
-/// maps of strings: a 100,000-job chain is checked in a few milliseconds.
+/// filed under its own id. Works on indices: the ids are looked up once per edge.
 fn structure(chain: &JobChain) -> Result<Edges, ValidationError> {
     let edges = edges(chain)?;
     let Edges { succs, preds } = &edges;
@@ -106,11 +106,26 @@ pub(crate) fn edges(chain: &JobChain) -> Result<Edges, ValidationError> {
             "invalid adjacency list: some jobs exist in the adjacency list but not in the chain's jobs",
         )
     };
+    // Both maps are sorted by id: each job with successors is found by walking the ids
+    // once; each successor through a map (a binary search per edge costs ~17 string
+    // comparisons in scattered memory on a 100,000-job chain).
+    let index: HashMap<&str, JobIdx> = ids
+        .iter()
+        .enumerate()
+        .map(|(at, id)| (*id, JobIdx::new(at)))
+        .collect();
+    let mut at = 0;
     for (from, tos) in &chain.adjacency_list {
-        let from = index_of(&ids, from).ok_or_else(unknown)?;
+        while at < n && ids[at] < from.as_str() {
+            at += 1;
+        }
+        if ids.get(at) != Some(&from.as_str()) {
+            return Err(unknown());
+        }
+        let from = JobIdx::new(at);
         let mut out = Vec::with_capacity(tos.len());
         for to in tos {
-            let to = index_of(&ids, to).ok_or_else(unknown)?;
+            let to = *index.get(to.as_str()).ok_or_else(unknown)?;
             out.push(to);
             preds[to.get()].push(from);
         }
