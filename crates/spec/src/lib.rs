@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{Diagnostic, Pos, Severity};
 pub use graph::SequenceGraph;
 pub use job_types::JobTypes;
-pub use load::LoadError;
+pub use load::{Fingerprint, LoadError, fingerprint};
 pub use model::{
     Acl, ArgDecl, Category, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
 };

@@ -41,11 +41,34 @@ fn is_spec_file(path: &Path) -> bool {
         .is_some_and(|ext| ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml"))
 }
 
-/// Reads every spec file under `paths`. Directories are walked recursively in lexical
-/// order; files named directly are read whatever their extension.
-pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
-    let mut loaded = Loaded::default();
+/// What the spec files under some paths look like from outside: each file's path, size
+/// and modification time, in walk order. Equal fingerprints mean nothing was added,
+/// removed, or (by its size or time) changed, so a watcher need not read the files again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
+
+/// The [`Fingerprint`] of the spec files [`crate::lint`] would read under `paths`.
+pub fn fingerprint(paths: &[PathBuf]) -> Result<Fingerprint, LoadError> {
+    let (files, _) = spec_files(paths)?;
+    Ok(Fingerprint(
+        files
+            .into_iter()
+            .map(|file| {
+                let metadata = std::fs::metadata(&file).ok();
+                let size = metadata.as_ref().map_or(0, std::fs::Metadata::len);
+                let modified = metadata.and_then(|m| m.modified().ok());
+                (file, size, modified)
+            })
+            .collect(),
+    ))
+}
+
+/// The files under `paths`: directories walked recursively in lexical order (their
+/// `.yaml`/`.yml` files), files named directly whatever their extension; with the walk's
+/// errors as diagnostics.
+fn spec_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), LoadError> {
     let mut files = Vec::new();
+    let mut diagnostics = Vec::new();
     for path in paths {
         let metadata = std::fs::metadata(path).map_err(|source| LoadError {
             path: path.clone(),
@@ -66,13 +89,22 @@ pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
                 Ok(_) => {}
                 Err(err) => {
                     let file = err.path().unwrap_or(path).to_path_buf();
-                    loaded
-                        .diagnostics
-                        .push(io_diagnostic(file, &err.to_string()));
+                    diagnostics.push(io_diagnostic(file, &err.to_string()));
                 }
             }
         }
     }
+    Ok((files, diagnostics))
+}
+
+/// Reads every spec file under `paths`. Directories are walked recursively in lexical
+/// order; files named directly are read whatever their extension.
+pub(crate) fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    let (files, diagnostics) = spec_files(paths)?;
+    let mut loaded = Loaded {
+        diagnostics,
+        ..Loaded::default()
+    };
     // Files are read and parsed in parallel, then merged in walk order so that the first
     // definition of a sequence is the one kept.
     type Read = (Arc<PathBuf>, Parsed, Vec<Diagnostic>, Option<String>);

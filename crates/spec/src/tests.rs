@@ -1102,3 +1102,35 @@ schedules:
     assert_eq!(every.due(after, until).len(), 3);
     assert_eq!(every.args["level"], "incremental");
 }
+
+/// `--watch-specs` reads the files only when their fingerprint moves: it must move when a
+/// spec file is changed, added or removed, and not otherwise.
+#[test]
+fn a_fingerprint_moves_with_the_spec_files_and_only_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().to_path_buf()];
+    let spec = dir.path().join("a.yaml");
+    std::fs::write(&spec, "sequences: {}\n").unwrap();
+    let first = crate::fingerprint(&paths).unwrap();
+    assert_eq!(
+        crate::fingerprint(&paths).unwrap(),
+        first,
+        "nothing changed"
+    );
+    std::fs::write(dir.path().join("notes.txt"), "not a spec").unwrap();
+    assert_eq!(
+        crate::fingerprint(&paths).unwrap(),
+        first,
+        "not a spec file"
+    );
+    std::fs::create_dir(dir.path().join("more")).unwrap();
+    let added = dir.path().join("more").join("b.yml");
+    std::fs::write(&added, "sequences: {}\n").unwrap();
+    let with_added = crate::fingerprint(&paths).unwrap();
+    assert_ne!(with_added, first, "a file added in a subdirectory");
+    std::fs::remove_file(&added).unwrap();
+    assert_eq!(crate::fingerprint(&paths).unwrap(), first, "and removed");
+    std::fs::write(&spec, "sequences: {}\n# changed\n").unwrap();
+    assert_ne!(crate::fingerprint(&paths).unwrap(), first, "a file changed");
+    assert!(crate::fingerprint(&[dir.path().join("missing")]).is_err());
+}

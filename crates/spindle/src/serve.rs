@@ -848,7 +848,8 @@ fn acls_of(specs: &spec::Specs) -> auth::Acls {
 /// Spec history and reloads: stores the version of the specs the Request Manager
 /// started with (`started_with`, their files) before it serves, so that every request
 /// records one, then (`keep_specs`) reloads them on SIGHUP (and, with `--watch-specs`, when the files
-/// change: they are read every second). New specs are linted first; with errors the old
+/// change: their paths, sizes and times are looked at every second, and they are read
+/// and linted only when those changed). New specs are linted first; with errors the old
 /// ones stay and the errors are logged. Runs until `stop`.
 async fn record_specs(manager: &Manager, started_with: Vec<proto::SpecFile>) -> String {
     let first = rm::spec_version(started_with);
@@ -878,12 +879,21 @@ async fn keep_specs(
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // What the files looked like when last read (none yet: the first tick reads them, in
+    // case they changed since the start): a tick whose files look the same reads and
+    // lints nothing.
+    let mut seen: Option<spec::Fingerprint> = None;
     loop {
         let asked = tokio::select! {
             () = stop.cancelled() => return,
             Some(()) = async { match &mut hangups { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
             _ = tick.tick(), if watch => false,
         };
+        let now = spec::fingerprint(std::slice::from_ref(&path)).ok();
+        if !asked && now.is_some() && now == seen {
+            continue;
+        }
+        seen = now;
         let report = match crate::lint::lint_report(&path, Some(&registry)) {
             Ok(report) => report,
             Err(err) => {
