@@ -158,7 +158,8 @@ impl Chain {
             shared.push(Arc::new(job));
         }
         let (jobs, states) = (PerJob(shared), PerJob(states));
-        // Jobs are in the order of their ids (the map's): found by binary search.
+        // Jobs are in the order of their ids (the map's): a sequence's start job is found
+        // by binary search.
         let ids: Vec<&str> = jobs.0.iter().map(|job| job.id.as_str()).collect();
         let mut last_sequence: Option<(&str, Option<Seq>)> = None;
         let (succs, preds) = (PerJob(edges.succs), PerJob(edges.preds));

@@ -318,20 +318,29 @@ where
     }
 
     /// The owners of `request_ids`, read in the transaction.
+    /// `select` (a query of `requests`) for the requests `ids` (one statement's worth:
+    /// callers chunk by [`REQUEST_ROWS_PER_STATEMENT`]).
+    fn requests_in<'a>(select: &str, ids: impl Iterator<Item = &'a str>) -> QueryBuilder<DB> {
+        let mut query = QueryBuilder::<DB>::new(select);
+        query.push(" WHERE request_id IN (");
+        let mut list = query.separated(", ");
+        for id in ids {
+            list.push_bind(id);
+        }
+        query.push(")");
+        query
+    }
+
     async fn owners_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         request_ids: &[&str],
     ) -> Result<HashMap<String, Owner>, Error> {
         let mut owners = HashMap::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut select = QueryBuilder::<DB>::new(
-                "SELECT request_id, state, jr_instance, epoch FROM requests WHERE request_id IN (",
+            let mut select = Self::requests_in(
+                "SELECT request_id, state, jr_instance, epoch FROM requests",
+                chunk.iter().copied(),
             );
-            let mut ids = select.separated(", ");
-            for id in chunk {
-                ids.push_bind(*id);
-            }
-            select.push(")");
             for row in select.build().fetch_all(&mut **tx).await? {
                 owners.insert(
                     row.try_get("request_id")?,
@@ -739,14 +748,10 @@ where
     async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
         let mut ended = Vec::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut select = QueryBuilder::<DB>::new(
-                "SELECT request_id, state FROM requests WHERE request_id IN (",
+            let mut select = Self::requests_in(
+                "SELECT request_id, state FROM requests",
+                chunk.iter().map(String::as_str),
             );
-            let mut ids = select.separated(", ");
-            for id in chunk {
-                ids.push_bind(id.as_str());
-            }
-            select.push(")");
             for row in select.build().fetch_all(&self.readers).await? {
                 if state_of(row.try_get("state")?)?.is_finished() {
                     ended.push(row.try_get("request_id")?);
