@@ -2,7 +2,7 @@
 //! Runners report; the background loops that start PENDING requests once a Job Runner
 //! answers and resume suspended chains.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -109,6 +109,9 @@ pub struct Manager {
     waiting: Waiting,
     /// Whether a [`watch_ends`] task runs (it ends when nobody waits).
     watching: Arc<AtomicBool>,
+    /// By runner instance: the requests it owns as RUNNING that its last renewal here
+    /// left out (see [`Manager::renew_runner`]).
+    unheld: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -200,6 +203,7 @@ impl Manager {
             healthy_since: Mutex::new(None),
             waiting: Waiting::default(),
             watching: Arc::new(AtomicBool::new(false)),
+            unheld: Mutex::default(),
         }
     }
 
@@ -1329,11 +1333,15 @@ impl Manager {
 
     /// The final state from a Job Runner. A second report is a no-op. A chain that ended
     /// before the request was marked RUNNING (a very fast chain) is marked first, as
-    /// started when it finished (the store keeps created ≤ started ≤ finished).
+    /// started when it finished (the store keeps created ≤ started ≤ finished). A
+    /// resumed chain that ended before its resume was recorded is told to try again.
     pub async fn finish(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Result<(), Error> {
         let request_id = finish.request_id.as_str();
         let finished = match self.batcher.finish_request(finish, fence).await {
             Ok(finished) => finished,
+            Err(err @ store::Error::State { .. }) if resume_in_flight(&err, fence) => {
+                return Err(resume_not_recorded(request_id, err));
+            }
             Err(store::Error::State {
                 actual: State::Pending,
                 ..
@@ -1409,6 +1417,19 @@ impl Manager {
             .await
         {
             Ok(()) => Ok(()),
+            Err(err @ store::Error::State { .. }) if resume_in_flight(&err, fence) => {
+                Err(resume_not_recorded(&suspended.request_id, err))
+            }
+            // The chain it was resumed from is still stored, claimed by the Request
+            // Manager that resumes it.
+            Err(err @ store::Error::Conflict(_)) if fence.is_some() => {
+                let owner = self.store.owner(&suspended.request_id).await?;
+                if owner.state == State::Suspended && fence.is_some_and(|f| owner.accepts(f)) {
+                    Err(resume_not_recorded(&suspended.request_id, err))
+                } else {
+                    Err(err.into())
+                }
+            }
             Err(store::Error::State {
                 actual: State::Pending,
                 ..
@@ -1731,14 +1752,80 @@ impl Manager {
         Ok(runner)
     }
 
-    /// Renews a runner's lease; a runner declared lost must register again.
-    pub async fn renew_runner(&self, instance: &str) -> Result<JobRunner, Error> {
-        Ok(self.store.renew_runner(instance, Utc::now()).await?)
+    /// Renews a runner's lease; a runner declared lost must register again. `held`, when
+    /// the runner says, names the requests whose chains it holds: a request it owns as
+    /// RUNNING that this renewal and the one before it here both leave out is recovered
+    /// as a lost runner's would be (its chain ended or was dropped, and its end never
+    /// reached a Request Manager: reports refused by something that was not one, say),
+    /// so that no request stays RUNNING on a runner that no longer runs it. Two in a row,
+    /// because a renewal taken just before a hand-over may arrive after it was recorded.
+    pub async fn renew_runner(
+        &self,
+        instance: &str,
+        held: Option<&[String]>,
+    ) -> Result<JobRunner, Error> {
+        let runner = self.store.renew_runner(instance, Utc::now()).await?;
+        if let Some(held) = held {
+            self.recover_unheld(&runner, held).await;
+        }
+        Ok(runner)
+    }
+
+    /// Recovers the requests `runner` owns that neither this renewal (`held`) nor its
+    /// last one here named, and remembers which this one left out.
+    async fn recover_unheld(&self, runner: &JobRunner, held: &[String]) {
+        let instance = runner.instance_id.as_str();
+        let owned = match self.store.owned_requests(instance).await {
+            Ok(owned) => owned,
+            Err(err) => {
+                tracing::warn!(instance, error = %err, "reading a job runner's requests failed; its renewal is checked next time");
+                return;
+            }
+        };
+        let held: HashSet<&str> = held.iter().map(String::as_str).collect();
+        let unheld: HashSet<String> = owned
+            .into_iter()
+            .filter(|request_id| !held.contains(request_id.as_str()))
+            .collect();
+        let before = {
+            let mut remembered = self.unheld.lock().unwrap_or_else(|p| p.into_inner());
+            if unheld.is_empty() {
+                remembered.remove(instance)
+            } else {
+                remembered.insert(instance.to_owned(), unheld.clone())
+            }
+        };
+        let Some(before) = before else {
+            return;
+        };
+        for request_id in unheld.intersection(&before) {
+            let error = crate::recovery::unheld_error(runner);
+            match self
+                .take_back(request_id, Holder::Lost(instance), error)
+                .await
+            {
+                Ok(interrupted) => tracing::warn!(
+                    request_id,
+                    instance,
+                    interrupted,
+                    "request recovered: its job runner no longer runs it, and its end was never reported; it is resumed on a live one"
+                ),
+                // Finished or recovered meanwhile.
+                Err(Error::Fenced(_) | Error::Conflict(_)) => {}
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again at the next renewal");
+                }
+            }
+        }
     }
 
     /// A runner that shut down, its chains handed back.
     pub async fn end_runner(&self, instance: &str) -> Result<(), Error> {
         self.store.end_runner(instance, Utc::now()).await?;
+        self.unheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(instance);
         tracing::info!(instance, "job runner deregistered");
         self.forget_runners();
         Ok(())
@@ -1940,6 +2027,35 @@ impl Manager {
             Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(true),
             Err(err) => Err(err),
         }
+    }
+}
+
+/// Whether a report refused with `err` (the state was not the one expected) came from
+/// the runner a suspended chain is being resumed on: the store answers with the state
+/// only when the owner accepts the report's fence, and a SUSPENDED request accepts the
+/// epoch of the hand-over that resumes it before the Request Manager that made it
+/// records it. A chain that ends at once (every job done before it was suspended) can
+/// report its end in that moment.
+fn resume_in_flight(err: &store::Error, fence: Option<&Fence>) -> bool {
+    fence.is_some()
+        && matches!(
+            err,
+            store::Error::State {
+                actual: State::Suspended,
+                ..
+            }
+        )
+}
+
+/// The answer to such a report: try again (HTTP 503), once the resume is recorded (or,
+/// if the Request Manager that resumed it died, the request was handed over again and
+/// the report is refused as fenced).
+fn resume_not_recorded(request_id: &str, err: store::Error) -> Error {
+    Error::Unavailable {
+        message: format!(
+            "request {request_id} is being resumed on this job runner and the hand-over is not recorded yet; try again"
+        ),
+        source: Some(Box::new(err)),
     }
 }
 

@@ -1451,7 +1451,7 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     );
     // The lease is what must pass: a wait for time itself, not for a condition.
     tokio::time::sleep(lease).await;
-    env.manager.renew_runner("live").await.unwrap();
+    env.manager.renew_runner("live", None).await.unwrap();
     env.manager.background_round().await;
 
     let resumed = env.jr.resumed.lock().unwrap().clone();
@@ -1497,6 +1497,188 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     // Another round recovers nothing more.
     env.manager.background_round().await;
     assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
+}
+
+/// A live runner whose renewals leave out a request it owns as RUNNING (its chain ended
+/// and its reports never reached a Request Manager) gets it taken back after the second
+/// such renewal, not the first; the request is resumed on a live runner, its started try
+/// logged as interrupted with the reason. A renewal without a body changes nothing.
+#[tokio::test]
+async fn a_request_its_live_runner_no_longer_holds_is_recovered_after_two_renewals() {
+    let env = env_with(Options::default()).await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    let (_, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    let fence = proto::Fence {
+        instance: "ia".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let job = chain.jobs.keys().next().unwrap().clone();
+    env.manager
+        .add_try_starts(
+            vec![proto::TryStart {
+                request_id: id.clone(),
+                job_id: job.clone(),
+                r#try: 1,
+                run_try: 1,
+                sequence_try: 1,
+                started_at: 1_000,
+            }],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    let renew = |body: Option<String>| {
+        let router = env.router.clone();
+        async move {
+            let headers: &[(&str, &str)] = if body.is_some() {
+                &[("content-type", "application/json")]
+            } else {
+                &[]
+            };
+            let (status, body, _) = call_with(
+                &router,
+                Method::PUT,
+                "/api/v1/job-runners/ia/lease",
+                body.as_deref(),
+                headers,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    };
+    let state = || async { env.manager.get(&id, false).await.unwrap().state };
+    let held = |ids: &[&str]| Some(serde_json::json!({ "running": ids }).to_string());
+    // Left out once, then held, then left out once more: nothing happens.
+    renew(held(&[])).await;
+    renew(held(&[&id])).await;
+    renew(held(&[])).await;
+    renew(None).await;
+    assert_eq!(state().await, State::Running);
+    // A body that is not a renewal is refused, and says what was expected.
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ia/lease",
+        Some(r#"{"running": "abc"}"#),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid lease renewal"),
+        "{body}"
+    );
+    assert_eq!(state().await, State::Running);
+    // The second in a row takes it back; it is resumed on a live runner.
+    renew(held(&[])).await;
+    assert_eq!(state().await, State::Suspended);
+    env.manager.background_round().await;
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap()[1],
+        ("http://jr-a:1".to_owned(), epoch + 2)
+    );
+    assert_eq!(state().await, State::Running);
+    let logs = env.manager.job_log(&id).await.unwrap();
+    let interrupted = logs.iter().find(|l| l.job_id == job).unwrap();
+    assert_eq!(interrupted.state, State::Stopped);
+    assert!(
+        interrupted.error.starts_with(
+            "interrupted: its job runner (instance ia at http://jr-a:1) no longer ran the request"
+        ),
+        "{}",
+        interrupted.error
+    );
+    // The old hand-over's reports are refused now; the new one's renewals keep it.
+    let err = env
+        .manager
+        .add_try_starts(
+            vec![proto::TryStart {
+                request_id: id.clone(),
+                job_id: job.clone(),
+                r#try: 2,
+                run_try: 1,
+                sequence_try: 1,
+                started_at: 2_000,
+            }],
+            Some(&fence),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    renew(held(&[&id])).await;
+    renew(held(&[&id])).await;
+    assert_eq!(state().await, State::Running);
+}
+
+/// A resumed chain that ends, or is handed back, before the Request Manager that resumed
+/// it recorded the resume (a chain whose every job was done ends at once) is told to
+/// try again (503), not refused for good: refused, its runner would give its end up and
+/// the request would stay RUNNING there. Once the resume is recorded, the end is stored.
+#[tokio::test]
+async fn a_resumed_chains_end_before_its_resume_is_recorded_is_taken_when_it_is() {
+    let env = env_with(Options::default()).await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    for _ in 0..2 {
+        env.manager.renew_runner("ia", Some(&[])).await.unwrap();
+    }
+    let request_id = RequestId::new(id.clone());
+    let state = || async { env.manager.get(&id, false).await.unwrap().state };
+    assert_eq!(state().await, State::Suspended);
+    // Another Request Manager claims the chain and hands it to a runner, which ends it
+    // (or shuts down and hands it back) before that Request Manager records the resume.
+    let store = env.manager.store();
+    let suspended = store
+        .claim_suspended("rm-b", chrono::Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let epoch = store
+        .hand_over(&request_id, State::Suspended)
+        .await
+        .unwrap();
+    let fence = proto::Fence {
+        instance: "ib".to_owned(),
+        epoch,
+    };
+    let finish = proto::FinishRequest {
+        request_id: id.clone(),
+        state: State::Complete,
+        finished_at: chrono::Utc::now(),
+        finished_jobs: 3,
+        error: String::new(),
+    };
+    let err = env.manager.finish(&finish, Some(&fence)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("is being resumed"), "{err}");
+    let err = env
+        .manager
+        .suspend(&suspended, Some(&fence))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
+    // An older hand-over's end is still refused as fenced.
+    let old = proto::Fence {
+        instance: "ia".to_owned(),
+        epoch: epoch - 1,
+    };
+    let err = env.manager.finish(&finish, Some(&old)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    assert_eq!(state().await, State::Suspended);
+    // Recorded: the end sent again is stored.
+    store
+        .resumed(&request_id, "rm-b", "http://jr-b:1", Some(&fence))
+        .await
+        .unwrap();
+    env.manager.finish(&finish, Some(&fence)).await.unwrap();
+    assert_eq!(state().await, State::Complete);
 }
 
 /// Issue #16: a pause is stored with the request, told to its runner, carried by every

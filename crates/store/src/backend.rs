@@ -659,9 +659,13 @@ where
     async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
         let mut tx = self.pool.begin().await?;
         let mut refused = Vec::new();
-        let mut barred = std::collections::HashSet::new();
+        // The refused (request, fence) pairs: each report is judged by its own fence.
+        let mut barred: std::collections::HashSet<(&str, &Fence)> =
+            std::collections::HashSet::new();
         if !batch.fences.is_empty() {
-            let ids: Vec<&str> = batch.fences.iter().map(|(id, _)| id.as_str()).collect();
+            let mut ids: Vec<&str> = batch.fences.iter().map(|(id, _)| id.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
             let owners = Self::owners_in(&mut tx, &ids).await?;
             for (request_id, fence) in &batch.fences {
                 let refusal = match owners.get(request_id) {
@@ -669,8 +673,8 @@ where
                     Some(owner) if !owner.accepts(fence) => owner.refusal(request_id, fence),
                     Some(_) => continue,
                 };
-                if barred.insert(request_id.as_str()) {
-                    refused.push((request_id.clone(), refusal));
+                if barred.insert((request_id.as_str(), fence)) {
+                    refused.push((request_id.clone(), fence.clone(), refusal));
                 }
             }
         }
@@ -690,9 +694,20 @@ where
         let logs: std::borrow::Cow<'_, [JobLog]> = if barred.is_empty() {
             (&batch.logs[..]).into()
         } else {
-            let kept = batch.logs.iter();
-            kept.filter(|entry| !barred.contains(entry.request_id.as_str()))
-                .cloned()
+            let mut kept = vec![true; batch.logs.len()];
+            for (run, fence) in &batch.log_fences {
+                for (at, entry) in batch.logs.iter().enumerate().take(run.end).skip(run.start) {
+                    if barred.contains(&(entry.request_id.as_str(), fence)) {
+                        kept[at] = false;
+                    }
+                }
+            }
+            batch
+                .logs
+                .iter()
+                .zip(kept)
+                .filter(|(_, kept)| *kept)
+                .map(|(entry, _)| entry.clone())
                 .collect::<Vec<_>>()
                 .into()
         };
@@ -702,8 +717,12 @@ where
         let progress: Vec<(&str, u64)> = batch
             .progress
             .iter()
-            .filter(|(id, _)| !barred.contains(id.as_str()))
-            .map(|(id, n)| (id.as_str(), *n))
+            .filter(|(id, _, fence)| {
+                fence
+                    .as_ref()
+                    .is_none_or(|fence| !barred.contains(&(id.as_str(), fence)))
+            })
+            .map(|(id, n, _)| (id.as_str(), *n))
             .collect();
         if !progress.is_empty() {
             Self::progress_in(&mut tx, &progress).await?;

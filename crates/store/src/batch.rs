@@ -165,17 +165,28 @@ enum Pending {
     Create(Reply<Box<NewRequest>>),
     Start(usize, Reply<bool>),
     Finish(usize, Reply<FinishedNow>),
-    /// Job log entries `batch.logs[range]`, about these requests.
-    Logs(Vec<String>, std::ops::Range<usize>, Reply<()>),
-    /// Progress of this request.
-    Progress(String, Reply<()>),
+    /// Job log entries `batch.logs[range]`, about these requests, reported under this
+    /// fence.
+    Logs(
+        Vec<String>,
+        std::ops::Range<usize>,
+        Option<Fence>,
+        Reply<()>,
+    ),
+    /// Progress of this request, reported under this fence.
+    Progress(String, Option<Fence>, Reply<()>),
 }
+
+/// The refusals of a batch, by request and the fence it was reported under.
+type Refused = HashMap<(String, Fence), Error>;
 
 /// Writes one batch and answers its writers.
 async fn write(store: &dyn Store, writes: Vec<Write>) {
     let mut batch = WriteBatch::default();
     let mut pending = Vec::with_capacity(writes.len());
-    let mut progress: HashMap<String, u64> = HashMap::new();
+    // The latest of each request under each fence (a stale runner's progress must not
+    // hide the owner's).
+    let mut progress: HashMap<(String, Option<Fence>), u64> = HashMap::new();
     for write in writes {
         match write {
             Write::Create(new, reply) => {
@@ -199,29 +210,38 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                     .into_iter()
                     .map(str::to_owned)
                     .collect();
-                if let Some(fence) = fence {
+                let from = batch.logs.len();
+                batch.logs.extend(entries);
+                let run = from..batch.logs.len();
+                if let Some(fence) = &fence {
                     batch
                         .fences
                         .extend(ids.iter().map(|id| (id.clone(), fence.clone())));
+                    batch.log_fences.push((run.clone(), fence.clone()));
                 }
-                let from = batch.logs.len();
-                batch.logs.extend(entries);
-                pending.push(Pending::Logs(ids, from..batch.logs.len(), reply));
+                pending.push(Pending::Logs(ids, run, fence, reply));
             }
             Write::Progress(request_id, finished_jobs, fence, reply) => {
-                if let Some(fence) = fence {
-                    batch.fences.push((request_id.clone(), fence));
+                if let Some(fence) = &fence {
+                    batch.fences.push((request_id.clone(), fence.clone()));
                 }
-                progress.insert(request_id.clone(), finished_jobs);
-                pending.push(Pending::Progress(request_id, reply));
+                progress.insert((request_id.clone(), fence.clone()), finished_jobs);
+                pending.push(Pending::Progress(request_id, fence, reply));
             }
         }
     }
-    batch.progress = progress.into_iter().collect();
+    batch.progress = progress
+        .into_iter()
+        .map(|((request_id, fence), n)| (request_id, n, fence))
+        .collect();
     match store.write_batch(&batch).await {
         Ok(written) => {
             let mut creates = std::mem::take(&mut batch.creates).into_iter();
-            let refused: HashMap<String, Error> = written.refused.into_iter().collect();
+            let refused: Refused = written
+                .refused
+                .into_iter()
+                .map(|(request_id, fence, err)| ((request_id, fence), err))
+                .collect();
             let mut started = written.started;
             let mut finished = written.finished;
             for write in pending {
@@ -245,17 +265,17 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         };
                         let _ = reply.send(res);
                     }
-                    Pending::Logs(ids, _, reply) => {
-                        let res = match ids.iter().find(|id| refused.contains_key(*id)) {
+                    Pending::Logs(ids, _, fence, reply) => {
+                        let res = match ids.iter().find_map(|id| refusal_of(&refused, id, &fence)) {
                             None => Ok(()),
-                            Some(id) => Err(refusal_of(&refused, id)),
+                            Some(err) => Err(err),
                         };
                         let _ = reply.send(res);
                     }
-                    Pending::Progress(id, reply) => {
-                        let res = match refused.contains_key(&id) {
-                            false => Ok(()),
-                            true => Err(refusal_of(&refused, &id)),
+                    Pending::Progress(id, fence, reply) => {
+                        let res = match refusal_of(&refused, &id, &fence) {
+                            None => Ok(()),
+                            Some(err) => Err(err),
                         };
                         let _ = reply.send(res);
                     }
@@ -270,7 +290,7 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                     Pending::Create(reply) => drop(reply.send(Err(shared()))),
                     Pending::Start(_, reply) => drop(reply.send(Err(shared()))),
                     Pending::Finish(_, reply) => drop(reply.send(Err(shared()))),
-                    Pending::Logs(_, _, reply) | Pending::Progress(_, reply) => {
+                    Pending::Logs(_, _, _, reply) | Pending::Progress(_, _, reply) => {
                         drop(reply.send(Err(shared())));
                     }
                 }
@@ -299,31 +319,29 @@ async fn finish_alone(
     Ok((finished, None))
 }
 
-/// The refusal of a report about `request_id` (each report gets its own error).
-fn refusal_of(refused: &HashMap<String, Error>, request_id: &str) -> Error {
-    match refused.get(request_id) {
-        Some(Error::Fenced(text)) => Error::Fenced(text.clone()),
-        Some(Error::NotFound { what, id }) => Error::NotFound {
-            what,
-            id: id.clone(),
+/// The refusal of a report about `request_id` under `fence`, if it was refused (each
+/// report gets its own error).
+fn refusal_of(refused: &Refused, request_id: &str, fence: &Option<Fence>) -> Option<Error> {
+    let fence = fence.as_ref()?;
+    Some(
+        match refused.get(&(request_id.to_owned(), fence.clone()))? {
+            Error::Fenced(text) => Error::Fenced(text.clone()),
+            Error::NotFound { what, id } => Error::NotFound {
+                what,
+                id: id.clone(),
+            },
+            other => Error::Invalid(other.to_string()),
         },
-        Some(other) => Error::Invalid(other.to_string()),
-        None => Error::Invalid(format!("request {request_id} was refused")),
-    }
+    )
 }
 
 /// Writes each of a failed batch's writes in its own transaction.
 async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
     let mut creates = batch.creates.into_iter();
-    let fences: HashMap<&str, &Fence> = batch
-        .fences
-        .iter()
-        .map(|(id, fence)| (id.as_str(), fence))
-        .collect();
-    let progress: HashMap<&str, u64> = batch
+    let progress: HashMap<(&str, Option<&Fence>), u64> = batch
         .progress
         .iter()
-        .map(|(id, n)| (id.as_str(), *n))
+        .map(|(id, n, fence)| ((id.as_str(), fence.as_ref()), *n))
         .collect();
     for write in pending {
         match write {
@@ -340,16 +358,16 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
             Pending::Finish(at, reply) => {
                 let _ = reply.send(finish_alone(store, &batch.finishes[at]).await);
             }
-            Pending::Logs(ids, range, reply) => {
-                let res = match fenced(store, &ids, &fences).await {
+            Pending::Logs(ids, range, fence, reply) => {
+                let res = match fenced(store, &ids, fence.as_ref()).await {
                     Ok(()) => store.insert_job_logs(&batch.logs[range]).await,
                     Err(err) => Err(err),
                 };
                 let _ = reply.send(res);
             }
-            Pending::Progress(id, reply) => {
-                let res = match fenced(store, std::slice::from_ref(&id), &fences).await {
-                    Ok(()) => match progress.get(id.as_str()) {
+            Pending::Progress(id, fence, reply) => {
+                let res = match fenced(store, std::slice::from_ref(&id), fence.as_ref()).await {
+                    Ok(()) => match progress.get(&(id.as_str(), fence.as_ref())) {
                         Some(n) => store.update_progress(&id, *n).await,
                         None => Ok(()),
                     },
@@ -361,18 +379,16 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
     }
 }
 
-/// Whether the owners of `ids` accept their reports' fences.
-async fn fenced(
-    store: &dyn Store,
-    ids: &[String],
-    fences: &HashMap<&str, &Fence>,
-) -> Result<(), Error> {
+/// Whether the owners of `ids` accept a report's `fence` (a report without one is
+/// believed).
+async fn fenced(store: &dyn Store, ids: &[String], fence: Option<&Fence>) -> Result<(), Error> {
+    let Some(fence) = fence else {
+        return Ok(());
+    };
     for id in ids {
-        if let Some(fence) = fences.get(id.as_str()) {
-            let owner = store.owner(id).await?;
-            if !owner.accepts(fence) {
-                return Err(owner.refusal(id, fence));
-            }
+        let owner = store.owner(id).await?;
+        if !owner.accepts(fence) {
+            return Err(owner.refusal(id, fence));
         }
     }
     Ok(())

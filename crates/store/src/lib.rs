@@ -67,11 +67,18 @@ pub struct WriteBatch {
     /// Job log entries (a stored (request, job, try) is skipped, as by
     /// [`Store::insert_job_logs`]).
     pub logs: Vec<JobLog>,
-    /// (request, completed jobs), as [`Store::update_progress`].
-    pub progress: Vec<(String, u64)>,
-    /// Reports' fences, checked first in the same transaction: the logs and progress of
-    /// a request whose owner does not accept its fence (or that is unknown) are not
-    /// written, and the request is in [`BatchWritten::refused`].
+    /// The runs of `logs` that a report sent under a fence: the entries in the range
+    /// were reported under it (an entry in no run was reported without a fence).
+    pub log_fences: Vec<(std::ops::Range<usize>, Fence)>,
+    /// (request, completed jobs, the fence it was reported under), as
+    /// [`Store::update_progress`].
+    pub progress: Vec<(String, u64, Option<Fence>)>,
+    /// The (request, fence) pairs that the fenced logs and progress name, checked first
+    /// in the same transaction. A log entry or progress reported under a fence that the
+    /// request's owner does not accept (or about a request that is unknown) is not
+    /// written, and its pair is in [`BatchWritten::refused`]; a report of the same
+    /// request under the fence its owner accepts is written all the same (an old
+    /// runner's last report and the new owner's first may share a batch).
     pub fences: Vec<(String, Fence)>,
 }
 
@@ -84,8 +91,8 @@ pub struct BatchWritten {
     /// One per finish, in order: the request as it is now (without its args), if this
     /// finish ended it; `None` if not ([`Store::finish_request`] says why).
     pub finished: Vec<Option<Request>>,
-    /// Requests whose fence was refused, with why.
-    pub refused: Vec<(String, Error)>,
+    /// The (request, fence) pairs that were refused, with why.
+    pub refused: Vec<(String, Fence, Error)>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty

@@ -906,10 +906,12 @@ async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
 
 /// Issue #17: one transaction holds many callers' creates, starts, finishes, job log
 /// entries and progress, each written as its own method would; what does not apply is
-/// left out and said, a refused fence keeps its reports out.
+/// left out and said, a refused fence keeps its reports out — and only its own: the
+/// owner's reports of the same request in the same batch are written.
 async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: Raw) {
     use crate::{NewRequest, StartRequest, WriteBatch};
     running(&*store, "run1").await;
+    running(&*store, "run2").await;
     store
         .insert_try_starts("i1", &[try_start("run1", "a", 1)])
         .await
@@ -959,11 +961,26 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
         logs: vec![
             log("run1", "a", 1, State::Complete),
             log("pend1", "a", 1, State::Complete),
+            // run2: an old runner's entry and its owner's, in one batch.
+            log("run2", "a", 1, State::Fail),
+            log("run2", "b", 1, State::Complete),
         ],
-        progress: vec![("run1".to_owned(), 2), ("pend1".to_owned(), 1)],
+        log_fences: vec![
+            (1..2, stale.clone()),
+            (2..3, stale.clone()),
+            (3..4, owner.clone()),
+        ],
+        progress: vec![
+            ("run1".to_owned(), 2, None),
+            ("pend1".to_owned(), 1, Some(stale.clone())),
+            ("run2".to_owned(), 5, Some(stale.clone())),
+            ("run2".to_owned(), 4, Some(owner.clone())),
+        ],
         fences: vec![
             ("pend1".to_owned(), stale.clone()),
             ("nobody".to_owned(), owner.clone()),
+            ("run2".to_owned(), stale.clone()),
+            ("run2".to_owned(), owner.clone()),
         ],
     };
     let written = store.write_batch(&batch).await.unwrap();
@@ -1003,14 +1020,35 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
     // The stale fence kept pend1's entry and progress out; the unknown request is said.
     assert_eq!(store.job_log("run1").await.unwrap().len(), 1);
     assert!(store.job_log("pend1").await.unwrap().is_empty());
-    let refused: Vec<&str> = written.refused.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(refused, ["pend1", "nobody"]);
+    let refused: Vec<(&str, &str)> = written
+        .refused
+        .iter()
+        .map(|(id, fence, _)| (id.as_str(), fence.instance.as_str()))
+        .collect();
+    assert_eq!(refused, [("pend1", "i0"), ("nobody", "i1"), ("run2", "i0")]);
     assert!(
-        matches!(written.refused[0].1, Error::Fenced(_)),
+        matches!(written.refused[0].2, Error::Fenced(_)),
         "{}",
-        written.refused[0].1
+        written.refused[0].2
     );
-    assert!(matches!(written.refused[1].1, Error::NotFound { .. }));
+    assert!(matches!(written.refused[1].2, Error::NotFound { .. }));
+    // The owner of run2 was heard; the old runner was not.
+    let run2: Vec<(String, State)> = store
+        .job_log("run2")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| (entry.job_id, entry.state))
+        .collect();
+    assert_eq!(run2, [("b".to_owned(), State::Complete)]);
+    assert_eq!(
+        store
+            .get_request("run2", false)
+            .await
+            .unwrap()
+            .finished_jobs,
+        4
+    );
     // A batch that fails stores nothing of itself.
     let bad = WriteBatch {
         creates: vec![new("new3"), new("new1")],
@@ -1045,6 +1083,37 @@ async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Store>, _raw: 
         .unwrap_err();
     assert!(matches!(err, Error::Fenced(_)), "{err}");
     assert!(store.job_log("r1").await.unwrap().is_empty());
+    // An old runner's report and the owner's, queued together (one batch, as a rule):
+    // each is judged by its own fence, so the owner is heard.
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch: 1,
+    };
+    let (old, own, old_progress, own_progress) = tokio::join!(
+        batcher.insert_job_logs(vec![log("r1", "a", 1, State::Fail)], Some(&stale)),
+        batcher.insert_job_logs(vec![log("r1", "b", 1, State::Complete)], Some(&owner)),
+        batcher.update_progress("r1", 9, Some(&stale)),
+        batcher.update_progress("r1", 1, Some(&owner)),
+    );
+    assert!(matches!(old, Err(Error::Fenced(_))), "{old:?}");
+    assert!(
+        matches!(old_progress, Err(Error::Fenced(_))),
+        "{old_progress:?}"
+    );
+    own.unwrap();
+    own_progress.unwrap();
+    let logged: Vec<String> = store
+        .job_log("r1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.job_id)
+        .collect();
+    assert_eq!(logged, ["b"]);
+    assert_eq!(
+        store.get_request("r1", false).await.unwrap().finished_jobs,
+        1
+    );
     let err = batcher
         .start_request(&"r1".into(), "http://jr", None, at(1, 2))
         .await
