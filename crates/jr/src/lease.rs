@@ -5,11 +5,15 @@
 //! or it is told that its instance was declared lost, it abandons every chain — their
 //! requests are recovered elsewhere — and registers again as a new instance. So a runner
 //! never advances a request after the Request Managers may have given it to another.
+//!
+//! Each renewal names the requests whose chains the runner holds, so that a Request
+//! Manager recovers a request it believes this runner runs but which the runner no
+//! longer has (a chain whose end could not be reported).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::{JobRunner, RunnerRegistration};
+use proto::{JobRunner, LeaseRenewal, RunnerRegistration};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +40,12 @@ pub enum RegistryError {
 pub trait Registry: Send + Sync + 'static {
     async fn register(&self, registration: &RunnerRegistration)
     -> Result<JobRunner, RegistryError>;
-    async fn renew(&self, instance: &str) -> Result<JobRunner, RegistryError>;
+    /// Renews `instance`'s lease, saying which requests' chains it holds now.
+    async fn renew(
+        &self,
+        instance: &str,
+        renewal: &LeaseRenewal,
+    ) -> Result<JobRunner, RegistryError>;
     async fn deregister(&self, instance: &str) -> Result<(), RegistryError>;
 }
 
@@ -102,9 +111,15 @@ pub async fn hold(
             wait = every;
             let deadline = renewed + lease;
             let sent = Instant::now();
+            // Taken before the renewal is sent: a chain handed over meanwhile is in the
+            // next one (a Request Manager recovers only what two renewals in a row leave
+            // out).
+            let renewal = LeaseRenewal {
+                running: runner.held_requests(),
+            };
             let res = tokio::select! {
                 () = stop.cancelled() => break 'register,
-                res = tokio::time::timeout_at(deadline, registry.renew(&instance)) => res,
+                res = tokio::time::timeout_at(deadline, registry.renew(&instance, &renewal)) => res,
             };
             if let Some(metrics) = &runner.telemetry().metrics {
                 metrics.lease_renewed(matches!(res, Ok(Ok(_))));

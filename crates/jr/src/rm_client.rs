@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chain::{ReportError, Reporter};
 use proto::{
-    Fence, FinishRequest, JobLog, JobRunner, OutputChunk, RequestProgress, RunnerRegistration,
-    SuspendedJobChain, TryStart,
+    Fence, FinishRequest, JobLog, JobRunner, LeaseRenewal, OutputChunk, RequestProgress,
+    RunnerRegistration, SuspendedJobChain, TryStart,
 };
 
 use crate::lease::{Registry, RegistryError};
@@ -150,10 +150,15 @@ impl Registry for HttpRmClient {
         .await
     }
 
-    async fn renew(&self, instance: &str) -> Result<JobRunner, RegistryError> {
+    async fn renew(
+        &self,
+        instance: &str,
+        renewal: &LeaseRenewal,
+    ) -> Result<JobRunner, RegistryError> {
         self.runner(|url| {
             self.http
                 .put(format!("{url}/api/v1/job-runners/{instance}/lease"))
+                .json(renewal)
         })
         .await
     }

@@ -315,6 +315,12 @@ impl Runner {
         Ok(handle.running_first(limit).await)
     }
 
+    /// The requests whose chains this runner holds now: running, or ended and still
+    /// delivering their last reports.
+    pub fn held_requests(&self) -> Vec<String> {
+        self.chains().keys().cloned().collect()
+    }
+
     /// How many chains run now.
     pub fn n_chains(&self) -> usize {
         self.chains().len()

@@ -482,6 +482,8 @@ async fn a_hand_over_is_answered_with_the_instance_and_reported_with_its_epoch()
 struct FakeRegistry {
     registered: Mutex<Vec<String>>,
     renewals: std::sync::atomic::AtomicUsize,
+    /// What the last renewal said the runner holds.
+    last_held: Mutex<Vec<String>>,
     /// 0: renew; 1: unavailable; 2: the instance was declared lost.
     renew_answer: std::sync::atomic::AtomicU8,
     deregistered: Mutex<Vec<String>>,
@@ -506,9 +508,14 @@ impl crate::Registry for FakeRegistry {
             .push(registration.instance_id.clone());
         Ok(record(&registration.instance_id))
     }
-    async fn renew(&self, instance: &str) -> Result<proto::JobRunner, crate::RegistryError> {
+    async fn renew(
+        &self,
+        instance: &str,
+        renewal: &proto::LeaseRenewal,
+    ) -> Result<proto::JobRunner, crate::RegistryError> {
         self.renewals
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *self.last_held.lock().unwrap() = renewal.running.clone();
         match self.renew_answer.load(std::sync::atomic::Ordering::SeqCst) {
             0 => Ok(record(instance)),
             1 => Err(crate::RegistryError::Unavailable(
@@ -556,6 +563,11 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
         std::slice::from_ref(&first)
     );
     assert_eq!(registry.renewals.load(Ordering::SeqCst), 3, "every 3 s");
+    assert_eq!(
+        registry.last_held.lock().unwrap().as_slice(),
+        ["long"],
+        "each renewal names the chains the runner holds"
+    );
     // The Request Managers go away: after 9 s without a renewal the chain is abandoned.
     registry.renew_answer.store(1, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(6)).await;

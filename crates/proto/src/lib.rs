@@ -17,8 +17,8 @@ mod types;
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
 pub use runners::{
-    AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, PAUSED_HEADER, RUNNER_HEADER,
-    RunnerRegistration, RunnerState, TryStart,
+    AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
+    RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,
 };
 pub use state::{State, UnknownState};
 pub use types::{

@@ -45,6 +45,19 @@ pub struct RunnerRegistration {
     pub lease: String,
 }
 
+/// The body of a lease renewal (`PUT /api/v1/job-runners/{instance}/lease`): the
+/// requests whose chains the instance holds now. A Request Manager recovers a request
+/// that it believes this instance runs and that two renewals in a row leave out (its
+/// chain ended or was dropped without its end reaching a Request Manager), as it would
+/// a lost runner's. A renewal without a body says nothing of its chains.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRenewal {
+    /// Request ids, in no particular order.
+    #[serde(default, deserialize_with = "crate::types::null_as_default")]
+    pub running: Vec<String>,
+}
+
 /// Whether a registered runner holds its lease.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -829,11 +829,24 @@ async fn job_runners(State(manager): Shared) -> Result<Response, Error> {
     Ok(Json(manager.job_runners().await?).into_response())
 }
 
+/// A renewal's body, when it has one, names the chains the runner holds.
 async fn renew_runner(
     State(manager): Shared,
     Path(instance): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> Result<Response, Error> {
-    Ok(Json(manager.renew_runner(&instance).await?).into_response())
+    let renewal: Option<proto::LeaseRenewal> = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(decode(
+            &headers,
+            &body,
+            "lease renewal ({\"running\": [request ids]})",
+        )?)
+    };
+    let held = renewal.as_ref().map(|renewal| renewal.running.as_slice());
+    Ok(Json(manager.renew_runner(&instance, held).await?).into_response())
 }
 
 async fn end_runner(

@@ -32,6 +32,15 @@ pub(crate) fn interrupted_error(lost: &JobRunner) -> String {
     )
 }
 
+/// The error text of an interrupted try of a request whose live runner said twice that it
+/// no longer ran it (its chain ended or was dropped without its end being reported).
+pub(crate) fn unheld_error(runner: &JobRunner) -> String {
+    format!(
+        "interrupted: its job runner (instance {} at {}) no longer ran the request, and what it ran was never reported; the job runs again as its next try",
+        runner.instance_id, runner.url,
+    )
+}
+
 /// The error text of an interrupted try of a request that was handed over, began, and
 /// was never marked RUNNING: which runner ran it is not known.
 pub(crate) fn unrecorded_error(epoch: u64) -> String {

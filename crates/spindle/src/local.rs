@@ -8,8 +8,8 @@ use std::time::Duration;
 use chain::{ReportError, Reporter};
 use job::Registry;
 use proto::{
-    Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, RequestId, RequestProgress,
-    RunnerRegistration, SuspendedJobChain, TryStart,
+    Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, LeaseRenewal, RequestId,
+    RequestProgress, RunnerRegistration, SuspendedJobChain, TryStart,
 };
 use rm::{ClientError, HandOver, HandedOver, JrClient, Manager};
 
@@ -294,8 +294,15 @@ impl jr::Registry for ManagerRegistry {
             .map_err(registry_error)
     }
 
-    async fn renew(&self, instance: &str) -> Result<JobRunner, jr::RegistryError> {
-        self.0.renew_runner(instance).await.map_err(registry_error)
+    async fn renew(
+        &self,
+        instance: &str,
+        renewal: &LeaseRenewal,
+    ) -> Result<JobRunner, jr::RegistryError> {
+        self.0
+            .renew_runner(instance, Some(&renewal.running))
+            .await
+            .map_err(registry_error)
     }
 
     async fn deregister(&self, instance: &str) -> Result<(), jr::RegistryError> {
