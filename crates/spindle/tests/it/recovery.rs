@@ -510,3 +510,125 @@ async fn a_server_killed_again_and_again_finishes_every_request() {
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
+
+/// A proxy in front of a Request Manager that forwards everything, but while told to,
+/// refuses a Job Runner's final states for good (a 404, as something that is not a
+/// Request Manager would answer).
+struct RefusingProxy {
+    url: String,
+    state: std::sync::Arc<ProxyState>,
+}
+
+struct ProxyState {
+    target: String,
+    http: reqwest::Client,
+    refusing: std::sync::atomic::AtomicBool,
+    refused: std::sync::atomic::AtomicUsize,
+}
+
+impl RefusingProxy {
+    async fn start(target: &str) -> RefusingProxy {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let state = std::sync::Arc::new(ProxyState {
+            target: target.to_owned(),
+            http: reqwest::Client::new(),
+            refusing: std::sync::atomic::AtomicBool::new(false),
+            refused: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let app = axum::Router::new()
+            .fallback(forward)
+            .with_state(std::sync::Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        RefusingProxy { url, state }
+    }
+}
+
+async fn forward(
+    axum::extract::State(proxy): axum::extract::State<std::sync::Arc<ProxyState>>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    use std::sync::atomic::Ordering;
+    let (parts, body) = request.into_parts();
+    if proxy.refusing.load(Ordering::SeqCst) && parts.uri.path().ends_with("/finish") {
+        proxy.refused.fetch_add(1, Ordering::SeqCst);
+        return (
+            axum::http::StatusCode::NOT_FOUND,
+            r#"{"message": "no such route here", "httpStatus": 404}"#,
+        )
+            .into_response();
+    }
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut sent = proxy
+        .http
+        .request(parts.method, format!("{}{path}", proxy.target))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::HOST {
+            sent = sent.header(name, value);
+        }
+    }
+    let Ok(answer) = sent.send().await else {
+        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+    };
+    let (status, headers) = (answer.status(), answer.headers().clone());
+    let mut response = (status, answer.bytes().await.unwrap_or_default()).into_response();
+    for (name, value) in &headers {
+        if name != axum::http::header::CONTENT_LENGTH
+            && name != axum::http::header::TRANSFER_ENCODING
+        {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
+}
+
+/// A chain whose end never reaches a Request Manager (refused for good by something
+/// between the runner and the Request Managers) does not leave its request RUNNING on
+/// the live runner that forgot it: the runner's lease renewals stop naming it, the
+/// Request Manager takes it back and resumes it, and its job, done and logged, is not
+/// run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_end_was_lost_is_taken_back_from_its_live_runner() {
+    use std::sync::atomic::Ordering;
+    let dir = work_dir();
+    let marks: PathBuf = dir.path().join("marks");
+    let lease = "2s";
+    let rm = Service::start(
+        dir.path(),
+        &crate::rm_args("sqlite://spindle.db", lease, &[]),
+    );
+    let proxy = RefusingProxy::start(&rm.url).await;
+    let _jr = Service::start(dir.path(), &crate::jr_args(&proxy.url, lease, &[]));
+    let client = Client::new(&rm.url);
+    proxy.state.refusing.store(true, Ordering::SeqCst);
+    std::fs::write(marks.join("release"), "").unwrap();
+    let id = client.create(&marks, "t1", &["a"]).await;
+    wait_until(
+        "the runner's final state was refused",
+        Duration::from_secs(30),
+        || proxy.state.refused.load(Ordering::SeqCst) > 0,
+    )
+    .await;
+    proxy.state.refusing.store(false, Ordering::SeqCst);
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert!(
+        rm.stderr().contains("its job runner no longer runs it"),
+        "{}",
+        rm.stderr()
+    );
+    // Done and logged before its end was lost: nothing ran twice.
+    assert_eq!(executions(&marks).len(), 1);
+    let tries = client.tries(&id).await;
+    assert!(
+        tries
+            .values()
+            .all(|t| t.iter().map(|t| (t.0, t.1)).eq([(1, COMPLETE)])),
+        "{tries:?}"
+    );
+}
