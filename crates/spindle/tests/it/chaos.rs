@@ -317,8 +317,21 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                     .chain(jrs.iter())
                     .map(|service| format!("{}:\n{}", service.url, service.stderr()))
                     .collect();
+                // First what each service said of this request (the whole output, which
+                // follows, may be cut where CI shows it).
+                let about: Vec<String> = services
+                    .iter()
+                    .flat_map(|text| {
+                        let url = text.lines().next().unwrap_or_default().to_owned();
+                        text.lines()
+                            .filter(|line| line.contains(id.as_str()))
+                            .map(move |line| format!("{url} {line}"))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
                 panic!(
-                    "seed {seed}: request {id} never completed: {request:?}\nlog: {log:?}\nrunners: {runners:?}\n{}",
+                    "seed {seed}: request {id} never completed: {request:?}\nwhat the services said of it:\n{}\nlog: {log:?}\nrunners: {runners:?}\n{}",
+                    about.join("\n"),
                     services.join("\n")
                 );
             }
