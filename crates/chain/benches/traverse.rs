@@ -43,7 +43,9 @@ impl Reporter for Counting {
     async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
         Ok(())
     }
-    async fn finish(&self, _finish: &FinishRequest) -> Result<(), ReportError> {
+    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        self.logs
+            .fetch_add(finish.job_logs.len(), Ordering::Relaxed);
         Ok(())
     }
     async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {

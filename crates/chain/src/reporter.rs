@@ -89,7 +89,9 @@ pub trait Reporter: Send + Sync + 'static {
     async fn output(&self, chunks: &[OutputChunk]) -> Result<(), ReportError>;
     /// The number of jobs completed so far.
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError>;
-    /// The chain's final state: COMPLETE, FAIL or STOPPED.
+    /// The chain's final state: COMPLETE, FAIL or STOPPED, with the job log entries that
+    /// were queued with it (`FinishRequest::job_logs`, oldest first; they are to be
+    /// stored as [`Reporter::job_logs`] would, before the final state).
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError>;
     /// The chain, handed back because the runner is shutting down.
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError>;
@@ -340,6 +342,10 @@ async fn deliver_all(
                 let _ = ack.send(());
             }
         }
+        // The final state carries the last entries: one call, not two.
+        if let Some(Report::Finish(finish)) = &mut last {
+            finish.job_logs = std::mem::take(&mut logs);
+        }
         if !logs.is_empty() {
             let res = with_retries(policy, observer, "job log entries", request_id, || {
                 reporter.job_logs(&logs)
@@ -401,6 +407,7 @@ async fn deliver_all(
                             "the job runner shut down and could not hand the chain back: {}",
                             res.as_ref().err().map_or("", |err| err.message.as_str())
                         ),
+                        job_logs: Vec::new(),
                     };
                     let res = with_retries(policy, observer, "final state", request_id, || {
                         reporter.finish(&finish)

@@ -327,6 +327,10 @@ impl Reporter for Recorder {
         if let Some(err) = self.finish_error.lock().unwrap().clone() {
             return Err(err);
         }
+        self.logs
+            .lock()
+            .unwrap()
+            .extend_from_slice(&finish.job_logs);
         self.finishes.lock().unwrap().push(finish.clone());
         Ok(())
     }
@@ -1432,6 +1436,33 @@ async fn a_slow_reporter_does_not_slow_the_chain() {
     );
     assert_eq!(handle.wait().await.state, State::Complete);
     assert_eq!(recorder.tries().len(), 5);
+}
+
+/// The entries queued with the final state go with it, in one call: a short chain whose
+/// jobs all end while its first entry is being delivered costs two calls, not four (two
+/// of entries, progress, the final state).
+#[tokio::test(start_paused = true)]
+async fn the_last_entries_go_with_the_final_state() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.delay_ms.store(1_000, Ordering::SeqCst);
+    for id in ["j1", "j2", "j3"] {
+        fakes.script(id, vec![sleep(100, Step::Complete)]);
+    }
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    let finishes = recorder.finishes.lock().unwrap().clone();
+    assert_eq!(finishes.len(), 1);
+    let with_it: Vec<&str> = finishes[0]
+        .job_logs
+        .iter()
+        .map(|entry| entry.job_id.as_str())
+        .collect();
+    assert_eq!(with_it, ["j2", "j3"], "j1's entry was on its way alone");
+    assert_eq!(recorder.tries().len(), 3);
+    assert!(
+        recorder.progress.lock().unwrap().is_empty(),
+        "the final state carries the count"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -873,6 +873,7 @@ impl Traverser {
                 finished_at: chrono::Utc::now(),
                 finished_jobs,
                 error,
+                job_logs: Vec::new(),
             })
         };
         // The loop is over: waiting for room in the queue blocks nothing.

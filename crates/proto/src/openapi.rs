@@ -297,6 +297,7 @@ mod tests {
                 finished_at: chrono::Utc::now(),
                 finished_jobs: 2,
                 error: String::new(),
+                job_logs: Vec::new(),
             },
         );
         check("RequestProgress", &RequestProgress::default());

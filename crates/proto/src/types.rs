@@ -413,6 +413,16 @@ pub struct FinishRequest {
         skip_serializing_if = "String::is_empty"
     )]
     pub error: String,
+    /// Spindle's addition: the chain's last job log entries, not sent before (a
+    /// Spindle Job Runner sends what is left with the final state, in one call); stored
+    /// before the final state, as `POST /api/v1/job-logs` would store them. Omitted when
+    /// empty.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub job_logs: Vec<JobLog>,
 }
 
 /// The number of finished jobs of a running request (`PUT .../progress`).

@@ -896,6 +896,14 @@ async fn finish(
         "finish request ({\"state\": ..., \"finishedAt\": ...})",
     )?;
     reconcile(&id, &mut finish.request_id, "finish request")?;
+    for entry in &mut finish.job_logs {
+        reconcile(&id, &mut entry.request_id, "finish request's job log entry")?;
+        if entry.job_id.is_empty() {
+            return Err(Error::BadRequest(
+                "finish request: a job log entry has no jobId; expected one in each".to_owned(),
+            ));
+        }
+    }
     manager.finish(&finish, fence(&headers)?.as_ref()).await?;
     Ok(StatusCode::OK)
 }

@@ -1255,25 +1255,10 @@ impl Manager {
         entries: Vec<JobLog>,
         fence: Option<&Fence>,
     ) -> Result<(), Error> {
-        let failed: Vec<JobLog> = entries
-            .iter()
-            .filter(|entry| !matches!(entry.state, State::Complete | State::Stopped))
-            .cloned()
-            .collect();
+        let failed = failed_tries(&entries);
         // The fence is checked in the batch's own transaction.
         self.batcher.insert_job_logs(entries, fence).await?;
-        for entry in failed {
-            tracing::warn!(
-                request_id = %entry.request_id,
-                job_id = %entry.job_id,
-                job = entry.name,
-                r#try = entry.r#try,
-                state = %entry.state,
-                exit = entry.exit,
-                error = entry.error,
-                "job try failed"
-            );
-        }
+        log_failed_tries(&failed);
         Ok(())
     }
 
@@ -1335,9 +1320,35 @@ impl Manager {
     /// before the request was marked RUNNING (a very fast chain) is marked first, as
     /// started when it finished (the store keeps created ≤ started ≤ finished). A
     /// resumed chain that ended before its resume was recorded is told to try again.
+    ///
+    /// The entries it carries are stored first, through the same group commit (as a rule
+    /// in the same transaction); a failure to store them is the answer even if the final
+    /// state was stored, so that the runner sends both again (a second finish is a
+    /// no-op, a stored entry is skipped).
     pub async fn finish(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Result<(), Error> {
         let request_id = finish.request_id.as_str();
-        let finished = match self.batcher.finish_request(finish, fence).await {
+        let failed = failed_tries(&finish.job_logs);
+        let logs = async {
+            if finish.job_logs.is_empty() {
+                return Ok(());
+            }
+            self.batcher
+                .insert_job_logs(finish.job_logs.clone(), fence)
+                .await
+        };
+        let bare = FinishRequest {
+            request_id: finish.request_id.clone(),
+            state: finish.state,
+            finished_at: finish.finished_at,
+            finished_jobs: finish.finished_jobs,
+            error: finish.error.clone(),
+            job_logs: Vec::new(),
+        };
+        let (logged, finished) = tokio::join!(logs, self.batcher.finish_request(&bare, fence));
+        if logged.is_ok() {
+            log_failed_tries(&failed);
+        }
+        let finished = match finished {
             Ok(finished) => finished,
             Err(err @ store::Error::State { .. }) if resume_in_flight(&err, fence) => {
                 return Err(resume_not_recorded(request_id, err));
@@ -1350,7 +1361,7 @@ impl Manager {
                 self.store
                     .start_request(&RequestId::from(request_id), "", fence, started_at)
                     .await?;
-                (self.store.finish_request(finish, fence).await?, None)
+                (self.store.finish_request(&bare, fence).await?, None)
             }
             Err(err) => return Err(err.into()),
         };
@@ -1363,7 +1374,7 @@ impl Manager {
             }
             (store::Finished::Already(_), _) => {}
         }
-        Ok(())
+        Ok(logged?)
     }
 
     fn log_finished(&self, request_id: &str, request: Result<Request, store::Error>) {
@@ -2027,6 +2038,30 @@ impl Manager {
             Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(true),
             Err(err) => Err(err),
         }
+    }
+}
+
+/// The entries of tries that did not succeed (each is logged once stored).
+fn failed_tries(entries: &[JobLog]) -> Vec<JobLog> {
+    entries
+        .iter()
+        .filter(|entry| !matches!(entry.state, State::Complete | State::Stopped))
+        .cloned()
+        .collect()
+}
+
+fn log_failed_tries(failed: &[JobLog]) {
+    for entry in failed {
+        tracing::warn!(
+            request_id = %entry.request_id,
+            job_id = %entry.job_id,
+            job = entry.name,
+            r#try = entry.r#try,
+            state = %entry.state,
+            exit = entry.exit,
+            error = entry.error,
+            "job try failed"
+        );
     }
 }
 

@@ -108,6 +108,7 @@ impl JrClient for FakeJr {
                 finished_at: chrono::Utc::now(),
                 finished_jobs: jobs,
                 error: String::new(),
+                job_logs: Vec::new(),
             };
             let fence = proto::Fence {
                 instance: self.instance(jr_url),
@@ -532,6 +533,7 @@ async fn a_waiting_get_learns_of_an_end_another_manager_stored() {
             finished_at: chrono::Utc::now(),
             finished_jobs: 0,
             error: String::new(),
+            job_logs: Vec::new(),
         };
         env.manager
             .store()
@@ -1386,6 +1388,84 @@ async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fe
     );
 }
 
+/// A final state carries the chain's last job log entries (one call, not two): they are
+/// stored with it, judged by the same fence (a stale runner's are not), and each must be
+/// about the request the URL names.
+#[tokio::test]
+async fn a_final_state_stores_the_entries_it_carries() {
+    let env = env().await;
+    let id = create(&env).await;
+    let owner = "instance-of-http://jr1:32307";
+    let finish = |request: &str| {
+        serde_json::json!({
+            "state": 3,
+            "finishedAt": "2026-01-01T00:00:00Z",
+            "finishedJobs": 2,
+            "jobLogs": [
+                {"requestId": request, "jobId": "a", "try": 1, "state": 3},
+                {"jobId": "b", "try": 1, "state": 4, "error": "exit 1"}
+            ]
+        })
+        .to_string()
+    };
+    let put = |body: String, epoch: &'static str| {
+        let (router, uri) = (env.router.clone(), format!("/api/v1/requests/{id}/finish"));
+        async move {
+            call_with(
+                &router,
+                Method::PUT,
+                &uri,
+                Some(&body),
+                &[("spindle-runner", owner), ("spindle-epoch", epoch)],
+            )
+            .await
+        }
+    };
+    let logged = || async {
+        let mut ids: Vec<String> = env
+            .manager
+            .job_log(&id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|entry| entry.job_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    // About another request: refused, nothing stored.
+    let (status, body, _) = put(finish("someone-elses"), "1").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not match the request id in the URL"),
+        "{body}"
+    );
+    // From an older hand-over: fenced, nothing stored.
+    let (status, _, headers) = put(finish(&id), "0").await;
+    assert_eq!(
+        (status, headers.get("spindle-fenced").is_some()),
+        (StatusCode::CONFLICT, true)
+    );
+    assert!(logged().await.is_empty());
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
+    // From the owner: the entries (an empty requestId is the URL's) and the end.
+    let (status, body, _) = put(finish(&id), "1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(logged().await, ["a", "b"]);
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!((request.state, request.finished_jobs), (State::Complete, 2));
+    // Sent again (its answer was lost): a no-op.
+    let (status, _, _) = put(finish(&id), "1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(logged().await, ["a", "b"]);
+}
+
 #[tokio::test]
 async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     let lease = std::time::Duration::from_millis(200);
@@ -1491,6 +1571,7 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
         finished_at: chrono::Utc::now(),
         finished_jobs: 2,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     let err = env.manager.finish(&late, Some(&fence)).await.unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
@@ -1654,6 +1735,7 @@ async fn a_resumed_chains_end_before_its_resume_is_recorded_is_taken_when_it_is(
         finished_at: chrono::Utc::now(),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     let err = env.manager.finish(&finish, Some(&fence)).await.unwrap_err();
     assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
@@ -1772,6 +1854,7 @@ async fn a_pause_is_stored_told_to_the_runner_and_kept_across_hand_overs() {
         finished_at: chrono::Utc::now(),
         finished_jobs: 1,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     env.manager.finish(&finish, None).await.unwrap();
     let (status, body) = put("pause").await;
@@ -1863,6 +1946,7 @@ async fn a_retried_request_runs_its_failed_and_unrun_jobs_again_as_the_same_requ
         finished_at: chrono::Utc::now(),
         finished_jobs,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     env.manager
         .add_job_logs(
@@ -2789,6 +2873,7 @@ async fn the_background_round_removes_requests_past_the_retention() {
         finished_at: chrono::Utc::now(),
         finished_jobs: 1,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     let old = create(&env).await;
     let recent = create(&env).await;

@@ -239,6 +239,7 @@ async fn state_changes_are_conditional(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(1, 5),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     assert_eq!(
         store.finish_request(&finish, None).await.unwrap(),
@@ -412,6 +413,7 @@ async fn retention_removes_old_finished_requests_in_batches(store: Arc<dyn Store
             finished_at: at(2, minute),
             finished_jobs: 1,
             error: String::new(),
+            job_logs: Vec::new(),
         };
         store.finish_request(&finish, None).await.unwrap();
     }
@@ -761,6 +763,7 @@ async fn search(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(4, 0),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     store.finish_request(&finish, None).await.unwrap();
     let ids = |found: Vec<Request>| found.into_iter().map(|r| r.id).collect::<Vec<_>>();
@@ -950,6 +953,7 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
         finished_at: at(1, 6),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     let batch = WriteBatch {
         creates: vec![new("new1"), new("new2")],
@@ -1134,6 +1138,7 @@ async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Store>, _raw: 
         finished_at: at(1, 5),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     let (first, now) = batcher.finish_request(&finish, None).await.unwrap();
     assert_eq!(first, Finished::Now);
@@ -1227,6 +1232,7 @@ async fn request_times_stay_in_order(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(0, 10),
         finished_jobs: 3,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     store.finish_request(&finish, None).await.unwrap();
     let (created, started, finished) = times(&store.get_request("r1", false).await.unwrap());
@@ -1501,6 +1507,7 @@ async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         finished_at: at(1, 5),
         finished_jobs: 2,
         error: String::new(),
+        job_logs: Vec::new(),
     };
     for fence in [
         Fence {
@@ -1698,6 +1705,7 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
                 finished_at: at(1, 5),
                 finished_jobs: 2,
                 error: String::new(),
+                job_logs: Vec::new(),
             },
             Some(&next),
         )
@@ -1797,6 +1805,7 @@ async fn a_finished_request_is_retried_from_its_final_state_only(store: Arc<dyn 
         finished_at: at(1, 5),
         finished_jobs: 2,
         error: "its deadline passed".to_owned(),
+        job_logs: Vec::new(),
     };
     store.finish_request(&failed, None).await.unwrap();
     let before = store.owner("r1").await.unwrap().epoch;
@@ -1988,6 +1997,7 @@ async fn the_ended_among_many_are_found_in_one_read(store: Arc<dyn Store>, _raw:
             finished_at: at(1, 5),
             finished_jobs: 1,
             error: String::new(),
+            job_logs: Vec::new(),
         };
         store.finish_request(&finish, None).await.unwrap();
     }
