@@ -2,7 +2,8 @@
 //! bad input is 400 with a message, an unknown id 404, a state conflict 409, shutting
 //! down 503, and empty lists are `[]`. Plus one addition: `POST /api/v1/job-logs` takes
 //! a batch of entries (Spindle's Job Runners send those; Spin Cycle's send one at a time
-//! to `POST .../log`, which works too). Spindle's own: Job Runner registration and leases
+//! to `POST .../log`, which works too), and a finish may carry the chain's last entries
+//! (`jobLogs`). Spindle's own: Job Runner registration and leases
 //! (`/api/v1/job-runners`), try starts (`POST /api/v1/job-tries`), and fencing: a report
 //! that names its runner and epoch in headers is refused (409, `Spindle-Fenced: true`)
 //! unless that runner owns the request.
