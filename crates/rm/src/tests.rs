@@ -300,6 +300,13 @@ async fn the_openapi_document_is_served() {
     assert_eq!(body["info"]["title"], "Spindle Request Manager API");
 }
 
+/// Asserts that an error body's message contains `text`.
+#[track_caller]
+fn says(body: &Value, text: &str) {
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains(text), "{body}");
+}
+
 async fn create(env: &Env) -> String {
     let (status, body, headers) = call(
         &env.router,
@@ -482,13 +489,7 @@ async fn a_get_can_wait_for_the_request_to_end() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("invalid wait \"soon\""),
-        "{body}"
-    );
+    says(&body, "invalid wait \"soon\"");
     let waiting = {
         let router = env.router.clone();
         let uri = format!("/api/v1/requests/{id}?wait=50s");
@@ -1321,12 +1322,9 @@ async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fe
     .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(headers["spindle-fenced"], "true");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("owned by job runner instance {owner} at epoch 1")),
-        "{body}"
+    says(
+        &body,
+        &format!("owned by job runner instance {owner} at epoch 1"),
     );
     let (status, _, headers) = call_with(
         &env.router,
@@ -1347,13 +1345,7 @@ async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fe
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("expected a whole number"),
-        "{body}"
-    );
+    says(&body, "expected a whole number");
     let finish =
         serde_json::json!({"state": 3, "finishedAt": "2026-01-01T00:00:00Z", "finishedJobs": 1})
             .to_string();
@@ -1436,13 +1428,7 @@ async fn a_final_state_stores_the_entries_it_carries() {
     // About another request: refused, nothing stored.
     let (status, body, _) = put(finish("someone-elses"), "1").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("does not match the request id in the URL"),
-        "{body}"
-    );
+    says(&body, "does not match the request id in the URL");
     // From an older hand-over: fenced, nothing stored.
     let (status, _, headers) = put(finish(&id), "0").await;
     assert_eq!(
@@ -1647,13 +1633,7 @@ async fn a_request_its_live_runner_no_longer_holds_is_recovered_after_two_renewa
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("invalid lease renewal"),
-        "{body}"
-    );
+    says(&body, "invalid lease renewal");
     assert_eq!(state().await, State::Running);
     // The second in a row takes it back; it is resumed on a live runner.
     renew(held(&[])).await;
@@ -1859,12 +1839,9 @@ async fn a_pause_is_stored_told_to_the_runner_and_kept_across_hand_overs() {
     env.manager.finish(&finish, None).await.unwrap();
     let (status, body) = put("pause").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("in state COMPLETE, expected state PENDING, RUNNING or SUSPENDED"),
-        "{body}"
+    says(
+        &body,
+        "in state COMPLETE, expected state PENDING, RUNNING or SUSPENDED",
     );
     let (status, _, _) = call(
         &env.router,
@@ -2028,22 +2005,10 @@ async fn a_retried_request_runs_its_failed_and_unrun_jobs_again_as_the_same_requ
         .unwrap();
     let (status, body) = retry("").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("retry --from JOB"),
-        "{body}"
-    );
+    says(&body, "retry --from JOB");
     let (status, body) = retry("?from=nope").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("has no job \"nope\""),
-        "{body}"
-    );
+    says(&body, "has no job \"nope\"");
     let (status, body) = retry("?from=b").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let resumed = env.jr.resumed.lock().unwrap().clone();
@@ -2162,13 +2127,7 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     };
     let (status, body) = put("bob", "approve").await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("takes one of the roles release"),
-        "{body}"
-    );
+    says(&body, "takes one of the roles release");
     let (status, body) = put("ann", "approve?job=nope").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, body) = put("ann", "approve?comment=fine").await;
@@ -2178,13 +2137,7 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     assert_eq!((told[0].0.as_str(), told[0].2), (id.as_str(), true));
     let (status, body) = put("ann", "reject?job=sign-off").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("was approved by ann"),
-        "{body}"
-    );
+    says(&body, "was approved by ann");
 
     // Handed over again (suspended, then resumed): the answer is in the job's data.
     let mut job_chain = env.jr.chains.lock().unwrap()[0].clone();
