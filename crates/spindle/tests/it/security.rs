@@ -614,14 +614,21 @@ async fn one_client_cannot_exhaust_a_server() {
         body["message"].as_str().unwrap().contains("length limit"),
         "{body}"
     );
-    // Headers past the limit: refused (431), the connection not kept.
-    let response = http
+    // Headers past the limit: refused (431), the connection not kept. The server closes
+    // it with the rest of the headers unread, so the kernel may reset it before the
+    // client has read the 431: a reset is the same refusal.
+    match http
         .get(format!("{url}/healthz"))
         .header("x-filler", "y".repeat(20_000))
         .send()
         .await
-        .unwrap();
-    assert_eq!(response.status(), 431);
+    {
+        Ok(response) => assert_eq!(response.status(), 431),
+        Err(err) => assert!(
+            err.is_request() && !err.is_timeout() && !err.is_connect(),
+            "{err:?}"
+        ),
+    }
     // A client that never finishes its headers is cut off after header_timeout.
     let addr = url.trim_start_matches("http://");
     let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
