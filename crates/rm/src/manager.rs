@@ -1809,10 +1809,10 @@ impl Manager {
         let Some(before) = before else {
             return;
         };
+        let error = crate::recovery::unheld_error(runner);
         for request_id in unheld.intersection(&before) {
-            let error = crate::recovery::unheld_error(runner);
             match self
-                .take_back(request_id, Holder::Lost(instance), error)
+                .take_back(request_id, Holder::Lost(instance), error.clone())
                 .await
             {
                 Ok(interrupted) => tracing::warn!(

@@ -307,6 +307,30 @@ fn says(body: &Value, text: &str) {
     assert!(message.contains(text), "{body}");
 }
 
+/// Asserts that try `r#try` of job `job` of request `id` is logged as interrupted
+/// (STOPPED, with an error that begins with `why`).
+async fn assert_interrupted(env: &Env, id: &str, job: &str, r#try: u32, why: &str) {
+    let logs = env.manager.job_log(id).await.unwrap();
+    let entry = logs
+        .iter()
+        .find(|l| l.job_id == job && l.r#try == r#try)
+        .unwrap_or_else(|| panic!("no try {try} of {job}: {logs:?}"));
+    assert_eq!(entry.state, State::Stopped);
+    assert!(entry.error.starts_with(why), "{}", entry.error);
+}
+
+/// A try start of `job` of request `id`, in its sequence's first run.
+fn try_start(id: &str, job: &str, r#try: u32, started_at: i64) -> proto::TryStart {
+    proto::TryStart {
+        request_id: id.to_owned(),
+        job_id: job.to_owned(),
+        r#try,
+        run_try: r#try,
+        sequence_try: 1,
+        started_at,
+    }
+}
+
 async fn create(env: &Env) -> String {
     let (status, body, headers) = call(
         &env.router,
@@ -1532,19 +1556,14 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
     assert_eq!(suspended.total_job_tries[cut], 2);
     // Try 2 was interrupted: resuming gives it back, so one try counts.
     assert_eq!(suspended.latest_run_job_tries[cut], 2);
-    let logs = env.manager.job_log(&id).await.unwrap();
-    let interrupted = logs
-        .iter()
-        .find(|l| l.job_id == *cut && l.r#try == 2)
-        .unwrap();
-    assert_eq!(interrupted.state, State::Stopped);
-    assert!(
-        interrupted.error.starts_with(
-            "interrupted: its job runner (instance lost at http://jr-lost:1) was lost"
-        ),
-        "{}",
-        interrupted.error
-    );
+    assert_interrupted(
+        &env,
+        &id,
+        cut,
+        2,
+        "interrupted: its job runner (instance lost at http://jr-lost:1) was lost",
+    )
+    .await;
     let request = env.manager.get(&id, false).await.unwrap();
     assert_eq!(
         (request.state, request.jr_url.as_str()),
@@ -1583,17 +1602,7 @@ async fn a_request_its_live_runner_no_longer_holds_is_recovered_after_two_renewa
     let chain = env.manager.job_chain(&id).await.unwrap();
     let job = chain.jobs.keys().next().unwrap().clone();
     env.manager
-        .add_try_starts(
-            vec![proto::TryStart {
-                request_id: id.clone(),
-                job_id: job.clone(),
-                r#try: 1,
-                run_try: 1,
-                sequence_try: 1,
-                started_at: 1_000,
-            }],
-            Some(&fence),
-        )
+        .add_try_starts(vec![try_start(&id, &job, 1, 1_000)], Some(&fence))
         .await
         .unwrap();
     let renew = |body: Option<String>| {
@@ -1646,30 +1655,18 @@ async fn a_request_its_live_runner_no_longer_holds_is_recovered_after_two_renewa
         ("http://jr-a:1".to_owned(), epoch + 2)
     );
     assert_eq!(state().await, State::Running);
-    let logs = env.manager.job_log(&id).await.unwrap();
-    let interrupted = logs.iter().find(|l| l.job_id == job).unwrap();
-    assert_eq!(interrupted.state, State::Stopped);
-    assert!(
-        interrupted.error.starts_with(
-            "interrupted: its job runner (instance ia at http://jr-a:1) no longer ran the request"
-        ),
-        "{}",
-        interrupted.error
-    );
+    assert_interrupted(
+        &env,
+        &id,
+        &job,
+        1,
+        "interrupted: its job runner (instance ia at http://jr-a:1) no longer ran the request",
+    )
+    .await;
     // The old hand-over's reports are refused now; the new one's renewals keep it.
     let err = env
         .manager
-        .add_try_starts(
-            vec![proto::TryStart {
-                request_id: id.clone(),
-                job_id: job.clone(),
-                r#try: 2,
-                run_try: 1,
-                sequence_try: 1,
-                started_at: 2_000,
-            }],
-            Some(&fence),
-        )
+        .add_try_starts(vec![try_start(&id, &job, 2, 2_000)], Some(&fence))
         .await
         .unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
@@ -2311,14 +2308,7 @@ async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
     };
     let chain = env.manager.job_chain(&id).await.unwrap();
     let job = chain.jobs.keys().next().unwrap().clone();
-    let start = proto::TryStart {
-        request_id: id.clone(),
-        job_id: job.clone(),
-        r#try: 1,
-        run_try: 1,
-        sequence_try: 1,
-        started_at: 1_000,
-    };
+    let start = try_start(&id, &job, 1, 1_000);
     env.manager
         .add_try_starts(vec![start], Some(&ghost))
         .await

@@ -662,20 +662,20 @@ where
         // The refused (request, fence) pairs: each report is judged by its own fence.
         let mut barred: std::collections::HashSet<(&str, &Fence)> =
             std::collections::HashSet::new();
-        if !batch.fences.is_empty() {
-            let mut ids: Vec<&str> = batch.fences.iter().map(|(id, _)| id.as_str()).collect();
+        let fences = batch.fences();
+        if !fences.is_empty() {
+            let mut ids: Vec<&str> = fences.iter().map(|(id, _)| *id).collect();
             ids.sort_unstable();
             ids.dedup();
             let owners = Self::owners_in(&mut tx, &ids).await?;
-            for (request_id, fence) in &batch.fences {
+            for (request_id, fence) in fences {
                 let refusal = match owners.get(request_id) {
                     None => Error::not_found("request", request_id),
                     Some(owner) if !owner.accepts(fence) => owner.refusal(request_id, fence),
                     Some(_) => continue,
                 };
-                if barred.insert((request_id.as_str(), fence)) {
-                    refused.push((request_id.clone(), fence.clone(), refusal));
-                }
+                barred.insert((request_id, fence));
+                refused.push((request_id.to_owned(), fence.clone(), refusal));
             }
         }
         let creates: Vec<_> = batch

@@ -214,17 +214,11 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 batch.logs.extend(entries);
                 let run = from..batch.logs.len();
                 if let Some(fence) = &fence {
-                    batch
-                        .fences
-                        .extend(ids.iter().map(|id| (id.clone(), fence.clone())));
                     batch.log_fences.push((run.clone(), fence.clone()));
                 }
                 pending.push(Pending::Logs(ids, run, fence, reply));
             }
             Write::Progress(request_id, finished_jobs, fence, reply) => {
-                if let Some(fence) = &fence {
-                    batch.fences.push((request_id.clone(), fence.clone()));
-                }
                 progress.insert((request_id.clone(), fence.clone()), finished_jobs);
                 pending.push(Pending::Progress(request_id, fence, reply));
             }

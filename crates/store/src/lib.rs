@@ -72,14 +72,34 @@ pub struct WriteBatch {
     pub log_fences: Vec<(std::ops::Range<usize>, Fence)>,
     /// (request, completed jobs, the fence it was reported under), as
     /// [`Store::update_progress`].
+    ///
+    /// Fences are checked first, in the same transaction: a log entry or progress
+    /// reported under a fence that the request's owner does not accept (or about a
+    /// request that is unknown) is not written, and its (request, fence) pair is in
+    /// [`BatchWritten::refused`]; a report of the same request under the fence its owner
+    /// accepts is written all the same (an old runner's last report and the new owner's
+    /// first may share a batch).
     pub progress: Vec<(String, u64, Option<Fence>)>,
-    /// The (request, fence) pairs that the fenced logs and progress name, checked first
-    /// in the same transaction. A log entry or progress reported under a fence that the
-    /// request's owner does not accept (or about a request that is unknown) is not
-    /// written, and its pair is in [`BatchWritten::refused`]; a report of the same
-    /// request under the fence its owner accepts is written all the same (an old
-    /// runner's last report and the new owner's first may share a batch).
-    pub fences: Vec<(String, Fence)>,
+}
+
+impl WriteBatch {
+    /// The distinct (request, fence) pairs that the fenced log entries and progress
+    /// name, in the order first named.
+    pub fn fences(&self) -> Vec<(&str, &Fence)> {
+        let mut seen = std::collections::HashSet::new();
+        let runs = self.log_fences.iter().flat_map(|(run, fence)| {
+            self.logs[run.clone()]
+                .iter()
+                .map(move |entry| (entry.request_id.as_str(), fence))
+        });
+        let progress = self
+            .progress
+            .iter()
+            .filter_map(|(id, _, fence)| Some((id.as_str(), fence.as_ref()?)));
+        runs.chain(progress)
+            .filter(|pair| seen.insert(*pair))
+            .collect()
+    }
 }
 
 /// What [`Store::write_batch`] did.
