@@ -165,7 +165,13 @@ pub(crate) enum Report {
 }
 
 /// Entries sent in one `job_logs` call at most.
-const MAX_BATCH: usize = 1000;
+pub(crate) const MAX_BATCH: usize = 1000;
+
+/// How long job log entries and progress wait for more before they are sent, when
+/// nothing else is queued: a short chain's jobs then usually all end within it, and its
+/// entries go in one call with its final state (one call and one write a request fewer
+/// than when the first entry went alone). Try starts and the final state never wait.
+const LINGER: Duration = Duration::from_millis(10);
 
 /// Calls `send` until it succeeds or the policy gives up.
 pub(crate) async fn with_retries<F, Fut>(
@@ -304,25 +310,39 @@ async fn deliver_all(
     let mut progress: Option<u64> = None;
     let mut last: Option<Report> = None;
     while let Some(first) = reports.recv().await {
-        // Take what is queued (up to a batch of logs), keeping only the newest progress.
+        // Take what is queued (up to a batch of logs), keeping only the newest progress;
+        // entries and progress alone wait up to `LINGER` for more.
         let mut next = Some(first);
-        while logs.len() + starts.len() < MAX_BATCH
-            && let Some(report) = next.take().or_else(|| reports.try_recv().ok())
-        {
-            match report {
-                Report::Start(start, ack) => starts.push((start, ack)),
-                Report::Log(entry, retry) => {
-                    log_try(&entry);
-                    if let Some(observer) = observer {
-                        observer.try_logged(&entry, retry);
+        let mut linger: Option<tokio::time::Instant> = None;
+        loop {
+            while logs.len() + starts.len() < MAX_BATCH
+                && let Some(report) = next.take().or_else(|| reports.try_recv().ok())
+            {
+                match report {
+                    Report::Start(start, ack) => starts.push((start, ack)),
+                    Report::Log(entry, retry) => {
+                        log_try(&entry);
+                        if let Some(observer) = observer {
+                            observer.try_logged(&entry, retry);
+                        }
+                        logs.push(entry);
                     }
-                    logs.push(entry);
+                    Report::Progress(n) => progress = Some(n),
+                    other => {
+                        last = Some(other);
+                        break;
+                    }
                 }
-                Report::Progress(n) => progress = Some(n),
-                other => {
-                    last = Some(other);
-                    break;
-                }
+            }
+            // A try waits on its start, and the end goes at once.
+            if last.is_some() || !starts.is_empty() || logs.len() >= MAX_BATCH {
+                break;
+            }
+            let deadline = *linger.get_or_insert_with(|| tokio::time::Instant::now() + LINGER);
+            match tokio::time::timeout_at(deadline, reports.recv()).await {
+                Ok(Some(report)) => next = Some(report),
+                // Closed (what was taken is sent, then the loop ends) or waited enough.
+                Ok(None) | Err(_) => break,
             }
         }
         if let Some(observer) = observer {

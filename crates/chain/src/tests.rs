@@ -245,6 +245,8 @@ struct Recorder {
     fenced: std::sync::atomic::AtomicBool,
     /// Calls made while fenced.
     fenced_calls: AtomicUsize,
+    /// `job_logs` calls.
+    log_calls: AtomicUsize,
 }
 
 impl Recorder {
@@ -296,6 +298,7 @@ impl Reporter for Recorder {
         Ok(())
     }
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
+        self.log_calls.fetch_add(1, Ordering::SeqCst);
         let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
         tokio::time::sleep(Duration::from_millis(delay)).await;
         self.refuse()?;
@@ -629,7 +632,10 @@ impl crate::Observer for Watcher {
 #[tokio::test(start_paused = true)]
 async fn an_observer_hears_jobs_tries_and_deliveries() {
     let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
-    fakes.script("j2", vec![Step::Fail, Step::Complete]);
+    // Jobs that take longer than the delivery's linger, so that entries go on their own.
+    fakes.script("j1", vec![sleep(50, Step::Complete)]);
+    fakes.script("j2", vec![sleep(50, Step::Fail), sleep(50, Step::Complete)]);
+    fakes.script("j3", vec![sleep(50, Step::Complete)]);
     recorder.fail_logs.store(2, Ordering::SeqCst);
     let mut c = chain("1>2 2>3");
     job(&mut c, "2").retry = 1;
@@ -1459,16 +1465,108 @@ async fn the_last_entries_go_with_the_final_state() {
         .collect();
     assert_eq!(with_it, ["j2", "j3"], "j1's entry was on its way alone");
     assert_eq!(recorder.tries().len(), 3);
-    assert!(
-        recorder.progress.lock().unwrap().is_empty(),
-        "the final state carries the count"
+    assert_eq!(
+        *recorder.progress.lock().unwrap(),
+        [1],
+        "the count went with j1's entry; the final state carries the last"
     );
+}
+
+/// A fan-out of `n` jobs between a start job `j1` and an end job: `"1>2,..,n+1"` and
+/// each of those `>n+2`.
+fn fan_out(n: usize) -> JobChain {
+    let middle: Vec<String> = (2..n + 2).map(|i| i.to_string()).collect();
+    let mut edges = format!("1>{}", middle.join(","));
+    for i in &middle {
+        edges.push_str(&format!(" {i}>{}", n + 2));
+    }
+    chain(&edges)
+}
+
+/// Runnable jobs start in turns of `START_CHUNK`, so a fan-out larger than a turn still
+/// runs every job at once.
+#[tokio::test(start_paused = true)]
+async fn a_fan_out_larger_than_a_turn_runs_every_job_at_once() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    let n = 3 * crate::traverser::START_CHUNK + 10;
+    for i in 2..n + 2 {
+        fakes.script(&format!("j{i}"), vec![sleep(100, Step::Complete)]);
+    }
+    let handle = start(fan_out(n), &fakes, &recorder);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(fakes.max_running(), n, "all of the fan-out ran together");
+    assert_eq!(recorder.tries().len(), n + 2);
+}
+
+/// While the report queue is (nearly) full, no job starts: a runner whose entry cannot
+/// be queued would wait holding its task, and a 100,000-job fan-out of short jobs would
+/// hold 100,000 of them. The chain still runs every job once the reports get through.
+#[tokio::test(start_paused = true)]
+async fn a_reporter_that_cannot_keep_up_holds_back_new_jobs() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    recorder.delay_ms.store(10_000, Ordering::SeqCst);
+    let n = 3_000;
+    let handle = start(fan_out(n), &fakes, &recorder);
+    // The first call (j1's entry) takes 10 s; meanwhile the queue fills.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ran = fakes.tries.lock().unwrap().len();
+    // The queue, the batch the delivery took from it, and what started as it filled.
+    let bound = crate::traverser::REPORT_QUEUE
+        + crate::reporter::MAX_BATCH
+        + 2 * crate::traverser::START_CHUNK;
+    assert!(
+        ran > 1 && ran <= bound,
+        "{ran} jobs ran while the reporter was stuck (at most {bound} expected)"
+    );
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(recorder.tries().len(), n + 2);
+}
+
+/// Entries wait a little (`LINGER`) for more before they are sent: the jobs of a short
+/// chain that end within it report in one call, with the final state.
+#[tokio::test(start_paused = true)]
+async fn entries_that_end_close_together_go_in_one_call() {
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    for id in ["j1", "j2", "j3"] {
+        fakes.script(id, vec![sleep(1, Step::Complete)]);
+    }
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(
+        recorder.log_calls.load(Ordering::SeqCst),
+        0,
+        "no call of entries alone"
+    );
+    let finishes = recorder.finishes.lock().unwrap().clone();
+    let with_it: Vec<&str> = finishes[0]
+        .job_logs
+        .iter()
+        .map(|entry| entry.job_id.as_str())
+        .collect();
+    assert_eq!(with_it, ["j1", "j2", "j3"]);
+
+    // Jobs further apart than that report as they end.
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    for id in ["j1", "j2", "j3"] {
+        fakes.script(id, vec![sleep(50, Step::Complete)]);
+    }
+    let handle = start(chain("1>2 2>3"), &fakes, &recorder);
+    tokio::time::sleep(Duration::from_millis(75)).await;
+    assert_eq!(
+        recorder.tries(),
+        [t("1", 1, State::Complete)],
+        "j1's entry went before j2 ended"
+    );
+    assert_eq!(handle.wait().await.state, State::Complete);
+    assert_eq!(recorder.log_calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn progress_reports_completed_jobs() {
     let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
-    recorder.delay_ms.store(0, Ordering::SeqCst);
+    for id in ["j1", "j2", "j3"] {
+        fakes.script(id, vec![sleep(50, Step::Complete)]);
+    }
     start(chain("1>2 2>3"), &fakes, &recorder).wait().await;
     let progress = recorder.progress.lock().unwrap().clone();
     // Progress as jobs complete; the last count comes with the final state (progress

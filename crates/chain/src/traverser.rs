@@ -44,6 +44,14 @@ pub(crate) enum Event {
 /// count or the final state carries it.
 pub(crate) const REPORT_QUEUE: usize = 1024;
 
+/// Jobs the traverser starts in one turn of its loop at most; the rest of a large
+/// fan-out's runnable jobs wait in `deferred` and start in the next turns, between which
+/// the loop takes the ends of those that ran (so that a 100,000-job fan-out of short
+/// jobs holds a few thousand tasks at a time, not 100,000). It also starts none while
+/// the report queue has less room than this: a job's end is at least one report, and a
+/// runner that waits for room holds its task.
+pub(crate) const START_CHUNK: usize = 256;
+
 /// What woke the event loop.
 enum Wake {
     Event(Option<Event>),
@@ -52,6 +60,8 @@ enum Wake {
     Abandoned,
     /// The report queue has room for the backlog (false: the delivery task is gone).
     Room(bool),
+    /// Jobs wait in `deferred` and may start now.
+    Deferred,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +121,12 @@ struct Traverser {
     /// Paused: nothing new starts; the jobs that became runnable wait in `held`.
     paused: bool,
     held: std::collections::BTreeSet<JobIdx>,
+    /// Runnable jobs not started yet, in order: past `START_CHUNK` in one turn, or while
+    /// the report queue is nearly full (see [`START_CHUNK`]). They are PENDING; a stop or
+    /// suspend leaves them so.
+    deferred: std::collections::VecDeque<JobIdx>,
+    /// Jobs started in this turn of the loop.
+    started_this_turn: usize,
 }
 
 pub(crate) fn spawn(
@@ -159,6 +175,8 @@ pub(crate) fn spawn(
         stop_reasons: Default::default(),
         paused,
         held: Default::default(),
+        deferred: Default::default(),
+        started_this_turn: 0,
     };
     tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
     Handle {
@@ -184,17 +202,35 @@ impl Traverser {
         }
         let mut commands_open = true;
         while !self.is_done() {
+            self.started_this_turn = 0;
             let deadline = self.deadline;
             let abandoning = self.mode == Mode::Abandoning;
             let abandoned = self.abandoned.clone();
+            let deferred = !self.deferred.is_empty();
+            let room = self.has_room();
             let wake = tokio::select! {
                 () = abandoned.cancelled(), if !abandoning => Wake::Abandoned,
                 event = events.recv() => Wake::Event(event),
                 command = commands.recv(), if commands_open => Wake::Command(command),
                 () = sleep_until(deadline), if deadline.is_some() => Wake::Deadline,
                 permit = self.reports.reserve(), if !self.backlog.is_empty() => Wake::Room(permit.is_ok()),
+                // Room for a turn's starts, not one report (which would wake the loop
+                // for each report delivered).
+                permits = self.reports.reserve_many(START_CHUNK), if self.backlog.is_empty() && deferred && !room => Wake::Room(permits.is_ok()),
+                () = std::future::ready(()), if deferred && room => Wake::Deferred,
             };
             match wake {
+                Wake::Deferred => {
+                    while self.started_this_turn < START_CHUNK
+                        && self.has_room()
+                        && let Some(idx) = self.deferred.pop_front()
+                    {
+                        self.dispatch_now(idx);
+                    }
+                    // The jobs just started get to run (and fill the report queue)
+                    // before the next turn decides whether more may start.
+                    tokio::task::yield_now().await;
+                }
                 Wake::Event(Some(event)) => self.on_event(event),
                 // The traverser holds a sender, so the channel never closes under it.
                 Wake::Event(None) => {}
@@ -217,7 +253,12 @@ impl Traverser {
                         }
                     }
                 }
-                Wake::Room(false) => self.backlog.clear(),
+                // The delivery task is gone: nothing more can be reported, so nothing more
+                // starts (the chain ends with what ran).
+                Wake::Room(false) => {
+                    self.backlog.clear();
+                    self.deferred.clear();
+                }
             }
         }
         let final_state = self.finalize().await;
@@ -250,6 +291,12 @@ impl Traverser {
             && self.retry_waits.is_empty()
             && self.retrying.is_empty()
             && self.held.is_empty()
+            && self.deferred.is_empty()
+    }
+
+    /// Whether the report queue has room for a turn's starts (see [`START_CHUNK`]).
+    fn has_room(&self) -> bool {
+        self.reports.capacity() >= START_CHUNK
     }
 
     fn on_command(&mut self, command: Command) {
@@ -289,8 +336,9 @@ impl Traverser {
     /// Stop or suspend: cancel every running job, start nothing new.
     fn wind_down(&mut self, mode: Mode) {
         self.mode = mode;
-        // Jobs held by a pause never started: they stay PENDING.
+        // Jobs held by a pause or deferred never started: they stay PENDING.
         self.held.clear();
+        self.deferred.clear();
         self.deadline = Some(tokio::time::Instant::now() + self.options.stop_timeout);
         self.cancel_all.cancel();
         // A sequence waiting to restart stays PENDING with its tries as they were.
@@ -587,6 +635,20 @@ impl Traverser {
     /// Starts a runnable job, or holds it: while the chain is paused, behind a full
     /// `parallel` window, or for the retry wait of a sequence that runs again.
     fn dispatch(&mut self, idx: JobIdx) {
+        if self.mode == Mode::Running
+            && (!self.deferred.is_empty()
+                || self.started_this_turn >= START_CHUNK
+                || !self.has_room())
+        {
+            // In order behind those deferred already; checked again when it starts.
+            self.deferred.push_back(idx);
+            return;
+        }
+        self.dispatch_now(idx);
+    }
+
+    /// [`Traverser::dispatch`] without deferring.
+    fn dispatch_now(&mut self, idx: JobIdx) {
         if self.mode != Mode::Running
             || !self.chain.is_runnable(idx)
             || self.running.contains_key(&idx)
@@ -744,6 +806,7 @@ impl Traverser {
     }
 
     fn start(&mut self, idx: JobIdx) {
+        self.started_this_turn += 1;
         self.chain.set_state(idx, State::Running);
         let cancel = self.cancel_token(self.chain.sequence_of[idx]);
         let live = Live::default();

@@ -202,6 +202,8 @@ async fn new_chain(
 ) -> Result<Response, Error> {
     let epoch = epoch(&headers)?;
     let job_chain: JobChain = decode(&body, "job chain")?;
+    // A large chain's body is not kept while its chain is built and runs.
+    drop(body);
     let location = runner.location(&job_chain.request_id);
     let instance = runner.run_chain(job_chain, epoch, trace(&headers), paused(&headers))?;
     Ok(accepted(location, instance))
@@ -210,6 +212,7 @@ async fn new_chain(
 async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Result<Response, Error> {
     let epoch = epoch(&headers)?;
     let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
+    drop(body);
     let location = runner.location(&suspended.request_id);
     let instance = runner.resume(suspended, epoch, trace(&headers), paused(&headers))?;
     Ok(accepted(location, instance))
