@@ -1353,14 +1353,31 @@ impl Manager {
             Err(err @ store::Error::State { .. }) if resume_in_flight(&err, fence) => {
                 return Err(resume_not_recorded(request_id, err));
             }
+            // The Request Manager that handed the chain over records its start when the
+            // runner answers; a short chain's end can come first (to this or another
+            // Request Manager). PENDING: started here, unless that record wins the race
+            // meanwhile. RUNNING (with the owner the end names, or the store would have
+            // said fenced): it was PENDING when the end was written and started since.
+            // Either way the end is then stored as any other.
             Err(store::Error::State {
-                actual: State::Pending,
+                actual: actual @ (State::Pending | State::Running),
                 ..
             }) => {
-                let started_at = finish.finished_at.min(Utc::now());
-                self.store
-                    .start_request(&RequestId::from(request_id), "", fence, started_at)
-                    .await?;
+                if actual == State::Pending {
+                    let started_at = finish.finished_at.min(Utc::now());
+                    match self
+                        .store
+                        .start_request(&RequestId::from(request_id), "", fence, started_at)
+                        .await
+                    {
+                        Ok(_)
+                        | Err(store::Error::State {
+                            actual: State::Running,
+                            ..
+                        }) => {}
+                        Err(err) => return Err(err.into()),
+                    }
+                }
                 (self.store.finish_request(&bare, fence).await?, None)
             }
             Err(err) => return Err(err.into()),
