@@ -30,6 +30,11 @@ impl Reporter for Kept {
         Ok(())
     }
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
+        // The final state carries the entries queued with it (Reporter::finish).
+        self.logs
+            .lock()
+            .unwrap()
+            .extend_from_slice(&finish.job_logs);
         *self.finish.lock().unwrap() = Some(finish.clone());
         Ok(())
     }
