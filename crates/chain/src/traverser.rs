@@ -635,6 +635,11 @@ impl Traverser {
     /// Starts a runnable job, or holds it: while the chain is paused, behind a full
     /// `parallel` window, or for the retry wait of a sequence that runs again.
     fn dispatch(&mut self, idx: JobIdx) {
+        // Only a job that may start waits its turn (a fan-in's last job is offered by
+        // each of its predecessors as it ends).
+        if !self.chain.is_runnable(idx) || self.running.contains_key(&idx) {
+            return;
+        }
         if self.mode == Mode::Running
             && (!self.deferred.is_empty()
                 || self.started_this_turn >= START_CHUNK
