@@ -295,6 +295,30 @@ fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken, reques
     }
 }
 
+/// Adds a report to what the next round sends; returns it if it ends the round (the
+/// final state or the suspended chain).
+fn gather(
+    report: Report,
+    starts: &mut Vec<(TryStart, oneshot::Sender<()>)>,
+    logs: &mut Vec<JobLog>,
+    progress: &mut Option<u64>,
+    observer: Option<&dyn Observer>,
+) -> Option<Report> {
+    match report {
+        Report::Start(start, ack) => starts.push((start, ack)),
+        Report::Log(entry, retry) => {
+            log_try(&entry);
+            if let Some(observer) = observer {
+                observer.try_logged(&entry, retry);
+            }
+            logs.push(entry);
+        }
+        Report::Progress(n) => *progress = Some(n),
+        last @ (Report::Finish(_) | Report::Suspend(_)) => return Some(last),
+    }
+    None
+}
+
 async fn deliver_all(
     reporter: &Arc<dyn Reporter>,
     policy: &RetryPolicy,
@@ -315,24 +339,11 @@ async fn deliver_all(
         let mut next = Some(first);
         let mut linger: Option<tokio::time::Instant> = None;
         loop {
-            while logs.len() + starts.len() < MAX_BATCH
+            while last.is_none()
+                && logs.len() + starts.len() < MAX_BATCH
                 && let Some(report) = next.take().or_else(|| reports.try_recv().ok())
             {
-                match report {
-                    Report::Start(start, ack) => starts.push((start, ack)),
-                    Report::Log(entry, retry) => {
-                        log_try(&entry);
-                        if let Some(observer) = observer {
-                            observer.try_logged(&entry, retry);
-                        }
-                        logs.push(entry);
-                    }
-                    Report::Progress(n) => progress = Some(n),
-                    other => {
-                        last = Some(other);
-                        break;
-                    }
-                }
+                last = gather(report, &mut starts, &mut logs, &mut progress, observer);
             }
             // A try waits on its start, and the end goes at once.
             if last.is_some() || !starts.is_empty() || logs.len() >= MAX_BATCH {

@@ -102,14 +102,7 @@ impl JrClient for FakeJr {
         }
         let manager = self.finish_at_once.lock().unwrap().clone();
         if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
-            let finish = proto::FinishRequest {
-                request_id,
-                state: State::Complete,
-                finished_at: chrono::Utc::now(),
-                finished_jobs: jobs,
-                error: String::new(),
-                job_logs: Vec::new(),
-            };
+            let finish = final_state(&request_id, State::Complete, jobs);
             let fence = proto::Fence {
                 instance: self.instance(jr_url),
                 epoch,
@@ -231,6 +224,18 @@ async fn env_specs(options: Options, specs: &str) -> Env {
         jr,
         router,
         _dir: dir,
+    }
+}
+
+/// A runner's report of a chain's end, now, with no entries.
+fn final_state(request_id: &str, state: State, finished_jobs: u64) -> proto::FinishRequest {
+    proto::FinishRequest {
+        request_id: request_id.to_owned(),
+        state,
+        finished_at: chrono::Utc::now(),
+        finished_jobs,
+        error: String::new(),
+        job_logs: Vec::new(),
     }
 }
 
@@ -552,14 +557,7 @@ async fn a_waiting_get_learns_of_an_end_another_manager_stored() {
         tokio::task::yield_now().await;
     }
     for id in &ids {
-        let finish = proto::FinishRequest {
-            request_id: id.clone(),
-            state: State::Fail,
-            finished_at: chrono::Utc::now(),
-            finished_jobs: 0,
-            error: String::new(),
-            job_logs: Vec::new(),
-        };
+        let finish = final_state(id, State::Fail, 0);
         env.manager
             .store()
             .finish_request(&finish, None)
@@ -1570,14 +1568,7 @@ async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
         (State::Running, "http://jr-live:1")
     );
     // The lost runner, back from a pause, is refused.
-    let late = proto::FinishRequest {
-        request_id: id.clone(),
-        state: State::Complete,
-        finished_at: chrono::Utc::now(),
-        finished_jobs: 2,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let late = final_state(&id, State::Complete, 2);
     let err = env.manager.finish(&late, Some(&fence)).await.unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
     // Another round recovers nothing more.
@@ -1706,14 +1697,7 @@ async fn a_resumed_chains_end_before_its_resume_is_recorded_is_taken_when_it_is(
         instance: "ib".to_owned(),
         epoch,
     };
-    let finish = proto::FinishRequest {
-        request_id: id.clone(),
-        state: State::Complete,
-        finished_at: chrono::Utc::now(),
-        finished_jobs: 3,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let finish = final_state(&id, State::Complete, 3);
     let err = env.manager.finish(&finish, Some(&fence)).await.unwrap_err();
     assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains("is being resumed"), "{err}");
@@ -1825,14 +1809,7 @@ async fn a_pause_is_stored_told_to_the_runner_and_kept_across_hand_overs() {
     );
 
     // Finished: nothing to pause; an unknown request is 404.
-    let finish = proto::FinishRequest {
-        request_id: id.clone(),
-        state: State::Complete,
-        finished_at: chrono::Utc::now(),
-        finished_jobs: 1,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let finish = final_state(&id, State::Complete, 1);
     env.manager.finish(&finish, None).await.unwrap();
     let (status, body) = put("pause").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -1914,14 +1891,7 @@ async fn a_retried_request_runs_its_failed_and_unrun_jobs_again_as_the_same_requ
         state,
         ..proto::JobLog::default()
     };
-    let finish = |state: State, finished_jobs: u64| proto::FinishRequest {
-        request_id: id.clone(),
-        state,
-        finished_at: chrono::Utc::now(),
-        finished_jobs,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let finish = |state: State, finished_jobs: u64| final_state(&id, state, finished_jobs);
     env.manager
         .add_job_logs(
             vec![
@@ -2810,14 +2780,7 @@ async fn the_background_round_removes_requests_past_the_retention() {
         ..Options::default()
     })
     .await;
-    let finish = |id: &str| proto::FinishRequest {
-        request_id: id.to_owned(),
-        state: State::Complete,
-        finished_at: chrono::Utc::now(),
-        finished_jobs: 1,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let finish = |id: &str| final_state(id, State::Complete, 1);
     let old = create(&env).await;
     let recent = create(&env).await;
     let running = create(&env).await;
@@ -2933,14 +2896,7 @@ async fn an_end_that_races_the_start_record_is_stored() {
         epoch: owner.epoch,
     };
     *hook.armed.lock().unwrap() = Some((id.clone(), fence.clone()));
-    let finish = proto::FinishRequest {
-        request_id: id.clone(),
-        state: State::Complete,
-        finished_at: chrono::Utc::now(),
-        finished_jobs: 2,
-        error: String::new(),
-        job_logs: Vec::new(),
-    };
+    let finish = final_state(&id, State::Complete, 2);
     manager.finish(&finish, Some(&fence)).await.unwrap();
     assert!(
         hook.armed.lock().unwrap().is_none(),
