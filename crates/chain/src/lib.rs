@@ -1,8 +1,9 @@
 //! Runs a job chain (runner.md): every runnable job at once, job retries, sequence
 //! retries, `parallel` windows, stop, suspend and resume.
 //!
-//! The crate knows nothing of HTTP or SQL. It takes a [`proto::JobChain`] (or a
-//! [`proto::SuspendedJobChain`] to resume), a [`job::Factory`] to make jobs and a
+//! The crate knows nothing of HTTP or SQL. It takes a [`proto::JobChain`] (or an
+//! [`Incoming`] chain, decoded straight from a hand-over's JSON into the runner's own
+//! form, or a [`proto::SuspendedJobChain`] to resume), a [`job::Factory`] to make jobs and a
 //! [`Reporter`] to send job log entries, progress, the final state and suspended chains.
 //! One task owns a chain's state (the traverser in `traverser.rs`) and reacts to events
 //! from a channel: a job's tries ended, a sequence-retry timer fired, a command (stop,
@@ -21,6 +22,7 @@
 //! - a chain can be paused: nothing new starts until it is unpaused (Spindle's
 //!   `spindle pause`).
 
+mod incoming;
 mod output;
 mod reporter;
 mod runner;
@@ -32,9 +34,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use job::Factory;
-use proto::{JobChain, JobStatus, State, SuspendedJobChain};
+use proto::{JobStatus, State, SuspendedJobChain};
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use incoming::Incoming;
 pub use reporter::{Observer, ReportError, ReportErrorKind, Reporter, RetryPolicy};
 pub use validate::ValidationError;
 
@@ -201,11 +204,12 @@ impl Handle {
 /// Validates a new chain (runner.md §2.1) and starts running it on the current tokio
 /// runtime.
 pub fn run(
-    job_chain: JobChain,
+    job_chain: impl Into<Incoming>,
     factory: Arc<dyn Factory>,
     reporter: Arc<dyn Reporter>,
     options: Options,
 ) -> Result<Handle, ValidationError> {
+    let job_chain = job_chain.into();
     let edges = validate::new_chain(&job_chain)?;
     let chain = state::Chain::new(
         job_chain,
@@ -225,7 +229,6 @@ pub fn resume(
     reporter: Arc<dyn Reporter>,
     options: Options,
 ) -> Result<Handle, ValidationError> {
-    let edges = validate::resumed_chain(&suspended.job_chain)?;
     let SuspendedJobChain {
         job_chain,
         total_job_tries,
@@ -233,6 +236,8 @@ pub fn resume(
         sequence_tries,
         ..
     } = suspended;
+    let job_chain = Incoming::from(job_chain);
+    let edges = validate::resumed_chain(&job_chain)?;
     let mut chain = state::Chain::new(
         job_chain,
         edges,

@@ -42,7 +42,7 @@ type Key = (JobIdx, u32, Stream);
 #[derive(Debug, Default)]
 pub(crate) struct Hub {
     /// The chain's jobs, for their ids.
-    jobs: PerJob<Arc<proto::Job>>,
+    jobs: PerJob<Arc<crate::incoming::RunJob>>,
     pending: Mutex<HashMap<Key, Pending>>,
     /// Bytes gathered and not yet taken.
     gathered: std::sync::atomic::AtomicUsize,
@@ -52,7 +52,7 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(jobs: PerJob<Arc<proto::Job>>) -> Hub {
+    pub(crate) fn new(jobs: PerJob<Arc<crate::incoming::RunJob>>) -> Hub {
         Hub {
             jobs,
             ..Hub::default()
@@ -199,9 +199,9 @@ mod tests {
     /// A hub over one job, `j`.
     fn hub() -> Hub {
         Hub::new(
-            [Arc::new(proto::Job {
+            [Arc::new(crate::incoming::RunJob {
                 id: "j".to_owned(),
-                ..proto::Job::default()
+                ..Default::default()
             })]
             .into_iter()
             .collect(),

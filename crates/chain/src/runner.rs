@@ -16,6 +16,7 @@ use proto::{JobArgs, JobLog, State, TryStart};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::incoming::RunJob;
 use crate::output::Hub;
 use crate::reporter::Report;
 use crate::state::JobIdx;
@@ -57,7 +58,7 @@ pub(crate) struct LiveState {
 pub(crate) struct Dispatch {
     pub(crate) idx: JobIdx,
     pub(crate) request_id: Arc<str>,
-    pub(crate) job: Arc<proto::Job>,
+    pub(crate) job: Arc<RunJob>,
     pub(crate) data: JobArgs,
     pub(crate) prev_latest: u32,
     pub(crate) prev_total: u32,
@@ -117,14 +118,10 @@ fn stop_reason(reasons: &StopReasons, idx: JobIdx) -> Option<String> {
         .cloned()
 }
 
-fn make(
-    factory: &dyn Factory,
-    request_id: &str,
-    job: &proto::Job,
-) -> Result<Box<dyn Job>, job::Error> {
+fn make(factory: &dyn Factory, request_id: &str, job: &RunJob) -> Result<Box<dyn Job>, job::Error> {
     let id = JobId {
-        job_type: job.job_type.clone(),
-        name: job.name.clone(),
+        job_type: job.job_type.to_string(),
+        name: job.name.to_string(),
         id: job.id.clone(),
         request_id: request_id.to_owned(),
     };
@@ -247,8 +244,8 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         request_id: request_id.to_string(),
         job_id: job.id.clone(),
         r#try: try_no,
-        name: job.name.clone(),
-        job_type: job.job_type.clone(),
+        name: job.name.to_string(),
+        job_type: job.job_type.to_string(),
         started_at,
         finished_at,
         state: outcome.state,
@@ -389,7 +386,7 @@ mod size {
         let dispatch = super::Dispatch {
             idx: crate::state::JobIdx::default(),
             request_id: std::sync::Arc::from(""),
-            job: std::sync::Arc::new(proto::Job::default()),
+            job: std::sync::Arc::default(),
             data: Default::default(),
             prev_latest: 0,
             prev_total: 0,

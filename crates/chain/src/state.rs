@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 
-use crate::validate::{self, ValidationError, Waits};
+use crate::incoming::{Incoming, RunJob};
+
+use crate::validate::{self, Adjacent, ValidationError, Waits};
 
 /// A job's place in the chain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,13 +99,13 @@ pub(crate) struct Chain {
     pub(crate) request_id: String,
     /// The jobs as received, never changed (their `state` and `data` are stale: the
     /// current ones are in `states` and `data`). Shared with runners without copying.
-    pub(crate) jobs: PerJob<Arc<proto::Job>>,
+    pub(crate) jobs: PerJob<Arc<RunJob>>,
     states: PerJob<State>,
     pub(crate) data: PerJob<JobArgs>,
     /// Per job: its `retryWait` and `sequenceRetryWait`, parsed when the chain was
     /// accepted.
     pub(crate) waits: PerJob<Waits>,
-    pub(crate) succs: PerJob<Vec<JobIdx>>,
+    pub(crate) succs: Adjacent,
     /// Per job: predecessors not COMPLETE. A PENDING job with 0 is runnable.
     pending_preds: PerJob<u32>,
     pub(crate) finished_jobs: u64,
@@ -131,38 +133,30 @@ pub(crate) struct Chain {
 impl Chain {
     /// The chain to run, from a chain whose `edges` [`validate`] found.
     pub(crate) fn new(
-        job_chain: JobChain,
+        incoming: Incoming,
         edges: validate::Edges,
         total: BTreeMap<String, u32>,
         latest: BTreeMap<String, u32>,
         sequence: BTreeMap<String, u32>,
     ) -> Result<Chain, ValidationError> {
-        let JobChain {
+        let Incoming {
             request_id,
             jobs,
+            data,
             finished_jobs,
             ..
-        } = job_chain;
-        // Straight from the map into shared jobs: no intermediate vector of large jobs.
-        let n = jobs.len();
-        let (mut states, mut data, mut waits, mut shared) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for mut job in jobs.into_values() {
-            waits.push(validate::waits(&job)?);
-            states.push(job.state);
-            data.push(std::mem::take(&mut job.data));
-            shared.push(Arc::new(job));
-        }
-        let (jobs, states) = (PerJob(shared), PerJob(states));
+        } = incoming;
+        let waits = jobs
+            .iter()
+            .map(|job| validate::waits(job))
+            .collect::<Result<PerJob<Waits>, _>>()?;
+        let states: PerJob<State> = jobs.iter().map(|job| job.state).collect();
+        let jobs = PerJob(jobs);
         // Jobs are in the order of their ids (the map's): a sequence's start job is found
         // by binary search.
         let ids: Vec<&str> = jobs.0.iter().map(|job| job.id.as_str()).collect();
         let mut last_sequence: Option<(&str, Option<Seq>)> = None;
-        let (succs, preds) = (PerJob(edges.succs), PerJob(edges.preds));
+        let validate::Edges { succs, preds } = edges;
         let counter = |map: &BTreeMap<String, u32>| -> PerJob<u32> {
             jobs.iter()
                 .map(|(_, job)| map.get(&job.id).copied().unwrap_or(0))
@@ -172,7 +166,7 @@ impl Chain {
             .iter()
             .map(|(_, job)| {
                 // Jobs of one sequence are many and often adjacent: the last answer first.
-                let id = job.sequence_id.as_str();
+                let id: &str = &job.sequence_id;
                 match last_sequence {
                     Some((last, seq)) if last == id => seq,
                     _ => {
@@ -211,7 +205,7 @@ impl Chain {
             jobs,
             states,
             data: PerJob(data),
-            waits: PerJob(waits),
+            waits,
             succs,
             pending_preds,
             finished_jobs,
@@ -236,7 +230,7 @@ impl Chain {
     fn find_windows(&mut self) {
         for window in self.indices() {
             let limit = self.jobs[window].parallel as usize;
-            let pieces = self.succs[window].clone();
+            let pieces = self.succs[window].to_vec();
             if limit == 0 || pieces.len() < 2 {
                 continue;
             }
@@ -486,11 +480,7 @@ impl Chain {
                 .jobs
                 .iter()
                 .map(|(idx, job)| {
-                    let job = proto::Job {
-                        state: self.states[idx],
-                        data: self.data[idx].clone(),
-                        ..(**job).clone()
-                    };
+                    let job = job.to_proto(self.states[idx], self.data[idx].clone());
                     (job.id.clone(), job)
                 })
                 .collect(),

@@ -413,20 +413,20 @@ fn t(id: &str, try_no: u32, state: State) -> (String, u32, State) {
 
 #[test]
 fn validation_of_new_and_resumed_chains() {
-    assert!(crate::validate::new_chain(&chain("1>2,3 2>4 3>4")).is_ok());
+    assert!(crate::validate::new_chain(&chain("1>2,3 2>4 3>4").into()).is_ok());
     let mut bad = chain("1>2,3 2>4 3>4");
     bad.adjacency_list
         .get_mut("j3")
         .unwrap()
         .push("j7".to_owned());
-    let err = crate::validate::new_chain(&bad).unwrap_err();
+    let err = crate::validate::new_chain(&bad.clone().into()).unwrap_err();
     assert!(
         err.is_invalid_chain() && err.message.starts_with("invalid adjacency list"),
         "{err}"
     );
-    let err = crate::validate::new_chain(&chain("1>3 2>3")).unwrap_err();
+    let err = crate::validate::new_chain(&chain("1>3 2>3").into()).unwrap_err();
     assert!(err.message.contains("2 start jobs"), "{err}");
-    let err = crate::validate::new_chain(&chain("1>2,3")).unwrap_err();
+    let err = crate::validate::new_chain(&chain("1>2,3").into()).unwrap_err();
     assert!(err.message.contains("2 end jobs"), "{err}");
     let mut cyclic = chain("1>2 2>3 3>4");
     cyclic
@@ -434,13 +434,13 @@ fn validation_of_new_and_resumed_chains() {
         .get_mut("j3")
         .unwrap()
         .push("j2".to_owned());
-    let err = crate::validate::new_chain(&cyclic).unwrap_err();
+    let err = crate::validate::new_chain(&cyclic.clone().into()).unwrap_err();
     assert_eq!(err.message, "chain is cyclic");
     // Jobs are found by their ids: one filed under another id is refused, not misread.
     let mut misfiled = chain("1>2 2>3");
     let job3 = misfiled.jobs.remove("j3").unwrap();
     misfiled.jobs.insert("j0".to_owned(), job3);
-    let err = crate::validate::new_chain(&misfiled).unwrap_err();
+    let err = crate::validate::new_chain(&misfiled.clone().into()).unwrap_err();
     assert!(err.is_invalid_chain(), "{err}");
     assert_eq!(
         err.message,
@@ -448,7 +448,7 @@ fn validation_of_new_and_resumed_chains() {
     );
     let mut running = chain("1>2");
     job(&mut running, "2").state = State::Running;
-    let err = crate::validate::new_chain(&running).unwrap_err();
+    let err = crate::validate::new_chain(&running.clone().into()).unwrap_err();
     assert!(!err.is_invalid_chain());
     assert!(
         err.message
@@ -458,18 +458,177 @@ fn validation_of_new_and_resumed_chains() {
     let mut resumed = chain("1>2");
     job(&mut resumed, "1").state = State::Complete;
     assert!(
-        crate::validate::resumed_chain(&resumed).is_err(),
+        crate::validate::resumed_chain(&resumed.clone().into()).is_err(),
         "finishedJobs must match"
     );
     resumed.finished_jobs = 1;
-    assert!(crate::validate::resumed_chain(&resumed).is_ok());
+    assert!(crate::validate::resumed_chain(&resumed.clone().into()).is_ok());
     job(&mut resumed, "2").state = State::Fail;
     assert!(
-        crate::validate::resumed_chain(&resumed)
+        crate::validate::resumed_chain(&resumed.clone().into())
             .unwrap_err()
             .message
             .contains("must be PENDING, COMPLETE, or STOPPED")
     );
+}
+
+/// A chain with every field of a job set somewhere: durations, args, data, `each`,
+/// bytes, a `parallel` window, tries.
+fn full_chain() -> JobChain {
+    let mut c = chain("1>2,3 2>4 3>4");
+    let j1 = job(&mut c, "1");
+    j1.sequence_retry = 2;
+    j1.sequence_retry_wait = "1s".to_owned();
+    j1.sequence_timeout = "1m".to_owned();
+    j1.parallel = 1;
+    let j2 = job(&mut c, "2");
+    j2.retry = 3;
+    j2.retry_wait = "250ms".to_owned();
+    j2.timeout = "5s".to_owned();
+    j2.bytes = b"\x00serialized\xff".to_vec();
+    j2.args.insert("host".to_owned(), json!("db1"));
+    j2.each.insert("host".to_owned(), json!("db1"));
+    j2.tries = 1;
+    job(&mut c, "3")
+        .data
+        .insert("key".to_owned(), json!({"nested": [1, 2]}));
+    c
+}
+
+/// The runner's form of a chain, validated, as a chain again.
+fn round_trip(incoming: crate::Incoming) -> JobChain {
+    let edges = crate::validate::new_chain(&incoming).expect("valid chain");
+    crate::state::Chain::new(
+        incoming,
+        edges,
+        BTreeMap::new(),
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("valid waits")
+    .job_chain(State::Pending)
+}
+
+#[test]
+fn a_chain_decoded_into_the_runners_form_is_the_chain_sent() {
+    let sent = full_chain();
+    let text = serde_json::to_string(&sent).unwrap();
+    let decoded: crate::Incoming = serde_json::from_str(&text).unwrap();
+    assert_eq!(decoded.request_id(), "req");
+    assert_eq!(decoded.len(), 4);
+    assert_eq!(round_trip(decoded), sent);
+    // From a `proto::JobChain` too (the in-process hand-over).
+    assert_eq!(round_trip(sent.clone().into()), sent);
+}
+
+#[test]
+fn a_hand_over_in_any_field_order_decodes_alike() {
+    let sent = full_chain();
+    let value = serde_json::to_value(&sent).unwrap();
+    // The adjacency list first, the jobs in reverse order, fields the runner does not
+    // know: the same chain.
+    let jobs: Vec<String> = sent
+        .jobs
+        .keys()
+        .rev()
+        .map(|id| {
+            format!(
+                "{}:{}",
+                serde_json::to_string(id).unwrap(),
+                value["jobs"][id]
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"{{"adjacencyList":{},"extra":[1,{{"a":2}}],"jobs":{{{}}},"requestId":"req","state":1,"finishedJobs":0}}"#,
+        value["adjacencyList"],
+        jobs.join(",")
+    );
+    let decoded: crate::Incoming = serde_json::from_str(&text).unwrap();
+    assert_eq!(round_trip(decoded), sent);
+    // Null jobs and adjacency list: an empty chain, as `proto::JobChain` reads them.
+    let empty: crate::Incoming =
+        serde_json::from_str(r#"{"requestId":"r","jobs":null,"adjacencyList":null}"#).unwrap();
+    assert!(empty.is_empty());
+}
+
+#[test]
+fn a_malformed_hand_over_is_refused_with_where_and_what() {
+    let refuse = |text: &str| {
+        serde_json::from_str::<crate::Incoming>(text)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(refuse(r#"{"jobs":{}}"#).contains("missing field `requestId`"));
+    assert!(refuse(r#"{"requestId":"r","jobs":{},"jobs":{}}"#).contains("duplicate field `jobs`"));
+    let err = refuse(r#"{"requestId":"r","jobs":{"j1":{"id":"j1","type":"t","retry":"x"}}}"#);
+    assert!(
+        err.contains("invalid type: string \"x\", expected u32"),
+        "{err}"
+    );
+    assert!(err.contains("line 1 column"), "{err}");
+    let err = refuse(r#"{"requestId":"r","jobs":[]}"#);
+    assert!(err.contains("expected a map of job ids to jobs"), "{err}");
+    let err = refuse(r#"{"requestId":"r","jobs":{},"adjacencyList":{"a":"b"}}"#);
+    assert!(err.contains("expected a list of job ids"), "{err}");
+    // A structure that decodes but cannot run is the validation's to refuse.
+    let invalid = |text: &str| {
+        let decoded: crate::Incoming = serde_json::from_str(text).unwrap();
+        let err = crate::validate::new_chain(&decoded).unwrap_err();
+        assert!(err.is_invalid_chain(), "{err}");
+        err.message
+    };
+    let job = |id: &str| format!(r#"{{"id":"{id}","type":"t","state":1}}"#);
+    assert_eq!(
+        invalid(&format!(
+            r#"{{"requestId":"r","jobs":{{"a":{},"b":{}}},"adjacencyList":{{"a":["b"]}}}}"#,
+            job("a"),
+            job("a")
+        )),
+        "invalid job chain: job a is filed under id \"b\"; expected its own id"
+    );
+    assert!(
+        invalid(&format!(
+            r#"{{"requestId":"r","jobs":{{"a":{},"b":{}}},"adjacencyList":{{"a":["c"]}}}}"#,
+            job("a"),
+            job("b")
+        ))
+        .starts_with("invalid adjacency list")
+    );
+    // A key given twice is two jobs with one id, not the last one silently.
+    assert_eq!(
+        invalid(&format!(
+            r#"{{"requestId":"r","jobs":{{"a":{},"a":{}}}}}"#,
+            job("a"),
+            job("a")
+        )),
+        "invalid job chain: two jobs have id \"a\"; expected each id once"
+    );
+    // The adjacency list first: the unknown job is found when the jobs arrive.
+    assert!(
+        invalid(&format!(
+            r#"{{"adjacencyList":{{"c":["b"]}},"requestId":"r","jobs":{{"a":{},"b":{}}}}}"#,
+            job("a"),
+            job("b")
+        ))
+        .starts_with("invalid adjacency list")
+    );
+}
+
+#[test]
+fn jobs_of_one_name_share_it_in_the_runners_form() {
+    let mut c = chain("1>2,3 2>4 3>4");
+    for id in ["2", "3"] {
+        job(&mut c, id).name = "same".to_owned();
+    }
+    let decoded = crate::Incoming::from(c);
+    let (j2, j3) = (&decoded.jobs[1], &decoded.jobs[2]);
+    assert_eq!((&*j2.name, &*j3.name), ("same", "same"));
+    assert!(Arc::ptr_eq(&j2.name, &j3.name));
+    assert!(Arc::ptr_eq(&j2.job_type, &j3.job_type));
+    assert!(Arc::ptr_eq(&j2.sequence_id, &decoded.jobs[0].sequence_id));
+    // Jobs that set no duration carry none.
+    assert!(decoded.jobs.iter().all(|job| job.durations.is_none()));
 }
 
 #[test]
@@ -484,6 +643,7 @@ fn runnable_and_sequence_helpers() {
     }
     c.finished_jobs = 2;
     // Two end jobs: not a chain a runner accepts, but the helpers work on any graph.
+    let c = crate::Incoming::from(c);
     let edges = crate::validate::edges(&c).expect("known ids");
     let state = crate::state::Chain::new(
         c,
@@ -1902,6 +2062,7 @@ async fn a_stop_during_a_timed_try_is_a_stop_not_a_timeout() {
 fn a_timeout_that_is_not_a_duration_refuses_the_chain() {
     let mut c = chain("1>2");
     job(&mut c, "2").timeout = "soon".to_owned();
+    let c = crate::Incoming::from(c);
     let err = crate::validate::new_chain(&c)
         .and_then(|edges| {
             crate::state::Chain::new(

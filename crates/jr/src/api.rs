@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use axum::RequestExt;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use proto::{JobChain, SuspendedJobChain};
+use proto::SuspendedJobChain;
 
 use crate::{Error, Runner};
 
@@ -33,7 +34,7 @@ fn error_response(status: StatusCode, message: String) -> Response {
     (status, Json(proto::Error::new(status.as_u16(), message))).into_response()
 }
 
-fn decode<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, Error> {
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Error> {
     serde_json::from_slice(body).map_err(|err| Error::Invalid(format!("invalid {what}: {err}")))
 }
 
@@ -195,26 +196,77 @@ fn accepted(location: String, instance: String) -> Response {
         .into_response()
 }
 
+/// A request's body in one buffer of its announced length, within the server's body
+/// limit: joining a large chain's chunks afterwards would hold the body twice.
+async fn read_body(request: Request) -> Result<Vec<u8>, Response> {
+    use http_body_util::BodyExt;
+    // A hostile length costs address space, not memory, until bytes arrive.
+    const MOST_RESERVED: usize = 64 << 20;
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = request.with_limited_body().into_body();
+    let mut buffer = Vec::with_capacity(announced.min(MOST_RESERVED));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| {
+            let err = err.into_inner();
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&*err);
+            while let Some(at) = source {
+                if at.is::<http_body_util::LengthLimitError>() {
+                    return error_response(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("request body too large: {at}"),
+                    );
+                }
+                source = at.source();
+            }
+            error_response(
+                StatusCode::BAD_REQUEST,
+                format!("reading the request body: {err}"),
+            )
+        })?;
+        if let Some(data) = frame.data_ref() {
+            buffer.extend_from_slice(data);
+        }
+    }
+    Ok(buffer)
+}
+
 async fn new_chain(
     State(runner): Shared,
     headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, Error> {
-    let epoch = epoch(&headers)?;
-    let job_chain: JobChain = decode(&body, "job chain")?;
+    request: Request,
+) -> Result<Response, Response> {
+    let epoch = epoch(&headers).map_err(Error::into_response)?;
+    let body = read_body(request).await?;
+    // Straight into the runner's form (no `proto::JobChain` in between).
+    let job_chain: chain::Incoming = decode(&body, "job chain").map_err(Error::into_response)?;
     // A large chain's body is not kept while its chain is built and runs.
     drop(body);
-    let location = runner.location(&job_chain.request_id);
-    let instance = runner.run_chain(job_chain, epoch, trace(&headers), paused(&headers))?;
+    let location = runner.location(job_chain.request_id());
+    let instance = runner
+        .run_chain(job_chain, epoch, trace(&headers), paused(&headers))
+        .map_err(Error::into_response)?;
     Ok(accepted(location, instance))
 }
 
-async fn resume(State(runner): Shared, headers: HeaderMap, body: Bytes) -> Result<Response, Error> {
-    let epoch = epoch(&headers)?;
-    let suspended: SuspendedJobChain = decode(&body, "suspended job chain")?;
+async fn resume(
+    State(runner): Shared,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, Response> {
+    let epoch = epoch(&headers).map_err(Error::into_response)?;
+    let body = read_body(request).await?;
+    let suspended: SuspendedJobChain =
+        decode(&body, "suspended job chain").map_err(Error::into_response)?;
     drop(body);
     let location = runner.location(&suspended.request_id);
-    let instance = runner.resume(suspended, epoch, trace(&headers), paused(&headers))?;
+    let instance = runner
+        .resume(suspended, epoch, trace(&headers), paused(&headers))
+        .map_err(Error::into_response)?;
     Ok(accepted(location, instance))
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chain::{Handle, Reporter};
 use job::Factory;
-use proto::{Fence, JobChain, JobStatus, SuspendedJobChain};
+use proto::{Fence, JobStatus, SuspendedJobChain};
 use telemetry::{SpanContext, Telemetry};
 
 use crate::watch::{ChainTrace, ChainWatch};
@@ -224,12 +224,13 @@ impl Runner {
     /// span, when given; started paused when `paused`); returns the instance that runs it.
     pub fn run_chain(
         self: &Arc<Self>,
-        job_chain: JobChain,
+        job_chain: impl Into<chain::Incoming>,
         epoch: u64,
         trace: Option<SpanContext>,
         paused: bool,
     ) -> Result<String, Error> {
-        let request_id = job_chain.request_id.clone();
+        let job_chain = job_chain.into();
+        let request_id = job_chain.request_id().to_owned();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
         self.start(&request_id, trace, false, paused, move |options| {
             chain::run(job_chain, factory, reporter, options)

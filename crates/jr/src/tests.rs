@@ -477,6 +477,50 @@ async fn a_hand_over_is_answered_with_the_instance_and_reported_with_its_epoch()
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 }
 
+/// A chain's body arrives in pieces (read into one buffer of its announced length);
+/// one past the server's body limit is refused (413) before it is decoded.
+#[tokio::test]
+async fn a_hand_over_in_pieces_runs_and_one_past_the_limit_is_refused() {
+    let (runner, kept, router) = setup();
+    let text = serde_json::to_string(&chain("req9", "1ms")).unwrap();
+    let pieces: Vec<Result<Vec<u8>, std::io::Error>> = text
+        .as_bytes()
+        .chunks(7)
+        .map(|piece| Ok(piece.to_vec()))
+        .collect();
+    let request = HttpRequest::builder()
+        .method(Method::POST)
+        .uri("/api/v1/job-chains")
+        .header("content-type", "application/json")
+        .header("content-length", text.len())
+        .body(Body::from_stream(futures_util::stream::iter(pieces)))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    wait_until_idle(&runner).await;
+    assert_eq!(kept.finishes.lock().unwrap()[0].request_id, "req9");
+
+    let limited = router.layer(axum::extract::DefaultBodyLimit::max(text.len() - 1));
+    let request = HttpRequest::builder()
+        .method(Method::POST)
+        .uri("/api/v1/job-chains")
+        .header("content-type", "application/json")
+        .body(Body::from(text.replace("req9", "req10")))
+        .unwrap();
+    let response = limited.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("request body too large"),
+        "{body}"
+    );
+    assert!(runner.chain("req10").is_none());
+}
+
 /// A registry whose renewals fail (unavailable) once told to, or end the instance.
 #[derive(Default)]
 struct FakeRegistry {
