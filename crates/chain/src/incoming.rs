@@ -349,7 +349,7 @@ impl<'de> Visitor<'de> for ChainVisitor {
                 }
                 Field::Jobs => {
                     once(&mut jobs, "jobs")?;
-                    map.next_value_seed(JobsSeed(&mut chain))?;
+                    map.next_value_seed(OrNull(JobsSeed(&mut chain)))?;
                     chain.order_jobs();
                 }
                 Field::AdjacencyList => {
@@ -358,11 +358,11 @@ impl<'de> Visitor<'de> for ChainVisitor {
                         let index = chain.index();
                         let mut unknown = false;
                         let mut pairs = Vec::with_capacity(chain.jobs.len());
-                        map.next_value_seed(EdgesSeed {
+                        map.next_value_seed(OrNull(EdgesSeed {
                             index: &index,
                             pairs: &mut pairs,
                             unknown: &mut unknown,
-                        })?;
+                        }))?;
                         drop(index);
                         chain.edges = pairs;
                         if unknown {
@@ -431,10 +431,10 @@ impl<'de> Deserialize<'de> for Id<'de> {
     }
 }
 
-/// The `jobs` map (or null), each job pushed as it is read.
-struct JobsSeed<'a>(&'a mut Incoming);
+/// A seed's value, or nothing for null (a chain's lists may be null).
+struct OrNull<S>(S);
 
-impl<'de> DeserializeSeed<'de> for JobsSeed<'_> {
+impl<'de, S: DeserializeSeed<'de, Value = ()>> DeserializeSeed<'de> for OrNull<S> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -442,11 +442,11 @@ impl<'de> DeserializeSeed<'de> for JobsSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for JobsSeed<'_> {
+impl<'de, S: DeserializeSeed<'de, Value = ()>> Visitor<'de> for OrNull<S> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a map of job ids to jobs")
+        f.write_str("null or a value")
     }
 
     fn visit_none<E: de::Error>(self) -> Result<(), E> {
@@ -458,7 +458,26 @@ impl<'de> Visitor<'de> for JobsSeed<'_> {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        self.0.deserialize(deserializer)
+    }
+}
+
+/// The `jobs` map, each job pushed as it is read.
+struct JobsSeed<'a>(&'a mut Incoming);
+
+impl<'de> DeserializeSeed<'de> for JobsSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for JobsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of job ids to jobs")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -474,7 +493,7 @@ impl<'de> Visitor<'de> for JobsSeed<'_> {
     }
 }
 
-/// The `adjacencyList` map (or null), read into index pairs as it is read.
+/// Where the adjacency list's edges go as they are read, by index.
 struct EdgesSeed<'a, 'i> {
     index: &'a HashMap<&'i str, JobIdx>,
     pairs: &'a mut Vec<(JobIdx, JobIdx)>,
@@ -485,7 +504,7 @@ impl<'de> DeserializeSeed<'de> for EdgesSeed<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_option(self)
+        deserializer.deserialize_map(self)
     }
 }
 
@@ -496,48 +515,36 @@ impl<'de> Visitor<'de> for EdgesSeed<'_, '_> {
         f.write_str("a map of job ids to lists of job ids")
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
-    }
-
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(from) = map.next_key::<Id>()? {
             let from = self.index.get(from.0.as_ref()).copied();
             if from.is_none() {
                 *self.unknown = true;
             }
-            map.next_value_seed(Successors {
+            map.next_value_seed(OrNull(Successors {
                 from,
-                index: self.index,
-                pairs: &mut *self.pairs,
-                unknown: &mut *self.unknown,
-            })?;
+                edges: EdgesSeed {
+                    index: self.index,
+                    pairs: &mut *self.pairs,
+                    unknown: &mut *self.unknown,
+                },
+            }))?;
         }
         Ok(())
     }
 }
 
-/// One job's list of successors (or null).
+/// One job's list of successors.
 struct Successors<'a, 'i> {
     from: Option<JobIdx>,
-    index: &'a HashMap<&'i str, JobIdx>,
-    pairs: &'a mut Vec<(JobIdx, JobIdx)>,
-    unknown: &'a mut bool,
+    edges: EdgesSeed<'a, 'i>,
 }
 
 impl<'de> DeserializeSeed<'de> for Successors<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_option(self)
+        deserializer.deserialize_seq(self)
     }
 }
 
@@ -548,23 +555,16 @@ impl<'de> Visitor<'de> for Successors<'_, '_> {
         f.write_str("a list of job ids")
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let EdgesSeed {
+            index,
+            pairs,
+            unknown,
+        } = self.edges;
         while let Some(to) = seq.next_element::<Id>()? {
-            match (self.from, self.index.get(to.0.as_ref())) {
-                (Some(from), Some(&to)) => self.pairs.push((from, to)),
-                (_, None) => *self.unknown = true,
+            match (self.from, index.get(to.0.as_ref())) {
+                (Some(from), Some(&to)) => pairs.push((from, to)),
+                (_, None) => *unknown = true,
                 (None, Some(_)) => {}
             }
         }

@@ -235,17 +235,27 @@ async fn read_body(request: Request) -> Result<Vec<u8>, Response> {
     Ok(buffer)
 }
 
+/// A hand-over's epoch and chain, decoded from its body (dropped here: a large chain's
+/// body is not kept while its chain is built and runs).
+async fn hand_over<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    request: Request,
+    what: &str,
+) -> Result<(u64, T), Response> {
+    let epoch = epoch(headers).map_err(Error::into_response)?;
+    let body = read_body(request).await?;
+    let chain = decode(&body, what).map_err(Error::into_response)?;
+    Ok((epoch, chain))
+}
+
 async fn new_chain(
     State(runner): Shared,
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, Response> {
-    let epoch = epoch(&headers).map_err(Error::into_response)?;
-    let body = read_body(request).await?;
     // Straight into the runner's form (no `proto::JobChain` in between).
-    let job_chain: chain::Incoming = decode(&body, "job chain").map_err(Error::into_response)?;
-    // A large chain's body is not kept while its chain is built and runs.
-    drop(body);
+    let (epoch, job_chain): (u64, chain::Incoming) =
+        hand_over(&headers, request, "job chain").await?;
     let location = runner.location(job_chain.request_id());
     let instance = runner
         .run_chain(job_chain, epoch, trace(&headers), paused(&headers))
@@ -258,11 +268,8 @@ async fn resume(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, Response> {
-    let epoch = epoch(&headers).map_err(Error::into_response)?;
-    let body = read_body(request).await?;
-    let suspended: SuspendedJobChain =
-        decode(&body, "suspended job chain").map_err(Error::into_response)?;
-    drop(body);
+    let (epoch, suspended): (u64, SuspendedJobChain) =
+        hand_over(&headers, request, "suspended job chain").await?;
     let location = runner.location(&suspended.request_id);
     let instance = runner
         .resume(suspended, epoch, trace(&headers), paused(&headers))
