@@ -315,14 +315,26 @@ impl Ui {
         }
     }
 
+    /// Clicks the element; if the page replaced it between finding and clicking (its
+    /// periodic refresh re-renders), finds it again.
     async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|err| panic!("{}: no {css}: {err}", self.test))
-            .click()
-            .await
-            .unwrap();
+        use fantoccini::error::{CmdError, ErrorStatus};
+        for attempt in 1.. {
+            let element = self
+                .client
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|err| panic!("{}: no {css}: {err}", self.test));
+            match element.click().await {
+                Ok(_) => return,
+                Err(CmdError::Standard(err))
+                    if err.error == ErrorStatus::StaleElementReference && attempt < 20 =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => panic!("{}: clicking {css}: {err}", self.test),
+            }
+        }
     }
 
     async fn type_into(&self, css: &str, text: &str) {
