@@ -578,41 +578,56 @@ fn a_malformed_hand_over_is_refused_with_where_and_what() {
         assert!(err.is_invalid_chain(), "{err}");
         err.message
     };
-    let job = |id: &str| format!(r#"{{"id":"{id}","type":"t","state":1}}"#);
-    assert_eq!(
-        invalid(&format!(
-            r#"{{"requestId":"r","jobs":{{"a":{},"b":{}}},"adjacencyList":{{"a":["b"]}}}}"#,
-            job("a"),
-            job("a")
-        )),
-        "invalid job chain: job a is filed under id \"b\"; expected its own id"
-    );
-    assert!(
-        invalid(&format!(
-            r#"{{"requestId":"r","jobs":{{"a":{},"b":{}}},"adjacencyList":{{"a":["c"]}}}}"#,
-            job("a"),
-            job("b")
-        ))
-        .starts_with("invalid adjacency list")
-    );
-    // A key given twice is two jobs with one id, not the last one silently.
-    assert_eq!(
-        invalid(&format!(
-            r#"{{"requestId":"r","jobs":{{"a":{},"a":{}}}}}"#,
-            job("a"),
-            job("a")
-        )),
-        "invalid job chain: two jobs have id \"a\"; expected each id once"
-    );
-    // The adjacency list first: the unknown job is found when the jobs arrive.
-    assert!(
-        invalid(&format!(
-            r#"{{"adjacencyList":{{"c":["b"]}},"requestId":"r","jobs":{{"a":{},"b":{}}}}}"#,
-            job("a"),
-            job("b")
-        ))
-        .starts_with("invalid adjacency list")
-    );
+    // A chain of jobs filed as (key, id), with an adjacency list before or after them.
+    let text = |jobs: &[(&str, &str)], list: &str, list_first: bool| {
+        let jobs: Vec<String> = jobs
+            .iter()
+            .map(|(key, id)| format!(r#""{key}":{{"id":"{id}","type":"t","state":1}}"#))
+            .collect();
+        let (jobs, list) = (
+            format!(r#""jobs":{{{}}}"#, jobs.join(",")),
+            format!(r#""adjacencyList":{list}"#),
+        );
+        match list_first {
+            true => format!(r#"{{{list},"requestId":"r",{jobs}}}"#),
+            false => format!(r#"{{"requestId":"r",{jobs},{list}}}"#),
+        }
+    };
+    let cases = [
+        (
+            &[("a", "a"), ("b", "a")][..],
+            r#"{"a":["b"]}"#,
+            false,
+            "invalid job chain: job a is filed under id \"b\"; expected its own id",
+        ),
+        // A key given twice is two jobs with one id, not the last one silently.
+        (
+            &[("a", "a"), ("a", "a")][..],
+            "{}",
+            false,
+            "invalid job chain: two jobs have id \"a\"; expected each id once",
+        ),
+        (
+            &[("a", "a"), ("b", "b")][..],
+            r#"{"a":["c"]}"#,
+            false,
+            "invalid adjacency list: some jobs exist in the adjacency list but not in the chain's jobs",
+        ),
+        // The adjacency list first: the unknown job is found when the jobs arrive.
+        (
+            &[("a", "a"), ("b", "b")][..],
+            r#"{"c":["b"]}"#,
+            true,
+            "invalid adjacency list: some jobs exist in the adjacency list but not in the chain's jobs",
+        ),
+    ];
+    for (jobs, list, list_first, expected) in cases {
+        assert_eq!(
+            invalid(&text(jobs, list, list_first)),
+            expected,
+            "{jobs:?} {list}"
+        );
+    }
 }
 
 #[test]
