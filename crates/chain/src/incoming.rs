@@ -12,11 +12,11 @@
 //! (~40 bytes per edge end), all alive while the runner's form is built next to it. On a
 //! 100,000-job expansion that intermediate form was the runner's peak memory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use proto::{JobArgs, JobChain, State};
+use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
@@ -306,6 +306,53 @@ impl From<JobChain> for Incoming {
         incoming.names = HashSet::new();
         incoming
     }
+}
+
+/// A suspended chain as a runner receives it to resume it: the chain in the runner's
+/// form (decoded as [`Incoming`] is) and its try counters. Decoded from a
+/// `proto::SuspendedJobChain`'s JSON, or made from one (`From`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resumed {
+    pub(crate) request_id: String,
+    pub(crate) job_chain: Incoming,
+    #[serde(default, deserialize_with = "counters")]
+    pub(crate) total_job_tries: BTreeMap<String, u32>,
+    #[serde(default, deserialize_with = "counters")]
+    pub(crate) latest_run_job_tries: BTreeMap<String, u32>,
+    #[serde(default, deserialize_with = "counters")]
+    pub(crate) sequence_tries: BTreeMap<String, u32>,
+}
+
+impl Resumed {
+    /// The request the chain belongs to.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+}
+
+impl From<SuspendedJobChain> for Resumed {
+    fn from(suspended: SuspendedJobChain) -> Resumed {
+        let SuspendedJobChain {
+            request_id,
+            job_chain,
+            total_job_tries,
+            latest_run_job_tries,
+            sequence_tries,
+        } = suspended;
+        Resumed {
+            request_id,
+            job_chain: job_chain.into(),
+            total_job_tries,
+            latest_run_job_tries,
+            sequence_tries,
+        }
+    }
+}
+
+/// Try counters by job id; null is none.
+fn counters<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, u32>, D::Error> {
+    Ok(Option::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// The fields of a job chain (`proto::JobChain`'s, in JSON).

@@ -34,10 +34,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use job::Factory;
-use proto::{JobStatus, State, SuspendedJobChain};
+use proto::{JobStatus, State};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use incoming::Incoming;
+pub use incoming::{Incoming, Resumed};
 pub use reporter::{Observer, ReportError, ReportErrorKind, Reporter, RetryPolicy};
 pub use validate::ValidationError;
 
@@ -224,19 +224,18 @@ pub fn run(
 /// Validates a suspended chain and resumes it where it left off: STOPPED jobs run again,
 /// keeping their retry budget, and try numbers continue.
 pub fn resume(
-    suspended: SuspendedJobChain,
+    suspended: impl Into<Resumed>,
     factory: Arc<dyn Factory>,
     reporter: Arc<dyn Reporter>,
     options: Options,
 ) -> Result<Handle, ValidationError> {
-    let SuspendedJobChain {
+    let Resumed {
         job_chain,
         total_job_tries,
         latest_run_job_tries,
         sequence_tries,
         ..
-    } = suspended;
-    let job_chain = Incoming::from(job_chain);
+    } = suspended.into();
     let edges = validate::resumed_chain(&job_chain)?;
     let mut chain = state::Chain::new(
         job_chain,

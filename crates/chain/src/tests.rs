@@ -1440,7 +1440,6 @@ async fn suspend_hands_back_the_chain_with_its_counters() {
 
 #[tokio::test(start_paused = true)]
 async fn resume_example_of_runner_md() {
-    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
     let mut c = chain("1>2,3 2>4,5 3>4 4>6 5>6");
     job(&mut c, "1").sequence_retry = 1;
     job(&mut c, "3").retry = 2;
@@ -1466,27 +1465,34 @@ async fn resume_example_of_runner_md() {
         latest_run_job_tries: ids(&[("j1", 1), ("j2", 1), ("j3", 1), ("j4", 1)]),
         sequence_tries: ids(&[("j1", 2)]),
     };
-    let recorder2 = recorder.clone();
-    let handle = resume(
-        sjc,
-        Arc::new(FakeFactory(Arc::clone(&fakes))),
-        recorder2,
-        options(),
-    )
-    .unwrap();
-    let end = handle.wait().await;
-    assert_eq!(end.state, State::Complete, "{:?}", recorder.tries());
-    let mut tries = recorder.tries();
-    tries.sort();
-    assert_eq!(
-        tries,
-        [
-            t("3", 4, State::Complete),
-            t("4", 2, State::Complete),
-            t("5", 1, State::Complete),
-            t("6", 1, State::Complete)
-        ]
-    );
+    // As the in-process hand-over gives it, and decoded from its JSON as the Job
+    // Runner's API does: the same run.
+    let decoded: crate::Resumed =
+        serde_json::from_str(&serde_json::to_string(&sjc).unwrap()).unwrap();
+    assert_eq!(decoded.request_id(), "req");
+    for resumed in [crate::Resumed::from(sjc), decoded] {
+        let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+        let handle = resume(
+            resumed,
+            Arc::new(FakeFactory(Arc::clone(&fakes))),
+            recorder.clone(),
+            options(),
+        )
+        .unwrap();
+        let end = handle.wait().await;
+        assert_eq!(end.state, State::Complete, "{:?}", recorder.tries());
+        let mut tries = recorder.tries();
+        tries.sort();
+        assert_eq!(
+            tries,
+            [
+                t("3", 4, State::Complete),
+                t("4", 2, State::Complete),
+                t("5", 1, State::Complete),
+                t("6", 1, State::Complete)
+            ]
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use proto::SuspendedJobChain;
 
 use crate::{Error, Runner};
 
@@ -268,9 +267,9 @@ async fn resume(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, Response> {
-    let (epoch, suspended): (u64, SuspendedJobChain) =
+    let (epoch, suspended): (u64, chain::Resumed) =
         hand_over(&headers, request, "suspended job chain").await?;
-    let location = runner.location(&suspended.request_id);
+    let location = runner.location(suspended.request_id());
     let instance = runner
         .resume(suspended, epoch, trace(&headers), paused(&headers))
         .map_err(Error::into_response)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chain::{Handle, Reporter};
 use job::Factory;
-use proto::{Fence, JobStatus, SuspendedJobChain};
+use proto::{Fence, JobStatus};
 use telemetry::{SpanContext, Telemetry};
 
 use crate::watch::{ChainTrace, ChainWatch};
@@ -242,12 +242,13 @@ impl Runner {
     /// runs it.
     pub fn resume(
         self: &Arc<Self>,
-        suspended: SuspendedJobChain,
+        suspended: impl Into<chain::Resumed>,
         epoch: u64,
         trace: Option<SpanContext>,
         paused: bool,
     ) -> Result<String, Error> {
-        let request_id = suspended.request_id.clone();
+        let suspended = suspended.into();
+        let request_id = suspended.request_id().to_owned();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
         self.start(&request_id, trace, true, paused, move |options| {
             chain::resume(suspended, factory, reporter, options)
