@@ -33,7 +33,6 @@ pub struct Incoming {
     /// (from, to) per edge, ordered by `from` and, for one `from`, as the adjacency list
     /// lists its successors.
     pub(crate) edges: Vec<(JobIdx, JobIdx)>,
-    pub(crate) state: State,
     pub(crate) finished_jobs: u64,
     /// The first thing wrong with the chain's structure that only validation reports.
     pub(crate) flaw: Option<Flaw>,
@@ -281,14 +280,15 @@ impl From<JobChain> for Incoming {
             request_id,
             jobs,
             adjacency_list,
-            state,
+            // The chain's own state is the Request Manager's; a runner starts from its
+            // jobs' states.
+            state: _,
             finished_jobs,
         } = chain;
         let mut incoming = Incoming {
             request_id,
             jobs: Vec::with_capacity(jobs.len()),
             data: Vec::with_capacity(jobs.len()),
-            state,
             finished_jobs,
             ..Incoming::default()
         };
@@ -423,7 +423,10 @@ impl<'de> Visitor<'de> for ChainVisitor {
                         early_list = Some(list);
                     }
                 }
-                Field::State => chain.state = map.next_value()?,
+                // Checked as `proto::JobChain` checks it, then not kept (see `From`).
+                Field::State => {
+                    map.next_value::<State>()?;
+                }
                 Field::FinishedJobs => chain.finished_jobs = map.next_value()?,
                 Field::Other => {
                     map.next_value::<IgnoredAny>()?;

@@ -1,9 +1,10 @@
 //! Runs a job chain (runner.md): every runnable job at once, job retries, sequence
 //! retries, `parallel` windows, stop, suspend and resume.
 //!
-//! The crate knows nothing of HTTP or SQL. It takes a [`proto::JobChain`] (or an
-//! [`Incoming`] chain, decoded straight from a hand-over's JSON into the runner's own
-//! form, or a [`proto::SuspendedJobChain`] to resume), a [`job::Factory`] to make jobs and a
+//! The crate knows nothing of HTTP or SQL. It takes a chain in the runner's own form
+//! ([`Incoming`], from a [`proto::JobChain`] or decoded straight from a hand-over's JSON;
+//! [`Resumed`] to resume, from a [`proto::SuspendedJobChain`] or its JSON), a
+//! [`job::Factory`] to make jobs and a
 //! [`Reporter`] to send job log entries, progress, the final state and suspended chains.
 //! One task owns a chain's state (the traverser in `traverser.rs`) and reacts to events
 //! from a channel: a job's tries ended, a sequence-retry timer fired, a command (stop,

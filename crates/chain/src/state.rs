@@ -9,7 +9,6 @@ use std::sync::Arc;
 use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 
 use crate::incoming::{Incoming, RunJob};
-
 use crate::validate::{self, Adjacent, ValidationError, Waits};
 
 /// A job's place in the chain.

@@ -6,7 +6,6 @@ use std::time::Duration;
 use proto::State;
 
 use crate::incoming::{Flaw, Incoming, RunJob};
-
 use crate::state::JobIdx;
 
 /// A chain that cannot run. [`ValidationError::is_invalid_chain`] separates a malformed
