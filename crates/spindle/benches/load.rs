@@ -5,8 +5,10 @@
 //! client waits for its request's end with `GET ...?wait=30s` (answered when it ends),
 //! or with `--poll` polls it (`GET`, after 1 ms, doubling to at most 50 ms). It
 //! reports requests/s, jobs/s, create latency (POST answered) p50/p99, create→COMPLETE
-//! p50/p99, and the CPU-seconds the server's processes used meanwhile (the sum of their
-//! threads' `schedstat`).
+//! p50/p99, the CPU-seconds the server's processes used meanwhile (the sum of their
+//! threads' `schedstat`), and the whole machine's busy CPU (`/proc/stat`) split into the
+//! server, the generator itself and the rest (the database), to tell a server that
+//! waits from a machine whose cores are all in use.
 //!
 //! Without `--url` it starts what it loads: `--setup server` (default: `spindle server`
 //! on SQLite in a temporary directory) or `--setup rm-jr` (`spindle rm` + `spindle jr` on
@@ -392,6 +394,8 @@ async fn run(args: Args) {
         .seconds
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
     let cpu_before = cpu_seconds(&pids);
+    let own_before = common::cpu_seconds_of(std::process::id());
+    let machine_before = common::machine_cpu();
     let poll = args.poll;
     let started = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
@@ -412,6 +416,8 @@ async fn run(args: Args) {
     }
     let elapsed = started.elapsed();
     let cpu = cpu_seconds(&pids) - cpu_before;
+    let own = common::cpu_seconds_of(std::process::id()) - own_before;
+    let machine_after = common::machine_cpu();
     let n = samples.len();
     let jobs: u64 = samples.iter().map(|s| s.jobs).sum();
     let not_complete = samples.iter().filter(|s| s.state != 3).count();
@@ -442,6 +448,19 @@ async fn run(args: Args) {
         cpu * 1000.0 / n.max(1) as f64
     );
     println!("| wall time | {:.2} s |", elapsed.as_secs_f64());
+    // Whether the machine, not the server, is the bound: its busy cores on average, and
+    // who used them (the rest is the database, the kernel's own work and anything else).
+    let (busy, all, cpus) = (
+        machine_after.0.saturating_sub(machine_before.0),
+        machine_after.1.saturating_sub(machine_before.1),
+        machine_after.2,
+    );
+    let cores = busy as f64 / all.max(1) as f64 * cpus as f64;
+    let machine = cores * elapsed.as_secs_f64();
+    println!(
+        "| machine CPU-seconds: all / server / load generator / rest (busy cores of {cpus}) | {machine:.2} / {cpu:.2} / {own:.2} / {:.2} s ({cores:.2}) |",
+        (machine - cpu - own).max(0.0)
+    );
     let polls: u32 = samples.iter().map(|s| s.polls).sum();
     println!(
         "| GETs of a request until it ended (mean; {}) | {:.1} |",

@@ -111,3 +111,27 @@ pub(crate) fn cpu_seconds_of(pid: u32) -> f64 {
         .sum();
     nanos as f64 / 1e9
 }
+
+/// The whole machine's CPU time so far, from the first line of `/proc/stat`: busy and
+/// all (busy plus idle and I/O wait) in its ticks, and the number of CPUs, so that
+/// `busy delta / all delta × cpus` is how many cores were busy on average between two
+/// readings, whoever used them (the database's processes too).
+pub(crate) fn machine_cpu() -> (u64, u64, usize) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let mut lines = stat.lines();
+    let ticks: Vec<u64> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is in user already)
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+    let idle = at(3) + at(4);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    let cpus = lines
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    (busy, busy + idle, cpus.max(1))
+}
