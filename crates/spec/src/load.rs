@@ -372,7 +372,8 @@ impl Reader<'_> {
                 );
                 continue;
             };
-            let path = format!("{field_prefix}{name}");
+            // Only a warning names the field (made for it: most fields warn of nothing).
+            let path = || format!("{field_prefix}{name}");
             let Some(&known_name) = known.iter().find(|k| **k == name) else {
                 let message = format!(
                     "unknown field `{name}` in {what}; expected one of: {}",
@@ -383,7 +384,7 @@ impl Reader<'_> {
                     "unknown-field",
                     key.pos,
                     place,
-                    Some(&path),
+                    Some(&path()),
                     message,
                 );
                 continue;
@@ -398,7 +399,7 @@ impl Reader<'_> {
                     "duplicate-key",
                     key.pos,
                     place,
-                    Some(&path),
+                    Some(&path()),
                     message,
                 );
             }

@@ -128,9 +128,11 @@ pub(crate) struct Local {
 }
 
 /// How the in-process pair is set up.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct LocalSettings<'a> {
-    pub(crate) database: &'a str,
+    /// The opened store (opened by the caller, so that it may open it while the specs
+    /// load).
+    pub(crate) store: std::sync::Arc<dyn store::Store>,
     pub(crate) base_url: &'a str,
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
@@ -149,7 +151,7 @@ pub(crate) async fn local(
     settings: LocalSettings<'_>,
 ) -> anyhow::Result<Local> {
     let LocalSettings {
-        database,
+        store,
         base_url,
         interval,
         suspended_ttl,
@@ -158,7 +160,6 @@ pub(crate) async fn local(
         auth,
         retention,
     } = settings;
-    let store = store::open(database).await?;
     let registry = Arc::new(registry);
     let grapher = graph::Grapher::new(specs, registry.clone());
     let jr = Arc::new(InProcessJr::default());

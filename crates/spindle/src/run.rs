@@ -51,7 +51,14 @@ pub(crate) async fn run(
     output: Output,
 ) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
-    let Some(specs) = load_specs(&args.specs, Some(&registry))? else {
+    // The specs are read and linted on a blocking thread while the store opens (and a new
+    // database is migrated): on two cores the two overlap.
+    let loading = tokio::task::spawn_blocking({
+        let (path, registry) = (args.specs.clone(), registry.clone());
+        move || load_specs(&path, Some(&registry))
+    });
+    let (loaded, opened) = tokio::join!(loading, store::open(&args.database));
+    let Some(specs) = loaded?? else {
         eprintln_failure(&format!(
             "the specs in {} have errors; fix them first",
             args.specs.display()
@@ -62,7 +69,7 @@ pub(crate) async fn run(
         specs,
         registry,
         crate::local::LocalSettings {
-            database: &args.database,
+            store: opened?,
             base_url: "in-process://spindle-run",
             interval: Duration::from_secs(1),
             suspended_ttl: Duration::from_secs(3600),

@@ -998,7 +998,7 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         specs,
         registry,
         crate::local::LocalSettings {
-            database: &settings.database,
+            store: store::open(&settings.database).await?,
             base_url: &base_url,
             interval: settings.interval,
             suspended_ttl: settings.suspended_ttl,
