@@ -73,6 +73,12 @@ pub const WAIT_POLL: Duration = Duration::from_millis(25);
 /// [`WAIT_POLL`] up to this).
 pub const WAIT_RECHECK: Duration = Duration::from_secs(1);
 
+/// For this long after a wait begins, its request is read at every round of that task
+/// (most requests end within it, often stored by another Request Manager: doubling from
+/// the first read would add up to twice their run time to the wait); then the reads
+/// double. Each round is one query for every request due, so this costs no more queries.
+pub const WAIT_EAGER: Duration = Duration::from_secs(1);
+
 impl Default for Options {
     fn default() -> Options {
         Options {
@@ -2136,22 +2142,38 @@ impl store::QueryObserver for StoreMetrics {
 type Waiting = Arc<Mutex<HashMap<String, Waiter>>>;
 
 /// The callers waiting for one request to end, and when [`watch_ends`] reads it next:
-/// after [`WAIT_POLL`], then at doubling intervals up to [`WAIT_RECHECK`], so that a
-/// long wait costs one read a second in a query shared with every other waiter's.
+/// every [`WAIT_POLL`] for [`WAIT_EAGER`], then at doubling intervals up to
+/// [`WAIT_RECHECK`], so that a long wait costs one read a second in a query shared with
+/// every other waiter's.
 #[derive(Debug)]
 struct Waiter {
     notify: Arc<tokio::sync::Notify>,
+    since: tokio::time::Instant,
     next_read: tokio::time::Instant,
     every: Duration,
 }
 
 impl Waiter {
     fn new() -> Waiter {
+        let now = tokio::time::Instant::now();
         Waiter {
             notify: Arc::default(),
-            next_read: tokio::time::Instant::now() + WAIT_POLL,
+            since: now,
+            next_read: now + WAIT_POLL,
             every: WAIT_POLL,
         }
+    }
+
+    /// Whether its request is due for a read at `now`; if it is, when the next is.
+    fn due(&mut self, now: tokio::time::Instant) -> bool {
+        if self.next_read > now {
+            return false;
+        }
+        if now.duration_since(self.since) >= WAIT_EAGER {
+            self.every = (self.every * 2).min(WAIT_RECHECK);
+        }
+        self.next_read = now + self.every;
+        true
     }
 }
 
@@ -2173,12 +2195,7 @@ async fn watch_ends(store: Arc<dyn Store>, waiting: Waiting, watching: Arc<Atomi
             let now = tokio::time::Instant::now();
             waiting
                 .iter_mut()
-                .filter(|(_, waiter)| waiter.next_read <= now)
-                .map(|(id, waiter)| {
-                    waiter.every = (waiter.every * 2).min(WAIT_RECHECK);
-                    waiter.next_read = now + waiter.every;
-                    id.clone()
-                })
+                .filter_map(|(id, waiter)| waiter.due(now).then(|| id.clone()))
                 .collect()
         };
         if ids.is_empty() {
@@ -2193,5 +2210,42 @@ async fn watch_ends(store: Arc<dyn Store>, waiting: Waiting, watching: Arc<Atomi
                 waiter.notify.notify_waiters();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod waiter_tests {
+    use super::{Duration, WAIT_EAGER, WAIT_POLL, WAIT_RECHECK, Waiter};
+
+    /// Issue #17: a waited-for request is read at every round for its first second (an end
+    /// another Request Manager stored is seen within a round), then at doubling intervals
+    /// up to one a second.
+    #[test]
+    fn a_waited_for_request_is_read_every_round_for_a_second_then_ever_less_often() {
+        let mut waiter = Waiter::new();
+        let since = waiter.since;
+        let mut reads = Vec::new();
+        let mut at = since;
+        while at < since + Duration::from_secs(5) {
+            at += WAIT_POLL;
+            if waiter.due(at) {
+                reads.push((at - since).as_millis());
+            }
+        }
+        let rounds = WAIT_EAGER.as_millis() / WAIT_POLL.as_millis();
+        let mut expected: Vec<u128> = (1..=rounds).map(|n| n * WAIT_POLL.as_millis()).collect();
+        let (mut last, mut every) = (WAIT_EAGER.as_millis(), WAIT_POLL.as_millis());
+        while last < 5000 {
+            every = (every * 2).min(WAIT_RECHECK.as_millis());
+            last += every;
+            if last <= 5000 {
+                expected.push(last);
+            }
+        }
+        assert_eq!(reads, expected);
+        assert_eq!(
+            &reads[rounds as usize..],
+            &[1050, 1150, 1350, 1750, 2550, 3550, 4550]
+        );
     }
 }
