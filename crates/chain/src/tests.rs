@@ -247,6 +247,8 @@ struct Recorder {
     fenced_calls: AtomicUsize,
     /// `job_logs` calls.
     log_calls: AtomicUsize,
+    /// Each `job_logs` call's entries and their text (output and error) in bytes.
+    log_call_sizes: Mutex<Vec<(usize, usize)>>,
 }
 
 impl Recorder {
@@ -299,6 +301,14 @@ impl Reporter for Recorder {
     }
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
         self.log_calls.fetch_add(1, Ordering::SeqCst);
+        let text = entries
+            .iter()
+            .map(|e| e.stdout.len() + e.stderr.len() + e.error.len())
+            .sum();
+        self.log_call_sizes
+            .lock()
+            .unwrap()
+            .push((entries.len(), text));
         let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
         tokio::time::sleep(Duration::from_millis(delay)).await;
         self.refuse()?;
@@ -1686,15 +1696,15 @@ async fn a_fan_out_larger_than_a_turn_runs_every_job_at_once() {
 async fn a_reporter_that_cannot_keep_up_holds_back_new_jobs() {
     let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
     recorder.delay_ms.store(10_000, Ordering::SeqCst);
-    let n = 3_000;
-    let handle = start(fan_out(n), &fakes, &recorder);
-    // The first call (j1's entry) takes 10 s; meanwhile the queue fills.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let ran = fakes.tries.lock().unwrap().len();
     // The queue, the batch the delivery took from it, and what started as it filled.
     let bound = crate::traverser::REPORT_QUEUE
         + crate::reporter::MAX_BATCH
         + 2 * crate::traverser::START_CHUNK;
+    let n = 2 * bound;
+    let handle = start(fan_out(n), &fakes, &recorder);
+    // The first call (j1's entry) takes 10 s; meanwhile the queue fills.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ran = fakes.tries.lock().unwrap().len();
     assert!(
         ran > 1 && ran <= bound,
         "{ran} jobs ran while the reporter was stuck (at most {bound} expected)"
@@ -2152,9 +2162,11 @@ async fn a_fenced_report_abandons_the_chain_without_another_word() {
     assert_eq!(recorder.tries_of("j1"), [(1, State::Complete)]);
     assert!(recorder.tries_of("j2").is_empty());
     assert!(recorder.finishes().is_empty());
+    // j3's entry and the progress that went with it (sent together, both refused);
+    // nothing after.
     assert_eq!(
         recorder.fenced_calls.load(Ordering::SeqCst),
-        1,
+        2,
         "nothing more was sent after the refusal"
     );
     assert_eq!(fakes.running.load(Ordering::SeqCst), 0);
@@ -2315,4 +2327,83 @@ async fn a_sequence_run_after_the_first_reports_its_starts_with_its_try_count() 
         .map(|s| (s.job_id.clone(), s.r#try, s.sequence_try))
         .collect();
     assert_eq!(starts, [("j1".to_owned(), 2, 2), ("j2".to_owned(), 2, 2)]);
+}
+
+/// Issue #17: a call carries at most `MAX_BATCH` entries and, whatever their number, about
+/// `MAX_BATCH_TEXT` of output (so that it stays within a Request Manager's body limit);
+/// every entry arrives, and the final state carries the last ones.
+#[tokio::test(start_paused = true)]
+async fn a_call_carries_at_most_a_batch_of_entries_and_of_output() {
+    use crate::reporter::{MAX_BATCH, MAX_BATCH_TEXT, Report};
+    let recorder = Arc::new(Recorder::default());
+    let (reports, queue) = tokio::sync::mpsc::channel(crate::traverser::REPORT_QUEUE);
+    let entry = |i: usize, stdout: String| JobLog {
+        request_id: "r".to_owned(),
+        job_id: format!("j{i}"),
+        r#try: 1,
+        state: State::Complete,
+        stdout,
+        ..JobLog::default()
+    };
+    let delivery = tokio::spawn(crate::reporter::deliver(
+        recorder.clone(),
+        crate::RetryPolicy::default(),
+        None,
+        "r".to_owned(),
+        Arc::new(crate::output::Hub::default()),
+        queue,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    // Small entries past one batch, then ten with 3 MiB of output each.
+    let small = MAX_BATCH + 10;
+    let big = 10;
+    for i in 0..small {
+        reports
+            .send(Report::Log(entry(i, String::new()), false))
+            .await
+            .unwrap();
+    }
+    for i in small..small + big {
+        reports
+            .send(Report::Log(entry(i, "x".repeat(3 << 20)), false))
+            .await
+            .unwrap();
+    }
+    reports
+        .send(Report::Finish(FinishRequest {
+            request_id: "r".to_owned(),
+            state: State::Complete,
+            finished_at: chrono::Utc::now(),
+            finished_jobs: (small + big) as u64,
+            error: String::new(),
+            job_logs: Vec::new(),
+        }))
+        .await
+        .unwrap();
+    drop(reports);
+    delivery.await.unwrap();
+    let sizes = recorder.log_call_sizes.lock().unwrap().clone();
+    for &(entries, text) in &sizes {
+        assert!(
+            entries <= MAX_BATCH,
+            "a call of {entries} entries: {sizes:?}"
+        );
+        // The entry that reached the limit is the last one taken.
+        assert!(
+            text < MAX_BATCH_TEXT + (3 << 20),
+            "a call of {text} bytes: {sizes:?}"
+        );
+    }
+    assert_eq!(
+        sizes[0].0, MAX_BATCH,
+        "a full batch goes at once: {sizes:?}"
+    );
+    let finishes = recorder.finishes.lock().unwrap().clone();
+    let carried: usize = finishes.iter().map(|f| f.job_logs.len()).sum();
+    let sent: usize = sizes.iter().map(|(n, _)| n).sum();
+    assert_eq!(sent + carried, small + big, "every entry is delivered once");
+    assert!(
+        sizes.len() >= 2 && carried > 0,
+        "{sizes:?}, {carried} with the end"
+    );
 }

@@ -41,8 +41,10 @@ pub(crate) enum Event {
 /// Reports queued for the delivery task at most. Runners wait when it is full (so a slow
 /// Request Manager slows a chain's jobs instead of growing memory); the traverser never
 /// waits inside its loop: a progress count it cannot queue is dropped, since a later
-/// count or the final state carries it.
-pub(crate) const REPORT_QUEUE: usize = 1024;
+/// count or the final state carries it. Room for a whole call's entries
+/// (`reporter::MAX_BATCH`) and a few turns more, so that the next call is ready when one
+/// returns.
+pub(crate) const REPORT_QUEUE: usize = 5120;
 
 /// Jobs the traverser starts in one turn of its loop at most; the rest of a large
 /// fan-out's runnable jobs wait in `deferred` and start in the next turns, between which
