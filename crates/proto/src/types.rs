@@ -45,7 +45,8 @@ pub struct Request {
     #[serde(rename = "jrURL", default, skip_serializing_if = "String::is_empty")]
     pub jr_url: String,
     /// Spindle's addition: why the request failed when no one job says it (its deadline
-    /// passed, its chain could not be resumed); empty (omitted) otherwise.
+    /// passed, its chain could not be resumed), or why a PENDING one waits (its Job
+    /// Runner refused the Request Manager's credentials); empty (omitted) otherwise.
     #[serde(
         default,
         deserialize_with = "null_as_default",

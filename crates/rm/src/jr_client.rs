@@ -20,6 +20,11 @@ pub enum ClientError {
     /// The Job Runner does not run this request.
     #[error("job runner does not run the request: {0}")]
     NotFound(String),
+    /// The Job Runner refused this Request Manager's credentials (HTTP 401 or 403): a
+    /// misconfiguration (the runner has `auth:`, the manager no token or certificate it
+    /// accepts), which no chain can be blamed for.
+    #[error("job runner refused this Request Manager's credentials: {0}")]
+    Unauthorized(String),
     /// The Job Runner refused what it was sent as invalid.
     #[error("job runner refused the chain: {0}")]
     Invalid(String),
@@ -149,6 +154,7 @@ impl HttpJrClient {
         Err(match status {
             404 => ClientError::NotFound(message),
             409 => ClientError::AlreadyRunning(message),
+            401 | 403 => ClientError::Unauthorized(message),
             400..=499 => ClientError::Invalid(message),
             _ => ClientError::Unavailable(message),
         })

@@ -73,6 +73,9 @@ impl FakeJr {
             }),
             503 => Err(ClientError::Unavailable("connection refused".to_owned())),
             409 => Err(ClientError::AlreadyRunning("req".to_owned())),
+            401 => Err(ClientError::Unauthorized(
+                "HTTP 401: no credentials: send a bearer token".to_owned(),
+            )),
             _ => Err(ClientError::Invalid("invalid chain".to_owned())),
         }
     }
@@ -693,6 +696,49 @@ async fn a_request_waits_pending_until_a_job_runner_answers() {
     )
     .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
+}
+
+/// Issue #35: a runner that refuses the Request Manager's credentials is a
+/// misconfiguration: the request stays PENDING with the reason (shown by `status` and
+/// the UI), `start` is not a 500, and once the runner accepts, the request runs.
+#[tokio::test]
+async fn a_runner_that_refuses_the_managers_credentials_leaves_the_request_pending_with_why() {
+    let env = env().await;
+    env.jr.answer.store(401, Ordering::SeqCst);
+    let id = create(&env).await;
+    for _ in 0..2 {
+        let (status, body, _) = call(
+            &env.router,
+            Method::PUT,
+            &format!("/api/v1/requests/{id}/start"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        env.manager.start_pending().await;
+    }
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .contains("refused this Request Manager's credentials")
+            && stored.error.contains("HTTP 401"),
+        "{}",
+        stored.error
+    );
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(started.state, State::Running);
+    assert_eq!(started.error, "", "the start clears why it waited");
 }
 
 #[tokio::test]

@@ -489,6 +489,9 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
         request.user,
         required.join(" ")
     );
+    if request.state == State::Pending && !request.error.is_empty() {
+        out!("\n  {}", request.error);
+    }
     print_failure(&client, &request).await?;
     Ok(Exit::Success)
 }

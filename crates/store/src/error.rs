@@ -1,6 +1,7 @@
-//! Storage errors, with the retry decision on the error. Errors that come from the
-//! database keep it as their source; their own text is Spindle's, so that a caller can
-//! show it without showing the database's.
+//! Storage errors, with the retry decision on the error. An error that comes from the
+//! database carries its own words and the store operation that met it ([`Cause`]), and
+//! says both when displayed, so that every log line of it has its cause; the Request
+//! Manager answers callers with text of its own for these (never the database's).
 
 use proto::State;
 
@@ -29,12 +30,12 @@ pub enum Error {
         instance: String,
         state: proto::RunnerState,
     },
-    /// A key that exists already, as the database said (its words are the source).
-    #[error("a row with this key is stored already")]
-    Duplicate(#[source] sqlx::Error),
+    /// A key that exists already, as the database said.
+    #[error("a row with this key is stored already ({0})")]
+    Duplicate(Cause),
     /// The database is down, busy or locked: trying again later may work.
-    #[error("database unavailable")]
-    Unavailable(#[source] sqlx::Error),
+    #[error("database unavailable ({0})")]
+    Unavailable(Cause),
     /// The batch writer that group-commits writes has stopped (the process is ending).
     #[error("the batch writer has stopped")]
     Stopped,
@@ -49,8 +50,8 @@ pub enum Error {
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     /// A stored value that does not decode as its type.
-    #[error("stored data is corrupt")]
-    Decode(#[source] sqlx::Error),
+    #[error("stored data is corrupt ({0})")]
+    Decode(Cause),
     /// A value that cannot be written as JSON (a bug, not bad data).
     #[error("cannot encode the {what} as JSON")]
     Encode {
@@ -66,8 +67,35 @@ pub enum Error {
     #[error("the schema cannot be brought up to date")]
     Migrate(#[source] sqlx::migrate::MigrateError),
     /// Any other failure of the database.
-    #[error("database error")]
-    Database(#[source] sqlx::Error),
+    #[error("database error ({0})")]
+    Database(Cause),
+}
+
+/// What the database said, and the store operation (a [`crate::Store`] method's name)
+/// that met it, once known: displayed as `in OPERATION: WORDS`.
+#[derive(Debug)]
+pub struct Cause {
+    pub operation: Option<&'static str>,
+    pub error: sqlx::Error,
+}
+
+impl Cause {
+    /// The database's own words (its message, for an error it answered with).
+    pub fn words(&self) -> String {
+        match &self.error {
+            sqlx::Error::Database(db) => db.message().to_owned(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.operation {
+            Some(operation) => write!(f, "in {operation}: {}", self.words()),
+            None => f.write_str(&self.words()),
+        }
+    }
 }
 
 impl Error {
@@ -84,17 +112,27 @@ impl Error {
     /// answers to callers).
     pub fn database_text(&self) -> Option<String> {
         match self {
-            Error::Duplicate(err)
-            | Error::Unavailable(err)
-            | Error::Decode(err)
-            | Error::Database(err) => Some(match err {
-                sqlx::Error::Database(db) => db.message().to_owned(),
-                other => other.to_string(),
-            }),
+            Error::Duplicate(cause)
+            | Error::Unavailable(cause)
+            | Error::Decode(cause)
+            | Error::Database(cause) => Some(cause.words()),
             Error::Migrate(err) => Some(err.to_string()),
             Error::Batch(err) => err.database_text(),
             _ => None,
         }
+    }
+
+    /// The error, naming `operation` as the one that met it (where the database's words
+    /// are carried and no operation is named yet).
+    pub fn during(mut self, operation: &'static str) -> Error {
+        if let Error::Duplicate(cause)
+        | Error::Unavailable(cause)
+        | Error::Decode(cause)
+        | Error::Database(cause) = &mut self
+        {
+            cause.operation.get_or_insert(operation);
+        }
+        self
     }
 
     pub(crate) fn not_found(what: &'static str, id: &str) -> Error {
@@ -107,13 +145,17 @@ impl Error {
 
 impl From<sqlx::Error> for Error {
     fn from(err: sqlx::Error) -> Error {
+        let cause = |error| Cause {
+            operation: None,
+            error,
+        };
         match &err {
             sqlx::Error::Io(_)
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
             | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_) => Error::Unavailable(err),
+            | sqlx::Error::Protocol(_) => Error::Unavailable(cause(err)),
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 let transient = matches!(
@@ -125,15 +167,15 @@ impl From<sqlx::Error> for Error {
                     | "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300"
                 ) || code.starts_with("08");
                 if transient {
-                    Error::Unavailable(err)
+                    Error::Unavailable(cause(err))
                 } else if db.is_unique_violation() {
-                    Error::Duplicate(err)
+                    Error::Duplicate(cause(err))
                 } else {
-                    Error::Database(err)
+                    Error::Database(cause(err))
                 }
             }
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Error::Decode(err),
-            _ => Error::Database(err),
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Error::Decode(cause(err)),
+            _ => Error::Database(cause(err)),
         }
     }
 }

@@ -3,16 +3,16 @@
 //! request search — with an SQLite implementation (the embedded default: one file, no
 //! server) and a PostgreSQL one (several Request Managers sharing the work).
 //!
-//! Both run the same SQL (`backend.rs`, generic over sqlx's database), their own
+//! Both run the same SQL (`sql/`, generic over sqlx's database), their own
 //! versioned migrations at open, and the same test suite. Every state change is a conditional update, so a
 //! finished request never goes back to RUNNING (but for an explicit retry, from its final
 //! state only: [`Holder::Finished`]) and a suspended chain is claimed by one
 //! Request Manager only. Times are stored as Unix microseconds.
 
-mod backend;
 mod batch;
 mod error;
 mod postgres;
+mod sql;
 mod sqlite;
 
 use std::sync::Arc;
@@ -24,10 +24,10 @@ use proto::{
     SuspendedJobChain, TryStart,
 };
 
-pub use backend::{Backend, SqlStore};
 pub use batch::{BatchOptions, Batcher};
-pub use error::Error;
+pub use error::{Cause, Error};
 pub use postgres::PostgresStore;
+pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
 
 /// What `finish` did.
@@ -280,6 +280,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// PENDING → FAIL (starting it failed).
     async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error>;
+
+    /// Why a PENDING request waits (kept in its `error`, which its start clears): a
+    /// request in another state is left as it is, without an error.
+    async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error>;
 
     /// RUNNING → the final state. A request that already finished is left as it is.
     /// With `fence`, only from the request's owner ([`Error::Fenced`] otherwise). The

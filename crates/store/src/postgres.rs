@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 use sqlx::{Postgres, QueryBuilder};
 
 use crate::Error;
-use crate::backend::{Backend, SqlStore};
+use crate::sql::{Backend, SqlStore};
 
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 

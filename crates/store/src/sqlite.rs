@@ -13,7 +13,7 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Sqlite};
 
 use crate::Error;
-use crate::backend::{Backend, SqlStore};
+use crate::sql::{Backend, SqlStore};
 
 /// Marks a database file as Spindle's (`PRAGMA application_id`, "SPND").
 const APPLICATION_ID: i64 = 0x5350_4E44;

@@ -67,6 +67,7 @@ timed_store! {
     fn spec_version(&self, version: &str) -> SpecVersion;
     fn owner(&self, request_id: &str) -> Owner;
     fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
+    fn set_waiting(&self, request_id: &str, why: &str) -> ();
     fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;
     fn write_batch(&self, batch: &WriteBatch) -> BatchWritten;
     fn update_progress(&self, request_id: &str, finished_jobs: u64) -> ();

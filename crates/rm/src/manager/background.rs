@@ -1,0 +1,215 @@
+//! The background round: offering PENDING requests to a Job Runner again, resuming
+//! suspended chains, and removing finished requests past the retention.
+
+use super::*;
+
+impl Manager {
+    /// Offers PENDING requests (older than a few seconds, so not ones being created) to a
+    /// Job Runner again; stops at the first that finds none.
+    pub async fn start_pending(&self) {
+        let filter = RequestFilter {
+            states: vec![State::Pending],
+            until: Some(Utc::now() - chrono::Duration::seconds(2)),
+            limit: 100,
+            ..RequestFilter::default()
+        };
+        let Ok(pending) = self.store.find_requests(&filter).await else {
+            return;
+        };
+        for request in pending.into_iter().rev() {
+            let request_id = RequestId::new(request.id.clone());
+            let Ok(job_chain) = self.store.job_chain(&request.id).await else {
+                continue;
+            };
+            match self
+                .hand_over(&request_id, job_chain, false, request.paused)
+                .await
+            {
+                Ok(Handed::Done) => {}
+                Ok(Handed::Later(ClientError::AlreadyRunning(_))) => {}
+                Ok(Handed::Later(_)) | Err(_) => return,
+                Ok(Handed::Refused(err)) => {
+                    tracing::error!(%request_id, error = %err, "job runner refused the request");
+                    if self
+                        .store
+                        .fail_pending(&request.id, Utc::now())
+                        .await
+                        .is_ok()
+                    {
+                        self.ended(&request.id).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resumes suspended chains on a Job Runner, then releases abandoned claims and fails
+    /// requests whose chains waited too long (storage.md §5).
+    pub async fn resume_suspended(&self) {
+        let host = &self.options.host;
+        loop {
+            if self.shutting_down.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut suspended = match self.store.claim_suspended(host, Utc::now()).await {
+                Ok(Some(suspended)) => suspended,
+                Ok(None) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claiming suspended chains failed");
+                    break;
+                }
+            };
+            let request_id = RequestId::new(suspended.request_id.clone());
+            let request = self.store.get_request(&request_id, false).await;
+            let paused = request.as_ref().is_ok_and(|r| r.paused);
+            if !matches!(request.map(|r| r.state), Ok(State::Suspended)) {
+                // Resumed already, or gone on: only the chain is left to delete.
+                let _ = self.store.resumed(&request_id, host, "", None).await;
+                continue;
+            }
+            let resumed = match self.target().await {
+                Ok(url) => match self.store.hand_over(&request_id, State::Suspended).await {
+                    Ok(epoch) => {
+                        let span = self.hand_over_span(&request_id);
+                        let began = std::time::SystemTime::now();
+                        let terms = HandOver {
+                            epoch,
+                            trace: span.as_ref().map(|s| s.context),
+                            paused,
+                        };
+                        if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
+                            tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
+                        }
+                        let handed = self.jr.resume(&url, &suspended, &terms).await;
+                        self.hand_over_ended(span, began, &url, epoch, &handed);
+                        handed.map(|handed| (handed, epoch))
+                    }
+                    Err(err) => Err(ClientError::Unavailable(err.to_string())),
+                },
+                Err(err) => Err(err),
+            };
+            match resumed {
+                Ok((HandedOver { url, instance }, epoch)) => {
+                    let owner = Fence { instance, epoch };
+                    match self
+                        .store
+                        .resumed(&request_id, host, &url, Some(&owner))
+                        .await
+                    {
+                        Err(err) => {
+                            tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
+                        }
+                        Ok(now_paused) => {
+                            tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, paused = now_paused, "resumed suspended chain");
+                            self.catch_up_pause(&request_id, &url, paused, now_paused)
+                                .await;
+                        }
+                    }
+                }
+                Err(err @ ClientError::Invalid(_)) => {
+                    // It can never run: the request fails, with the reason in the log.
+                    tracing::error!(%request_id, error = %err, "the suspended chain cannot be resumed; request failed");
+                    let reason = format!("its chain could not be resumed: {err}");
+                    if let Err(err) = self
+                        .store
+                        .fail_suspended(&request_id, host, &reason, Utc::now())
+                        .await
+                    {
+                        tracing::warn!(%request_id, error = %err, "failing the request failed");
+                    } else {
+                        self.ended(&request_id).await;
+                    }
+                }
+                Err(err) => {
+                    self.forget_runners();
+                    tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
+                    let _ = self.store.unclaim(&request_id, host).await;
+                    break;
+                }
+            }
+        }
+        let now = Utc::now();
+        if let Err(err) = self
+            .store
+            .release_stale_claims(now - chrono_duration(self.options.stale_claim))
+            .await
+        {
+            tracing::warn!(error = %err, "releasing stale claims failed");
+        }
+        match self
+            .store
+            .expire_suspended(now - chrono_duration(self.options.suspended_ttl), now)
+            .await
+        {
+            Ok(expired) => {
+                for request_id in expired {
+                    tracing::warn!(request_id, "suspended chain expired; request failed");
+                    self.ended(&request_id).await;
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
+        }
+    }
+
+    /// Runs the background loops until `cancel` fires: the first round at once (a
+    /// restarted Request Manager resumes what waits without delay), then every
+    /// `interval`.
+    pub async fn run_background(self: Arc<Self>, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(self.options.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => self.background_round().await,
+            }
+        }
+    }
+
+    /// One round of the background loop.
+    pub async fn background_round(&self) {
+        self.recover_lost_runners().await;
+        self.run_schedules().await;
+        self.start_pending().await;
+        self.resume_suspended().await;
+        self.apply_retention().await;
+    }
+
+    /// Removes finished requests older than the retention, in batches; says what it
+    /// removed. Returns the number of requests removed.
+    pub async fn apply_retention(&self) -> u64 {
+        let Some(retention) = self.options.retention else {
+            return 0;
+        };
+        let Ok(retention) = chrono::Duration::from_std(retention) else {
+            return 0;
+        };
+        let before = Utc::now() - retention;
+        let mut total = store::Removed::default();
+        for _ in 0..RETENTION_BATCHES_PER_ROUND {
+            match self.store.remove_finished(before, RETENTION_BATCH).await {
+                Ok(removed) => {
+                    total.requests += removed.requests;
+                    total.job_log_entries += removed.job_log_entries;
+                    total.job_runners += removed.job_runners;
+                    if removed.requests < RETENTION_BATCH {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "retention: removing old requests failed; trying again next round");
+                    break;
+                }
+            }
+        }
+        if total.requests > 0 || total.job_runners > 0 {
+            tracing::info!(
+                requests = total.requests,
+                job_log_entries = total.job_log_entries,
+                job_runners = total.job_runners,
+                finished_before = %before.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "retention: removed finished requests and their job logs"
+            );
+        }
+        total.requests
+    }
+}

@@ -1,0 +1,236 @@
+//! Handing a request's chain to a Job Runner: choosing one, sending it, recording the
+//! hand-over (its epoch) and what to do when no runner takes it.
+
+use super::*;
+
+impl Manager {
+    /// Where the next chain goes: the fixed URL, or the live registered runner with the
+    /// fewest running requests (counting those handed to it since the list was read).
+    pub(super) async fn target(&self) -> Result<String, ClientError> {
+        if let Some(url) = &self.options.jr_url {
+            return Ok(url.clone());
+        }
+        let fresh = self
+            .runners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|(read, _)| read.elapsed() < RUNNERS_CACHE);
+        if !fresh {
+            let now = Utc::now();
+            let live: Vec<JobRunner> = self
+                .store
+                .job_runners(now, now)
+                .await
+                .map_err(|err| ClientError::Unavailable(format!("reading the job runners: {err}")))?
+                .into_iter()
+                .filter(|runner| runner.state == RunnerState::Live)
+                .collect();
+            *self.runners.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((tokio::time::Instant::now(), live));
+        }
+        let mut cached = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        let runner = cached
+            .as_mut()
+            .and_then(|(_, live)| live.iter_mut().min_by_key(|runner| runner.running_requests))
+            .ok_or_else(|| {
+                ClientError::Unavailable("no live job runner is registered".to_owned())
+            })?;
+        runner.running_requests += 1;
+        Ok(runner.url.clone())
+    }
+
+    /// Forgets the list of live runners (one registered, ended or was lost).
+    pub(super) fn forget_runners(&self) {
+        *self.runners.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Hands a PENDING request's chain to a Job Runner as a new hand-over (its epoch) and
+    /// marks it RUNNING there. The first hand-over of a new request has the epoch it was
+    /// stored with (1); later ones (offered again) take a new one.
+    pub(super) async fn hand_over(
+        &self,
+        request_id: &RequestId,
+        mut job_chain: JobChain,
+        first: bool,
+        paused: bool,
+    ) -> Result<Handed, Error> {
+        if !first && self.took_back_begun(request_id, &job_chain).await? {
+            return Ok(Handed::Done);
+        }
+        let url = match self.target().await {
+            Ok(url) => url,
+            Err(err) => return Ok(Handed::Later(err)),
+        };
+        let epoch = if first {
+            1
+        } else {
+            match self.store.hand_over(request_id, State::Pending).await {
+                Ok(epoch) => epoch,
+                // Started or finished meanwhile (another loop, a fast chain).
+                Err(store::Error::State { .. }) => return Ok(Handed::Done),
+                Err(err) => return Err(err.into()),
+            }
+        };
+        let span = self.hand_over_span(request_id);
+        let began = std::time::SystemTime::now();
+        let terms = HandOver {
+            epoch,
+            trace: span.as_ref().map(|s| s.context),
+            paused,
+        };
+        // Approvals answered meanwhile (an earlier hand-over began the chain) are in it.
+        if !first {
+            self.with_answers(&mut job_chain).await?;
+        }
+        let handed = self.jr.new_chain(&url, job_chain, &terms).await;
+        self.hand_over_ended(span, began, &url, epoch, &handed);
+        if handed.is_ok() {
+            self.credentials_accepted(&url);
+        }
+        match handed {
+            Ok(HandedOver { url, instance }) => {
+                tracing::info!(%request_id, jr_url = url, instance, epoch, "request handed to a job runner");
+                let owner = Fence { instance, epoch };
+                match self
+                    .batcher
+                    .start_request(request_id, &url, Some(&owner), Utc::now())
+                    .await
+                {
+                    Ok(now_paused) => {
+                        self.catch_up_pause(request_id, &url, paused, now_paused)
+                            .await;
+                        Ok(Handed::Done)
+                    }
+                    // The chain may have finished (or been started by another loop) already.
+                    Err(store::Error::State { .. } | store::Error::Fenced(_)) => Ok(Handed::Done),
+                    Err(err) => Err(err.into()),
+                }
+            }
+            Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
+                self.forget_runners();
+                Ok(Handed::Later(err))
+            }
+            Err(err @ ClientError::Unauthorized(_)) => {
+                self.credentials_refused(request_id, &url, &err).await;
+                Ok(Handed::Later(err))
+            }
+            Err(err) => Ok(Handed::Refused(err)),
+        }
+    }
+
+    /// A Job Runner refused this Request Manager's credentials: a misconfiguration, not
+    /// the request's fault. The request stays PENDING (offered again at every round) with
+    /// the reason stored as why it waits; the refusal is logged once per runner.
+    pub(super) async fn credentials_refused(
+        &self,
+        request_id: &RequestId,
+        url: &str,
+        err: &ClientError,
+    ) {
+        let why = format!(
+            "waiting for a job runner: {url} refused this Request Manager's credentials ({err}); give the Request Manager a token or client certificate the runner accepts (`token:` or `client_cert:` in its config)"
+        );
+        let first = self
+            .refused_by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(url.to_owned());
+        if first {
+            tracing::error!(jr_url = url, error = %err, "a job runner refused this Request Manager's credentials; requests stay PENDING until it accepts them");
+        }
+        if let Err(err) = self.store.set_waiting(request_id, &why).await {
+            tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
+        }
+    }
+
+    /// A Job Runner took a chain: a refusal of its credentials is logged again.
+    pub(super) fn credentials_accepted(&self, url: &str) {
+        let mut refused = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
+        if !refused.is_empty() {
+            refused.remove(url);
+        }
+    }
+
+    /// A request paused (or resumed) while it was being handed over: its runner got the
+    /// chain as it was before, and is told now.
+    pub(super) async fn catch_up_pause(
+        &self,
+        request_id: &RequestId,
+        url: &str,
+        sent: bool,
+        now: bool,
+    ) {
+        if sent == now {
+            return;
+        }
+        if let Err(err) = self.jr.pause(url, request_id, now).await {
+            tracing::warn!(%request_id, jr_url = url, paused = now, error = %err, "telling the job runner of a pause during the hand-over failed");
+        }
+    }
+
+    /// The span of a hand-over about to be made, when traces are on: a child of the
+    /// request's root, sent to the runner as its chain span's parent.
+    pub(super) fn hand_over_span(&self, request_id: &str) -> Option<Span> {
+        self.options.telemetry.traces.as_ref()?;
+        let root = traces::request_root(request_id);
+        let mut span = Span::new("hand over", root.child(), Some(root.span_id))
+            .attr("spindle.request_id", request_id.to_owned());
+        span.kind = traces::Kind::Client;
+        Some(span)
+    }
+
+    pub(super) fn hand_over_ended(
+        &self,
+        span: Option<Span>,
+        began: std::time::SystemTime,
+        url: &str,
+        epoch: u64,
+        handed: &Result<HandedOver, ClientError>,
+    ) {
+        let Some(span) = span else {
+            return;
+        };
+        self.options.telemetry.span(|| {
+            let mut span = span
+                .times(began, std::time::SystemTime::now())
+                .attr("spindle.jr_url", url.to_owned())
+                .attr("spindle.epoch", i64::try_from(epoch).unwrap_or(i64::MAX));
+            match handed {
+                Ok(handed) => span = span.attr("spindle.instance", handed.instance.clone()),
+                Err(err) => span.error = Some(err.to_string()),
+            }
+            span
+        });
+    }
+
+    /// Sends a PENDING request's chain to a Job Runner and marks it RUNNING. A Job Runner
+    /// that does not answer leaves it PENDING (not an error); one that refuses the chain
+    /// fails the request.
+    pub(super) async fn send_to_jr(
+        &self,
+        request_id: &RequestId,
+        job_chain: JobChain,
+        first: bool,
+        paused: bool,
+    ) -> Result<(), Error> {
+        match self.hand_over(request_id, job_chain, first, paused).await? {
+            Handed::Done => Ok(()),
+            // Logged once per runner where it was refused.
+            Handed::Later(ClientError::Unauthorized(_)) => Ok(()),
+            Handed::Later(err) => {
+                tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
+                Ok(())
+            }
+            Handed::Refused(err) => {
+                self.store.fail_pending(request_id, Utc::now()).await?;
+                self.ended(request_id).await;
+                tracing::warn!(%request_id, error = %err, "request failed: the job runner refused its chain");
+                Err(Error::Internal {
+                    message: format!("the job runner refused request {request_id}"),
+                    source: Some(Box::new(err)),
+                })
+            }
+        }
+    }
+}

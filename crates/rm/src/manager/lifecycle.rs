@@ -1,0 +1,383 @@
+//! A request's life as callers drive it: create, start, stop, pause, retry, and the
+//! answers to approvals.
+
+use super::*;
+
+impl Manager {
+    /// Creates a request and hands it to a Job Runner. If no Job Runner answers, the
+    /// request is kept PENDING and started by the background loop once one does.
+    /// Returns the request as created (PENDING, without its chain), as Spin Cycle does.
+    /// The audit trail's "create" event (by `user`, from `address`) is stored with it.
+    pub async fn create(
+        &self,
+        create_request: CreateRequest,
+        user: &str,
+        address: &str,
+    ) -> Result<Request, Error> {
+        self.check_open()?;
+        let began = std::time::SystemTime::now();
+        // Building a chain is CPU work that grows with the request, and a job's `create`
+        // may run a program (shell-args waits for it): never on the async runtime's
+        // threads, which serve every other request meanwhile.
+        let Loaded {
+            grapher, version, ..
+        } = self.loaded();
+        let (request_type, args) = (
+            create_request.request_type.clone(),
+            create_request.args.clone(),
+        );
+        let created = tokio::task::spawn_blocking(move || grapher.create(&request_type, &args))
+            .await
+            .map_err(|err| Error::Internal {
+                message: "building the job chain failed".to_owned(),
+                source: Some(Box::new(err)),
+            })??;
+        let request = Request {
+            id: created.request_id.clone(),
+            request_type: create_request.request_type.clone(),
+            state: State::Pending,
+            user: user.to_owned(),
+            args: created.args,
+            created_at: Utc::now(),
+            started_at: None,
+            finished_at: None,
+            total_jobs: created.job_chain.jobs.len() as u64,
+            finished_jobs: 0,
+            job_chain: Some(created.job_chain),
+            jr_url: String::new(),
+            error: String::new(),
+            paused: false,
+            spec_version: version,
+        };
+        let stored = CreateRequest {
+            user: user.to_owned(),
+            ..create_request
+        };
+        let created = proto::AuditEvent {
+            at: request.created_at,
+            action: "create".to_owned(),
+            user: user.to_owned(),
+            address: address.to_owned(),
+        };
+        // Group-committed with every other create, start, finish and report meanwhile:
+        // durable once this returns, one commit for all of them.
+        let request = {
+            let new = store::NewRequest {
+                request,
+                create_request: stored,
+                created: Some(created),
+            };
+            // Moved to the batcher and back, not copied.
+            self.batcher.create_request(new).await?.request
+        };
+        let telemetry = &self.options.telemetry;
+        if let Some(metrics) = &telemetry.metrics {
+            metrics.request_created(&request.request_type);
+        }
+        telemetry.span(|| {
+            let root = traces::request_root(&request.id);
+            let mut span = Span::new("create request", root.child(), Some(root.span_id))
+                .times(began, std::time::SystemTime::now())
+                .attr("spindle.request_id", request.id.clone())
+                .attr("spindle.request_type", request.request_type.clone())
+                .attr("spindle.user", user.to_owned())
+                .attr("spindle.total_jobs", request.total_jobs as i64);
+            span.kind = traces::Kind::Server;
+            span
+        });
+        tracing::info!(
+            request_id = %request.id,
+            request_type = %request.request_type,
+            user,
+            jobs = request.total_jobs,
+            "request created"
+        );
+        let mut request = request;
+        let job_chain = request.job_chain.take().expect("set above");
+        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true, false)
+            .await?;
+        Ok(request)
+    }
+
+    /// `PUT .../start`: offers a PENDING request to a Job Runner now.
+    pub async fn start(&self, request_id: &RequestId) -> Result<(), Error> {
+        self.check_open()?;
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state != State::Pending {
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, expected state PENDING",
+                request.state
+            )));
+        }
+        let job_chain = self.store.job_chain(request_id).await?;
+        self.send_to_jr(request_id, job_chain, false, request.paused)
+            .await
+    }
+
+    /// Stops a RUNNING request; returns once its Job Runner stopped it.
+    pub async fn stop(&self, request_id: &RequestId) -> Result<(), Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state != State::Running {
+            let why = match request.state {
+                State::Complete | State::Fail | State::Stopped => "it has finished",
+                State::Suspended => {
+                    "it is suspended and will be resumed by another Job Runner; stop it then"
+                }
+                _ => "it has not started",
+            };
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, expected state RUNNING: {why}",
+                request.state
+            )));
+        }
+        self.jr
+            .stop(&request.jr_url, request_id)
+            .await
+            .map_err(|err| match err {
+                ClientError::NotFound(_) => Error::Conflict(format!(
+                    "request {request_id} is not running on its Job Runner {} any more",
+                    request.jr_url
+                )),
+                ClientError::Unavailable(_) => Error::Unavailable {
+                    message: format!(
+                        "request {request_id}'s Job Runner {} does not answer; if it is lost, the request is recovered on another within the lease ({}); stop it then",
+                        request.jr_url,
+                        proto::duration::format(self.options.lease)
+                    ),
+                    source: Some(Box::new(err)),
+                },
+                err => Error::Internal {
+                    message: format!("stopping request {request_id} on its Job Runner failed"),
+                    source: Some(Box::new(err)),
+                },
+            })
+    }
+
+    /// Pauses a request that has not finished (`paused`), or resumes a paused one: the
+    /// flag is stored first, so that every later hand-over (a restart, a recovery)
+    /// starts the chain paused; a RUNNING request's runner is told at once.
+    pub async fn pause(&self, request_id: &RequestId, paused: bool) -> Result<(), Error> {
+        self.check_open()?;
+        let request = match self.store.set_paused(request_id, paused).await {
+            Ok(request) => request,
+            Err(store::Error::State { actual, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "request {request_id} in state {actual}, expected state PENDING, RUNNING or SUSPENDED: it has finished; {}",
+                    if paused {
+                        "there is nothing to pause"
+                    } else {
+                        "use retry to run it again"
+                    }
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if request.state != State::Running || request.jr_url.is_empty() {
+            return Ok(());
+        }
+        match self.jr.pause(&request.jr_url, request_id, paused).await {
+            Ok(()) => Ok(()),
+            // Handed back or finished meanwhile: the stored flag is what counts.
+            Err(ClientError::NotFound(_)) => Ok(()),
+            Err(err) => Err(Error::Unavailable {
+                message: format!(
+                    "request {request_id} is {} in the store, but its Job Runner {} was not told; try again (if the runner is lost, the request is recovered {} within the lease)",
+                    if paused { "paused" } else { "resumed" },
+                    request.jr_url,
+                    if paused { "paused" } else { "running" },
+                ),
+                source: Some(Box::new(err)),
+            }),
+        }
+    }
+
+    /// Runs a FAIL or STOPPED request again as the same request (`spindle retry`): its
+    /// completed jobs stay complete, the others run again with their whole retry budgets,
+    /// try numbers continue and the job log keeps every earlier try. With `from` (a job
+    /// id, or the name of one job), that job and every job after it run again too, and
+    /// a COMPLETE request may be retried. The chain is stored suspended and handed to a
+    /// live runner at once (or by the background loop when none answers now).
+    pub async fn retry(&self, request_id: &RequestId, from: Option<&str>) -> Result<(), Error> {
+        self.check_open()?;
+        let request = self.store.get_request(request_id, false).await?;
+        let may = match request.state {
+            State::Fail | State::Stopped => true,
+            State::Complete => from.is_some(),
+            _ => false,
+        };
+        if !may {
+            let expected = if request.state == State::Complete {
+                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+            } else {
+                "expected FAIL or STOPPED: it has not finished"
+            };
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}, {expected}",
+                request.state
+            )));
+        }
+        let chain = self.store.job_chain(request_id).await?;
+        let reset = match from {
+            Some(job) => crate::recovery::from_job(&chain, job).map_err(Error::BadRequest)?,
+            None => Default::default(),
+        };
+        let logs = self.store.job_log(request_id).await?;
+        let suspended = crate::recovery::retry(chain, &logs, &reset);
+        // Approvals that run again ask again.
+        let asked_again: Vec<String> = suspended
+            .job_chain
+            .jobs
+            .values()
+            .filter(|j| j.job_type == job::APPROVAL && j.state != State::Complete)
+            .map(|j| j.id.clone())
+            .collect();
+        self.store.remove_answers(request_id, &asked_again).await?;
+        match self
+            .store
+            .recover_request(Holder::Finished(request.state), &[], &suspended, Utc::now())
+            .await
+        {
+            Ok(()) => {}
+            Err(store::Error::State { actual, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "request {request_id} in state {actual}, expected {}: it changed meanwhile",
+                    request.state
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        }
+        tracing::info!(%request_id, from, jobs_to_run = suspended.job_chain.jobs.len() as u64 - suspended.job_chain.finished_jobs, "request retried");
+        self.resume_suspended().await;
+        Ok(())
+    }
+
+    /// The approval job of a request that has not finished: the one `job` names (its id,
+    /// or the name of one approval job), or, without `job`, the one approval job that has
+    /// not finished.
+    pub async fn approval_job(
+        &self,
+        request_id: &RequestId,
+        job: Option<&str>,
+    ) -> Result<proto::Job, Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state.is_finished() {
+            return Err(Error::Conflict(format!(
+                "request {request_id} in state {}: it has finished, and nothing waits for an answer",
+                request.state
+            )));
+        }
+        let chain = self.store.job_chain(request_id).await?;
+        let approvals: Vec<&proto::Job> = chain
+            .jobs
+            .values()
+            .filter(|j| j.job_type == job::APPROVAL)
+            .collect();
+        let chosen: Vec<&proto::Job> = match job {
+            Some(job) => approvals
+                .iter()
+                .copied()
+                .filter(|j| j.id == job || j.name == job)
+                .collect(),
+            None => approvals
+                .iter()
+                .copied()
+                .filter(|j| !matches!(j.state, State::Complete | State::Fail))
+                .collect(),
+        };
+        match (chosen.as_slice(), job) {
+            ([one], _) => Ok((*one).clone()),
+            ([], Some(job)) => Err(Error::BadRequest(format!(
+                "request {request_id} has no approval job {job:?}; expected the id or name of one of: {}",
+                names(&approvals)
+            ))),
+            ([], None) => Err(Error::Conflict(format!(
+                "request {request_id} has no approval job waiting for an answer{}",
+                if approvals.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (its approvals: {})", names(&approvals))
+                }
+            ))),
+            (many, _) => Err(Error::BadRequest(format!(
+                "request {request_id} has {} approval jobs that {}: {}; name one",
+                many.len(),
+                if job.is_some() { "match" } else { "wait" },
+                names(many)
+            ))),
+        }
+    }
+
+    /// Answers approval job `job` of a request (from [`Manager::approval_job`]): stored
+    /// first (the first answer stands), then handed to the runner of a RUNNING request;
+    /// any later hand-over carries it in the job's data.
+    pub async fn answer(
+        &self,
+        request_id: &RequestId,
+        job: &proto::Job,
+        answer: proto::Answer,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        if matches!(job.state, State::Complete | State::Fail) {
+            return Err(Error::Conflict(format!(
+                "approval job {} ({}) of request {request_id} is {} already",
+                job.name, job.id, job.state
+            )));
+        }
+        if !self.store.add_answer(request_id, &job.id, &answer).await? {
+            let given = self
+                .store
+                .answers(request_id)
+                .await?
+                .into_iter()
+                .find(|(id, _)| *id == job.id)
+                .map(|(_, given)| given);
+            return Err(Error::Conflict(match given {
+                Some(given) => format!(
+                    "approval job {} ({}) of request {request_id} was {} by {} at {}",
+                    job.name,
+                    job.id,
+                    if given.approved {
+                        "approved"
+                    } else {
+                        "rejected"
+                    },
+                    given.user,
+                    given.at
+                ),
+                None => format!(
+                    "approval job {} of request {request_id} has an answer",
+                    job.id
+                ),
+            }));
+        }
+        let request = self.store.get_request(request_id, false).await?;
+        if request.state == State::Running
+            && !request.jr_url.is_empty()
+            && let Err(err) = self
+                .jr
+                .answer(&request.jr_url, request_id, &job.id, &answer)
+                .await
+        {
+            // Stored: the runner that runs it next (after a recovery) finds it.
+            tracing::warn!(%request_id, job_id = job.id, error = %err, "the answer is stored, but telling the job runner failed");
+        }
+        tracing::info!(%request_id, job_id = job.id, approved = answer.approved, user = answer.user, "approval answered");
+        Ok(())
+    }
+
+    /// Puts the stored answers of a request's approval jobs in their data, for a chain
+    /// about to be handed over.
+    pub(super) async fn with_answers(&self, chain: &mut JobChain) -> Result<(), Error> {
+        if !chain.jobs.values().any(|j| j.job_type == job::APPROVAL) {
+            return Ok(());
+        }
+        for (job_id, answer) in self.store.answers(&chain.request_id).await? {
+            if let (Some(job), Ok(value)) =
+                (chain.jobs.get_mut(&job_id), serde_json::to_value(&answer))
+            {
+                job.data.insert(job::approval::data_key(&job_id), value);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,109 @@
+//! Reading requests: one, a search, job logs, output, and what runs now.
+
+use super::*;
+
+impl Manager {
+    /// A request with its args, and its chain only when asked: a big request's chain is
+    /// megabytes, and callers polling its state do not want it read back every time.
+    pub async fn get(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
+        Ok(self.store.get_request(request_id, with_chain).await?)
+    }
+
+    pub(super) async fn with_chain(
+        &self,
+        request: Request,
+        with_chain: bool,
+    ) -> Result<Request, Error> {
+        if !with_chain {
+            return Ok(request);
+        }
+        let job_chain = Some(self.store.job_chain(&request.id).await?);
+        Ok(Request {
+            job_chain,
+            ..request
+        })
+    }
+
+    pub async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+        Ok(self.store.job_chain(request_id).await?)
+    }
+
+    pub async fn find(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
+        Ok(self.store.find_requests(filter).await?)
+    }
+
+    pub async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
+        Ok(self.store.job_log(request_id).await?)
+    }
+
+    pub async fn latest_job_log(
+        &self,
+        request_id: &RequestId,
+        job_id: &str,
+    ) -> Result<JobLog, Error> {
+        Ok(self.store.latest_job_log(request_id, job_id).await?)
+    }
+
+    /// A request's live output from a cursor, with the request's state (so that a
+    /// follower knows when the output has ended). An unknown request is an error.
+    pub async fn output(&self, request_id: &str, query: &OutputQuery) -> Result<OutputPage, Error> {
+        // The state first: output stored after it was read is still returned, so a final
+        // state and an empty page mean there is no more.
+        let state = self.store.get_request(request_id, false).await?.state;
+        let chunks = self.store.output(request_id, query).await?;
+        Ok(OutputPage {
+            next: chunks.last().map_or(query.after, |chunk| chunk.seq),
+            chunks,
+            state,
+        })
+    }
+
+    /// Running jobs across the Job Runners of RUNNING requests, oldest first, with their
+    /// requests. A Job Runner that does not answer is left out.
+    pub async fn running(&self, request_id: Option<&RequestId>) -> Result<RunningStatus, Error> {
+        let mut jobs = Vec::new();
+        for jr_url in self.store.running_jr_urls().await? {
+            if jr_url.is_empty() {
+                continue;
+            }
+            match self.jr.running(&jr_url, request_id).await {
+                Ok(found) => jobs.extend(found),
+                Err(err) => {
+                    tracing::warn!(jr_url, error = %err, "job runner did not report its running jobs")
+                }
+            }
+        }
+        jobs.sort_by_key(|job| job.started_at);
+        let mut requests = BTreeMap::new();
+        for job in &jobs {
+            if !requests.contains_key(&job.request_id)
+                && let Ok(request) = self.store.get_request(&job.request_id, false).await
+            {
+                requests.insert(
+                    job.request_id.clone(),
+                    Request {
+                        args: Vec::new(),
+                        ..request
+                    },
+                );
+            }
+        }
+        Ok(RunningStatus { jobs, requests })
+    }
+
+    /// The running jobs of one RUNNING request, from its own Job Runner only; empty when
+    /// it has none or the runner does not answer (logged).
+    pub async fn running_jobs(&self, request: &Request) -> Vec<JobStatus> {
+        if request.state != State::Running || request.jr_url.is_empty() {
+            return Vec::new();
+        }
+        let request_id = RequestId::from(request.id.as_str());
+        match self.jr.running(&request.jr_url, Some(&request_id)).await {
+            Ok(jobs) => jobs,
+            Err(err) => {
+                tracing::debug!(request_id = %request.id, jr_url = request.jr_url, error = %err, "job runner did not report the request's running jobs");
+                Vec::new()
+            }
+        }
+    }
+}

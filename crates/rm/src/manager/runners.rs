@@ -1,0 +1,330 @@
+//! The Job Runner registry: registrations and their renewals (leases), lost runners,
+//! and recovering the requests a lost runner held.
+
+use super::*;
+
+impl Manager {
+    /// A Job Runner registers (a new instance at every start). Another live registration
+    /// at the same URL is a process that is gone (one address holds one process): it is
+    /// lost at once, and its requests are recovered.
+    pub async fn register_runner(
+        &self,
+        registration: RunnerRegistration,
+    ) -> Result<JobRunner, Error> {
+        if registration.instance_id.is_empty() {
+            return Err(Error::BadRequest(
+                "job runner registration has no instanceId; expected a new id for each start"
+                    .to_owned(),
+            ));
+        }
+        if url::Url::parse(&registration.url)
+            .ok()
+            .is_none_or(|url| !matches!(url.scheme(), "http" | "https" | "in-process"))
+        {
+            return Err(Error::BadRequest(format!(
+                "job runner registration: url {:?} is not a URL; expected http://HOST:PORT",
+                registration.url
+            )));
+        }
+        let now = Utc::now();
+        let runner = self.store.register_runner(&registration, now).await?;
+        for other in self.store.job_runners(now, now).await? {
+            if other.url == runner.url
+                && other.instance_id != runner.instance_id
+                && other.state == RunnerState::Live
+            {
+                self.declare_lost(&other, "a new job runner registered at its address")
+                    .await?;
+            }
+        }
+        tracing::info!(
+            instance = runner.instance_id,
+            url = runner.url,
+            lease = runner.lease,
+            "job runner registered"
+        );
+        self.forget_runners();
+        Ok(runner)
+    }
+
+    /// Renews a runner's lease; a runner declared lost must register again. `held`, when
+    /// the runner says, names the requests whose chains it holds: a request it owns as
+    /// RUNNING that this renewal and the one before it here both leave out is recovered
+    /// as a lost runner's would be (its chain ended or was dropped, and its end never
+    /// reached a Request Manager: reports refused by something that was not one, say),
+    /// so that no request stays RUNNING on a runner that no longer runs it. Two in a row,
+    /// because a renewal taken just before a hand-over may arrive after it was recorded.
+    pub async fn renew_runner(
+        &self,
+        instance: &str,
+        held: Option<&[String]>,
+    ) -> Result<JobRunner, Error> {
+        let runner = self.store.renew_runner(instance, Utc::now()).await?;
+        if let Some(held) = held {
+            self.recover_unheld(&runner, held).await;
+        }
+        Ok(runner)
+    }
+
+    /// Recovers the requests `runner` owns that neither this renewal (`held`) nor its
+    /// last one here named, and remembers which this one left out.
+    pub(super) async fn recover_unheld(&self, runner: &JobRunner, held: &[String]) {
+        let instance = runner.instance_id.as_str();
+        let owned = match self.store.owned_requests(instance).await {
+            Ok(owned) => owned,
+            Err(err) => {
+                tracing::warn!(instance, error = %err, "reading a job runner's requests failed; its renewal is checked next time");
+                return;
+            }
+        };
+        let held: HashSet<&str> = held.iter().map(String::as_str).collect();
+        let unheld: HashSet<String> = owned
+            .into_iter()
+            .filter(|request_id| !held.contains(request_id.as_str()))
+            .collect();
+        let before = {
+            let mut remembered = self.unheld.lock().unwrap_or_else(|p| p.into_inner());
+            if unheld.is_empty() {
+                remembered.remove(instance)
+            } else {
+                remembered.insert(instance.to_owned(), unheld.clone())
+            }
+        };
+        let Some(before) = before else {
+            return;
+        };
+        let error = crate::recovery::unheld_error(runner);
+        for request_id in unheld.intersection(&before) {
+            match self
+                .take_back(request_id, Holder::Lost(instance), error.clone())
+                .await
+            {
+                Ok(interrupted) => tracing::warn!(
+                    request_id,
+                    instance,
+                    interrupted,
+                    "request recovered: its job runner no longer runs it, and its end was never reported; it is resumed on a live one"
+                ),
+                // Finished or recovered meanwhile.
+                Err(Error::Fenced(_) | Error::Conflict(_)) => {}
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again at the next renewal");
+                }
+            }
+        }
+    }
+
+    /// A runner that shut down, its chains handed back.
+    pub async fn end_runner(&self, instance: &str) -> Result<(), Error> {
+        self.store.end_runner(instance, Utc::now()).await?;
+        self.unheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(instance);
+        tracing::info!(instance, "job runner deregistered");
+        self.forget_runners();
+        Ok(())
+    }
+
+    /// The registered runners: live, lost and recently ended.
+    pub async fn job_runners(&self) -> Result<Vec<JobRunner>, Error> {
+        let now = Utc::now();
+        Ok(self
+            .store
+            .job_runners(now, now - ENDED_RUNNERS_LISTED)
+            .await?)
+    }
+
+    /// Declares a runner lost now (its process is known to be gone) and recovers its
+    /// requests.
+    pub async fn declare_lost(&self, runner: &JobRunner, why: &str) -> Result<(), Error> {
+        if self
+            .store
+            .mark_runner_lost(&runner.instance_id, Utc::now())
+            .await?
+        {
+            tracing::warn!(
+                instance = runner.instance_id,
+                url = runner.url,
+                why,
+                "job runner lost"
+            );
+        }
+        self.forget_runners();
+        self.recover_requests_of(runner).await;
+        Ok(())
+    }
+
+    /// Whether the database has answered for at least a lease without a break.
+    pub(super) fn trusted_for_a_lease(&self, healthy: bool) -> bool {
+        let mut since = self.healthy_since.lock().unwrap_or_else(|p| p.into_inner());
+        if !healthy {
+            *since = None;
+            return false;
+        }
+        let since = since.get_or_insert_with(tokio::time::Instant::now);
+        since.elapsed() >= self.options.lease
+    }
+
+    /// Declares lost the runners whose lease lapsed (once this Request Manager has
+    /// reached the database for a whole lease, so that it could have seen their
+    /// renewals), then recovers the requests of every lost runner. Each request is
+    /// recovered by one Request Manager: the store's recovery is conditional.
+    pub async fn recover_lost_runners(&self) {
+        let now = Utc::now();
+        let runners = match self
+            .store
+            .job_runners(now, now - ENDED_RUNNERS_LISTED)
+            .await
+        {
+            Ok(runners) => runners,
+            Err(err) => {
+                self.trusted_for_a_lease(false);
+                tracing::warn!(error = %err, "reading the job runners failed");
+                return;
+            }
+        };
+        let trusted = self.trusted_for_a_lease(true);
+        for runner in &runners {
+            let lapsed = runner.state == RunnerState::Lost && runner.ended_at.is_none();
+            if lapsed && trusted {
+                match self.store.mark_runner_lost(&runner.instance_id, now).await {
+                    Ok(true) => {
+                        tracing::warn!(
+                            instance = runner.instance_id,
+                            url = runner.url,
+                            renewed_at = %runner.renewed_at,
+                            lease = runner.lease,
+                            "job runner lost: its lease lapsed"
+                        );
+                        self.forget_runners();
+                    }
+                    Ok(false) => {}
+                    Err(err) => tracing::warn!(error = %err, "declaring a job runner lost failed"),
+                }
+            }
+            let gone = (runner.state == RunnerState::Lost
+                && (runner.ended_at.is_some() || (lapsed && trusted)))
+                || runner.state == RunnerState::Stopped;
+            if gone && runner.running_requests > 0 {
+                self.recover_requests_of(runner).await;
+            }
+        }
+    }
+
+    /// Recovers each RUNNING request of a lost runner: rebuilt from the store, stored as
+    /// a suspended chain, and resumed on a live runner by the loop that resumes them.
+    pub(super) async fn recover_requests_of(&self, runner: &JobRunner) {
+        let requests = match self.store.owned_requests(&runner.instance_id).await {
+            Ok(requests) => requests,
+            Err(err) => {
+                tracing::warn!(instance = runner.instance_id, error = %err, "reading a lost job runner's requests failed");
+                return;
+            }
+        };
+        for request_id in requests {
+            match self.recover_request(&request_id, runner).await {
+                Ok(interrupted) => tracing::warn!(
+                    request_id,
+                    instance = runner.instance_id,
+                    interrupted,
+                    "request recovered from a lost job runner; it is resumed on a live one"
+                ),
+                // Another Request Manager recovered it, or it finished meanwhile.
+                Err(Error::Fenced(_) | Error::Conflict(_)) => {}
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again later")
+                }
+            }
+        }
+    }
+
+    /// Recovers one request of a lost runner; returns how many tries were interrupted.
+    pub(super) async fn recover_request(
+        &self,
+        request_id: &str,
+        runner: &JobRunner,
+    ) -> Result<usize, Error> {
+        let error = crate::recovery::interrupted_error(runner);
+        self.take_back(request_id, Holder::Lost(&runner.instance_id), error)
+            .await
+    }
+
+    /// Takes a request back from `holder`: its chain is rebuilt from the store (tries
+    /// that started and never reported logged as interrupted, with `error`) and stored as
+    /// a suspended chain, which the loop that resumes them hands to a live runner.
+    /// Returns how many tries were interrupted.
+    pub(super) async fn take_back(
+        &self,
+        request_id: &str,
+        holder: Holder<'_>,
+        error: String,
+    ) -> Result<usize, Error> {
+        let chain = self.store.job_chain(request_id).await?;
+        let logs = self.store.job_log(request_id).await?;
+        let started = self.store.try_starts(request_id).await?;
+        let now_nanos = Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let rebuilt = crate::recovery::rebuild(chain, &logs, &started, error, now_nanos);
+        for entry in &rebuilt.interrupted {
+            tracing::warn!(
+                request_id,
+                job_id = entry.job_id,
+                r#try = entry.r#try,
+                from = ?holder,
+                "job try interrupted: its job runner was lost or is not known"
+            );
+        }
+        self.store
+            .recover_request(holder, &rebuilt.interrupted, &rebuilt.suspended, Utc::now())
+            .await?;
+        if let Some(metrics) = &self.options.telemetry.metrics {
+            metrics
+                .tries_interrupted
+                .inc_by(rebuilt.interrupted.len() as u64);
+        }
+        Ok(rebuilt.interrupted.len())
+    }
+
+    /// Whether a PENDING request offered again had begun on a Job Runner already (a
+    /// hand-over reached a runner, which ran jobs, but the request was never marked
+    /// RUNNING: the Request Manager that handed it over died first, or its write
+    /// failed). Such a chain cannot go out as a new one (a runner refuses a new chain
+    /// with jobs that ran), so it is taken back like a lost runner's request and resumed;
+    /// the new epoch fences off whichever runner had it. True when the request is no
+    /// longer to be offered as new.
+    pub(super) async fn took_back_begun(
+        &self,
+        request_id: &RequestId,
+        job_chain: &JobChain,
+    ) -> Result<bool, Error> {
+        let ran = job_chain
+            .jobs
+            .values()
+            .any(|job| job.state != State::Pending);
+        if !ran && self.store.try_starts(request_id).await?.is_empty() {
+            return Ok(false);
+        }
+        let owner = self.store.owner(request_id).await?;
+        if owner.state != State::Pending {
+            return Ok(true);
+        }
+        let error = crate::recovery::unrecorded_error(owner.epoch);
+        match self
+            .take_back(request_id, Holder::Unstarted(owner.epoch), error)
+            .await
+        {
+            Ok(interrupted) => {
+                tracing::warn!(
+                    %request_id,
+                    epoch = owner.epoch,
+                    interrupted,
+                    "PENDING request had begun on a job runner without being marked RUNNING; taken back, it is resumed on a live one"
+                );
+                Ok(true)
+            }
+            // Handed over again or started meanwhile (another Request Manager).
+            Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(true),
+            Err(err) => Err(err),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The `approval_answers` table: answers to approval jobs.
+
+use super::*;
+
+sql_impl! {
+    pub(super) async fn add_answer(
+        &self,
+        request_id: &str,
+        job_id: &str,
+        answer: &proto::Answer,
+    ) -> Result<bool, Error> {
+        let at = DateTime::parse_from_rfc3339(&answer.at)
+            .map(|at| at.with_timezone(&Utc))
+            .map_err(|err| Error::Invalid(format!("answer time {:?}: {err}", answer.at)))?;
+        let done = sqlx::query(
+            "INSERT INTO approvals (request_id, job_id, approved, user_name, at, comment) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (request_id, job_id) DO NOTHING",
+        )
+        .bind(request_id)
+        .bind(job_id)
+        .bind(i32::from(answer.approved))
+        .bind(answer.user.as_str())
+        .bind(micros(at))
+        .bind(answer.comment.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(DB::rows_affected(&done) == 1)
+    }
+
+    pub(super) async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error> {
+        let rows = sqlx::query(
+            "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id",
+        )
+        .bind(request_id)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("job_id")?,
+                    proto::Answer {
+                        approved: row.try_get::<i32, _>("approved")? != 0,
+                        user: row.try_get("user_name")?,
+                        at: from_micros(row.try_get("at")?)
+                            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                        comment: row.try_get("comment")?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    pub(super) async fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> Result<(), Error> {
+        for job_id in job_ids {
+            sqlx::query("DELETE FROM approvals WHERE request_id = $1 AND job_id = $2")
+                .bind(request_id)
+                .bind(job_id.as_str())
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+//! The `spec_versions` and `audit` tables: the spec files requests were built from, and
+//! who did what to a request.
+
+use super::*;
+
+sql_impl! {
+    pub(super) async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error> {
+        let files = to_json("spec files", &specs.files)?;
+        sqlx::query(
+            "INSERT INTO spec_versions (version, files, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (version) DO NOTHING",
+        )
+        .bind(specs.version.as_str())
+        .bind(files)
+        .bind(micros(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
+        let row = sqlx::query("SELECT files FROM spec_versions WHERE version = $1")
+            .bind(version)
+            .fetch_optional(&self.readers)
+            .await?
+            .ok_or_else(|| Error::not_found("spec version", version))?;
+        let files: String = row.try_get("files")?;
+        Ok(SpecVersion {
+            version: version.to_owned(),
+            files: from_json("stored spec files", &files)?,
+        })
+    }
+
+    pub(super) async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(request_id)
+        .bind(micros(event.at))
+        .bind(event.action.as_str())
+        .bind(event.user.as_str())
+        .bind(event.address.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
+        let rows = sqlx::query(
+            "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
+        )
+        .bind(request_id)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditEvent {
+                    at: from_micros(row.try_get("at")?),
+                    action: row.try_get("action")?,
+                    user: row.try_get("user_name")?,
+                    address: row.try_get("address")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,241 @@
+//! The `job_log`, `job_output` and `job_try_starts` tables: what each try of each job did.
+
+use super::*;
+
+sql_impl! {
+    pub(super) async fn insert_logs_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        entries: &[JobLog],
+    ) -> Result<(), Error> {
+        for chunk in entries.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, exit, error, stdout, stderr) ",
+            );
+            insert.push_values(chunk, |mut row, entry| {
+                row.push_bind(entry.request_id.as_str())
+                    .push_bind(entry.job_id.as_str())
+                    .push_bind(i32::try_from(entry.r#try).unwrap_or(i32::MAX))
+                    .push_bind(entry.name.as_str())
+                    .push_bind(entry.job_type.as_str())
+                    .push_bind(state_value(entry.state))
+                    .push_bind(entry.started_at)
+                    .push_bind(entry.finished_at)
+                    .push_bind(entry.exit)
+                    .push_bind(entry.error.as_str())
+                    .push_bind(entry.stdout.as_str())
+                    .push_bind(entry.stderr.as_str());
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
+            insert.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn job_log_from_row(row: &DB::Row) -> Result<JobLog, Error> {
+        Ok(JobLog {
+            request_id: row.try_get("request_id")?,
+            job_id: row.try_get("job_id")?,
+            r#try: u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0),
+            name: row.try_get("name")?,
+            job_type: row.try_get("type")?,
+            started_at: row.try_get("started_at")?,
+            finished_at: row.try_get("finished_at")?,
+            state: state_of(row.try_get("state")?)?,
+            exit: row.try_get("exit")?,
+            error: row.try_get("error")?,
+            stdout: row.try_get("stdout")?,
+            stderr: row.try_get("stderr")?,
+        })
+    }
+
+    pub(super) async fn insert_job_logs(&self, entries: &[JobLog]) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        Self::insert_logs_in(&mut tx, entries).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        // Per try and stream, how far the output has come.
+        let mut ends: std::collections::BTreeMap<(&str, &str, u32, Stream), u64> =
+            Default::default();
+        for chunk in chunks {
+            let end = ends
+                .entry((&chunk.request_id, &chunk.job_id, chunk.r#try, chunk.stream))
+                .or_default();
+            *end = (*end).max(chunk.end());
+        }
+        let mut tx = self.pool.begin().await?;
+        for rows in chunks.chunks(OUTPUT_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_output (request_id, job_id, try, stream, byte_offset, byte_len, data) ",
+            );
+            insert.push_values(rows, |mut row, chunk| {
+                row.push_bind(chunk.request_id.as_str())
+                    .push_bind(chunk.job_id.as_str())
+                    .push_bind(i32::try_from(chunk.r#try).unwrap_or(i32::MAX))
+                    .push_bind(stream_value(chunk.stream))
+                    .push_bind(count(chunk.offset))
+                    .push_bind(count(chunk.data.len() as u64))
+                    .push_bind(chunk.data.as_str());
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try, stream, byte_offset) DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
+        }
+        for ((request_id, job_id, try_no, stream), end) in ends {
+            let Some(tail_start) = end.checked_sub(proto::OUTPUT_TAIL_BYTES) else {
+                continue;
+            };
+            if tail_start <= proto::OUTPUT_HEAD_BYTES {
+                continue;
+            }
+            sqlx::query(
+                "DELETE FROM job_output WHERE request_id = $1 AND job_id = $2 AND try = $3 \
+                 AND stream = $4 AND byte_offset >= $5 AND byte_offset + byte_len <= $6",
+            )
+            .bind(request_id)
+            .bind(job_id)
+            .bind(i32::try_from(try_no).unwrap_or(i32::MAX))
+            .bind(stream_value(stream))
+            .bind(count(proto::OUTPUT_HEAD_BYTES))
+            .bind(count(tail_start))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn output(
+        &self,
+        request_id: &str,
+        query: &OutputQuery,
+    ) -> Result<Vec<OutputChunk>, Error> {
+        let mut select = QueryBuilder::<DB>::new(
+            "SELECT seq, request_id, job_id, try, stream, byte_offset, data FROM job_output WHERE request_id = ",
+        );
+        select.push_bind(request_id.to_owned());
+        select.push(" AND seq > ").push_bind(query.after);
+        if let Some(job_id) = &query.job {
+            select.push(" AND job_id = ").push_bind(job_id.clone());
+        }
+        if let Some(try_no) = query.r#try {
+            select
+                .push(" AND try = ")
+                .push_bind(i32::try_from(try_no).unwrap_or(i32::MAX));
+        }
+        select
+            .push(" ORDER BY seq LIMIT ")
+            .push_bind(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
+        let rows = select.build().fetch_all(&self.readers).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(OutputChunk {
+                    seq: row.try_get("seq")?,
+                    request_id: row.try_get("request_id")?,
+                    job_id: row.try_get("job_id")?,
+                    r#try: u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0),
+                    stream: stream_of(row.try_get("stream")?)?,
+                    offset: u64::try_from(row.try_get::<i64, _>("byte_offset")?).unwrap_or(0),
+                    data: row.try_get("data")?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
+        let rows = sqlx::query("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
+            .bind(request_id)
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(Self::job_log_from_row).collect()
+    }
+
+    pub(super) async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error> {
+        let row = sqlx::query(
+            "SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try DESC LIMIT 1",
+        )
+        .bind(request_id.as_str())
+        .bind(job_id)
+        .fetch_optional(&self.readers)
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            what: "job",
+            id: format!("{job_id} of request {request_id}"),
+        })?;
+        Self::job_log_from_row(&row)
+    }
+
+    pub(super) async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {
+        let rows =
+            sqlx::query("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
+                .bind(request_id)
+                .bind(job_id)
+                .fetch_all(&self.readers)
+                .await?;
+        rows.iter().map(Self::job_log_from_row).collect()
+    }
+
+    pub(super) async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
+        self.latest_states(request_id).await
+    }
+
+    pub(super) async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error> {
+        if starts.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for chunk in starts.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) ",
+            );
+            insert.push_values(chunk, |mut row, start| {
+                row.push_bind(start.request_id.as_str())
+                    .push_bind(start.job_id.as_str())
+                    .push_bind(i32::try_from(start.r#try).unwrap_or(i32::MAX))
+                    .push_bind(i32::try_from(start.run_try).unwrap_or(i32::MAX))
+                    .push_bind(i32::try_from(start.sequence_try).unwrap_or(i32::MAX))
+                    .push_bind(start.started_at)
+                    .push_bind(instance);
+            });
+            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
+        let rows = sqlx::query(
+            "SELECT job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
+             WHERE request_id = $1 ORDER BY job_id, try",
+        )
+        .bind(request_id)
+        .fetch_all(&self.readers)
+        .await?;
+        let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
+            Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(StartedTry {
+                    start: TryStart {
+                        request_id: request_id.to_owned(),
+                        job_id: row.try_get("job_id")?,
+                        r#try: number(row, "try")?,
+                        run_try: number(row, "run_try")?,
+                        sequence_try: number(row, "sequence_try")?,
+                        started_at: row.try_get("started_at")?,
+                    },
+                    instance: row.try_get("jr_instance")?,
+                })
+            })
+            .collect()
+    }
+}

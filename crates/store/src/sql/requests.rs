@@ -1,0 +1,360 @@
+//! The `requests` table (with `request_args` and `request_archives`): creating requests,
+//! reading one or a search, and counts.
+
+use super::*;
+
+sql_impl! {
+    /// Why a conditional update of `request_id` matched no row.
+    pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
+        let row = sqlx::query("SELECT state FROM requests WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_optional(&self.readers)
+            .await;
+        let actual = match row {
+            Ok(None) => return Error::not_found("request", request_id),
+            Ok(Some(row)) => row
+                .try_get::<i16, _>("state")
+                .map_err(Error::from)
+                .and_then(state_of),
+            Err(err) => return err.into(),
+        };
+        match actual {
+            Ok(actual) => Error::State {
+                request_id: request_id.to_owned(),
+                actual,
+                expected,
+            },
+            Err(err) => err,
+        }
+    }
+
+    /// Why a report with `fence` about `request_id` matched no row: not from the owner
+    /// ([`Error::Fenced`]), or the request was not in the state expected.
+    pub(super) async fn refusal(&self, request_id: &str, fence: Option<&Fence>, expected: State) -> Error {
+        if let Some(fence) = fence {
+            match self.owner(request_id).await {
+                Ok(owner) if !owner.accepts(fence) => return owner.refusal(request_id, fence),
+                Ok(_) => {}
+                Err(err) => return err,
+            }
+        }
+        self.state_error(request_id, expected).await
+    }
+
+    /// Inserts new requests (each with its chain) in multi-row statements: the rows of
+    /// `requests`, `request_archives`, `request_args` and `request_audit`.
+    pub(super) async fn create_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        creates: &[(&Request, &CreateRequest, Option<&AuditEvent>)],
+    ) -> Result<(), Error> {
+        let mut archives = Vec::with_capacity(creates.len());
+        for (request, create_request, _) in creates {
+            let Some(chain) = &request.job_chain else {
+                return Err(Error::Invalid(
+                    "a new request needs its job chain".to_owned(),
+                ));
+            };
+            archives.push((
+                request.id.as_str(),
+                to_json("create request", create_request)?,
+                to_json("request args", &request.args)?,
+                to_json("job chain", chain)?,
+            ));
+        }
+        for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) ",
+            );
+            insert.push_values(chunk, |mut row, (request, _, _)| {
+                row.push_bind(request.id.as_str())
+                    .push_bind(request.request_type.as_str())
+                    .push_bind(state_value(request.state))
+                    .push_bind(request.user.as_str())
+                    .push_bind(micros(request.created_at))
+                    .push_bind(count(request.total_jobs))
+                    .push("0, 1, NULLIF(")
+                    .push_bind_unseparated(request.spec_version.as_str())
+                    .push_unseparated(", '')");
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO request_archives (request_id, create_request, args, job_chain) ",
+            );
+            insert.push_values(chunk, |mut row, (id, create, args, chain)| {
+                row.push_bind(*id)
+                    .push_bind(create.as_str())
+                    .push_bind(args.as_str())
+                    .push_bind(chain.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        let args: Vec<(&str, &str, String)> = creates
+            .iter()
+            .flat_map(|(request, _, _)| {
+                request
+                    .args
+                    .iter()
+                    .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
+            })
+            .collect();
+        for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert =
+                QueryBuilder::<DB>::new("INSERT INTO request_args (request_id, name, value) ");
+            insert.push_values(chunk, |mut row, (id, name, value)| {
+                row.push_bind(*id)
+                    .push_bind(*name)
+                    .push_bind(value.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        let events: Vec<(&str, &AuditEvent)> = creates
+            .iter()
+            .filter_map(|(request, _, event)| event.map(|event| (request.id.as_str(), event)))
+            .collect();
+        for chunk in events.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO request_audit (request_id, at, action, user_name, address) ",
+            );
+            insert.push_values(chunk, |mut row, (id, event)| {
+                row.push_bind(*id)
+                    .push_bind(micros(event.at))
+                    .push_bind(event.action.as_str())
+                    .push_bind(event.user.as_str())
+                    .push_bind(event.address.as_str());
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// The owners of `request_ids`, read in the transaction.
+    /// `select` (a query of `requests`) for the requests `ids` (one statement's worth:
+    /// callers chunk by [`REQUEST_ROWS_PER_STATEMENT`]).
+    pub(super) fn requests_in<'a>(select: &str, ids: impl Iterator<Item = &'a str>) -> QueryBuilder<DB> {
+        let mut query = QueryBuilder::<DB>::new(select);
+        query.push(" WHERE request_id IN (");
+        let mut list = query.separated(", ");
+        for id in ids {
+            list.push_bind(id);
+        }
+        query.push(")");
+        query
+    }
+
+    pub(super) fn request_from_row(row: &DB::Row) -> Result<Request, Error> {
+        let time = |name: &str| -> Result<Option<DateTime<Utc>>, Error> {
+            Ok(row.try_get::<Option<i64>, _>(name)?.map(from_micros))
+        };
+        Ok(Request {
+            id: row.try_get("request_id")?,
+            request_type: row.try_get("type")?,
+            state: state_of(row.try_get("state")?)?,
+            user: row.try_get("user_name")?,
+            args: Vec::new(),
+            created_at: time("created_at")?.unwrap_or_default(),
+            started_at: time("started_at")?,
+            finished_at: time("finished_at")?,
+            job_chain: None,
+            total_jobs: u64::try_from(row.try_get::<i64, _>("total_jobs")?).unwrap_or(0),
+            finished_jobs: u64::try_from(row.try_get::<i64, _>("finished_jobs")?).unwrap_or(0),
+            jr_url: row
+                .try_get::<Option<String>, _>("jr_url")?
+                .unwrap_or_default(),
+            error: row.try_get("error")?,
+            paused: row.try_get::<i32, _>("paused")? != 0,
+            spec_version: row
+                .try_get::<Option<String>, _>("spec_version")?
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Sets each job of `chain` to its latest logged state and try.
+    pub(super) async fn live_states(&self, chain: &mut JobChain) -> Result<(), Error> {
+        for latest in self.latest_states(chain.request_id.as_str()).await? {
+            if let Some(job) = chain.jobs.get_mut(&latest.job_id) {
+                job.tries = latest.tries;
+                job.state = latest.state;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each logged job's highest try and its state.
+    pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
+        let rows = sqlx::query("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_all(&self.readers)
+            .await?;
+        let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let job_id: String = row.try_get("job_id")?;
+            let tries = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+            let state = state_of(row.try_get("state")?)?;
+            match latest.get_mut(&job_id) {
+                Some(known) if known.tries > tries => {}
+                Some(known) => {
+                    known.tries = tries;
+                    known.state = state;
+                }
+                None => {
+                    latest.insert(
+                        job_id.clone(),
+                        JobState {
+                            job_id,
+                            tries,
+                            state,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(latest.into_values().collect())
+    }
+
+    pub(super) async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+        let row = sqlx::query("SELECT job_chain FROM request_archives WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_optional(&self.readers)
+            .await?
+            .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
+        let text: String = row.try_get("job_chain")?;
+        from_json("stored job chain", &text)
+    }
+
+    pub(super) async fn create_request(
+        &self,
+        request: &Request,
+        create_request: &CreateRequest,
+        created: Option<&AuditEvent>,
+    ) -> Result<(), Error> {
+        let mut tx = self.pool.begin().await?;
+        Self::create_in(&mut tx, &[(request, create_request, created)]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
+        let row = sqlx::query(
+            "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
+             r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
+             FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
+             WHERE r.request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_optional(&self.readers)
+        .await?
+        .ok_or_else(|| Error::not_found("request", request_id))?;
+        let mut request = Self::request_from_row(&row)?;
+        if let Some(args) = row
+            .try_get::<Option<String>, _>("args")?
+            .filter(|a| !a.is_empty())
+        {
+            request.args = from_json("stored request args", &args)?;
+        }
+        if with_chain {
+            request.job_chain = Some(self.job_chain(request_id).await?);
+        }
+        Ok(request)
+    }
+
+    pub(super) async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
+        let mut ended = Vec::new();
+        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut select = Self::requests_in(
+                "SELECT request_id, state FROM requests",
+                chunk.iter().map(String::as_str),
+            );
+            for row in select.build().fetch_all(&self.readers).await? {
+                if state_of(row.try_get("state")?)?.is_finished() {
+                    ended.push(row.try_get("request_id")?);
+                }
+            }
+        }
+        Ok(ended)
+    }
+
+    pub(super) async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+        let mut chain = self.archived_chain(request_id).await?;
+        self.live_states(&mut chain).await?;
+        Ok(chain)
+    }
+
+    pub(super) async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
+        let mut query = QueryBuilder::<DB>::new(
+            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused, spec_version \
+             FROM requests WHERE 1 = 1",
+        );
+        if let Some(request_type) = &filter.request_type {
+            query.push(" AND type = ").push_bind(request_type.clone());
+        }
+        if let Some(user) = &filter.user {
+            query.push(" AND user_name = ").push_bind(user.clone());
+        }
+        if !filter.states.is_empty() {
+            query.push(" AND state IN (");
+            let mut states = query.separated(", ");
+            for state in &filter.states {
+                states.push_bind(state_value(*state));
+            }
+            query.push(")");
+        }
+        // `IN` lets the database start from the index on arg values and sort the few
+        // matches, instead of probing the args of every request by age.
+        for (name, value) in &filter.args {
+            query
+                .push(" AND request_id IN (SELECT request_id FROM request_args WHERE name = ")
+                .push_bind(name.clone())
+                .push(" AND ");
+            DB::push_value_match(&mut query, value.clone());
+            query.push(")");
+        }
+        if let Some(since) = filter.since {
+            query
+                .push(" AND (finished_at > ")
+                .push_bind(micros(since))
+                .push(" OR finished_at IS NULL)");
+        }
+        if let Some(until) = filter.until {
+            query.push(" AND created_at < ").push_bind(micros(until));
+        }
+        query.push(" ORDER BY created_at DESC, request_id ASC");
+        if filter.limit > 0 {
+            query.push(" LIMIT ").push_bind(count(filter.limit));
+            query.push(" OFFSET ").push_bind(count(filter.offset));
+        }
+        let rows = query.build().fetch_all(&self.readers).await?;
+        rows.iter().map(Self::request_from_row).collect()
+    }
+
+    pub(super) async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT jr_url FROM requests WHERE state = $1 AND jr_url IS NOT NULL ORDER BY jr_url",
+        )
+        .bind(state_value(State::Running))
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
+    }
+
+    pub(super) async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
+        let mut counts = Vec::with_capacity(states.len());
+        for &state in states {
+            let row = sqlx::query("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
+                .bind(state_value(state))
+                .fetch_one(&self.readers)
+                .await?;
+            let n: i64 = row.try_get("n")?;
+            if n > 0 {
+                counts.push((state, u64::try_from(n).unwrap_or(0)));
+            }
+        }
+        Ok(counts)
+    }
+
+    pub(super) async fn ping(&self) -> Result<(), Error> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}

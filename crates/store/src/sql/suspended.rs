@@ -1,0 +1,228 @@
+//! The `suspended_job_chains` table: suspending a chain, claiming it to resume (one Request
+//! Manager of several), and its expiry.
+
+use super::*;
+
+sql_impl! {
+    /// Deletes the suspended chain of `request_id` that `host` claimed (the first step of
+    /// resuming it or failing it).
+    pub(super) async fn delete_claimed(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+        host: &str,
+    ) -> Result<(), Error> {
+        let deleted =
+            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
+                .bind(request_id)
+                .bind(host)
+                .execute(&mut **tx)
+                .await?;
+        if DB::rows_affected(&deleted) == 0 {
+            return Err(Error::Conflict(format!(
+                "the suspended job chain of request {request_id} is not claimed by {host}"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn suspend_request(
+        &self,
+        suspended: &SuspendedJobChain,
+        fence: Option<&Fence>,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let request_id = suspended.request_id.as_str();
+        let suspended_json = to_json("suspended job chain", suspended)?;
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
+             VALUES ($1, $2, NULL, $3, $3)",
+        )
+        .bind(request_id)
+        .bind(suspended_json)
+        .bind(micros(at))
+        .execute(&mut *tx)
+        .await;
+        match inserted.map_err(Error::from) {
+            Ok(_) => {}
+            Err(Error::Duplicate(_)) => {
+                drop(tx);
+                // A runner that no longer owns the request hears that first.
+                if let Some(fence) = fence {
+                    let owner = self.owner(request_id).await?;
+                    if !owner.accepts(fence) {
+                        return Err(owner.refusal(request_id, fence));
+                    }
+                }
+                return Err(Error::Conflict(format!(
+                    "request {request_id} already has a suspended job chain"
+                )));
+            }
+            // A chain for a request that does not exist breaks the foreign key.
+            Err(Error::Database(_)) => {
+                drop(tx);
+                return Err(self.refusal(request_id, fence, State::Running).await);
+            }
+            Err(err) => return Err(err),
+        }
+        let updated = sqlx::query(
+            "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL WHERE request_id = $1 AND state = $3 \
+             AND ($4 < 0 OR (epoch = $4 AND (jr_instance IS NULL OR jr_instance = $5)))",
+        )
+        .bind(request_id)
+        .bind(state_value(State::Suspended))
+        .bind(state_value(State::Running))
+        .bind(epoch_value(fence))
+        .bind(instance_value(fence))
+        .execute(&mut *tx)
+        .await?;
+        if DB::rows_affected(&updated) == 0 {
+            drop(tx);
+            return Err(self.refusal(request_id, fence, State::Running).await);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn claim_suspended(
+        &self,
+        host: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<SuspendedJobChain>, Error> {
+        let row = sqlx::query(DB::CLAIM_SQL)
+            .bind(host)
+            .bind(micros(at))
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            None => Ok(None),
+            Some(row) => {
+                let text: String = row.try_get("suspended_job_chain")?;
+                Ok(Some(from_json("stored suspended job chain", &text)?))
+            }
+        }
+    }
+
+    pub(super) async fn resumed(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        jr_url: &str,
+        owner: Option<&Fence>,
+    ) -> Result<bool, Error> {
+        let request_id = request_id.as_str();
+        let mut tx = self.pool.begin().await?;
+        Self::delete_claimed(&mut tx, request_id, host).await?;
+        let updated = sqlx::query(
+            "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
+             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6) RETURNING paused",
+        )
+        .bind(request_id)
+        .bind(jr_url)
+        .bind(state_value(State::Running))
+        .bind(state_value(State::Suspended))
+        .bind(instance_value(owner))
+        .bind(epoch_value(owner))
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match updated {
+            Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
+            None => Err(self.state_error(request_id, State::Suspended).await),
+        }
+    }
+
+    pub(super) async fn fail_suspended(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let request_id = request_id.as_str();
+        let mut tx = self.pool.begin().await?;
+        Self::delete_claimed(&mut tx, request_id, host).await?;
+        sqlx::query(
+            "UPDATE requests SET state = $3, \
+             finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
+             jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
+        )
+        .bind(request_id)
+        .bind(micros(at))
+        .bind(state_value(State::Fail))
+        .bind(state_value(State::Suspended))
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
+        let request_id = request_id.as_str();
+        sqlx::query(
+            "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $3 WHERE request_id = $1 AND rm_host = $2",
+        )
+        .bind(request_id)
+        .bind(host)
+        .bind(micros(Utc::now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error> {
+        let done = sqlx::query(
+            "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $2 WHERE rm_host IS NOT NULL AND updated_at < $1",
+        )
+        .bind(micros(before))
+        .bind(micros(Utc::now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(DB::rows_affected(&done))
+    }
+
+    pub(super) async fn expire_suspended(
+        &self,
+        before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, Error> {
+        let rows = sqlx::query(
+            "SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL AND suspended_at < $1",
+        )
+        .bind(micros(before))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut expired = Vec::new();
+        for row in rows {
+            let request_id: String = row.try_get("request_id")?;
+            let mut tx = self.pool.begin().await?;
+            // Deleting only an unclaimed chain is the claim: a resumer that got it first
+            // wins.
+            let deleted = sqlx::query(
+                "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host IS NULL",
+            )
+            .bind(request_id.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if DB::rows_affected(&deleted) == 0 {
+                continue;
+            }
+            sqlx::query(
+                "UPDATE requests SET state = $3, \
+                 finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
+                 jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
+            )
+            .bind(request_id.as_str())
+            .bind(micros(now))
+            .bind(state_value(State::Fail))
+            .bind(state_value(State::Suspended))
+            .bind("its suspended chain was not resumed before it expired")
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            expired.push(request_id);
+        }
+        Ok(expired)
+    }
+}

@@ -1,0 +1,90 @@
+//! The group commit: one transaction for a batch of creates, starts, job log entries,
+//! progress and ends gathered from many callers.
+
+use super::*;
+
+sql_impl! {
+    pub(super) async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut refused = Vec::new();
+        // The refused (request, fence) pairs: each report is judged by its own fence.
+        let mut barred: std::collections::HashSet<(&str, &Fence)> =
+            std::collections::HashSet::new();
+        let fences = batch.fences();
+        if !fences.is_empty() {
+            let mut ids: Vec<&str> = fences.iter().map(|(id, _)| *id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let owners = Self::owners_in(&mut tx, &ids).await?;
+            for (request_id, fence) in fences {
+                let refusal = match owners.get(request_id) {
+                    None => Error::not_found("request", request_id),
+                    Some(owner) if !owner.accepts(fence) => owner.refusal(request_id, fence),
+                    Some(_) => continue,
+                };
+                barred.insert((request_id, fence));
+                refused.push((request_id.to_owned(), fence.clone(), refusal));
+            }
+        }
+        let creates: Vec<_> = batch
+            .creates
+            .iter()
+            .map(|new| (&new.request, &new.create_request, new.created.as_ref()))
+            .collect();
+        if !creates.is_empty() {
+            Self::create_in(&mut tx, &creates).await?;
+        }
+        let started = if batch.starts.is_empty() {
+            Vec::new()
+        } else {
+            Self::start_in(&mut tx, &batch.starts).await?
+        };
+        let logs: std::borrow::Cow<'_, [JobLog]> = if barred.is_empty() {
+            (&batch.logs[..]).into()
+        } else {
+            let mut kept = vec![true; batch.logs.len()];
+            for (run, fence) in &batch.log_fences {
+                for (at, entry) in batch.logs.iter().enumerate().take(run.end).skip(run.start) {
+                    if barred.contains(&(entry.request_id.as_str(), fence)) {
+                        kept[at] = false;
+                    }
+                }
+            }
+            batch
+                .logs
+                .iter()
+                .zip(kept)
+                .filter(|(_, kept)| *kept)
+                .map(|(entry, _)| entry.clone())
+                .collect::<Vec<_>>()
+                .into()
+        };
+        if !logs.is_empty() {
+            Self::insert_logs_in(&mut tx, &logs).await?;
+        }
+        let progress: Vec<(&str, u64)> = batch
+            .progress
+            .iter()
+            .filter(|(id, _, fence)| {
+                fence
+                    .as_ref()
+                    .is_none_or(|fence| !barred.contains(&(id.as_str(), fence)))
+            })
+            .map(|(id, n, _)| (id.as_str(), *n))
+            .collect();
+        if !progress.is_empty() {
+            Self::progress_in(&mut tx, &progress).await?;
+        }
+        let finished = if batch.finishes.is_empty() {
+            Vec::new()
+        } else {
+            Self::finish_in(&mut tx, &batch.finishes).await?
+        };
+        tx.commit().await?;
+        Ok(BatchWritten {
+            started,
+            finished,
+            refused,
+        })
+    }
+}
