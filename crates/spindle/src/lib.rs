@@ -56,25 +56,65 @@ enum Command {
     Help {
         /// A command or a request type
         topic: Option<String>,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
     },
     /// Start a request (prompts for missing args on a terminal, then asks to confirm)
-    Start(spinc::StartArgs),
+    Start {
+        #[command(flatten)]
+        start: spinc::StartArgs,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// A request's state, progress and runtime
-    Status { id: String },
+    Status {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Everything about a request
-    Info { id: String },
+    Info {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// A request's job log: every try, oldest first
-    Log(spinc::LogArgs),
+    Log {
+        #[command(flatten)]
+        log: spinc::LogArgs,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Running requests and jobs with their live status line
-    Ps { id: Option<String> },
+    Ps {
+        id: Option<String>,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Exit 0 while a request is PENDING, RUNNING or SUSPENDED, else 1 (for shell loops)
-    Running { id: String },
+    Running {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Stop a running request
-    Stop { id: String },
+    Stop {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Pause a request: running jobs finish, nothing new starts until `resume`
-    Pause { id: String },
+    Pause {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Resume a paused request
-    Resume { id: String },
+    Resume {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Run a FAIL or STOPPED request again as the same request: completed jobs stay
     /// complete, the others run again, try numbers continue
     Retry {
@@ -83,19 +123,46 @@ enum Command {
         /// (a COMPLETE request can be retried from a job)
         #[arg(long)]
         from: Option<String>,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
     },
     /// Start a new request of the same type with the same args
-    Rerun { id: String },
+    Rerun {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// The schedules of the server's specs, with their next and last runs
-    Schedules,
+    Schedules {
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Approve an approval job of a request (the one that waits, or JOB)
-    Approve(spinc::AnswerArgs),
+    Approve {
+        #[command(flatten)]
+        answer: spinc::AnswerArgs,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Reject an approval job of a request (the one that waits, or JOB): its try fails
-    Reject(spinc::AnswerArgs),
+    Reject {
+        #[command(flatten)]
+        answer: spinc::AnswerArgs,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Find requests: type=, states=A,B, user=, args=k=v,k2=v2, since=, until=, limit=, offset=
-    Find { filters: Vec<String> },
+    Find {
+        filters: Vec<String>,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Show a request's progress and running jobs until it ends (exit 0 COMPLETE, 1 FAIL, 3 STOPPED)
-    Watch { id: String },
+    Watch {
+        id: String,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Print shell completions
     Completions { shell: clap_complete::Shell },
     /// Make API tokens for a server's tokens file (`auth.tokens`)
@@ -158,6 +225,12 @@ struct GraphArgs {
     /// they are not run and what they set shows as "computed at create time"
     #[arg(long)]
     run_shell_args: bool,
+    /// Options for a stored request (without --specs): where its server is
+    #[command(
+        flatten,
+        next_help_heading = "Server (only without --specs, for a stored request)"
+    )]
+    client: spinc::ClientArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -255,13 +328,19 @@ pub fn main(registry: job::Registry) -> ExitCode {
     // The process's one TLS crypto provider (ring), for every HTTPS client in it.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    let client = cli.client.clone();
+    let top = cli.client;
     let res = match cli.command {
-        None => block_on(spinc::list(&client)),
+        None => block_on(spinc::list(&top)),
         Some(command) => match command {
             Command::Lint(args) => lint::run(&args, &registry),
-            Command::Graph(args) => graph::run(&args, registry, &client),
-            Command::Run(args) => block_on(run::run(&args, registry, client.output)),
+            Command::Graph(args) => {
+                let client = args.client.clone().or(&top);
+                graph::run(&args, registry, &client)
+            }
+            Command::Run(args) => {
+                let output = args.output.unwrap_or(top.output());
+                block_on(run::run(&args, registry, output))
+            }
             Command::Server(args) => block_on(serve::server(&args, registry)),
             Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
             Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
@@ -269,35 +348,45 @@ pub fn main(registry: job::Registry) -> ExitCode {
                 version();
                 Ok(Exit::Success)
             }
-            Command::Help { topic: None } => Cli::command()
+            Command::Help {
+                topic: None,
+                client: _,
+            } => Cli::command()
                 .print_long_help()
                 .map(|()| Exit::Success)
                 .map_err(Into::into),
-            Command::Help { topic: Some(topic) } => {
-                match Cli::command().find_subcommand_mut(&topic) {
-                    Some(command) => command
-                        .print_long_help()
-                        .map(|()| Exit::Success)
-                        .map_err(Into::into),
-                    None => block_on(spinc::help_request(&client, &topic)),
-                }
+            Command::Help {
+                topic: Some(topic),
+                client,
+            } => match Cli::command().find_subcommand_mut(&topic) {
+                Some(command) => command
+                    .print_long_help()
+                    .map(|()| Exit::Success)
+                    .map_err(Into::into),
+                None => block_on(spinc::help_request(&client.or(&top), &topic)),
+            },
+            Command::Start { start, client } => block_on(spinc::start(&client.or(&top), &start)),
+            Command::Status { id, client } => block_on(spinc::status(&client.or(&top), &id)),
+            Command::Info { id, client } => block_on(spinc::info(&client.or(&top), &id)),
+            Command::Log { log, client } => block_on(spinc::log(&client.or(&top), &log)),
+            Command::Ps { id, client } => block_on(spinc::ps(&client.or(&top), id.as_deref())),
+            Command::Running { id, client } => block_on(spinc::running(&client.or(&top), &id)),
+            Command::Stop { id, client } => block_on(spinc::stop(&client.or(&top), &id)),
+            Command::Pause { id, client } => block_on(spinc::pause(&client.or(&top), &id, true)),
+            Command::Resume { id, client } => block_on(spinc::pause(&client.or(&top), &id, false)),
+            Command::Retry { id, from, client } => {
+                block_on(spinc::retry(&client.or(&top), &id, from.as_deref()))
             }
-            Command::Start(args) => block_on(spinc::start(&client, &args)),
-            Command::Status { id } => block_on(spinc::status(&client, &id)),
-            Command::Info { id } => block_on(spinc::info(&client, &id)),
-            Command::Log(args) => block_on(spinc::log(&client, &args)),
-            Command::Ps { id } => block_on(spinc::ps(&client, id.as_deref())),
-            Command::Running { id } => block_on(spinc::running(&client, &id)),
-            Command::Stop { id } => block_on(spinc::stop(&client, &id)),
-            Command::Pause { id } => block_on(spinc::pause(&client, &id, true)),
-            Command::Resume { id } => block_on(spinc::pause(&client, &id, false)),
-            Command::Retry { id, from } => block_on(spinc::retry(&client, &id, from.as_deref())),
-            Command::Rerun { id } => block_on(spinc::rerun(&client, &id)),
-            Command::Schedules => block_on(spinc::schedules(&client)),
-            Command::Approve(args) => block_on(spinc::answer(&client, &args, true)),
-            Command::Reject(args) => block_on(spinc::answer(&client, &args, false)),
-            Command::Find { filters } => block_on(spinc::find(&client, &filters)),
-            Command::Watch { id } => block_on(spinc::watch(&client, &id)),
+            Command::Rerun { id, client } => block_on(spinc::rerun(&client.or(&top), &id)),
+            Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),
+            Command::Approve { answer, client } => {
+                block_on(spinc::answer(&client.or(&top), &answer, true))
+            }
+            Command::Reject { answer, client } => {
+                block_on(spinc::answer(&client.or(&top), &answer, false))
+            }
+            Command::Find { filters, client } => block_on(spinc::find(&client.or(&top), &filters)),
+            Command::Watch { id, client } => block_on(spinc::watch(&client.or(&top), &id)),
             Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),
             Command::Completions { shell } => {
                 clap_complete::generate(
@@ -358,5 +447,65 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    fn help_of(command: &str) -> String {
+        super::Cli::command()
+            .find_subcommand_mut(command)
+            .unwrap()
+            .render_long_help()
+            .to_string()
+    }
+
+    /// Issue #35: the client flags are shown only where they apply.
+    #[test]
+    fn client_flags_only_on_the_commands_that_talk_to_a_server() {
+        let flags = [
+            "--addr",
+            "--token",
+            "--ca-cert",
+            "--client-cert",
+            "--timeout",
+        ];
+        for command in ["lint", "run", "version", "completions"] {
+            let help = help_of(command);
+            for flag in flags {
+                assert!(
+                    !help.contains(flag),
+                    "`{command} --help` shows {flag}:\n{help}"
+                );
+            }
+        }
+        assert!(!help_of("lint").contains("--output"));
+        for command in ["status", "start", "log", "find", "watch", "approve"] {
+            let help = help_of(command);
+            for flag in flags {
+                assert!(help.contains(flag), "`{command} --help` lacks {flag}");
+            }
+        }
+        let graph = help_of("graph");
+        assert!(
+            graph.contains("only without --specs, for a stored request")
+                && graph.contains("--addr"),
+            "{graph}"
+        );
+    }
+
+    /// Client flags given before the command still apply; the command's own win.
+    #[test]
+    fn client_flags_before_the_command_apply_and_the_commands_own_win() {
+        use clap::Parser as _;
+        let cli = super::Cli::try_parse_from([
+            "spindle", "--addr", "a:1", "--output", "json", "status", "ID", "--addr", "b:2",
+        ])
+        .unwrap();
+        let Some(super::Command::Status { client, .. }) = cli.command else {
+            panic!("not status");
+        };
+        let merged = format!("{:?}", client.or(&cli.client));
+        assert!(
+            merged.contains("\"b:2\"") && merged.contains("Json"),
+            "{merged}"
+        );
     }
 }

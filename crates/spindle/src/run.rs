@@ -30,6 +30,10 @@ pub(crate) struct RunArgs {
     request: String,
     /// Request args as name=value; a value that is a JSON list or object is passed as that value
     args: Vec<String>,
+    /// What to print at the end: the request id and final state, or (json) the final
+    /// request and its job log [default: human]
+    #[arg(long, value_enum)]
+    pub(crate) output: Option<Output>,
 }
 
 /// How many running jobs the progress line names.

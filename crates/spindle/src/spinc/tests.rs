@@ -2,7 +2,7 @@
 
 use chrono::{TimeZone, Utc};
 
-use super::filter_time;
+use super::show::filter_time;
 
 /// Issue #12: `find since=`/`until=` take a time, a date or how long ago.
 #[test]

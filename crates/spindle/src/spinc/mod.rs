@@ -1,0 +1,294 @@
+//! The commands that drive a running server, as Spin Cycle's `spinc` does (cli.md §1):
+//! list, help for a request, start (with prompts on a terminal), status, info, log, ps,
+//! running, stop, find — plus watch and the stored chain as DOT or JSON.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use proto::{CreateRequest, Request, RequestArgType, RequestFilter, State};
+use serde_json::Value;
+
+use crate::api_client::{Client, ClientError};
+use crate::exit::Exit;
+
+/// How a command prints what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    Human,
+    Json,
+}
+
+/// Options of every command that talks to a server: flattened into those commands
+/// only (and `spindle` itself, whose listing talks to one), so that `lint`, `run` and
+/// the servers do not show them. Given before the command too (`spindle --addr X
+/// status ID`, as Spin Cycle's `spinc` takes them): a command's own win.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ClientArgs {
+    /// The Request Manager's address (or `addr:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_ADDR")]
+    addr: Option<String>,
+    /// How long to wait for the Request Manager (Go duration) [default: 10s]
+    #[arg(long, env = "SPINDLE_TIMEOUT")]
+    timeout: Option<String>,
+    /// Output of commands that read: human text or JSON [default: human]
+    #[arg(long, value_enum)]
+    output: Option<Output>,
+    /// The API token to send (or `token:` in ~/.spindle.yaml); prefer the environment
+    /// or the file to a flag, which others can see
+    #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// PEM certificates to trust for https:// addresses instead of the system's roots
+    /// (or `ca_cert:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CA_CERT")]
+    ca_cert: Option<std::path::PathBuf>,
+    /// A PEM client certificate to present (mutual TLS), with --client-key (or
+    /// `client_cert:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CLIENT_CERT")]
+    client_cert: Option<std::path::PathBuf>,
+    /// The client certificate's PEM key (or `client_key:` in ~/.spindle.yaml)
+    #[arg(long, env = "SPINDLE_CLIENT_KEY")]
+    client_key: Option<std::path::PathBuf>,
+}
+
+/// `~/.spindle.yaml`, the CLI's own settings.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserConfig {
+    /// The Request Manager's address, used when `--addr` and `SPINDLE_ADDR` are not set.
+    addr: Option<String>,
+    /// The API token, when `--token` and `SPINDLE_TOKEN` are not set.
+    token: Option<String>,
+    ca_cert: Option<std::path::PathBuf>,
+    client_cert: Option<std::path::PathBuf>,
+    client_key: Option<std::path::PathBuf>,
+}
+
+impl ClientArgs {
+    /// These options, each taken from `before` (those given before the command) where
+    /// not given here.
+    pub(crate) fn or(self, before: &ClientArgs) -> ClientArgs {
+        let before = before.clone();
+        ClientArgs {
+            addr: self.addr.or(before.addr),
+            timeout: self.timeout.or(before.timeout),
+            output: self.output.or(before.output),
+            token: self.token.or(before.token),
+            ca_cert: self.ca_cert.or(before.ca_cert),
+            client_cert: self.client_cert.or(before.client_cert),
+            client_key: self.client_key.or(before.client_key),
+        }
+    }
+
+    pub(crate) fn output(&self) -> Output {
+        self.output.unwrap_or(Output::Human)
+    }
+
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        let file = user_config()?;
+        let addr = match &self.addr {
+            Some(addr) => addr.clone(),
+            None => file
+                .addr
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:32308".to_owned()),
+        };
+        // `host:port` alone means plain HTTP.
+        let addr = if addr.contains("://") {
+            addr
+        } else {
+            format!("http://{addr}")
+        };
+        if !(addr.starts_with("http://") || addr.starts_with("https://")) {
+            anyhow::bail!(
+                "--addr {addr:?} is not a URL; expected http://HOST:PORT, https://HOST:PORT or HOST:PORT"
+            );
+        }
+        let given = self.timeout.as_deref().unwrap_or("10s");
+        let timeout = proto::duration::parse(given)
+            .map_err(|err| anyhow::anyhow!("--timeout {given:?}: {err}"))?;
+        let credentials = crate::credentials::Credentials {
+            token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
+            ca: self.ca_cert.clone().or(file.ca_cert),
+            client_cert: self.client_cert.clone().or(file.client_cert),
+            client_key: self.client_key.clone().or(file.client_key),
+        };
+        Client::new(&addr, timeout, &credentials)
+    }
+}
+
+/// ~/.spindle.yaml, if the file exists. A file that cannot be read or has an unknown key
+/// is an error (naming the key and the valid ones).
+fn user_config() -> anyhow::Result<UserConfig> {
+    let Some(home) = std::env::var_os("HOME") else {
+        return Ok(UserConfig::default());
+    };
+    let path = std::path::Path::new(&home).join(".spindle.yaml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(UserConfig::default());
+        }
+        Err(err) => anyhow::bail!("cannot read {}: {err}", path.display()),
+    };
+    serde_saphyr::from_str(&text)
+        .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))
+}
+
+/// Running jobs for a progress bar's message: `name: status line, ...`.
+pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
+    let parts: Vec<String> = jobs
+        .iter()
+        .map(|job| {
+            if job.status.is_empty() {
+                job.name.clone()
+            } else {
+                format!("{}: {}", job.name, job.status)
+            }
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// Turns a client failure into an exit code after printing one line.
+pub(crate) fn fail(err: &ClientError) -> Exit {
+    crate::exit::eprintln_failure(&err.to_string());
+    err.exit()
+}
+
+fn squeeze(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width {
+        return text.to_owned();
+    }
+    let keep = width.saturating_sub(2);
+    let head = keep.div_ceil(2);
+    let tail = keep / 2;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str("..");
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// Go-style duration rounded to seconds: `5s`, `1h59m59s`.
+fn runtime(duration: chrono::Duration) -> String {
+    let seconds = duration.num_seconds().max(0);
+    proto::duration::format(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+}
+
+fn time(time: Option<DateTime<Utc>>) -> String {
+    time.map_or_else(
+        || "N/A".to_owned(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// `name=value`, the value quoted when it holds white space or a quote.
+fn arg_pair(name: &str, value: &Value) -> String {
+    match value {
+        Value::String(text) if text.contains([' ', '\t', '"']) => {
+            format!("{name}=\"{}\"", text.replace('"', "\\\""))
+        }
+        Value::String(text) => format!("{name}={text}"),
+        // Lists and maps as their JSON, in single quotes: as a shell takes it back.
+        other @ (Value::Array(_) | Value::Object(_)) => {
+            format!("{name}='{}'", other.to_string().replace('\'', "'\\''"))
+        }
+        other => format!("{name}={other}"),
+    }
+}
+
+/// A state name padded to `width`, coloured on terminals (anstream strips the colour
+/// when stdout is not a terminal or NO_COLOR is set).
+fn state_text(state: State, width: usize) -> String {
+    use anstyle::AnsiColor;
+    let color = match state {
+        State::Complete => AnsiColor::Green,
+        State::Fail | State::Unknown => AnsiColor::Red,
+        State::Running => AnsiColor::Cyan,
+        State::Stopped | State::Suspended => AnsiColor::Yellow,
+        State::Pending | State::Reserved => AnsiColor::BrightBlack,
+    };
+    let style = anstyle::Style::new().bold().fg_color(Some(color.into()));
+    format!("{style}{:<width$}{style:#}", state.name())
+}
+
+/// A request's state, with "(paused)" after it while it is paused.
+fn request_state(request: &Request) -> String {
+    let state = state_text(request.state, 0);
+    if request.paused {
+        let style = anstyle::Style::new()
+            .bold()
+            .fg_color(Some(anstyle::AnsiColor::Yellow.into()));
+        format!("{state} {style}(paused){style:#}")
+    } else {
+        state
+    }
+}
+
+fn progress(request: &Request) -> String {
+    if request.total_jobs == 0 {
+        return "0%".to_owned();
+    }
+    format!(
+        "{:.0}%",
+        request.finished_jobs as f64 * 100.0 / request.total_jobs as f64
+    )
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut stdout = anstream::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, value)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let mut stdout = anstream::stdout().lock();
+        writeln!(stdout, $($arg)*)?;
+    }};
+}
+
+/// A block of message lines on stderr.
+pub(crate) fn eprint_block(text: &str) -> anyhow::Result<()> {
+    let mut stderr = anstream::stderr().lock();
+    stderr.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn eprintln_line(text: &str) -> anyhow::Result<()> {
+    let mut stderr = std::io::stderr().lock();
+    writeln!(stderr, "{text}")?;
+    Ok(())
+}
+
+mod act;
+mod log;
+mod show;
+mod start;
+mod watch;
+
+pub(crate) use act::{AnswerArgs, answer, pause, rerun, retry, stop};
+pub(crate) use log::{LogArgs, log};
+pub(crate) use show::{find, info, ps, running, schedules, status};
+pub(crate) use start::{StartArgs, help_request, list, start};
+pub(crate) use watch::watch;
+
+/// `graph <id>`: the stored chain with each job's latest state.
+pub(crate) async fn stored_graph(
+    args: &ClientArgs,
+    id: &str,
+    format: crate::GraphFormat,
+) -> anyhow::Result<Exit> {
+    let client = args.client()?;
+    let chain = match client.job_chain(id).await {
+        Ok(chain) => chain,
+        Err(err) => return Ok(fail(&err)),
+    };
+    crate::graph::print_chain(&chain, format)?;
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests;
