@@ -1,0 +1,57 @@
+//! The services' logs: the filter, the format, and reading the settings before anything
+//! is logged.
+
+use super::*;
+
+/// A log level or filter, checked.
+pub(super) fn log_filter(text: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    // One word is a level: a filter would read it as a target and log almost nothing.
+    if !text.contains(['=', ',']) && !LEVELS.contains(&text.trim().to_ascii_lowercase().as_str()) {
+        anyhow::bail!(
+            "log_level: {text:?} is not a level or filter; expected error, warn, info, debug or trace, or such as info,rm=debug"
+        );
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .parse(text)
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "log_level: {text:?} is not a level or filter ({err}); expected error, warn, info, debug or trace, or such as info,rm=debug"
+            )
+        })
+}
+
+/// Logs go to stderr: text in colour only on a terminal (and not with `NO_COLOR`), so
+/// that a log file or journal holds plain text; or one JSON object a line, its fields
+/// (request_id, job_id, try, ...) at the top level. The level is `log_level`, else
+/// `RUST_LOG`, else info.
+pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
+    let filter = level
+        .and_then(|level| log_filter(level).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => logs.with_ansi(colour).try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
+}
+
+/// The service's settings, read and checked, with logging set up by them. A bad
+/// setting is reported before anything starts.
+pub(super) fn settings_and_logs(
+    args: ServeArgs,
+    format: LogFormat,
+    default_listen: &str,
+) -> anyhow::Result<Settings> {
+    let settings = args.settings(default_listen);
+    init_logging(
+        format,
+        settings.as_ref().ok().and_then(|s| s.log_level.as_deref()),
+    );
+    settings
+}

@@ -1,0 +1,418 @@
+//! `spindle server`, `spindle rm` and `spindle jr`: the services, with their configuration
+//! from a YAML file, environment variables and flags (in that order of precedence).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use job::Registry;
+use rm::Manager;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::{Exit, eprintln_failure};
+use crate::lint::load_report;
+use crate::local::local;
+
+mod config;
+mod logging;
+mod process;
+mod specs;
+mod wiring;
+
+use config::*;
+pub(crate) use config::{JrArgs, RmArgs, ServerArgs, Settings, lease_settings, stale_claim};
+use logging::*;
+pub(crate) use process::{reap_dead_local_runners, shutdown_signal};
+use specs::*;
+pub(crate) use wiring::build_auth;
+use wiring::*;
+
+/// Waits for SIGINT or SIGTERM (`None`); a server that ended before, which only an error
+/// does, ends the wait with its result.
+async fn until_shutdown(
+    server: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> Option<anyhow::Result<()>> {
+    tokio::select! {
+        () = shutdown_signal() => None,
+        ended = server => Some(ended.map_err(anyhow::Error::from).and_then(|res| res)),
+    }
+}
+
+/// `spindle server`: Request Manager and Job Runner in one process.
+pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32308",
+    )?;
+    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
+        eprintln_failure("the specs have errors; not starting");
+        return Ok(Exit::Failure);
+    };
+    let (specs, sources) = (report.specs, report.sources);
+    warn_if_no_request_types(&specs, &settings.specs);
+    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
+    let schedules = schedules_of(&specs);
+    let reload_registry = Arc::new(registry.clone());
+    let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
+    warn_if_open(&settings, "spindle server");
+    let base_url = format!("{}://{address}", settings.scheme());
+    let telemetry = telemetry(&settings, "spindle-server")?;
+    let local = local(
+        specs,
+        registry,
+        crate::local::LocalSettings {
+            store: store::open(&settings.database).await?,
+            base_url: &base_url,
+            interval: settings.interval,
+            suspended_ttl: settings.suspended_ttl,
+            lease: settings.lease,
+            telemetry: telemetry.clone(),
+            auth,
+            retention: settings.retention,
+        },
+    )
+    .await?;
+    local.manager.set_schedules(schedules);
+    // What a killed predecessor on this machine ran resumes at once.
+    reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
+    let stop = CancellationToken::new();
+    let stop_lease = CancellationToken::new();
+    let lease = tokio::spawn(jr::lease::hold(
+        local.runner.clone(),
+        Arc::new(crate::local::ManagerRegistry(local.manager.clone())),
+        lease_settings(settings.lease),
+        stop_lease.clone(),
+    ));
+    let started_with = record_specs(&local.manager, sources).await;
+    let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
+    tokio::spawn(keep_specs(
+        local.manager.clone(),
+        settings.specs.clone(),
+        reload_registry,
+        started_with,
+        args.manager.watch_specs,
+        stop.clone(),
+    ));
+    let router = rm::router(local.manager.clone()).merge(ui::router(local.manager.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        stop_lease.cancel();
+        return ended.map(|()| Exit::Success);
+    }
+    tracing::info!("shutting down: suspending running chains");
+    local.manager.shut_down();
+    local.runner.shut_down(settings.shutdown_timeout).await;
+    stop_lease.cancel();
+    let _ = lease.await;
+    stop.cancel();
+    let _ = background.await;
+    finish_serving(server, settings.shutdown_timeout).await?;
+    flush_traces(&telemetry).await;
+    Ok(Exit::Success)
+}
+
+/// Waits for the HTTP server to finish the requests in flight, at most `timeout`.
+async fn finish_serving(
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(timeout, server).await {
+        Ok(ended) => ended?,
+        Err(_) => {
+            tracing::warn!(
+                timeout = %proto::duration::format(timeout),
+                "requests still in flight at the shutdown timeout were cut off"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
+pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32308",
+    )?;
+    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
+        eprintln_failure("the specs have errors; not starting");
+        return Ok(Exit::Failure);
+    };
+    let (specs, sources) = (report.specs, report.sources);
+    warn_if_no_request_types(&specs, &settings.specs);
+    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
+    let schedules = schedules_of(&specs);
+    let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
+    warn_if_open(&settings, "spindle rm");
+    let store = store::open(&settings.database).await?;
+    let registry = Arc::new(registry);
+    let grapher = graph::Grapher::new(specs, registry.clone());
+    let options = rm::Options {
+        interval: settings.interval,
+        suspended_ttl: settings.suspended_ttl,
+        host: format!(
+            "{}:{}",
+            gethostname::gethostname().to_string_lossy(),
+            address.port()
+        ),
+        lease: settings.lease,
+        jr_url: settings.jr_url.clone(),
+        stale_claim: stale_claim(settings.lease, settings.interval),
+        telemetry: telemetry(&settings, "spindle-rm")?,
+        auth,
+        retention: settings.retention,
+    };
+    let manager = Arc::new(Manager::new(
+        grapher,
+        store,
+        Arc::new(rm::HttpJrClient::new(service_http(&settings)?)),
+        options,
+    ));
+    manager.set_schedules(schedules);
+    let stop = CancellationToken::new();
+    let started_with = record_specs(&manager, sources).await;
+    let background = tokio::spawn(manager.clone().run_background(stop.clone()));
+    tokio::spawn(keep_specs(
+        manager.clone(),
+        settings.specs.clone(),
+        registry,
+        started_with,
+        args.manager.watch_specs,
+        stop.clone(),
+    ));
+    let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        return ended.map(|()| Exit::Success);
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+    manager.shut_down();
+    stop.cancel();
+    let _ = background.await;
+    finish_serving(server, settings.shutdown_timeout).await?;
+    flush_traces(manager.telemetry()).await;
+    Ok(Exit::Success)
+}
+
+/// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
+pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
+    let settings = settings_and_logs(
+        ServeArgs::from(args),
+        args.common.log_format,
+        "127.0.0.1:32307",
+    )?;
+    let (listener, address) = bind("spindle jr", &settings, args.common.log_format).await?;
+    let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
+    let base_url = format!("{}://{address}", settings.scheme());
+    let runner = jr::Runner::new(
+        Arc::new(registry),
+        Arc::new(rm.clone()),
+        &base_url,
+        chain::Options::default(),
+        telemetry(&settings, "spindle-jr")?,
+    );
+    let stop_lease = CancellationToken::new();
+    let lease = tokio::spawn(jr::lease::hold(
+        runner.clone(),
+        Arc::new(rm),
+        lease_settings(settings.lease),
+        stop_lease.clone(),
+    ));
+    let stop = CancellationToken::new();
+    let router = jr::router(runner.clone(), &proto::version());
+    let router = match build_runner_auth(&settings)? {
+        Some(auth) => jr::with_auth(router, auth),
+        None => router,
+    };
+    warn_if_open(&settings, "spindle jr");
+    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
+    if let Some(ended) = until_shutdown(&mut server).await {
+        stop.cancel();
+        stop_lease.cancel();
+        return ended.map(|()| Exit::Success);
+    }
+    tracing::info!(
+        n_chains = runner.n_chains(),
+        "shutting down: suspending running chains"
+    );
+    runner.shut_down(settings.shutdown_timeout).await;
+    stop_lease.cancel();
+    let _ = lease.await;
+    stop.cancel();
+    server.await??;
+    flush_traces(runner.telemetry()).await;
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The observability settings are checked like the others, with what was expected.
+    #[test]
+    fn observability_settings_are_checked() {
+        let args = |otlp: Option<&str>, level: Option<&str>| ServeArgs {
+            otlp_endpoint: otlp.map(str::to_owned),
+            log_level: level.map(str::to_owned),
+            metrics: Some(false),
+            ..ServeArgs::default()
+        };
+        let settings = args(Some("http://c:4318"), Some("info,rm=debug"))
+            .settings("127.0.0.1:1")
+            .unwrap();
+        assert!(!settings.metrics);
+        assert_eq!(settings.otlp_endpoint.as_deref(), Some("http://c:4318"));
+        let err = args(Some("c:4318"), None)
+            .settings("127.0.0.1:1")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("otlp_endpoint: \"c:4318\" is not a URL; expected http://"),
+            "{err}"
+        );
+        for bad in ["loud", "rm=loud"] {
+            let err = args(None, Some(bad)).settings("127.0.0.1:1").unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("log_level: {bad:?} is not a level or filter")),
+                "{err}"
+            );
+        }
+    }
+
+    /// A team's own authenticator (`main_with_authenticators`) is asked first; the specs'
+    /// ACLs and the `auth:` settings apply to whom it names.
+    #[test]
+    fn a_teams_own_authenticator_comes_first() {
+        #[derive(Debug)]
+        struct Header;
+        impl auth::Authenticator for Header {
+            fn authenticate(
+                &self,
+                headers: &axum::http::HeaderMap,
+                _: &auth::Peer,
+            ) -> Result<Option<auth::Caller>, auth::Denied> {
+                Ok(headers.get("x-team-user").map(|user| auth::Caller {
+                    name: user.to_str().unwrap_or_default().to_owned(),
+                    roles: vec!["deployer".to_owned()],
+                    via: auth::Via::Custom,
+                }))
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokens"), "").unwrap();
+        let config = dir.path().join("rm.yaml");
+        std::fs::write(
+            &config,
+            format!("auth:\n  tokens: {}\n", dir.path().join("tokens").display()),
+        )
+        .unwrap();
+        let settings = ServeArgs {
+            config: Some(config),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let report = spec::lint_str(
+            std::path::Path::new("s.yaml"),
+            "sequences:\n  deploy:\n    request: true\n    acl:\n      - role: deployer\n        ops: [start]\n    nodes:\n      a:\n        category: job\n        type: noop\n",
+        );
+        let custom: Vec<Arc<dyn auth::Authenticator>> = vec![Arc::new(Header)];
+        let auth = build_auth(&settings, &report.specs, &custom)
+            .unwrap()
+            .unwrap();
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("x-team-user", "carol".parse().unwrap());
+        let caller = auth.authenticate(&headers, &auth::Peer::default()).unwrap();
+        assert_eq!(
+            (caller.name.as_str(), caller.via),
+            ("carol", auth::Via::Custom)
+        );
+        assert_eq!(auth.authorize(&caller, "start", "deploy"), Ok(()));
+        assert!(auth.authorize(&caller, "stop", "deploy").is_err());
+        // Without its header, the tokens are asked, and there is none.
+        assert!(
+            auth.authenticate(&axum::http::HeaderMap::new(), &auth::Peer::default())
+                .is_err()
+        );
+        // An auth: section that can authenticate no one is refused at start.
+        std::fs::write(dir.path().join("empty.yaml"), "auth:\n  strict: true\n").unwrap();
+        let settings = ServeArgs {
+            config: Some(dir.path().join("empty.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let err = build_auth(&settings, &report.specs, &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("no way to authenticate anyone"),
+            "{err}"
+        );
+    }
+
+    /// docs/examples' config files are what the services read, every value checked.
+    #[test]
+    fn the_documented_example_configs_are_valid() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples");
+        for (file, listen) in [
+            ("server.yaml", "127.0.0.1:32308"),
+            ("rm.yaml", "0.0.0.0:32308"),
+            ("jr.yaml", "0.0.0.0:32307"),
+        ] {
+            let args = ServeArgs {
+                config: Some(examples.join(file)),
+                ..ServeArgs::default()
+            };
+            let settings = args
+                .settings("127.0.0.1:1")
+                .unwrap_or_else(|err| panic!("{file}: {err:#}"));
+            assert_eq!(settings.listen.to_string(), listen, "{file}");
+        }
+        let rm = ServeArgs {
+            config: Some(examples.join("rm.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        assert!(rm.database.starts_with("postgres://"));
+        assert_eq!(rm.jr_url.as_deref(), Some("http://jr.example.com:32307"));
+        assert!(rm.metrics);
+        assert_eq!(
+            rm.otlp_endpoint.as_deref(),
+            Some("http://otel-collector.example.com:4318")
+        );
+        assert_eq!(rm.log_level.as_deref(), Some("info"));
+        // The secured ones: TLS, authentication, client credentials, limits.
+        for file in ["secure-rm.yaml", "secure-jr.yaml"] {
+            let settings = ServeArgs {
+                config: Some(examples.join(file)),
+                ..ServeArgs::default()
+            }
+            .settings("127.0.0.1:1")
+            .unwrap_or_else(|err| panic!("{file}: {err:#}"));
+            assert_eq!(settings.scheme(), "https", "{file}");
+            assert!(settings.tls.as_ref().unwrap().client_ca.is_some(), "{file}");
+            let auth = settings.auth.as_ref().unwrap();
+            assert_eq!(auth.client_certificates.as_ref().unwrap().roles, "ou");
+            assert!(settings.credentials.client_cert.is_some(), "{file}");
+        }
+        let secure = ServeArgs {
+            config: Some(examples.join("secure-rm.yaml")),
+            ..ServeArgs::default()
+        }
+        .settings("127.0.0.1:1")
+        .unwrap();
+        let auth = secure.auth.unwrap();
+        assert!(auth.strict);
+        assert_eq!(auth.admin_roles, ["sre"]);
+        assert_eq!(auth.proxy.unwrap().trusted, ["10.0.0.5", "10.0.1.0/24"]);
+        assert_eq!(secure.limits.header_timeout, Duration::from_secs(30));
+    }
+}
