@@ -294,7 +294,8 @@ async fn call_with(
 
 #[test]
 fn every_route_is_in_the_openapi_document_and_every_operation_is_routed() {
-    openapi_check::check_routes(include_str!("api.rs"), proto::openapi::REQUEST_MANAGER).unwrap();
+    openapi_check::check_routes(include_str!("api/mod.rs"), proto::openapi::REQUEST_MANAGER)
+        .unwrap();
 }
 
 #[tokio::test]

@@ -22,32 +22,36 @@ pub(crate) enum Output {
 /// Options of every command that talks to a server: flattened into those commands
 /// only (and `spindle` itself, whose listing talks to one), so that `lint`, `run` and
 /// the servers do not show them. Given before the command too (`spindle --addr X
-/// status ID`, as Spin Cycle's `spinc` takes them): a command's own win.
+/// status ID`, as Spin Cycle's `spinc` takes them): a command's own win, then those
+/// before it, then the environment (read here, not by clap, so that a variable does not
+/// outrank a flag given before the command), then ~/.spindle.yaml.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ClientArgs {
-    /// The Request Manager's address (or `addr:` in ~/.spindle.yaml)
-    #[arg(long, env = "SPINDLE_ADDR")]
+    /// The Request Manager's address (or SPINDLE_ADDR, or `addr:` in ~/.spindle.yaml)
+    #[arg(long)]
     addr: Option<String>,
-    /// How long to wait for the Request Manager (Go duration) [default: 10s]
-    #[arg(long, env = "SPINDLE_TIMEOUT")]
+    /// How long to wait for the Request Manager (Go duration; or SPINDLE_TIMEOUT)
+    /// [default: 10s]
+    #[arg(long)]
     timeout: Option<String>,
     /// Output of commands that read: human text or JSON [default: human]
     #[arg(long, value_enum)]
     output: Option<Output>,
-    /// The API token to send (or `token:` in ~/.spindle.yaml); prefer the environment
-    /// or the file to a flag, which others can see
-    #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
+    /// The API token to send (or SPINDLE_TOKEN, or `token:` in ~/.spindle.yaml); prefer
+    /// the environment or the file to a flag, which others can see
+    #[arg(long)]
     token: Option<String>,
     /// PEM certificates to trust for https:// addresses instead of the system's roots
-    /// (or `ca_cert:` in ~/.spindle.yaml)
-    #[arg(long, env = "SPINDLE_CA_CERT")]
+    /// (or SPINDLE_CA_CERT, or `ca_cert:` in ~/.spindle.yaml)
+    #[arg(long)]
     ca_cert: Option<std::path::PathBuf>,
     /// A PEM client certificate to present (mutual TLS), with --client-key (or
-    /// `client_cert:` in ~/.spindle.yaml)
-    #[arg(long, env = "SPINDLE_CLIENT_CERT")]
+    /// SPINDLE_CLIENT_CERT, or `client_cert:` in ~/.spindle.yaml)
+    #[arg(long)]
     client_cert: Option<std::path::PathBuf>,
-    /// The client certificate's PEM key (or `client_key:` in ~/.spindle.yaml)
-    #[arg(long, env = "SPINDLE_CLIENT_KEY")]
+    /// The client certificate's PEM key (or SPINDLE_CLIENT_KEY, or `client_key:` in
+    /// ~/.spindle.yaml)
+    #[arg(long)]
     client_key: Option<std::path::PathBuf>,
 }
 
@@ -80,13 +84,29 @@ impl ClientArgs {
         }
     }
 
+    /// These options, each taken from its environment variable where not given.
+    fn or_environment(&self) -> ClientArgs {
+        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let path = |name: &str| var(name).map(std::path::PathBuf::from);
+        self.clone().or(&ClientArgs {
+            addr: var("SPINDLE_ADDR"),
+            timeout: var("SPINDLE_TIMEOUT"),
+            output: None,
+            token: var("SPINDLE_TOKEN"),
+            ca_cert: path("SPINDLE_CA_CERT"),
+            client_cert: path("SPINDLE_CLIENT_CERT"),
+            client_key: path("SPINDLE_CLIENT_KEY"),
+        })
+    }
+
     pub(crate) fn output(&self) -> Output {
         self.output.unwrap_or(Output::Human)
     }
 
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        let given = self.or_environment();
         let file = user_config()?;
-        let addr = match &self.addr {
+        let addr = match &given.addr {
             Some(addr) => addr.clone(),
             None => file
                 .addr
@@ -104,14 +124,14 @@ impl ClientArgs {
                 "--addr {addr:?} is not a URL; expected http://HOST:PORT, https://HOST:PORT or HOST:PORT"
             );
         }
-        let given = self.timeout.as_deref().unwrap_or("10s");
-        let timeout = proto::duration::parse(given)
-            .map_err(|err| anyhow::anyhow!("--timeout {given:?}: {err}"))?;
+        let timeout_text = given.timeout.as_deref().unwrap_or("10s");
+        let timeout = proto::duration::parse(timeout_text)
+            .map_err(|err| anyhow::anyhow!("--timeout {timeout_text:?}: {err}"))?;
         let credentials = crate::credentials::Credentials {
-            token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
-            ca: self.ca_cert.clone().or(file.ca_cert),
-            client_cert: self.client_cert.clone().or(file.client_cert),
-            client_key: self.client_key.clone().or(file.client_key),
+            token: given.token.clone().or(file.token).filter(|t| !t.is_empty()),
+            ca: given.ca_cert.clone().or(file.ca_cert),
+            client_cert: given.client_cert.clone().or(file.client_cert),
+            client_key: given.client_key.clone().or(file.client_key),
         };
         Client::new(&addr, timeout, &credentials)
     }
