@@ -1,381 +1,10 @@
-//! Static checks (specs.md section 4): every sequence and every node on its own, plus the
-//! sequences its nodes call. Codes are Spin Cycle's check numbers: S1-S11 and SW1 for
-//! sequences, N1-N23 and NW1-NW5 for nodes.
+//! The checks of a node: its category, the sequence it calls, its entries, fields,
+//! retries, names, repeats (`each:`), renames and the args it passes.
 
-use proto::RequestArgType;
-use std::collections::{HashMap, HashSet};
-
-use crate::Severity::{Error, Warning};
-use crate::model::{Category, Node, Sequence, Specs, split_each};
-use crate::{Diagnostic, Pos, Severity};
-
-pub(crate) fn check(specs: &Specs) -> Vec<Diagnostic> {
-    let mut checker = Checker {
-        specs,
-        out: Vec::new(),
-    };
-    for sequence in specs.sequences() {
-        checker.sequence(sequence);
-        for node in &sequence.nodes {
-            checker.node(sequence, node);
-        }
-    }
-    for schedule in specs.schedules() {
-        schedule_checks(specs, schedule, &mut checker.out);
-    }
-    checker.out
-}
-
-/// A schedule's cron expression, time zone and policies parse; it names a request type
-/// and gives every required arg of it, and no arg it does not have.
-fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diagnostic>) {
-    let mut push = |pos: Pos, field: &str, message: String| {
-        out.push(Diagnostic {
-            severity: Error,
-            file: Some(schedule.file.to_path_buf()),
-            line: Some(pos.line),
-            column: Some(pos.column),
-            sequence: None,
-            node: None,
-            field: Some(format!("schedules.{}.{field}", schedule.name)),
-            message: format!("schedule `{}`: {message}", schedule.name),
-            code: "schedule",
-        });
-    };
-    if let Err(err) = schedule.fires() {
-        let field = err
-            .strip_prefix('`')
-            .and_then(|rest| rest.split_once('`'))
-            .map_or("cron", |(field, _)| field)
-            .to_owned();
-        let pos = match field.as_str() {
-            "timezone" => schedule.timezone.as_ref().map(|v| v.pos),
-            "overlap" => schedule.overlap.as_ref().map(|v| v.pos),
-            "missed" => schedule.missed.as_ref().map(|v| v.pos),
-            "request" => schedule.request.as_ref().map(|v| v.pos),
-            _ => schedule.cron.as_ref().map(|v| v.pos),
-        }
-        .unwrap_or(schedule.pos);
-        push(pos, &field, err);
-    }
-    let Some(request) = &schedule.request else {
-        return;
-    };
-    let Some(sequence) = specs.get(&request.value).filter(|s| s.request) else {
-        let known: Vec<&str> = specs.requests().iter().map(|s| s.name.as_str()).collect();
-        push(
-            request.pos,
-            "request",
-            format!(
-                "`{}` is not a request type; expected one of: {}",
-                request.value,
-                quoted(known)
-            ),
-        );
-        return;
-    };
-    let name_of = |decl: &crate::ArgDecl| decl.name.as_ref().map(|n| n.value.clone());
-    let required: Vec<String> = sequence.args.required.iter().filter_map(name_of).collect();
-    let optional: Vec<String> = sequence.args.optional.iter().filter_map(name_of).collect();
-    let missing: Vec<&str> = required
-        .iter()
-        .filter(|name| !schedule.args.contains_key(name.as_str()))
-        .map(String::as_str)
-        .collect();
-    if !missing.is_empty() {
-        push(
-            request.pos,
-            "args",
-            format!(
-                "request `{}` requires {}, which `args` does not give",
-                request.value,
-                quoted(missing)
-            ),
-        );
-    }
-    for name in schedule.args.keys() {
-        if !required.contains(name) && !optional.contains(name) {
-            push(
-                schedule.pos,
-                "args",
-                format!(
-                    "request `{}` has no arg `{name}`; expected one of: {}",
-                    request.value,
-                    quoted(required.iter().chain(&optional).map(String::as_str))
-                ),
-            );
-        }
-    }
-}
-
-/// `` `a`, `b` `` for messages.
-pub(crate) fn quoted<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    names
-        .into_iter()
-        .map(|name| format!("`{name}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Names that occur more than once, in order of their second occurrence.
-fn duplicates<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen = HashSet::new();
-    let mut dups = Vec::new();
-    for name in names {
-        if !seen.insert(name) && !dups.contains(&name) {
-            dups.push(name);
-        }
-    }
-    dups
-}
-
-struct Checker<'s> {
-    specs: &'s Specs,
-    out: Vec<Diagnostic>,
-}
+use super::*;
 
 impl Checker<'_> {
-    #[allow(clippy::too_many_arguments, reason = "all fields of a diagnostic")]
-    fn push(
-        &mut self,
-        severity: Severity,
-        code: &'static str,
-        sequence: &Sequence,
-        node: Option<&Node>,
-        field: &str,
-        pos: Pos,
-        message: String,
-    ) {
-        let place = SpecPlace {
-            sequence,
-            node,
-            field,
-            pos,
-        };
-        self.out.push(place.diagnostic(severity, code, message));
-    }
-
-    fn sequence(&mut self, seq: &Sequence) {
-        self.sequence_timeout(seq);
-        self.sequence_args(seq);
-        self.sequence_acls(seq);
-        self.unique_arg_names(seq);
-        self.has_nodes(seq);
-        self.single_setters(seq);
-    }
-
-    /// Spindle's sequence `timeout`: a positive duration.
-    fn sequence_timeout(&mut self, seq: &Sequence) {
-        if let Some(timeout) = &seq.timeout
-            && let Some(message) = timeout_problem(&timeout.value)
-        {
-            self.push(Error, "timeout", seq, None, "timeout", timeout.pos, message);
-        }
-    }
-
-    /// S1-S5, S10: the names and defaults of the three kinds of args.
-    fn sequence_args(&mut self, seq: &Sequence) {
-        // S1-S5: names and defaults of the three kinds of args.
-        for (kind, arg) in seq.args.all() {
-            let field = format!("args.{kind}");
-            if arg.name.is_none() {
-                let code = match kind {
-                    RequestArgType::Required => "S1",
-                    RequestArgType::Optional => "S2",
-                    RequestArgType::Static => "S3",
-                };
-                let message = format!("{kind} arg has no `name`; expected `- name: <arg name>`");
-                self.push(
-                    Error,
-                    code,
-                    seq,
-                    None,
-                    &format!("{field}.name"),
-                    arg.pos,
-                    message,
-                );
-            }
-            let shown = arg
-                .name()
-                .map_or_else(|| "(unnamed)".to_owned(), |name| format!("`{name}`"));
-            match (kind, &arg.default) {
-                (RequestArgType::Optional, None) => {
-                    let message = format!(
-                        "optional arg {shown} has no `default`; expected a default value, used when the caller gives none (or make the arg required)"
-                    );
-                    self.push(
-                        Error,
-                        "S4",
-                        seq,
-                        None,
-                        "args.optional.default",
-                        arg.pos,
-                        message,
-                    );
-                }
-                (RequestArgType::Static, None) => {
-                    let message = format!(
-                        "static arg {shown} has no `default`; expected its fixed value in `default`"
-                    );
-                    self.push(
-                        Error,
-                        "S5",
-                        seq,
-                        None,
-                        "args.static.default",
-                        arg.pos,
-                        message,
-                    );
-                }
-                // S10: required args have no defaults.
-                (RequestArgType::Required, Some(default)) => {
-                    let message = format!(
-                        "required arg {shown} has a default ({}); expected no default, since the caller must give a required arg (make it optional to give it a default)",
-                        shown_value(&default.value)
-                    );
-                    self.push(
-                        Error,
-                        "S10",
-                        seq,
-                        None,
-                        "args.required.default",
-                        default.pos,
-                        message,
-                    );
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// S6-S8: ACL entries.
-    fn sequence_acls(&mut self, seq: &Sequence) {
-        // S6-S8: ACLs.
-        let mut roles: HashMap<&str, Pos> = HashMap::new();
-        for acl in &seq.acl {
-            let role = acl.role.as_ref().filter(|role| !role.value.is_empty());
-            if let Some(admin) = acl.admin.as_ref().filter(|admin| admin.value)
-                && !acl.ops.is_empty()
-            {
-                let message = format!(
-                    "ACL entry{} has both `admin: true` and `ops`; expected either `admin: true` (every operation) or a list of `ops`, not both",
-                    role.map(|r| format!(" for role `{}`", r.value))
-                        .unwrap_or_default()
-                );
-                self.push(Error, "S6", seq, None, "acl.admin", admin.pos, message);
-            }
-            let Some(role) = role else {
-                let message = "ACL entry has no `role`; expected a non-empty role name".to_owned();
-                self.push(Error, "S7", seq, None, "acl.role", acl.pos, message);
-                continue;
-            };
-            if let Some(first) = roles.get(role.value.as_str()) {
-                let message = format!(
-                    "role `{}` has a second ACL entry (first at line {}); expected one entry per role",
-                    role.value, first.line
-                );
-                self.push(Error, "S8", seq, None, "acl.role", role.pos, message);
-            } else {
-                roles.insert(&role.value, role.pos);
-            }
-        }
-    }
-
-    /// S9: arg names are unique across the kinds.
-    fn unique_arg_names(&mut self, seq: &Sequence) {
-        // S9: arg names unique across required, optional and static.
-        let mut names: HashMap<&str, (RequestArgType, Pos)> = HashMap::new();
-        for (kind, arg) in seq.args.all() {
-            let Some(name) = &arg.name else { continue };
-            if let Some((first_kind, first_pos)) = names.get(name.value.as_str()) {
-                let message = format!(
-                    "arg `{}` is declared twice (first as a {first_kind} arg at line {}); expected unique arg names within a sequence",
-                    name.value, first_pos.line
-                );
-                self.push(
-                    Error,
-                    "S9",
-                    seq,
-                    None,
-                    &format!("args.{kind}.name"),
-                    name.pos,
-                    message,
-                );
-            } else {
-                names.insert(&name.value, (kind, name.pos));
-            }
-        }
-    }
-
-    /// S11: a sequence has nodes.
-    fn has_nodes(&mut self, seq: &Sequence) {
-        // S11: at least one node.
-        if seq.nodes.is_empty() {
-            let message =
-                "sequence has no nodes; expected at least one node under `nodes`".to_owned();
-            self.push(
-                Error,
-                "S11",
-                seq,
-                None,
-                "nodes",
-                seq.pos_of("nodes"),
-                message,
-            );
-        }
-    }
-
-    /// SW1: one setter per arg.
-    fn single_setters(&mut self, seq: &Sequence) {
-        // SW1: every arg set by one node only, and not also a sequence arg.
-        let mut setters: HashMap<&str, Vec<&str>> = HashMap::new();
-        for arg in seq.arg_names() {
-            setters.entry(arg).or_default().push("this sequence");
-        }
-        for node in &seq.nodes {
-            let mut node_sets: Vec<&str> = node.node_sets().filter_map(|set| set.r#as()).collect();
-            node_sets.dedup();
-            let mut seen = HashSet::new();
-            for name in node_sets {
-                if seen.insert(name) {
-                    setters.entry(name).or_default().push(&node.name);
-                }
-            }
-        }
-        let mut repeated: Vec<(&str, &Vec<&str>)> = setters
-            .iter()
-            .filter(|(_, by)| by.len() > 1)
-            .map(|(n, by)| (*n, by))
-            .collect();
-        repeated.sort();
-        if !repeated.is_empty() {
-            let listed: Vec<String> = repeated
-                .iter()
-                .map(|(name, by)| format!("`{name}` (set by {})", by.join(", ")))
-                .collect();
-            let message = format!(
-                "{} set more than once in the sequence: {}; expected each arg to be set by one node (`as` defaults to `arg`)",
-                if listed.len() == 1 { "arg" } else { "args" },
-                listed.join("; ")
-            );
-            let first_node = repeated
-                .iter()
-                .flat_map(|(_, by)| by.iter())
-                .find_map(|name| seq.node(name));
-            let pos = first_node.map_or(seq.pos, |node| node.pos_of("sets"));
-            self.push(
-                Warning,
-                "SW1",
-                seq,
-                first_node,
-                "nodes.sets.as",
-                pos,
-                message,
-            );
-        }
-    }
-
-    fn node(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node(&mut self, seq: &Sequence, node: &Node) {
         self.node_category(seq, node);
         self.called_sequences_exist(seq, node);
         self.node_entries(seq, node);
@@ -394,7 +23,7 @@ impl Checker<'_> {
     }
 
     /// N1, N2: the category.
-    fn node_category(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_category(&mut self, seq: &Sequence, node: &Node) {
         let category = node.category();
         let n = Some(node);
         // N1, N2: category.
@@ -416,7 +45,7 @@ impl Checker<'_> {
     }
 
     /// N3: the sequences a node calls exist.
-    fn called_sequences_exist(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn called_sequences_exist(&mut self, seq: &Sequence, node: &Node) {
         let category = node.category();
         let n = Some(node);
         // N3: called sequences exist.
@@ -463,7 +92,7 @@ impl Checker<'_> {
     }
 
     /// N4-N9: `each`, `args` and `sets` entries, and `parallel`.
-    fn node_entries(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_entries(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         // N4: each entries are list:element.
         let bad_each: Vec<_> = node
@@ -523,7 +152,7 @@ impl Checker<'_> {
     }
 
     /// N10-N12, N20-N22: the fields of conditionals and of the other nodes.
-    fn node_kind_fields(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_kind_fields(&mut self, seq: &Sequence, node: &Node) {
         let category = node.category();
         let n = Some(node);
         let is_conditional = category == Some(Category::Conditional);
@@ -576,7 +205,7 @@ impl Checker<'_> {
     }
 
     /// N13, N23, N19: retries and `parallel`; Spindle's `timeout`.
-    fn node_retries(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_retries(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         // timeout: a positive duration (on a job node it bounds each try; on a sequence
         // or conditional node, each run of its sub-sequence).
@@ -617,7 +246,7 @@ impl Checker<'_> {
     }
 
     /// N15-N18: names used twice within a node.
-    fn node_names(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_names(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         let pairs: Vec<(&str, &str)> = node.each_pairs().collect();
         let expected: Vec<&str> = node.node_args().filter_map(|arg| arg.expected()).collect();
@@ -680,7 +309,7 @@ impl Checker<'_> {
     }
 
     /// NW1-NW3: lists and args used twice within a node.
-    fn node_repeats(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_repeats(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         let pairs: Vec<(&str, &str)> = node.each_pairs().collect();
         // NW1: a list expanded twice.
@@ -735,7 +364,7 @@ impl Checker<'_> {
     }
 
     /// NW4: a set arg renamed twice.
-    fn node_renames(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn node_renames(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         // NW4: a set arg renamed twice.
         let renamed: Vec<&str> = {
@@ -765,7 +394,7 @@ impl Checker<'_> {
     }
 
     /// N14 (required args of called sequences are passed) and NW5 (nothing else is).
-    fn called_args(&mut self, seq: &Sequence, node: &Node) {
+    pub(super) fn called_args(&mut self, seq: &Sequence, node: &Node) {
         let called: Vec<&Sequence> = node
             .called_sequences()
             .into_iter()
@@ -859,56 +488,5 @@ impl Checker<'_> {
                 message,
             );
         }
-    }
-}
-
-/// A default value as written: strings bare, lists and maps as JSON.
-fn shown_value(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::String(text) => format!("`{text}`"),
-        other => format!("`{other}`"),
-    }
-}
-
-/// A place in a sequence that a diagnostic points at.
-pub(crate) struct SpecPlace<'a> {
-    pub(crate) sequence: &'a Sequence,
-    pub(crate) node: Option<&'a Node>,
-    /// Empty when the diagnostic is about no field in particular.
-    pub(crate) field: &'a str,
-    pub(crate) pos: Pos,
-}
-
-impl SpecPlace<'_> {
-    pub(crate) fn diagnostic(
-        &self,
-        severity: Severity,
-        code: &'static str,
-        message: String,
-    ) -> Diagnostic {
-        Diagnostic {
-            severity,
-            file: Some(self.sequence.file.to_path_buf()),
-            line: Some(self.pos.line),
-            column: Some(self.pos.column),
-            sequence: Some(self.sequence.name.clone()),
-            node: self.node.map(|node| node.name.clone()),
-            field: (!self.field.is_empty()).then(|| self.field.to_owned()),
-            message,
-            code,
-        }
-    }
-}
-
-/// What is wrong with a `timeout` value, if anything.
-fn timeout_problem(value: &str) -> Option<String> {
-    match proto::duration::parse(value) {
-        Err(err) => Some(format!(
-            "invalid `timeout`: {err}; expected a Go duration such as 30s or 5m"
-        )),
-        Ok(duration) if duration.is_zero() => {
-            Some("`timeout` is 0; expected a duration greater than 0 (or no timeout)".to_owned())
-        }
-        Ok(_) => None,
     }
 }
