@@ -114,24 +114,11 @@ fn structure(chain: &Incoming) -> Result<Edges, ValidationError> {
             "job chain has {n_ends} end jobs (jobs without successors); expected one"
         )));
     }
-    let mut in_degree: Vec<usize> = preds.iter().map(|(_, p)| p.len()).collect();
-    let mut queue: VecDeque<JobIdx> = preds
-        .iter()
-        .filter(|(_, p)| p.is_empty())
-        .map(|(idx, _)| idx)
-        .collect();
-    let mut removed = 0;
-    while let Some(at) = queue.pop_front() {
-        removed += 1;
-        for &succ in &succs[at] {
-            let degree = &mut in_degree[succ.get()];
-            *degree -= 1;
-            if *degree == 0 {
-                queue.push_back(succ);
-            }
-        }
-    }
-    if removed < chain.jobs.len() {
+    let sorted = proto::topo::sort::<VecDeque<usize>, _>(
+        preds.iter().map(|(_, p)| p.len()).collect(),
+        |at| succs[JobIdx::new(at)].iter().map(|succ| succ.get()),
+    );
+    if !sorted.is_complete() {
         return Err(ValidationError::chain("chain is cyclic"));
     }
     Ok(edges)

@@ -9,7 +9,7 @@ use rand::RngExt as _;
 use serde_json::Value;
 use spec::{BUILTIN_NOOP, Category, Node, Sequence, SequenceGraph};
 
-use crate::{Error, Grapher};
+use crate::{Error, Grapher, names};
 
 /// Builds the chain of request type `request_type` from its top-level job args.
 pub(crate) fn build_chain(
@@ -27,7 +27,7 @@ pub(crate) fn build_chain(
         rng: rand::rng(),
         each: JobArgs::new(),
     };
-    let graph_name = format!("request_{request_type}");
+    let graph_name = names::request_place(request_type);
     // The request's own sequence is not retried (Spin Cycle records `0s` as its wait).
     let no_retry = Retry {
         count: 0,
@@ -201,11 +201,11 @@ impl Builder<'_> {
     /// A begin/end pair of noop wrapper jobs, `<prefix>_begin → <prefix>_end`.
     fn wrappers(&mut self, place: Place<'_>, prefix: &str) -> Result<Piece, Error> {
         let begin = self.job(
-            NewJob::noop(place, &format!("{prefix}_begin"), false),
+            NewJob::noop(place, &names::begin(prefix), false),
             &mut JobArgs::new(),
         )?;
         let end = self.job(
-            NewJob::noop(place, &format!("{prefix}_end"), false),
+            NewJob::noop(place, &names::end(prefix), false),
             &mut JobArgs::new(),
         )?;
         Ok(Piece { begin, end })
@@ -288,7 +288,7 @@ impl Builder<'_> {
         for slot in slots {
             let (piece, preds): (Piece, Vec<Piece>) = match slot {
                 Slot::Begin => {
-                    let job = self.noop_node(place_name, &format!("{place_name}_begin"))?;
+                    let job = self.noop_node(place_name, &names::begin(place_name))?;
                     (
                         Piece {
                             begin: job,
@@ -298,7 +298,7 @@ impl Builder<'_> {
                     )
                 }
                 Slot::End => {
-                    let job = self.noop_node(place_name, &format!("{place_name}_end"))?;
+                    let job = self.noop_node(place_name, &names::end(place_name))?;
                     let mut preds: Vec<Piece> = (0..nodes.len())
                         .filter(|&idx| !has_succ[idx])
                         .filter_map(|idx| pieces[idx])
@@ -437,7 +437,7 @@ impl Builder<'_> {
                 })
             }
             Some(Category::Sequence) => self.sequence(
-                &format!("sequence_{}", node.name),
+                &names::sequence_place(&node.name),
                 node.node_type().unwrap_or_default(),
                 inputs,
                 Retry::of(node),
@@ -478,13 +478,13 @@ impl Builder<'_> {
         };
         match iteration_pieces {
             [] => {
-                let pair = self.wrappers(place, &format!("noop_{}", node.name))?;
+                let pair = self.wrappers(place, &names::noop_place(&node.name))?;
                 self.edge(pair.begin, pair.end);
                 Ok(pair)
             }
             [one] => Ok(*one),
             many => {
-                let outer = self.wrappers(place, &format!("repeat_{}", node.name))?;
+                let outer = self.wrappers(place, &names::repeat_place(&node.name))?;
                 for piece in many {
                     self.edge(outer.begin, piece.begin);
                     self.edge(piece.end, outer.end);

@@ -11,6 +11,8 @@
 
 mod build;
 mod error;
+pub mod names;
+pub mod structure;
 
 use std::collections::HashMap;
 use std::sync::Arc;

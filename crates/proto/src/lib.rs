@@ -12,6 +12,7 @@ mod id;
 pub mod openapi;
 mod runners;
 mod state;
+pub mod topo;
 mod types;
 
 pub use filter::{FilterError, RequestFilter};

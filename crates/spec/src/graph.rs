@@ -64,26 +64,15 @@ fn build(seq: &Sequence) -> Result<SequenceGraph, Vec<GraphError>> {
             }
         }
     }
-    // Kahn's algorithm; the queue is kept in file order for a deterministic order.
-    let mut in_degree: Vec<usize> = preds.iter().map(Vec::len).collect();
-    let mut ready: std::collections::BTreeSet<usize> = (0..seq.nodes.len())
-        .filter(|&idx| in_degree[idx] == 0)
-        .collect();
-    let mut order = Vec::with_capacity(seq.nodes.len());
-    while let Some(idx) = ready.pop_first() {
-        order.push(idx);
-        for &succ in &succs[idx] {
-            in_degree[succ] -= 1;
-            if in_degree[succ] == 0 {
-                ready.insert(succ);
-            }
-        }
-    }
-    if order.len() < seq.nodes.len() {
+    // Ready nodes in file order, for a deterministic order.
+    let sorted = proto::topo::sort::<std::collections::BTreeSet<usize>, _>(
+        preds.iter().map(Vec::len).collect(),
+        |idx| succs[idx].iter().copied(),
+    );
+    let order = sorted.order.clone();
+    if !sorted.is_complete() {
         // Walk back along deps among the remaining nodes until one repeats.
-        let remaining: HashSet<usize> = (0..seq.nodes.len())
-            .filter(|idx| in_degree[*idx] > 0)
-            .collect();
+        let remaining: HashSet<usize> = sorted.left().into_iter().collect();
         let start = (0..seq.nodes.len())
             .find(|idx| remaining.contains(idx))
             .unwrap_or(0);
@@ -535,26 +524,22 @@ impl CallGraph {
                 called
             })
             .collect();
-        // Kahn's algorithm over the reversed call graph.
+        // A topological order of the reversed call graph: callees first.
         let mut callers: Vec<Vec<usize>> = vec![Vec::new(); seqs.len()];
         for (caller, called) in callees.iter().enumerate() {
             for &callee in called {
                 callers[callee].push(caller);
             }
         }
-        let mut pending: Vec<usize> = callees.iter().map(Vec::len).collect();
-        let mut queue: VecDeque<usize> = (0..seqs.len()).filter(|&i| pending[i] == 0).collect();
-        let mut order = Vec::with_capacity(seqs.len());
-        while let Some(idx) = queue.pop_front() {
-            order.push(idx);
-            for &caller in &callers[idx] {
-                pending[caller] -= 1;
-                if pending[caller] == 0 {
-                    queue.push_back(caller);
-                }
-            }
-        }
-        let left = (0..seqs.len()).filter(|&i| pending[i] > 0).collect();
+        let sorted = proto::topo::sort::<VecDeque<usize>, _>(
+            callees.iter().map(Vec::len).collect(),
+            |idx| callers[idx].iter().copied(),
+        );
+        let left = sorted.left();
+        let proto::topo::Sorted {
+            order,
+            in_degree: pending,
+        } = sorted;
         CallGraph {
             callees,
             order,

@@ -16,7 +16,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use proto::JobChain;
 use serde::Serialize;
-use serde_json::Value;
 
 /// Items an open group shows; past it the rest are one "more" node.
 pub const ITEM_CAP: usize = 200;
@@ -35,438 +34,25 @@ const GAP_Y: f64 = 14.0;
 const PAD: f64 = 12.0;
 const HEADER: f64 = 26.0;
 
-/// A job or a group, inside the group that holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Item {
-    Job(u32),
-    Group(u32),
-}
+pub use graph::structure::{Group, GroupKind, Item};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GroupKind {
-    /// What holds the request's own sequence.
-    Root,
-    Sequence,
-    /// The iterations of one `each:` node.
-    Expansion,
-}
-
+/// The chain's structure ([`graph::structure::Structure`], which DOT and the terminal
+/// tree read too), with the layout of what is visible.
 #[derive(Debug)]
-pub struct Group {
-    /// A sequence's begin job id; `each:` and the begin wrapper's id for an expansion.
-    pub id: String,
-    pub kind: GroupKind,
-    pub label: String,
-    pub parent: Option<u32>,
-    pub depth: u32,
-    /// In run order.
-    pub items: Vec<Item>,
-    /// Between items (their indices in `items`), once each.
-    pub edges: Vec<(u32, u32)>,
-    /// Jobs inside, at any depth.
-    pub jobs: u32,
-}
+pub struct Structure(graph::structure::Structure);
 
-/// A chain's groups and where each job is, by job index (jobs in run order).
-#[derive(Debug)]
-pub struct Structure {
-    pub job_ids: Vec<String>,
-    pub index: HashMap<String, u32>,
-    /// The group holding each job.
-    pub job_group: Vec<u32>,
-    pub groups: Vec<Group>,
-    pub group_index: HashMap<String, u32>,
-    labels: Vec<String>,
-    wrappers: Vec<bool>,
-    /// Each job as the chain has it, without its args and data (what a view shows).
-    jobs: Vec<proto::Job>,
-}
+impl std::ops::Deref for Structure {
+    type Target = graph::structure::Structure;
 
-/// A begin or end wrapper: a noop that only joins (drawn as a dot).
-fn is_wrapper(name: &str, job_type: &str) -> bool {
-    job_type == "noop" && (name.ends_with("_begin") || name.ends_with("_end"))
-}
-
-/// `name=value` pairs, strings unquoted.
-fn each_text(each: &proto::JobArgs) -> String {
-    each.iter()
-        .map(|(name, value)| match value {
-            Value::String(text) => format!("{name}={text}"),
-            other => format!("{name}={other}"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The `each:` elements `own` has that `outer` does not.
-fn own_each(own: &proto::JobArgs, outer: Option<&proto::JobArgs>) -> String {
-    let own: proto::JobArgs = own
-        .iter()
-        .filter(|(name, value)| outer.and_then(|each| each.get(name)) != Some(*value))
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    each_text(&own)
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Structure {
     pub fn of(chain: &JobChain) -> Structure {
-        // Jobs in a topological order (Kahn's, ties by id), which is run order.
-        let mut indegree: HashMap<&str, usize> =
-            chain.jobs.keys().map(|id| (id.as_str(), 0)).collect();
-        for succs in chain.adjacency_list.values() {
-            for succ in succs {
-                if let Some(n) = indegree.get_mut(succ.as_str()) {
-                    *n += 1;
-                }
-            }
-        }
-        let mut ready: std::collections::BTreeSet<&str> = indegree
-            .iter()
-            .filter(|(_, n)| **n == 0)
-            .map(|(id, _)| *id)
-            .collect();
-        let mut ordered: Vec<&str> = Vec::with_capacity(chain.jobs.len());
-        let mut queue: VecDeque<&str> = VecDeque::new();
-        while let Some(first) = ready.pop_first() {
-            queue.push_back(first);
-            while let Some(id) = queue.pop_front() {
-                ordered.push(id);
-                for succ in chain.adjacency_list.get(id).into_iter().flatten() {
-                    if let Some(n) = indegree.get_mut(succ.as_str()) {
-                        *n -= 1;
-                        if *n == 0 {
-                            queue.push_back(succ.as_str());
-                        }
-                    }
-                }
-            }
-        }
-        // A chain with a cycle is refused before it is stored; keep any rest anyway.
-        if ordered.len() < chain.jobs.len() {
-            let seen: HashSet<&str> = ordered.iter().copied().collect();
-            let mut rest: Vec<&str> = chain
-                .jobs
-                .keys()
-                .map(String::as_str)
-                .filter(|id| !seen.contains(id))
-                .collect();
-            rest.sort_unstable();
-            ordered.extend(rest);
-        }
-        let index: HashMap<String, u32> = ordered
-            .iter()
-            .enumerate()
-            .map(|(i, id)| ((*id).to_owned(), i as u32))
-            .collect();
-        let n = ordered.len();
-        let jobs: Vec<&proto::Job> = ordered.iter().map(|id| &chain.jobs[*id]).collect();
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut succs: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (from, tos) in &chain.adjacency_list {
-            let Some(&f) = index.get(from) else { continue };
-            for to in tos {
-                if let Some(&t) = index.get(to) {
-                    succs[f as usize].push(t);
-                    preds[t as usize].push(f);
-                }
-            }
-        }
-
-        // Groups: the synthetic root, then each sequence (named by its begin job).
-        let mut groups = vec![Group {
-            id: String::new(),
-            kind: GroupKind::Root,
-            label: String::new(),
-            parent: None,
-            depth: 0,
-            items: Vec::new(),
-            edges: Vec::new(),
-            jobs: n as u32,
-        }];
-        let mut group_of_seq: HashMap<u32, u32> = HashMap::new();
-        for job in &jobs {
-            if let Some(&begin) = index.get(&job.sequence_id)
-                && !group_of_seq.contains_key(&begin)
-            {
-                group_of_seq.insert(begin, 0);
-            }
-        }
-        let mut seqs: Vec<u32> = group_of_seq.keys().copied().collect();
-        seqs.sort_unstable();
-        for &begin in &seqs {
-            let id = groups.len() as u32;
-            group_of_seq.insert(begin, id);
-            groups.push(Group {
-                id: ordered[begin as usize].to_owned(),
-                kind: GroupKind::Sequence,
-                label: String::new(),
-                parent: None,
-                depth: 0,
-                items: Vec::new(),
-                edges: Vec::new(),
-                jobs: 0,
-            });
-        }
-        let seq_group = |job: u32| -> u32 {
-            index
-                .get(&jobs[job as usize].sequence_id)
-                .and_then(|begin| group_of_seq.get(begin))
-                .copied()
-                .unwrap_or(0)
-        };
-        // A sequence's parent: the sequence of a job just before its begin job.
-        let mut seq_parent: HashMap<u32, u32> = HashMap::new();
-        for &begin in &seqs {
-            let own = group_of_seq[&begin];
-            let parent = preds[begin as usize]
-                .iter()
-                .map(|&p| seq_group(p))
-                .find(|&g| g != own)
-                .unwrap_or(0);
-            seq_parent.insert(own, parent);
-        }
-        // Expansions: what a `repeat_..._begin` wrapper leads to, inside its sequence.
-        let mut in_expansion: HashMap<Item, u32> = HashMap::new();
-        for (j, job) in jobs.iter().enumerate() {
-            if !(job.name.starts_with("repeat_") && job.name.ends_with("_begin")) {
-                continue;
-            }
-            let home = seq_group(j as u32);
-            let mut members = Vec::new();
-            for &s in &succs[j] {
-                let item = match group_of_seq.get(&s) {
-                    Some(&g) if g != home && seq_parent.get(&g) == Some(&home) => Item::Group(g),
-                    _ if seq_group(s) == home => Item::Job(s),
-                    _ => continue,
-                };
-                if !in_expansion.contains_key(&item) {
-                    members.push(item);
-                }
-            }
-            if members.is_empty() {
-                continue;
-            }
-            let id = groups.len() as u32;
-            let name = job
-                .name
-                .strip_prefix("repeat_")
-                .and_then(|n| n.strip_suffix("_begin"))
-                .unwrap_or(&job.name);
-            groups.push(Group {
-                id: format!("each:{}", ordered[j]),
-                kind: GroupKind::Expansion,
-                label: format!("{name} ×{}", members.len()),
-                parent: Some(home),
-                depth: 0,
-                items: Vec::new(),
-                edges: Vec::new(),
-                jobs: 0,
-            });
-            for item in members {
-                in_expansion.insert(item, id);
-            }
-        }
-        for (&own, &parent) in &seq_parent {
-            groups[own as usize].parent = Some(
-                in_expansion
-                    .get(&Item::Group(own))
-                    .copied()
-                    .unwrap_or(parent),
-            );
-        }
-        let job_group: Vec<u32> = (0..n as u32)
-            .map(|j| {
-                in_expansion
-                    .get(&Item::Job(j))
-                    .copied()
-                    .unwrap_or_else(|| seq_group(j))
-            })
-            .collect();
-        // Depths (parents before children is not guaranteed by index: walk up).
-        for g in 1..groups.len() {
-            let mut depth = 0;
-            let mut at = groups[g].parent;
-            while let Some(p) = at {
-                depth += 1;
-                at = groups[p as usize].parent;
-                if depth > groups.len() as u32 {
-                    break;
-                }
-            }
-            groups[g].depth = depth;
-        }
-        // Items in run order: a group's place is its first job's.
-        let mut first_job: Vec<u32> = vec![u32::MAX; groups.len()];
-        for (j, &g) in job_group.iter().enumerate() {
-            let mut at = Some(g);
-            while let Some(group) = at {
-                let slot = &mut first_job[group as usize];
-                *slot = (*slot).min(j as u32);
-                groups[group as usize].jobs += u32::from(group != 0);
-                at = groups[group as usize].parent;
-            }
-        }
-        groups[0].jobs = n as u32;
-        let mut items: Vec<Vec<(u32, Item)>> = vec![Vec::new(); groups.len()];
-        for (j, &g) in job_group.iter().enumerate() {
-            items[g as usize].push((j as u32, Item::Job(j as u32)));
-        }
-        for g in 1..groups.len() {
-            let parent = groups[g].parent.unwrap_or(0);
-            items[parent as usize].push((first_job[g], Item::Group(g as u32)));
-        }
-        let mut slot_of: HashMap<Item, u32> = HashMap::with_capacity(n + groups.len());
-        for (g, list) in items.iter_mut().enumerate() {
-            list.sort_by_key(|(first, _)| *first);
-            groups[g].items = list.iter().map(|(_, item)| *item).collect();
-            for (slot, (_, item)) in list.iter().enumerate() {
-                slot_of.insert(*item, slot as u32);
-            }
-        }
-        // Edges, lifted to the innermost group holding both ends.
-        let container = |item: Item| -> Option<u32> {
-            match item {
-                Item::Job(j) => Some(job_group[j as usize]),
-                Item::Group(g) => groups[g as usize].parent,
-            }
-        };
-        let mut edges: Vec<HashSet<(u32, u32)>> = vec![HashSet::new(); groups.len()];
-        for (u, tos) in succs.iter().enumerate() {
-            for &v in tos {
-                let (mut a, mut b) = (Item::Job(u as u32), Item::Job(v));
-                let (mut ga, mut gb) = (container(a), container(b));
-                while let (Some(x), Some(y)) = (ga, gb) {
-                    if x == y {
-                        break;
-                    }
-                    if groups[x as usize].depth >= groups[y as usize].depth {
-                        a = Item::Group(x);
-                        ga = groups[x as usize].parent;
-                    } else {
-                        b = Item::Group(y);
-                        gb = groups[y as usize].parent;
-                    }
-                }
-                if let (Some(g), true) = (ga, ga == gb)
-                    && a != b
-                {
-                    edges[g as usize].insert((slot_of[&a], slot_of[&b]));
-                }
-            }
-        }
-        for (g, set) in edges.into_iter().enumerate() {
-            let mut list: Vec<(u32, u32)> = set.into_iter().collect();
-            list.sort_unstable();
-            groups[g].edges = list;
-        }
-        // Labels.
-        for g in 1..groups.len() {
-            if groups[g].kind != GroupKind::Sequence {
-                continue;
-            }
-            let begin = &chain.jobs[&groups[g].id];
-            let mut name = begin.name.strip_suffix("_begin").unwrap_or(&begin.name);
-            for prefix in ["sequence_", "request_"] {
-                name = name.strip_prefix(prefix).unwrap_or(name);
-            }
-            let outer = groups[g]
-                .parent
-                .and_then(|p| ancestor_sequence(&groups, p))
-                .map(|p| &chain.jobs[&groups[p as usize].id].each);
-            let each = own_each(&begin.each, outer);
-            // An iteration is named by its element: its expansion's header names the rest.
-            let in_expansion = groups[g]
-                .parent
-                .is_some_and(|p| groups[p as usize].kind == GroupKind::Expansion);
-            let mut label = name.to_owned();
-            if in_expansion && !each.is_empty() {
-                label = each;
-            } else if !each.is_empty() {
-                label = format!("{label} [{each}]");
-            }
-            if begin.sequence_retry > 0 {
-                label = format!("{label} (retry {})", begin.sequence_retry);
-            }
-            groups[g].label = label;
-        }
-        let labels = jobs
-            .iter()
-            .enumerate()
-            .map(|(j, job)| {
-                if job_group[j] != 0 && groups[job_group[j] as usize].kind == GroupKind::Expansion {
-                    let outer = ancestor_sequence(&groups, job_group[j])
-                        .map(|p| &chain.jobs[&groups[p as usize].id].each);
-                    let each = own_each(&job.each, outer);
-                    if !each.is_empty() {
-                        return format!("{} [{each}]", job.name);
-                    }
-                }
-                job.name.clone()
-            })
-            .collect();
-        let wrappers = jobs
-            .iter()
-            .map(|job| is_wrapper(&job.name, &job.job_type))
-            .collect();
-        let light = jobs
-            .iter()
-            .map(|job| proto::Job {
-                args: proto::JobArgs::new(),
-                data: proto::JobArgs::new(),
-                bytes: Vec::new(),
-                ..(*job).clone()
-            })
-            .collect();
-        let group_index = groups
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(g, group)| (group.id.clone(), g as u32))
-            .collect();
-        Structure {
-            job_ids: ordered.iter().map(|id| (*id).to_owned()).collect(),
-            index,
-            job_group,
-            groups,
-            group_index,
-            labels,
-            wrappers,
-            jobs: light,
-        }
+        Structure(graph::structure::Structure::of(chain))
     }
-
-    /// Job `j` as drawn: its name, with the `each:` element of its expansion.
-    pub fn label(&self, j: u32) -> &str {
-        &self.labels[j as usize]
-    }
-
-    /// Job `j` of the chain (without its args and data).
-    pub fn job(&self, j: u32) -> &proto::Job {
-        &self.jobs[j as usize]
-    }
-
-    /// The groups holding job `j`, innermost first (the root last).
-    pub fn ancestors(&self, j: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut at = Some(self.job_group[j as usize]);
-        std::iter::from_fn(move || {
-            let group = at?;
-            at = self.groups[group as usize].parent;
-            Some(group)
-        })
-    }
-}
-
-/// The nearest sequence at or above group `g`.
-fn ancestor_sequence(groups: &[Group], g: u32) -> Option<u32> {
-    let mut at = Some(g);
-    while let Some(group) = at {
-        if groups[group as usize].kind == GroupKind::Sequence {
-            return Some(group);
-        }
-        at = groups[group as usize].parent;
-    }
-    None
 }
 
 /// Which groups the viewer opened or closed, by id, against the defaults.
@@ -677,7 +263,7 @@ impl Structure {
             placed.push(match *item {
                 Item::Job(j) => {
                     drawing.jobs.push(j);
-                    let (w, h) = if self.wrappers[j as usize] {
+                    let (w, h) = if self.is_wrapper(j) {
                         (DOT, DOT)
                     } else {
                         (JOB_W, JOB_H)
@@ -685,9 +271,9 @@ impl Structure {
                     Placed {
                         node: Node::Job {
                             id: self.job_ids[j as usize].clone(),
-                            label: self.labels[j as usize].clone(),
-                            job_type: self.jobs[j as usize].job_type.clone(),
-                            wrapper: self.wrappers[j as usize],
+                            label: self.label(j).to_owned(),
+                            job_type: self.job(j).job_type.clone(),
+                            wrapper: self.is_wrapper(j),
                             x: 0.0,
                             y: 0.0,
                             w,
