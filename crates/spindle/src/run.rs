@@ -119,9 +119,8 @@ pub(crate) async fn run(
     );
     bar.println(format!("request {} ({})", request.id, request.request_type));
     let mut interrupted = false;
-    let store = local.manager.store().clone();
     let final_request = loop {
-        let current = store.get_request(&request.id, false).await?;
+        let current = local.manager.get(&request.id, false).await?;
         bar.set_position(current.finished_jobs);
         if current.state.is_finished() {
             break current;
@@ -169,7 +168,7 @@ pub(crate) async fn run(
             // The data line first, whole, before the messages on stderr.
             stdout.flush()?;
             if final_request.state == State::Fail {
-                let job_log = store.job_log(&request.id).await?;
+                let job_log = local.manager.job_log(&request.id).await?;
                 crate::spinc::eprint_block(&crate::explain::explain(&request.id, &job_log))?;
             }
             let took = match (final_request.started_at, final_request.finished_at) {
@@ -184,8 +183,8 @@ pub(crate) async fn run(
             ))?;
         }
         Output::Json => {
-            let request = store.get_request(&request.id, true).await?;
-            let job_log = store.job_log(&request.id).await?;
+            let request = local.manager.get(&request.id, true).await?;
+            let job_log = local.manager.job_log(&request.id).await?;
             let document = serde_json::json!({"request": request, "jobLog": job_log});
             serde_json::to_writer_pretty(&mut stdout, &document)?;
             writeln!(stdout)?;

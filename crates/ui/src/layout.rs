@@ -240,16 +240,7 @@ impl Structure {
         let group = &self.groups[g as usize];
         // What is shown: the first ITEM_CAP items, then one more node for the rest.
         let shown = group.items.len().min(ITEM_CAP);
-        let hidden = &group.items[shown..];
-        let more_slot = (!hidden.is_empty()).then_some(shown as u32);
-        let count = shown + usize::from(more_slot.is_some());
-        let to_shown = |slot: u32| -> u32 {
-            if (slot as usize) < shown {
-                slot
-            } else {
-                shown as u32
-            }
-        };
+        let to_shown = |slot: u32| -> u32 { slot.min(shown as u32) };
         let mut edges: Vec<(u32, u32)> = group
             .edges
             .iter()
@@ -258,6 +249,23 @@ impl Structure {
             .collect();
         edges.sort_unstable();
         edges.dedup();
+        let placed = self.place_items(group, shown, open, drawing);
+        let (mut columns, preds) = layers(placed.len(), &edges);
+        order_layers(&mut columns, &preds, placed.len());
+        arrange(g, placed, &columns, &edges)
+    }
+
+    /// The shown items of a group, sized (an open group laid out inside), and a "more"
+    /// node for the hidden rest.
+    fn place_items(
+        &self,
+        group: &Group,
+        shown: usize,
+        open: &[bool],
+        drawing: &mut Drawing,
+    ) -> Vec<Placed> {
+        let hidden = &group.items[shown..];
+        let count = shown + usize::from(!hidden.is_empty());
         let mut placed: Vec<Placed> = Vec::with_capacity(count);
         for item in &group.items[..shown] {
             placed.push(match *item {
@@ -306,7 +314,7 @@ impl Structure {
                 }
             });
         }
-        if more_slot.is_some() {
+        if !hidden.is_empty() {
             let id = format!("more:{}", group.id);
             drawing.more.push((id.clone(), hidden.to_vec()));
             placed.push(Placed {
@@ -324,112 +332,128 @@ impl Structure {
                 h: CLOSED_H,
             });
         }
-        // Layers by longest path (items are in run order, so predecessors come first;
-        // an edge against that order is ignored rather than looped on).
-        let mut layer = vec![0usize; count];
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); count];
-        for &(a, b) in &edges {
-            if a < b {
-                preds[b as usize].push(a);
-            }
+        placed
+    }
+}
+
+/// Each item's layer by longest path (items are in run order, so predecessors come
+/// first; an edge against that order is ignored rather than looped on), as columns of
+/// items, and each item's predecessors.
+fn layers(count: usize, edges: &[(u32, u32)]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    // Layers by longest path (items are in run order, so predecessors come first;
+    // an edge against that order is ignored rather than looped on).
+    let mut layer = vec![0usize; count];
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); count];
+    for &(a, b) in edges {
+        if a < b {
+            preds[b as usize].push(a);
         }
-        for i in 0..count {
-            layer[i] = preds[i]
-                .iter()
-                .map(|&p| layer[p as usize] + 1)
-                .max()
-                .unwrap_or(0);
+    }
+    for i in 0..count {
+        layer[i] = preds[i]
+            .iter()
+            .map(|&p| layer[p as usize] + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    let layers = layer.iter().max().map_or(0, |m| m + 1);
+    let mut columns: Vec<Vec<u32>> = vec![Vec::new(); layers];
+    for (i, &l) in layer.iter().enumerate() {
+        columns[l].push(i as u32);
+    }
+    (columns, preds)
+}
+
+/// Orders each layer by the mean position of its items' predecessors, twice.
+fn order_layers(columns: &mut [Vec<u32>], preds: &[Vec<u32>], count: usize) {
+    let mut position = vec![0f64; count];
+    for column in columns.iter() {
+        for (p, &i) in column.iter().enumerate() {
+            position[i as usize] = p as f64;
         }
-        let layers = layer.iter().max().map_or(0, |m| m + 1);
-        let mut columns: Vec<Vec<u32>> = vec![Vec::new(); layers];
-        for (i, &l) in layer.iter().enumerate() {
-            columns[l].push(i as u32);
-        }
-        // Order in each layer by the mean position of predecessors, twice.
-        let mut position = vec![0f64; count];
-        for column in &columns {
+    }
+    for _ in 0..2 {
+        for column in columns.iter_mut().skip(1) {
+            let key = |i: &u32| -> f64 {
+                let ps = &preds[*i as usize];
+                if ps.is_empty() {
+                    position[*i as usize]
+                } else {
+                    ps.iter().map(|&p| position[p as usize]).sum::<f64>() / ps.len() as f64
+                }
+            };
+            let mut keyed: Vec<(f64, u32)> = column.iter().map(|i| (key(i), *i)).collect();
+            keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            *column = keyed.into_iter().map(|(_, i)| i).collect();
             for (p, &i) in column.iter().enumerate() {
                 position[i as usize] = p as f64;
             }
         }
-        for _ in 0..2 {
-            for column in columns.iter_mut().skip(1) {
-                let key = |i: &u32| -> f64 {
-                    let ps = &preds[*i as usize];
-                    if ps.is_empty() {
-                        position[*i as usize]
-                    } else {
-                        ps.iter().map(|&p| position[p as usize]).sum::<f64>() / ps.len() as f64
-                    }
-                };
-                let mut keyed: Vec<(f64, u32)> = column.iter().map(|i| (key(i), *i)).collect();
-                keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                *column = keyed.into_iter().map(|(_, i)| i).collect();
-                for (p, &i) in column.iter().enumerate() {
-                    position[i as usize] = p as f64;
-                }
-            }
+    }
+}
+
+/// Coordinates: columns left to right, each stacked and centred vertically; the edges
+/// between the placed items; the group's size.
+fn arrange(g: u32, placed: Vec<Placed>, columns: &[Vec<u32>], edges: &[(u32, u32)]) -> Placed {
+    let count = placed.len();
+    let top = if g == 0 { PAD } else { HEADER + PAD / 2.0 };
+    let widths: Vec<f64> = columns
+        .iter()
+        .map(|c| c.iter().map(|&i| placed[i as usize].w).fold(0.0, f64::max))
+        .collect();
+    let heights: Vec<f64> = columns
+        .iter()
+        .map(|c| {
+            c.iter().map(|&i| placed[i as usize].h).sum::<f64>()
+                + GAP_Y * (c.len().saturating_sub(1)) as f64
+        })
+        .collect();
+    let content_h = heights.iter().copied().fold(0.0, f64::max);
+    let mut x = PAD;
+    let mut at = vec![(0f64, 0f64); count];
+    for (l, column) in columns.iter().enumerate() {
+        let mut y = top + (content_h - heights[l]) / 2.0;
+        for &i in column {
+            let item = &placed[i as usize];
+            at[i as usize] = (x + (widths[l] - item.w) / 2.0, y);
+            y += item.h + GAP_Y;
         }
-        // Coordinates: columns left to right, each stacked and centred vertically.
-        let top = if g == 0 { PAD } else { HEADER + PAD / 2.0 };
-        let widths: Vec<f64> = columns
-            .iter()
-            .map(|c| c.iter().map(|&i| placed[i as usize].w).fold(0.0, f64::max))
-            .collect();
-        let heights: Vec<f64> = columns
-            .iter()
-            .map(|c| {
-                c.iter().map(|&i| placed[i as usize].h).sum::<f64>()
-                    + GAP_Y * (c.len().saturating_sub(1)) as f64
-            })
-            .collect();
-        let content_h = heights.iter().copied().fold(0.0, f64::max);
-        let mut x = PAD;
-        let mut at = vec![(0f64, 0f64); count];
-        for (l, column) in columns.iter().enumerate() {
-            let mut y = top + (content_h - heights[l]) / 2.0;
-            for &i in column {
-                let item = &placed[i as usize];
-                at[i as usize] = (x + (widths[l] - item.w) / 2.0, y);
-                y += item.h + GAP_Y;
-            }
-            x += widths[l] + GAP_X;
-        }
-        let w = (x - GAP_X + PAD).max(if g == 0 { 0.0 } else { CLOSED_W });
-        let h = top + content_h + PAD;
-        let inner_edges = edges
-            .iter()
-            .filter(|(a, b)| a < b)
-            .map(|&(a, b)| {
-                let (ax, ay) = at[a as usize];
-                let (bx, by) = at[b as usize];
-                let pa = &placed[a as usize];
-                let pb = &placed[b as usize];
-                [ax + pa.w, ay + edge_y(pa), bx, by + edge_y(pb)]
-            })
-            .collect();
-        let inner = placed
-            .into_iter()
-            .zip(at)
-            .map(|(mut p, (x, y))| {
-                set_xy(&mut p.node, x, y);
-                p
-            })
-            .collect();
-        Placed {
-            node: Node::More {
-                id: String::new(),
-                items: 0,
-                x: 0.0,
-                y: 0.0,
-                w,
-                h,
-            },
-            inner,
-            inner_edges,
+        x += widths[l] + GAP_X;
+    }
+    let w = (x - GAP_X + PAD).max(if g == 0 { 0.0 } else { CLOSED_W });
+    let h = top + content_h + PAD;
+    let inner_edges = edges
+        .iter()
+        .filter(|(a, b)| a < b)
+        .map(|&(a, b)| {
+            let (ax, ay) = at[a as usize];
+            let (bx, by) = at[b as usize];
+            let pa = &placed[a as usize];
+            let pb = &placed[b as usize];
+            [ax + pa.w, ay + edge_y(pa), bx, by + edge_y(pb)]
+        })
+        .collect();
+    let inner = placed
+        .into_iter()
+        .zip(at)
+        .map(|(mut p, (x, y))| {
+            set_xy(&mut p.node, x, y);
+            p
+        })
+        .collect();
+    Placed {
+        node: Node::More {
+            id: String::new(),
+            items: 0,
+            x: 0.0,
+            y: 0.0,
             w,
             h,
-        }
+        },
+        inner,
+        inner_edges,
+        w,
+        h,
     }
 }
 

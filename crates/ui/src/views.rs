@@ -81,16 +81,15 @@ impl Views {
         request: &Request,
         structure: &Structure,
     ) -> Result<(Vec<(State, u32)>, Vec<JobStatus>), Error> {
-        let store = self.manager.store();
         let mut states = vec![(State::Pending, 0u32); structure.job_ids.len()];
-        for latest in store.job_states(&request.id).await.map_err(Error::from)? {
+        for latest in self.manager.job_states(&request.id).await? {
             if let Some(&j) = structure.index.get(&latest.job_id) {
                 states[j as usize] = (latest.state, latest.tries);
             }
         }
         let mut running = Vec::new();
         if request.state == State::Running {
-            for started in store.try_starts(&request.id).await.map_err(Error::from)? {
+            for started in self.manager.try_starts(&request.id).await? {
                 if let Some(&j) = structure.index.get(&started.start.job_id)
                     && started.start.r#try > states[j as usize].1
                 {
@@ -187,12 +186,7 @@ async fn states(
     Path(id): Path<String>,
     Query(query): Query<ViewQuery>,
 ) -> Result<Json<Poll>, Error> {
-    let mut request = views
-        .manager
-        .store()
-        .get_request(&id, false)
-        .await
-        .map_err(Error::from)?;
+    let mut request = views.manager.get(&id, false).await?;
     let structure = views.structure(&id).await?;
     let (states, running) = views.states(&request, &structure).await?;
     if query.args.as_deref() == Some("0") {
@@ -318,18 +312,14 @@ async fn job(
     Extract(views): Shared,
     Path((id, job_id)): Path<(String, String)>,
 ) -> Result<Response, Error> {
-    let store = views.manager.store();
-    let request = store.get_request(&id, false).await.map_err(Error::from)?;
+    let request = views.manager.get(&id, false).await?;
     let structure = views.structure(&id).await?;
     let Some(&j) = structure.index.get(&job_id) else {
         return Err(Error::NotFound(format!(
             "job {job_id} of request {id} not found"
         )));
     };
-    let tries = store
-        .job_tries_log(&id, &job_id)
-        .await
-        .map_err(Error::from)?;
+    let tries = views.manager.job_tries_log(&id, &job_id).await?;
     let (states, running) = views.states(&request, &structure).await?;
     let job = structure.job(j);
     let mut running = running.into_iter().find(|status| status.job_id == job_id);
@@ -360,12 +350,7 @@ async fn job(
 
 /// Requests by state name, every state present (0 when none).
 async fn counts(Extract(views): Shared) -> Result<Json<BTreeMap<&'static str, u64>>, Error> {
-    let found = views
-        .manager
-        .store()
-        .count_requests(&State::ALL)
-        .await
-        .map_err(Error::from)?;
+    let found = views.manager.count_requests(&State::ALL).await?;
     let mut counts: BTreeMap<&'static str, u64> =
         State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
     for (state, n) in found {

@@ -243,7 +243,7 @@ pub(super) async fn answer(
             .ok_or_else(|| Error::Unauthorized("authentication required".to_owned()))?;
         let roles = job::approval::roles(&job.args).unwrap_or_default();
         if roles.is_empty() {
-            let request = manager.store().get_request(id.as_str(), false).await?;
+            let request = manager.get(id.as_str(), false).await?;
             authorize(manager, Some(caller), "start", &request.request_type)?;
         } else if !auth.is_admin(caller) && !caller.roles.iter().any(|r| roles.contains(r)) {
             return Err(Error::Forbidden(format!(
@@ -313,7 +313,7 @@ pub(super) async fn change(
     op: Op,
 ) -> Result<StatusCode, Error> {
     if manager.auth().is_some() {
-        let request = manager.store().get_request(id.as_str(), false).await?;
+        let request = manager.get(id.as_str(), false).await?;
         authorize(
             manager,
             acting.caller.as_ref(),
@@ -360,7 +360,7 @@ pub(super) async fn record(manager: &Manager, request_id: &str, action: &str, ac
         user: acting.user,
         address: address_of(acting.peer.as_ref()),
     };
-    if let Err(err) = manager.store().add_audit(request_id, &event).await {
+    if let Err(err) = manager.add_audit(request_id, &event).await {
         tracing::error!(request_id, action, error = %err, "the audit trail could not be written");
     }
 }
@@ -369,9 +369,7 @@ pub(super) async fn audit(
     State(manager): Shared,
     Path(id): Path<String>,
 ) -> Result<Response, Error> {
-    // 404 for an unknown request, not an empty trail.
-    manager.store().get_request(&id, false).await?;
-    Ok(Json(manager.store().audit(&id).await?).into_response())
+    Ok(Json(manager.audit(&id).await?).into_response())
 }
 
 /// The specs' schedules with their next and last runs (Spindle).

@@ -4,6 +4,15 @@
 use super::*;
 
 impl Manager {
+    /// Adds an event to a request's audit trail.
+    pub async fn add_audit(
+        &self,
+        request_id: &str,
+        event: &proto::AuditEvent,
+    ) -> Result<(), Error> {
+        Ok(self.store.add_audit(request_id, event).await?)
+    }
+
     /// Creates a request and hands it to a Job Runner. If no Job Runner answers, the
     /// request is kept PENDING and started by the background loop once one does.
     /// Returns the request as created (PENDING, without its chain), as Spin Cycle does.

@@ -246,7 +246,10 @@ impl Manager {
         &self.options
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
+    /// The store, for this crate's tests: every other reader goes through the methods
+    /// here (the API and the web UI too).
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 

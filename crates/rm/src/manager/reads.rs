@@ -24,12 +24,42 @@ impl Manager {
         })
     }
 
+    /// The latest state and try count of each job that has a job log entry.
+    pub async fn job_states(&self, request_id: &str) -> Result<Vec<store::JobState>, Error> {
+        Ok(self.store.job_states(request_id).await?)
+    }
+
+    /// The tries that started and have not ended, as runners recorded them.
+    pub async fn try_starts(&self, request_id: &str) -> Result<Vec<store::StartedTry>, Error> {
+        Ok(self.store.try_starts(request_id).await?)
+    }
+
+    /// How many requests are in each of `states`.
+    pub async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
+        Ok(self.store.count_requests(states).await?)
+    }
+
+    /// A request's audit trail (404 for an unknown request, not an empty trail).
+    pub async fn audit(&self, request_id: &str) -> Result<Vec<proto::AuditEvent>, Error> {
+        self.store.get_request(request_id, false).await?;
+        Ok(self.store.audit(request_id).await?)
+    }
+
     pub async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         Ok(self.store.job_chain(request_id).await?)
     }
 
     pub async fn find(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         Ok(self.store.find_requests(filter).await?)
+    }
+
+    /// Every try of one job, oldest first.
+    pub async fn job_tries_log(
+        &self,
+        request_id: &str,
+        job_id: &str,
+    ) -> Result<Vec<JobLog>, Error> {
+        Ok(self.store.job_tries_log(request_id, job_id).await?)
     }
 
     pub async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
