@@ -440,45 +440,81 @@ async fn deliver_all(
         if matches!(last, Some(Report::Finish(_) | Report::Suspend(_))) {
             flusher.finish().await;
         }
-        match last.take() {
-            Some(Report::Finish(finish)) => {
+        match send_end(
+            reporter,
+            policy,
+            observer,
+            request_id,
+            abandoned,
+            last.take(),
+        )
+        .await
+        {
+            End::Abandoned => return false,
+            End::SuspendFailed => suspend_failed = true,
+            End::Sent => {}
+        }
+    }
+    suspend_failed
+}
+
+/// How sending a chain's end went.
+enum End {
+    Sent,
+    /// The runner was fenced out meanwhile.
+    Abandoned,
+    /// The suspended chain could not be handed back: the request was failed instead.
+    SuspendFailed,
+}
+
+/// Sends a chain's end, if `last` is one: its final state, or its suspended chain (and,
+/// when that cannot be handed back, a final state that fails the request).
+async fn send_end(
+    reporter: &Arc<dyn Reporter>,
+    policy: &RetryPolicy,
+    observer: Option<&dyn Observer>,
+    request_id: &str,
+    abandoned: &CancellationToken,
+    last: Option<Report>,
+) -> End {
+    match last {
+        Some(Report::Finish(finish)) => {
+            let res = with_retries(policy, observer, "final state", request_id, || {
+                reporter.finish(&finish)
+            })
+            .await;
+            fenced(&res, abandoned, request_id);
+        }
+        Some(Report::Suspend(suspended)) => {
+            let res = with_retries(policy, observer, "suspended chain", request_id, || {
+                reporter.suspend(&suspended)
+            })
+            .await;
+            fenced(&res, abandoned, request_id);
+            if abandoned.is_cancelled() {
+                return End::Abandoned;
+            }
+            if res.is_err() {
+                let finish = FinishRequest {
+                    request_id: request_id.to_owned(),
+                    state: State::Fail,
+                    finished_at: chrono::Utc::now(),
+                    finished_jobs: suspended.job_chain.finished_jobs,
+                    error: format!(
+                        "the job runner shut down and could not hand the chain back: {}",
+                        res.as_ref().err().map_or("", |err| err.message.as_str())
+                    ),
+                    job_logs: Vec::new(),
+                };
                 let res = with_retries(policy, observer, "final state", request_id, || {
                     reporter.finish(&finish)
                 })
                 .await;
                 fenced(&res, abandoned, request_id);
+                return End::SuspendFailed;
             }
-            Some(Report::Suspend(suspended)) => {
-                let res = with_retries(policy, observer, "suspended chain", request_id, || {
-                    reporter.suspend(&suspended)
-                })
-                .await;
-                fenced(&res, abandoned, request_id);
-                if abandoned.is_cancelled() {
-                    return false;
-                }
-                if res.is_err() {
-                    suspend_failed = true;
-                    let finish = FinishRequest {
-                        request_id: request_id.to_owned(),
-                        state: State::Fail,
-                        finished_at: chrono::Utc::now(),
-                        finished_jobs: suspended.job_chain.finished_jobs,
-                        error: format!(
-                            "the job runner shut down and could not hand the chain back: {}",
-                            res.as_ref().err().map_or("", |err| err.message.as_str())
-                        ),
-                        job_logs: Vec::new(),
-                    };
-                    let res = with_retries(policy, observer, "final state", request_id, || {
-                        reporter.finish(&finish)
-                    })
-                    .await;
-                    fenced(&res, abandoned, request_id);
-                }
-            }
-            _ => {}
         }
+        _ => {}
     }
-    suspend_failed
+    End::Sent
 }

@@ -173,60 +173,48 @@ fn modified(paths: &[&Path]) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
-/// Serves `router` on `listener` until `stop`, then lets the requests in flight finish.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
+/// Reloads the server's certificate when its files change (read every
+/// [`RELOAD_EVERY`]), until `stop`; files that do not load leave the one in use.
+async fn reload_tls(
+    tls: ServerTls,
+    config: Arc<RwLock<Arc<rustls::ServerConfig>>>,
     stop: CancellationToken,
-    tls: Option<ServerTls>,
-    limits: Limits,
-) -> anyhow::Result<()> {
-    let router = router
-        .layer(axum::extract::DefaultBodyLimit::max(limits.body_bytes))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            limits.body_timeout,
-        ))
-        .layer(axum::middleware::map_response(json_errors));
-    let config = match &tls {
-        Some(tls) => Some(Arc::new(RwLock::new(server_config(tls)?))),
-        None => None,
+) {
+    let files = |tls: &ServerTls| {
+        let mut paths = vec![tls.cert.clone(), tls.key.clone()];
+        paths.extend(tls.client_ca.clone());
+        paths
     };
-    if let (Some(tls), Some(config)) = (tls.clone(), config.clone()) {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let files = |tls: &ServerTls| {
-                let mut paths = vec![tls.cert.clone(), tls.key.clone()];
-                paths.extend(tls.client_ca.clone());
-                paths
-            };
-            let paths = files(&tls);
-            let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-            let mut seen = modified(&refs);
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(RELOAD_EVERY) => {}
-                }
-                let now = modified(&refs);
-                if now == seen {
-                    continue;
-                }
-                seen = now;
-                match server_config(&tls) {
-                    Ok(fresh) => {
-                        *config
-                            .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
-                        tracing::info!(cert = %tls.cert.display(), "TLS certificate reloaded");
-                    }
-                    Err(err) => tracing::warn!(
-                        error = format!("{err:#}"),
-                        "the changed TLS files do not load; keeping the certificate in use"
-                    ),
-                }
+    let paths = files(&tls);
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let mut seen = modified(&refs);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RELOAD_EVERY) => {}
+        }
+        let now = modified(&refs);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match server_config(&tls) {
+            Ok(fresh) => {
+                *config
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+                tracing::info!(cert = %tls.cert.display(), "TLS certificate reloaded");
             }
-        });
+            Err(err) => tracing::warn!(
+                error = format!("{err:#}"),
+                "the changed TLS files do not load; keeping the certificate in use"
+            ),
+        }
     }
+}
+
+/// HTTP/1 and HTTP/2 connections with the limits' header size and time.
+fn connection_builder(limits: &Limits) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -237,7 +225,36 @@ pub(crate) async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(limits.header_bytes).unwrap_or(u32::MAX));
-    let builder = Arc::new(builder);
+    builder
+}
+
+/// `router` with the body's size and time limits, and errors of its own as JSON.
+fn limited(router: axum::Router, limits: &Limits) -> axum::Router {
+    router
+        .layer(axum::extract::DefaultBodyLimit::max(limits.body_bytes))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            limits.body_timeout,
+        ))
+        .layer(axum::middleware::map_response(json_errors))
+}
+
+/// Serves `router` on `listener` until `stop`, then lets the requests in flight finish.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    stop: CancellationToken,
+    tls: Option<ServerTls>,
+    limits: Limits,
+) -> anyhow::Result<()> {
+    let router = limited(router, &limits);
+    let config = match &tls {
+        Some(tls) => Some(Arc::new(RwLock::new(server_config(tls)?))),
+        None => None,
+    };
+    if let (Some(tls), Some(config)) = (tls.clone(), config.clone()) {
+        tokio::spawn(reload_tls(tls, config, stop.clone()));
+    }
+    let builder = Arc::new(connection_builder(&limits));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let (tcp, addr) = tokio::select! {

@@ -436,46 +436,8 @@ impl ServeArgs {
                 .or(file.log_level)
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
-            tls: {
-                let from_file = file.tls.clone().unwrap_or_default();
-                let cert = self.tls_cert.clone().or(from_file.cert);
-                let key = self.tls_key.clone().or(from_file.key);
-                let client_ca = self.tls_client_ca.clone().or(from_file.client_ca);
-                match (cert, key) {
-                    (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
-                        cert,
-                        key,
-                        client_ca,
-                    }),
-                    (None, None) if client_ca.is_none() => None,
-                    (None, None) => anyhow::bail!(
-                        "tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"
-                    ),
-                    _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
-                }
-            },
-            limits: {
-                let given = file.limits.clone().unwrap_or_default();
-                let default = crate::http_server::Limits::default();
-                crate::http_server::Limits {
-                    body_bytes: given.body_bytes.unwrap_or(default.body_bytes),
-                    header_bytes: given.header_bytes.unwrap_or(default.header_bytes),
-                    header_timeout: match &given.header_timeout {
-                        Some(text) => positive(
-                            "limits.header_timeout",
-                            duration("limits.header_timeout", text)?,
-                        )?,
-                        None => default.header_timeout,
-                    },
-                    body_timeout: match &given.body_timeout {
-                        Some(text) => positive(
-                            "limits.body_timeout",
-                            duration("limits.body_timeout", text)?,
-                        )?,
-                        None => default.body_timeout,
-                    },
-                }
-            },
+            tls: self.tls(file.tls.clone().unwrap_or_default())?,
+            limits: limits(file.limits.clone().unwrap_or_default())?,
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
@@ -485,6 +447,25 @@ impl ServeArgs {
             },
         })
     }
+
+    /// HTTPS: the flags' certificate, key and client CA over the file's.
+    fn tls(&self, from_file: TlsConfig) -> anyhow::Result<Option<crate::http_server::ServerTls>> {
+        let cert = self.tls_cert.clone().or(from_file.cert);
+        let key = self.tls_key.clone().or(from_file.key);
+        let client_ca = self.tls_client_ca.clone().or(from_file.client_ca);
+        Ok(match (cert, key) {
+            (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
+                cert,
+                key,
+                client_ca,
+            }),
+            (None, None) if client_ca.is_none() => None,
+            (None, None) => anyhow::bail!(
+                "tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"
+            ),
+            _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
+        })
+    }
 }
 
 /// How long a claim on a suspended chain may go unrenewed: a Request Manager that died
@@ -492,6 +473,29 @@ impl ServeArgs {
 /// this long for another to take it.
 pub(crate) fn stale_claim(lease: Duration, interval: Duration) -> Duration {
     (lease * 2 + interval).max(Duration::from_secs(10))
+}
+
+/// The `limits:` section, checked, over the defaults.
+fn limits(given: LimitsConfig) -> anyhow::Result<crate::http_server::Limits> {
+    let default = crate::http_server::Limits::default();
+    let timeout = |name: &str, given: &Option<String>, default: Duration| match given {
+        Some(text) => positive(name, duration(name, text)?),
+        None => Ok(default),
+    };
+    Ok(crate::http_server::Limits {
+        body_bytes: given.body_bytes.unwrap_or(default.body_bytes),
+        header_bytes: given.header_bytes.unwrap_or(default.header_bytes),
+        header_timeout: timeout(
+            "limits.header_timeout",
+            &given.header_timeout,
+            default.header_timeout,
+        )?,
+        body_timeout: timeout(
+            "limits.body_timeout",
+            &given.body_timeout,
+            default.body_timeout,
+        )?,
+    })
 }
 
 /// A duration that must not be zero.

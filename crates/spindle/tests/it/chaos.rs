@@ -308,7 +308,15 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
             if request.as_ref().is_some_and(|r| r["state"] == 3) {
                 break;
             }
-            if Instant::now() > until {
+            // A request must not fail because of the chaos around it: an end other than
+            // COMPLETE fails the test at once, with why.
+            let ended = request
+                .as_ref()
+                .and_then(|r| r["state"].as_u64())
+                .and_then(|state| u8::try_from(state).ok())
+                .and_then(|state| proto::State::from_value(state).ok())
+                .is_some_and(proto::State::is_finished);
+            if ended || Instant::now() > until {
                 // Everything that says why, before failing.
                 let log = client.try_get(&format!("/api/v1/requests/{id}/log")).await;
                 let runners = client.try_get("/api/v1/job-runners").await;
@@ -330,7 +338,8 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                     })
                     .collect();
                 panic!(
-                    "seed {seed}: request {id} never completed: {request:?}\nwhat the services said of it:\n{}\nlog: {log:?}\nrunners: {runners:?}\n{}",
+                    "seed {seed}: request {id} did not complete: {request:?}\nits tries that did not succeed:\n{}\nwhat the services said of it:\n{}\nlog: {log:?}\nrunners: {runners:?}\n{}",
+                    failed_tries(log.as_ref()).join("\n"),
                     about.join("\n"),
                     services.join("\n")
                 );
@@ -399,6 +408,24 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
         .get("/api/v1/requests?state=RUNNING&state=PENDING&state=SUSPENDED&limit=10")
         .await;
     assert_eq!(found.as_array().map(Vec::len), Some(0), "{found}");
+    // Why any try failed (an interrupted try is the chaos's; any other is a lead).
+    let mut failed = Vec::new();
+    for id in created.values() {
+        let log = client.try_get(&format!("/api/v1/requests/{id}/log")).await;
+        failed.extend(
+            failed_tries(log.as_ref())
+                .into_iter()
+                .filter(|line| !line.contains("interrupted:"))
+                .map(|line| format!("  request {id}: {line}")),
+        );
+    }
+    if !failed.is_empty() {
+        let text = format!(
+            "{test}: seed {seed}: tries that failed:\n{}\n",
+            failed.join("\n")
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+    }
     let line = format!(
         "{test}: seed {seed}: {} requests, {jobs} jobs, {} executions, {kills} job runners killed, {rm_restarts} request manager restarts, {db_stops} database stops, {interrupted} interrupted tries, every request complete {} ms after the chaos ended, {} s in all\n",
         created.len(),
@@ -409,4 +436,25 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     drop(jrs);
     drop(rms);
+}
+
+/// Each job log entry whose try did not succeed: job, try, state, exit and error.
+fn failed_tries(log: Option<&serde_json::Value>) -> Vec<String> {
+    log.and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["state"] != 3)
+        .map(|entry| {
+            format!(
+                "job {} ({}) try {}: state {} exit {}: {} stderr: {}",
+                entry["jobId"],
+                entry["name"],
+                entry["try"],
+                entry["state"],
+                entry["exit"],
+                entry["error"],
+                entry["stderr"]
+            )
+        })
+        .collect()
 }
