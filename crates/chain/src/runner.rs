@@ -1,6 +1,6 @@
 //! Runs one dispatched job: makes it from the chain, then runs its tries (job-level
 //! retries, runner.md §5), sending a job log entry per try. Its end is the task's
-//! output, which the traverser collects from its `JoinSet`; a panic anywhere in here is a
+//! output, which reaches the traverser as its task's one event; a panic anywhere in here is a
 //! failed try (caught around the job's own code, or seen by the traverser as a panicked
 //! task), never a lost one.
 

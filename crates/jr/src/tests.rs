@@ -194,11 +194,21 @@ async fn metrics_count_the_tries_and_calls_of_a_known_workload() {
         assert_eq!(status, StatusCode::OK);
     }
     wait_until_idle(&runner).await;
-    // The chains' ends are counted just after they leave the map.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let (status, scrape, _) = call(&router, Method::GET, "/metrics", None).await;
-    assert_eq!(status, StatusCode::OK);
-    let scrape = scrape.as_str().unwrap().to_owned();
+    // The chains' ends are counted just after they leave the map: scrape until they are.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let scrape = loop {
+        let (status, scrape, _) = call(&router, Method::GET, "/metrics", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let scrape = scrape.as_str().unwrap().to_owned();
+        if sample(&scrape, "spindle_chains_running") == Some(0.0) {
+            break scrape;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chains' ends were never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
     let at = |series: &str| {
         sample(&scrape, series).unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
     };

@@ -4,8 +4,9 @@
 //! Every task it spawns (job runners, retry timers) is observed: it runs under
 //! `catch_unwind` and its end, whether its output or a panic, is sent to the traverser as
 //! an event, so a runner that panics outside the job's own code is a failed try, never a
-//! chain that waits forever. (A `JoinSet` does the same at about twice the cost per task,
-//! measured on the 10,000-job fan-out; see BENCHMARKS.md.)
+//! chain that waits forever. (A `JoinSet` would do the same at a higher cost per task:
+//! the one measurement is in BENCHMARKS.md, "re-measured after the code-health changes
+//! (issue #10)".)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -188,8 +188,21 @@ async fn metrics_count_a_known_workload_and_pass_promtool() {
         states.push(wait_final(&client, id).await);
     }
     assert_eq!(states, [3, 3, 4]);
-    // The runner counts a chain's end just after its last report.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both count a request's end just after storing or reporting it: wait for that.
+    for (url, series, value) in [
+        (
+            &rm.url,
+            r#"spindle_request_duration_seconds_count{type="obs"}"#,
+            3.0,
+        ),
+        (&jr.url, "spindle_chains_running", 0.0),
+    ] {
+        let until = Instant::now() + Duration::from_secs(10);
+        while telemetry::metrics::sample(&scrape(url).await, series) != Some(value) {
+            assert!(Instant::now() < until, "{series} never reached {value}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 
     let rm_scrape = scrape(&rm.url).await;
     assert_eq!(
@@ -533,7 +546,16 @@ async fn log_lines_carry_request_and_job_ids() {
     let client = Client::new(&server.url);
     let id = create(&client, 3).await;
     assert_eq!(wait_final(&client, &id).await, 4);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Log lines are written as things happen, some just after the request's end.
+    let log = job_log(&client, &id).await;
+    crate::recovery::wait_until("every line is logged", Duration::from_secs(10), || {
+        let text = server.stderr();
+        let count = |message: &str| text.matches(&format!("\"message\":\"{message}")).count();
+        count("request finished") == 1
+            && count("job try ended") == log.len()
+            && count("job try failed") == 2
+    })
+    .await;
     let lines: Vec<Value> = server
         .stderr()
         .lines()
@@ -561,7 +583,6 @@ async fn log_lines_carry_request_and_job_ids() {
             "{found:?}"
         );
     }
-    let log = job_log(&client, &id).await;
     let tries = with("job try ended");
     assert_eq!(tries.len(), log.len(), "a debug line per try: {tries:#?}");
     for line in &tries {

@@ -607,9 +607,15 @@ async fn a_running_request_is_stopped_retried_paused_and_resumed_from_its_page()
     )
     .await;
     ui.screenshot("stop-confirmation").await;
-    // Cancel first: nothing happens.
+    // Cancel first: the dialog closes and nothing happens (a stop is sent only on
+    // confirming, so once the dialog is closed there is nothing more to wait for).
     ui.click("#stop-dialog button:not(#stop-confirm)").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    ui.until(
+        "the confirmation closed",
+        "return !document.getElementById('stop-dialog').open",
+        10,
+    )
+    .await;
     assert_eq!(ui.request(&id).await["state"], 2, "still RUNNING");
     ui.click("#stop").await;
     ui.click("#stop-confirm").await;
