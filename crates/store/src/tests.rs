@@ -2011,6 +2011,45 @@ async fn the_ended_among_many_are_found_in_one_read(store: Arc<dyn Store>, _raw:
     assert_eq!(store.ended_among(&many).await.unwrap(), ["e3"]);
 }
 
+/// Issue #35: why a PENDING request waits is kept until its start clears it (a request
+/// in another state is left as it is); a database error says the database's words and
+/// the operation that met them.
+async fn a_pending_request_says_why_it_waits_and_database_errors_their_cause(
+    store: Arc<dyn Store>,
+    raw: Raw,
+) {
+    let (request, create_request) = request("w1", "deploy", "ann", at(1, 0), "db1");
+    store
+        .create_request(&request, &create_request, None)
+        .await
+        .unwrap();
+    store
+        .set_waiting("w1", "waiting for a job runner: refused")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_request("w1", false).await.unwrap().error,
+        "waiting for a job runner: refused"
+    );
+    store
+        .start_request(&"w1".into(), "http://jr1:32307", None, at(1, 1))
+        .await
+        .unwrap();
+    store.set_waiting("w1", "not PENDING").await.unwrap();
+    let started = store.get_request("w1", false).await.unwrap();
+    assert_eq!(
+        (started.state, started.error.as_str()),
+        (State::Running, "")
+    );
+    raw.exec("DROP TABLE request_audit").await;
+    let err = store.audit("w1").await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("database error (in audit: ") && text.contains("request_audit"),
+        "{text}"
+    );
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -2042,6 +2081,7 @@ macro_rules! suite {
 
 suite!(
     create_and_read,
+    a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     state_changes_are_conditional,
     job_log_entries_are_stored_once_per_try,
     retention_removes_old_finished_requests_in_batches,

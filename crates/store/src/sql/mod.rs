@@ -4,10 +4,10 @@
 //! the retention's lock) is in their `Backend` impls next to their constructors
 //! (`sqlite.rs`, `postgres.rs`).
 //!
-//! One module a table or concern, each an `impl SqlStore` through [`sql_impl!`]; the
-//! [`Store`] impl at the end of this file forwards each operation to the inherent method
-//! of the same name there (an inherent method is chosen before a trait's), naming the
-//! operation in any database error it returns.
+//! One module a table or concern, each an `impl SqlStore` through `sql_impl!`; the
+//! [`Store`] impl at the end of this file (`store_impl!`) forwards each operation to the
+//! inherent method of the same name there, naming the operation in any database error it
+//! returns.
 
 use std::collections::HashMap;
 
@@ -155,13 +155,15 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 }
 
 // The bounds below say what the shared SQL needs of a database's types, rows and
-// connections. Rust has no way to name a list of bounds once, so the concern modules'
-// impl blocks take them from this macro (rustfmt does not format a macro's body: keep
-// those modules formatted by hand), and the `Store` impl below writes them again.
+// connections. Rust has no way to name a list of bounds once, so every impl block of
+// `SqlStore` takes them from this macro: the concern modules' (`sql_impl! { ... }`, whose
+// bodies rustfmt does not format: keep them formatted by hand) and the `Store` impl that
+// `store_impl!` writes.
 macro_rules! sql_impl {
-    ($($body:tt)*) => {
-        impl<DB> SqlStore<DB>
-    where
+    (@impl [$($attr:tt)*] [$($head:tt)*] $($body:tt)*) => {
+        $($attr)*
+        impl<DB> $($head)* SqlStore<DB>
+        where
         DB: Backend,
         for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
         for<'a> &'a str: ColumnIndex<DB::Row> + Encode<'a, DB> + Type<DB>,
@@ -174,6 +176,26 @@ macro_rules! sql_impl {
         {
             $($body)*
         }
+    };
+    ($($body:tt)*) => {
+        sql_impl!(@impl [] [] $($body)*);
+    };
+}
+
+/// The [`Store`] impl: each operation forwards to the inherent method of the same name
+/// (in the concern modules; an inherent method is chosen before a trait's), and a
+/// database error it returns names the operation.
+macro_rules! store_impl {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;)*) => {
+        sql_impl!(@impl [#[async_trait::async_trait]] [Store for]
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, Error> {
+                    Self::$name(self $(, $arg)*)
+                        .await
+                        .map_err(|err| err.during(stringify!($name)))
+                }
+            )*
+        );
     };
 }
 
@@ -188,404 +210,4 @@ mod schedules;
 mod suspended;
 mod write_batch;
 
-#[async_trait::async_trait]
-impl<DB> Store for SqlStore<DB>
-where
-    DB: Backend,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'a> &'a str: ColumnIndex<DB::Row> + Encode<'a, DB> + Type<DB>,
-    String: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-    i16: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-    i32: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-    i64: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
-    Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
-{
-    async fn create_request(
-        &self,
-        request: &Request,
-        create_request: &CreateRequest,
-        created: Option<&AuditEvent>,
-    ) -> Result<(), Error> {
-        self.create_request(request, create_request, created)
-            .await
-            .map_err(|err| err.during("create_request"))
-    }
-
-    async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
-        self.write_batch(batch)
-            .await
-            .map_err(|err| err.during("write_batch"))
-    }
-
-    async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
-        self.get_request(request_id, with_chain)
-            .await
-            .map_err(|err| err.during("get_request"))
-    }
-
-    async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
-        self.ended_among(request_ids)
-            .await
-            .map_err(|err| err.during("ended_among"))
-    }
-
-    async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
-        self.job_chain(request_id)
-            .await
-            .map_err(|err| err.during("job_chain"))
-    }
-
-    async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error> {
-        self.hand_over(request_id, expected)
-            .await
-            .map_err(|err| err.during("hand_over"))
-    }
-
-    async fn start_request(
-        &self,
-        request_id: &RequestId,
-        jr_url: &str,
-        owner: Option<&Fence>,
-        at: DateTime<Utc>,
-    ) -> Result<bool, Error> {
-        self.start_request(request_id, jr_url, owner, at)
-            .await
-            .map_err(|err| err.during("start_request"))
-    }
-
-    async fn claim_schedule_run(
-        &self,
-        schedule: &str,
-        due_at: DateTime<Utc>,
-        host: &str,
-    ) -> Result<bool, Error> {
-        self.claim_schedule_run(schedule, due_at, host)
-            .await
-            .map_err(|err| err.during("claim_schedule_run"))
-    }
-
-    async fn schedule_run_done(
-        &self,
-        schedule: &str,
-        due_at: DateTime<Utc>,
-        request_id: &str,
-        skipped: &str,
-    ) -> Result<(), Error> {
-        self.schedule_run_done(schedule, due_at, request_id, skipped)
-            .await
-            .map_err(|err| err.during("schedule_run_done"))
-    }
-
-    async fn schedule_runs(
-        &self,
-        schedule: &str,
-        limit: u32,
-    ) -> Result<Vec<proto::ScheduleRun>, Error> {
-        self.schedule_runs(schedule, limit)
-            .await
-            .map_err(|err| err.during("schedule_runs"))
-    }
-
-    async fn add_answer(
-        &self,
-        request_id: &str,
-        job_id: &str,
-        answer: &proto::Answer,
-    ) -> Result<bool, Error> {
-        self.add_answer(request_id, job_id, answer)
-            .await
-            .map_err(|err| err.during("add_answer"))
-    }
-
-    async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error> {
-        self.answers(request_id)
-            .await
-            .map_err(|err| err.during("answers"))
-    }
-
-    async fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> Result<(), Error> {
-        self.remove_answers(request_id, job_ids)
-            .await
-            .map_err(|err| err.during("remove_answers"))
-    }
-
-    async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error> {
-        self.add_spec_version(specs, at)
-            .await
-            .map_err(|err| err.during("add_spec_version"))
-    }
-
-    async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
-        self.spec_version(version)
-            .await
-            .map_err(|err| err.during("spec_version"))
-    }
-
-    async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error> {
-        self.set_paused(request_id, paused)
-            .await
-            .map_err(|err| err.during("set_paused"))
-    }
-
-    async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
-        self.owner(request_id)
-            .await
-            .map_err(|err| err.during("owner"))
-    }
-
-    async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
-        self.fail_pending(request_id, at)
-            .await
-            .map_err(|err| err.during("fail_pending"))
-    }
-
-    async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error> {
-        self.set_waiting(request_id, why)
-            .await
-            .map_err(|err| err.during("set_waiting"))
-    }
-
-    async fn finish_request(
-        &self,
-        finish: &FinishRequest,
-        fence: Option<&Fence>,
-    ) -> Result<Finished, Error> {
-        self.finish_request(finish, fence)
-            .await
-            .map_err(|err| err.during("finish_request"))
-    }
-
-    async fn update_progress(&self, request_id: &str, finished_jobs: u64) -> Result<(), Error> {
-        self.update_progress(request_id, finished_jobs)
-            .await
-            .map_err(|err| err.during("update_progress"))
-    }
-
-    async fn update_progress_many(&self, updates: &[(String, u64)]) -> Result<(), Error> {
-        self.update_progress_many(updates)
-            .await
-            .map_err(|err| err.during("update_progress_many"))
-    }
-
-    async fn insert_job_logs(&self, entries: &[JobLog]) -> Result<(), Error> {
-        self.insert_job_logs(entries)
-            .await
-            .map_err(|err| err.during("insert_job_logs"))
-    }
-
-    async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error> {
-        self.insert_output(chunks)
-            .await
-            .map_err(|err| err.during("insert_output"))
-    }
-
-    async fn output(
-        &self,
-        request_id: &str,
-        query: &OutputQuery,
-    ) -> Result<Vec<OutputChunk>, Error> {
-        self.output(request_id, query)
-            .await
-            .map_err(|err| err.during("output"))
-    }
-
-    async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
-        self.job_log(request_id)
-            .await
-            .map_err(|err| err.during("job_log"))
-    }
-
-    async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error> {
-        self.latest_job_log(request_id, job_id)
-            .await
-            .map_err(|err| err.during("latest_job_log"))
-    }
-
-    async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error> {
-        self.add_audit(request_id, event)
-            .await
-            .map_err(|err| err.during("add_audit"))
-    }
-
-    async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
-        self.audit(request_id)
-            .await
-            .map_err(|err| err.during("audit"))
-    }
-
-    async fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Result<Removed, Error> {
-        self.remove_finished(before, limit)
-            .await
-            .map_err(|err| err.during("remove_finished"))
-    }
-
-    async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {
-        self.job_tries_log(request_id, job_id)
-            .await
-            .map_err(|err| err.during("job_tries_log"))
-    }
-
-    async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
-        self.job_states(request_id)
-            .await
-            .map_err(|err| err.during("job_states"))
-    }
-
-    async fn suspend_request(
-        &self,
-        suspended: &SuspendedJobChain,
-        fence: Option<&Fence>,
-        at: DateTime<Utc>,
-    ) -> Result<(), Error> {
-        self.suspend_request(suspended, fence, at)
-            .await
-            .map_err(|err| err.during("suspend_request"))
-    }
-
-    async fn claim_suspended(
-        &self,
-        host: &str,
-        at: DateTime<Utc>,
-    ) -> Result<Option<SuspendedJobChain>, Error> {
-        self.claim_suspended(host, at)
-            .await
-            .map_err(|err| err.during("claim_suspended"))
-    }
-
-    async fn resumed(
-        &self,
-        request_id: &RequestId,
-        host: &str,
-        jr_url: &str,
-        owner: Option<&Fence>,
-    ) -> Result<bool, Error> {
-        self.resumed(request_id, host, jr_url, owner)
-            .await
-            .map_err(|err| err.during("resumed"))
-    }
-
-    async fn fail_suspended(
-        &self,
-        request_id: &RequestId,
-        host: &str,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), Error> {
-        self.fail_suspended(request_id, host, reason, at)
-            .await
-            .map_err(|err| err.during("fail_suspended"))
-    }
-
-    async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
-        self.unclaim(request_id, host)
-            .await
-            .map_err(|err| err.during("unclaim"))
-    }
-
-    async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error> {
-        self.release_stale_claims(before)
-            .await
-            .map_err(|err| err.during("release_stale_claims"))
-    }
-
-    async fn expire_suspended(
-        &self,
-        before: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<String>, Error> {
-        self.expire_suspended(before, now)
-            .await
-            .map_err(|err| err.during("expire_suspended"))
-    }
-
-    async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
-        self.find_requests(filter)
-            .await
-            .map_err(|err| err.during("find_requests"))
-    }
-
-    async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {
-        self.running_jr_urls()
-            .await
-            .map_err(|err| err.during("running_jr_urls"))
-    }
-
-    async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
-        self.count_requests(states)
-            .await
-            .map_err(|err| err.during("count_requests"))
-    }
-
-    async fn ping(&self) -> Result<(), Error> {
-        self.ping().await.map_err(|err| err.during("ping"))
-    }
-
-    async fn register_runner(
-        &self,
-        runner: &RunnerRegistration,
-        at: DateTime<Utc>,
-    ) -> Result<JobRunner, Error> {
-        self.register_runner(runner, at)
-            .await
-            .map_err(|err| err.during("register_runner"))
-    }
-
-    async fn renew_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<JobRunner, Error> {
-        self.renew_runner(instance, at)
-            .await
-            .map_err(|err| err.during("renew_runner"))
-    }
-
-    async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
-        self.end_runner(instance, at)
-            .await
-            .map_err(|err| err.during("end_runner"))
-    }
-
-    async fn job_runners(
-        &self,
-        now: DateTime<Utc>,
-        ended_since: DateTime<Utc>,
-    ) -> Result<Vec<JobRunner>, Error> {
-        self.job_runners(now, ended_since)
-            .await
-            .map_err(|err| err.during("job_runners"))
-    }
-
-    async fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> Result<bool, Error> {
-        self.mark_runner_lost(instance, at)
-            .await
-            .map_err(|err| err.during("mark_runner_lost"))
-    }
-
-    async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error> {
-        self.owned_requests(instance)
-            .await
-            .map_err(|err| err.during("owned_requests"))
-    }
-
-    async fn recover_request(
-        &self,
-        holder: Holder<'_>,
-        interrupted: &[JobLog],
-        suspended: &SuspendedJobChain,
-        at: DateTime<Utc>,
-    ) -> Result<(), Error> {
-        self.recover_request(holder, interrupted, suspended, at)
-            .await
-            .map_err(|err| err.during("recover_request"))
-    }
-
-    async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error> {
-        self.insert_try_starts(instance, starts)
-            .await
-            .map_err(|err| err.during("insert_try_starts"))
-    }
-
-    async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
-        self.try_starts(request_id)
-            .await
-            .map_err(|err| err.during("try_starts"))
-    }
-}
+store_operations!(store_impl);
