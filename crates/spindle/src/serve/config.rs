@@ -3,8 +3,11 @@
 
 use super::*;
 
-/// Settings shared by the three commands; `None` means "not given here".
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+/// The configuration: the config file's keys, and what the flags (and environment)
+/// give, written in the same keys; `None` means "not given here". A command's
+/// arguments are serialized into these keys and laid over the file's (`under`), so
+/// that each setting is merged in one place.
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileConfig {
     pub(crate) listen: Option<String>,
@@ -43,7 +46,7 @@ pub(crate) struct FileConfig {
 }
 
 /// The `tls:` section.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TlsConfig {
     pub(crate) cert: Option<PathBuf>,
@@ -52,7 +55,7 @@ pub(crate) struct TlsConfig {
 }
 
 /// The `limits:` section.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitsConfig {
     /// Bytes of a request body (default 64 MiB).
@@ -66,7 +69,7 @@ pub(crate) struct LimitsConfig {
 }
 
 /// The `auth:` section of a service's config file.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuthConfig {
     /// A file of token hashes, one `sha256:HEX USER [ROLE,...]` a line (`spindle token
@@ -88,7 +91,7 @@ pub(crate) struct AuthConfig {
     pub(crate) client_certificates: Option<CertificatesConfig>,
 }
 
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProxyConfig {
     pub(crate) user_header: String,
@@ -97,14 +100,14 @@ pub(crate) struct ProxyConfig {
     pub(crate) trusted: Vec<String>,
 }
 
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CertificatesConfig {
     pub(crate) roles: String,
 }
 
 /// The `client:` section: what a service trusts and presents when it calls another.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClientConfig {
     pub(crate) ca: Option<PathBuf>,
@@ -113,12 +116,13 @@ pub(crate) struct ClientConfig {
 }
 
 /// Flags every service takes.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, lease, metrics, otlp_endpoint, log_level, auth, token,
     /// client
     #[arg(long, env = "SPINDLE_CONFIG")]
+    #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
     /// How long a Job Runner's registration holds without renewal (Go duration; renewed
     /// every third of it; default 10s): a runner that misses it is lost and its requests
@@ -130,6 +134,7 @@ pub(crate) struct CommonArgs {
     pub(crate) listen: Option<String>,
     /// Log lines as text or as one JSON object each (for a log collector)
     #[arg(long, env = "SPINDLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[serde(skip)]
     pub(crate) log_format: LogFormat,
     /// What to log: error, warn, info (the default), debug or trace, or a filter such as
     /// `info,rm=debug`; without it `RUST_LOG` is read
@@ -146,17 +151,24 @@ pub(crate) struct CommonArgs {
     /// config file); prefer the environment to a flag, which others can see
     #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+}
+
+/// The `tls:` flags.
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+pub(crate) struct TlsArgs {
     /// Serve HTTPS with this PEM certificate (chain), with --tls-key (or `tls.cert`);
     /// reloaded when the file changes
-    #[arg(long, env = "SPINDLE_TLS_CERT")]
-    pub(crate) tls_cert: Option<PathBuf>,
+    #[arg(long = "tls-cert", env = "SPINDLE_TLS_CERT")]
+    pub(crate) cert: Option<PathBuf>,
     /// The certificate's PEM private key (or `tls.key`)
-    #[arg(long, env = "SPINDLE_TLS_KEY")]
-    pub(crate) tls_key: Option<PathBuf>,
+    #[arg(long = "tls-key", env = "SPINDLE_TLS_KEY")]
+    pub(crate) key: Option<PathBuf>,
     /// Require client certificates issued by this PEM CA (mutual TLS; or
     /// `tls.client_ca`)
-    #[arg(long, env = "SPINDLE_TLS_CLIENT_CA")]
-    pub(crate) tls_client_ca: Option<PathBuf>,
+    #[arg(long = "tls-client-ca", env = "SPINDLE_TLS_CLIENT_CA")]
+    pub(crate) client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -166,7 +178,7 @@ pub(crate) enum LogFormat {
 }
 
 /// Flags of the services that hold a Request Manager.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct ManagerArgs {
     /// Directory (or file) of request specs
     #[arg(long, env = "SPINDLE_SPECS")]
@@ -187,15 +199,18 @@ pub(crate) struct ManagerArgs {
     /// Reload the specs when their files change (they are read every second); they are
     /// always reloaded on SIGHUP, linted first, the old ones kept when the new have errors
     #[arg(long, env = "SPINDLE_WATCH_SPECS")]
+    #[serde(skip)]
     pub(crate) watch_specs: bool,
 }
 
 /// `spindle server`: a Request Manager and a Job Runner in one process.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct ServerArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub(crate) common: CommonArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub(crate) manager: ManagerArgs,
     /// How long running chains have to be handed back at shutdown (Go duration)
     #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
@@ -203,11 +218,13 @@ pub(crate) struct ServerArgs {
 }
 
 /// `spindle rm`: the Request Manager alone.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct RmArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub(crate) common: CommonArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub(crate) manager: ManagerArgs,
     /// Where to send chains: a Job Runner or a load balancer before several (default:
     /// the live registered Job Runner with the fewest running requests)
@@ -219,9 +236,10 @@ pub(crate) struct RmArgs {
 }
 
 /// `spindle jr`: a Job Runner alone.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct JrArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub(crate) common: CommonArgs,
     /// The Request Managers to register and report with: one URL, or several separated by
     /// commas (whichever answers is used)
@@ -230,81 +248,6 @@ pub(crate) struct JrArgs {
     /// How long running chains have to be handed back at shutdown (Go duration)
     #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
     pub(crate) shutdown_timeout: Option<String>,
-}
-
-/// The flags of one service, `None` where it does not take one or it was not given.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct ServeArgs {
-    pub(crate) config: Option<PathBuf>,
-    pub(crate) listen: Option<String>,
-    pub(crate) specs: Option<PathBuf>,
-    pub(crate) database: Option<String>,
-    pub(crate) jr_url: Option<String>,
-    pub(crate) rm_url: Option<String>,
-    pub(crate) shutdown_timeout: Option<String>,
-    pub(crate) interval: Option<String>,
-    pub(crate) suspended_ttl: Option<String>,
-    pub(crate) retention: Option<String>,
-    pub(crate) lease: Option<String>,
-    pub(crate) metrics: Option<bool>,
-    pub(crate) otlp_endpoint: Option<String>,
-    pub(crate) log_level: Option<String>,
-    pub(crate) token: Option<String>,
-    pub(crate) tls_cert: Option<PathBuf>,
-    pub(crate) tls_key: Option<PathBuf>,
-    pub(crate) tls_client_ca: Option<PathBuf>,
-}
-
-impl ServeArgs {
-    fn with(common: &CommonArgs, manager: Option<&ManagerArgs>) -> ServeArgs {
-        ServeArgs {
-            config: common.config.clone(),
-            listen: common.listen.clone(),
-            lease: common.lease.clone(),
-            metrics: common.metrics,
-            otlp_endpoint: common.otlp_endpoint.clone(),
-            log_level: common.log_level.clone(),
-            token: common.token.clone(),
-            tls_cert: common.tls_cert.clone(),
-            tls_key: common.tls_key.clone(),
-            tls_client_ca: common.tls_client_ca.clone(),
-            specs: manager.and_then(|m| m.specs.clone()),
-            database: manager.and_then(|m| m.database.clone()),
-            interval: manager.and_then(|m| m.interval.clone()),
-            suspended_ttl: manager.and_then(|m| m.suspended_ttl.clone()),
-            retention: manager.and_then(|m| m.retention.clone()),
-            ..ServeArgs::default()
-        }
-    }
-}
-
-impl From<&ServerArgs> for ServeArgs {
-    fn from(args: &ServerArgs) -> ServeArgs {
-        ServeArgs {
-            shutdown_timeout: args.shutdown_timeout.clone(),
-            ..ServeArgs::with(&args.common, Some(&args.manager))
-        }
-    }
-}
-
-impl From<&RmArgs> for ServeArgs {
-    fn from(args: &RmArgs) -> ServeArgs {
-        ServeArgs {
-            jr_url: args.jr_url.clone(),
-            shutdown_timeout: args.shutdown_timeout.clone(),
-            ..ServeArgs::with(&args.common, Some(&args.manager))
-        }
-    }
-}
-
-impl From<&JrArgs> for ServeArgs {
-    fn from(args: &JrArgs) -> ServeArgs {
-        ServeArgs {
-            rm_url: args.rm_url.clone(),
-            shutdown_timeout: args.shutdown_timeout.clone(),
-            ..ServeArgs::with(&args.common, None)
-        }
-    }
 }
 
 /// Validated settings.
@@ -348,30 +291,49 @@ pub(super) fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
         .with_context(|| format!("{name}: {text:?} is not a duration; expected such as 30s or 1m"))
 }
 
-impl ServeArgs {
-    /// Flags and environment over the file over the defaults; every value checked.
-    pub(crate) fn settings(&self, default_listen: &str) -> anyhow::Result<Settings> {
-        let file = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config file {}", path.display()))?;
-                serde_saphyr::from_str::<FileConfig>(&text)
-                    .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))?
+impl FileConfig {
+    /// The config file at `path`: YAML with only known keys (an unknown one is an error
+    /// naming it and where it is).
+    pub(crate) fn read(path: &std::path::Path) -> anyhow::Result<FileConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        serde_saphyr::from_str::<FileConfig>(&text)
+            .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))
+    }
+
+    /// A command's arguments (`flags`, serialized in the file's keys, `None` where not
+    /// given) laid over this configuration: the one merge, key by key at any depth.
+    pub(crate) fn under(self, flags: &impl serde::Serialize) -> anyhow::Result<FileConfig> {
+        fn lay(over: serde_json::Value, under: serde_json::Value) -> serde_json::Value {
+            match (over, under) {
+                (serde_json::Value::Object(over), serde_json::Value::Object(mut under)) => {
+                    for (key, value) in over {
+                        let below = under.remove(&key).unwrap_or_default();
+                        under.insert(key, lay(value, below));
+                    }
+                    serde_json::Value::Object(under)
+                }
+                (serde_json::Value::Null, under) => under,
+                (over, _) => over,
             }
-            None => FileConfig::default(),
+        }
+        let merged = lay(serde_json::to_value(flags)?, serde_json::to_value(self)?);
+        Ok(serde_json::from_value(merged)?)
+    }
+
+    /// The settings, every value checked, with the defaults for what is not given.
+    pub(crate) fn settings(&self, default_listen: &str) -> anyhow::Result<Settings> {
+        let file = self.clone();
+        let pick = |given: &Option<String>, default: &str| {
+            given.clone().unwrap_or_else(|| default.to_owned())
         };
-        let pick = |flag: &Option<String>, from_file: &Option<String>, default: &str| {
-            flag.clone()
-                .or_else(|| from_file.clone())
-                .unwrap_or_else(|| default.to_owned())
-        };
-        let listen = pick(&self.listen, &file.listen, default_listen);
+        let listen = pick(&file.listen, default_listen);
         let listen: SocketAddr = listen.parse().with_context(|| {
             format!(
                 "listen: {listen:?} is not an address; expected IP:PORT such as 127.0.0.1:32308"
             )
         })?;
-        let database = pick(&self.database, &file.database, "sqlite://spindle.db");
+        let database = pick(&file.database, "sqlite://spindle.db");
         if !(database.starts_with("sqlite:")
             || database.starts_with("postgres://")
             || database.starts_with("postgresql://"))
@@ -388,84 +350,70 @@ impl ServeArgs {
         };
         Ok(Settings {
             listen,
-            specs: self
-                .specs
-                .clone()
-                .or(file.specs)
-                .unwrap_or_else(|| PathBuf::from("specs")),
+            specs: file.specs.clone().unwrap_or_else(|| PathBuf::from("specs")),
             database,
-            jr_url: self
+            jr_url: file
                 .jr_url
                 .clone()
-                .or(file.jr_url)
                 .map(|value| url("jr_url", value))
                 .transpose()?,
-            rm_urls: pick(&self.rm_url, &file.rm_url, "http://127.0.0.1:32308")
+            rm_urls: pick(&file.rm_url, "http://127.0.0.1:32308")
                 .split(',')
                 .map(|value| url("rm_url", value.trim().to_owned()))
                 .collect::<anyhow::Result<_>>()?,
-            shutdown_timeout: duration(
-                "shutdown_timeout",
-                &pick(&self.shutdown_timeout, &file.shutdown_timeout, "20s"),
-            )?,
-            interval: duration("interval", &pick(&self.interval, &file.interval, "10s"))?,
-            suspended_ttl: duration(
-                "suspended_ttl",
-                &pick(&self.suspended_ttl, &file.suspended_ttl, "1h"),
-            )?,
-            retention: match self.retention.clone().or(file.retention) {
+            shutdown_timeout: duration("shutdown_timeout", &pick(&file.shutdown_timeout, "20s"))?,
+            interval: duration("interval", &pick(&file.interval, "10s"))?,
+            suspended_ttl: duration("suspended_ttl", &pick(&file.suspended_ttl, "1h"))?,
+            retention: match file.retention.clone() {
                 Some(text) => Some(positive("retention", duration("retention", &text)?)?),
                 None => None,
             },
-            lease: positive(
-                "lease",
-                duration("lease", &pick(&self.lease, &file.lease, "10s"))?,
-            )?,
-            metrics: self.metrics.or(file.metrics).unwrap_or(true),
-            otlp_endpoint: self
+            lease: positive("lease", duration("lease", &pick(&file.lease, "10s"))?)?,
+            metrics: file.metrics.unwrap_or(true),
+            otlp_endpoint: file
                 .otlp_endpoint
                 .clone()
-                .or(file.otlp_endpoint)
                 .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
                 .filter(|value| !value.is_empty())
                 .map(|value| url("otlp_endpoint", value))
                 .transpose()?,
-            log_level: self
+            log_level: file
                 .log_level
                 .clone()
-                .or(file.log_level)
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
-            tls: self.tls(file.tls.clone().unwrap_or_default())?,
+            tls: tls(file.tls.clone().unwrap_or_default())?,
             limits: limits(file.limits.clone().unwrap_or_default())?,
             auth: file.auth,
             credentials: crate::credentials::Credentials {
-                token: self.token.clone().or(file.token).filter(|t| !t.is_empty()),
+                token: file.token.clone().filter(|t| !t.is_empty()),
                 ca: file.client.as_ref().and_then(|c| c.ca.clone()),
                 client_cert: file.client.as_ref().and_then(|c| c.cert.clone()),
                 client_key: file.client.as_ref().and_then(|c| c.key.clone()),
             },
         })
     }
+}
 
-    /// HTTPS: the flags' certificate, key and client CA over the file's.
-    fn tls(&self, from_file: TlsConfig) -> anyhow::Result<Option<crate::http_server::ServerTls>> {
-        let cert = self.tls_cert.clone().or(from_file.cert);
-        let key = self.tls_key.clone().or(from_file.key);
-        let client_ca = self.tls_client_ca.clone().or(from_file.client_ca);
-        Ok(match (cert, key) {
-            (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
-                cert,
-                key,
-                client_ca,
-            }),
-            (None, None) if client_ca.is_none() => None,
-            (None, None) => anyhow::bail!(
-                "tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"
-            ),
-            _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
-        })
-    }
+/// HTTPS: the certificate and key (both or neither), and the CA of clients' certificates.
+fn tls(given: TlsConfig) -> anyhow::Result<Option<crate::http_server::ServerTls>> {
+    let TlsConfig {
+        cert,
+        key,
+        client_ca,
+    } = given;
+    Ok(match (cert, key) {
+        (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
+            cert,
+            key,
+            client_ca,
+        }),
+        (None, None) if client_ca.is_none() => None,
+        (None, None) => anyhow::bail!(
+            "tls.client_ca needs tls.cert and tls.key: client certificates are asked for in a TLS handshake"
+        ),
+        _ => anyhow::bail!("tls: give both cert and key (PEM files), or neither"),
+    })
 }
 
 /// How long a claim on a suspended chain may go unrenewed: a Request Manager that died

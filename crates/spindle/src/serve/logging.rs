@@ -41,14 +41,19 @@ pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
     };
 }
 
-/// The service's settings, read and checked, with logging set up by them. A bad
+/// The service's settings: its arguments (`args`, which name the config file in
+/// `config`) over the config file, read and checked, with logging set up by them. A bad
 /// setting is reported before anything starts.
 pub(super) fn settings_and_logs(
-    args: ServeArgs,
+    args: &impl serde::Serialize,
+    config: Option<&std::path::Path>,
     format: LogFormat,
     default_listen: &str,
 ) -> anyhow::Result<Settings> {
-    let settings = args.settings(default_listen);
+    let settings = config
+        .map_or_else(|| Ok(FileConfig::default()), FileConfig::read)
+        .and_then(|file| file.under(args))
+        .and_then(|config| config.settings(default_listen));
     init_logging(
         format,
         settings.as_ref().ok().and_then(|s| s.log_level.as_deref()),

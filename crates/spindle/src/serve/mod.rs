@@ -44,7 +44,8 @@ async fn until_shutdown(
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
     let settings = settings_and_logs(
-        ServeArgs::from(args),
+        args,
+        args.common.config.as_deref(),
         args.common.log_format,
         "127.0.0.1:32308",
     )?;
@@ -136,7 +137,8 @@ async fn finish_serving(
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
 pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
     let settings = settings_and_logs(
-        ServeArgs::from(args),
+        args,
+        args.common.config.as_deref(),
         args.common.log_format,
         "127.0.0.1:32308",
     )?;
@@ -204,7 +206,8 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
 pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
     let settings = settings_and_logs(
-        ServeArgs::from(args),
+        args,
+        args.common.config.as_deref(),
         args.common.log_format,
         "127.0.0.1:32307",
     )?;
@@ -255,14 +258,69 @@ pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Res
 mod tests {
     use super::*;
 
+    /// Issue #35: flags (and the environment) over the config file over the defaults, in
+    /// one merge, nested sections too (`--tls-cert` over `tls.cert`, `tls.key` kept).
+    #[test]
+    fn flags_are_laid_over_the_config_file_key_by_key() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            rm: RmArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("rm.yaml");
+        std::fs::write(
+            &config,
+            "listen: 127.0.0.1:1000\ndatabase: postgres://db/spindle\ninterval: 3s\ntls:\n  cert: file.pem\n  key: key.pem\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from([
+            "rm",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:2000",
+            "--tls-cert",
+            "flag.pem",
+        ])
+        .unwrap();
+        let settings = FileConfig::read(&config)
+            .unwrap()
+            .under(&cli.rm)
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
+        assert_eq!(
+            settings.listen.to_string(),
+            "127.0.0.1:2000",
+            "the flag wins"
+        );
+        assert_eq!(
+            settings.database, "postgres://db/spindle",
+            "the file's kept"
+        );
+        assert_eq!(settings.interval, Duration::from_secs(3));
+        assert_eq!(
+            settings.suspended_ttl,
+            Duration::from_secs(3600),
+            "the default"
+        );
+        let tls = settings.tls.unwrap();
+        assert_eq!(
+            (tls.cert.to_str(), tls.key.to_str()),
+            (Some("flag.pem"), Some("key.pem"))
+        );
+    }
+
     /// The observability settings are checked like the others, with what was expected.
     #[test]
     fn observability_settings_are_checked() {
-        let args = |otlp: Option<&str>, level: Option<&str>| ServeArgs {
+        let args = |otlp: Option<&str>, level: Option<&str>| FileConfig {
             otlp_endpoint: otlp.map(str::to_owned),
             log_level: level.map(str::to_owned),
             metrics: Some(false),
-            ..ServeArgs::default()
+            ..FileConfig::default()
         };
         let settings = args(Some("http://c:4318"), Some("info,rm=debug"))
             .settings("127.0.0.1:1")
@@ -314,12 +372,10 @@ mod tests {
             format!("auth:\n  tokens: {}\n", dir.path().join("tokens").display()),
         )
         .unwrap();
-        let settings = ServeArgs {
-            config: Some(config),
-            ..ServeArgs::default()
-        }
-        .settings("127.0.0.1:1")
-        .unwrap();
+        let settings = FileConfig::read(&config)
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
         let report = spec::lint_str(
             std::path::Path::new("s.yaml"),
             "sequences:\n  deploy:\n    request: true\n    acl:\n      - role: deployer\n        ops: [start]\n    nodes:\n      a:\n        category: job\n        type: noop\n",
@@ -344,12 +400,10 @@ mod tests {
         );
         // An auth: section that can authenticate no one is refused at start.
         std::fs::write(dir.path().join("empty.yaml"), "auth:\n  strict: true\n").unwrap();
-        let settings = ServeArgs {
-            config: Some(dir.path().join("empty.yaml")),
-            ..ServeArgs::default()
-        }
-        .settings("127.0.0.1:1")
-        .unwrap();
+        let settings = FileConfig::read(&dir.path().join("empty.yaml"))
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
         let err = build_auth(&settings, &report.specs, &[]).unwrap_err();
         assert!(
             err.to_string().contains("no way to authenticate anyone"),
@@ -366,21 +420,17 @@ mod tests {
             ("rm.yaml", "0.0.0.0:32308"),
             ("jr.yaml", "0.0.0.0:32307"),
         ] {
-            let args = ServeArgs {
-                config: Some(examples.join(file)),
-                ..ServeArgs::default()
-            };
+            let args = FileConfig::read(&examples.join(file))
+                .unwrap_or_else(|err| panic!("{file}: {err:#}"));
             let settings = args
                 .settings("127.0.0.1:1")
                 .unwrap_or_else(|err| panic!("{file}: {err:#}"));
             assert_eq!(settings.listen.to_string(), listen, "{file}");
         }
-        let rm = ServeArgs {
-            config: Some(examples.join("rm.yaml")),
-            ..ServeArgs::default()
-        }
-        .settings("127.0.0.1:1")
-        .unwrap();
+        let rm = FileConfig::read(&examples.join("rm.yaml"))
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
         assert!(rm.database.starts_with("postgres://"));
         assert_eq!(rm.jr_url.as_deref(), Some("http://jr.example.com:32307"));
         assert!(rm.metrics);
@@ -391,24 +441,20 @@ mod tests {
         assert_eq!(rm.log_level.as_deref(), Some("info"));
         // The secured ones: TLS, authentication, client credentials, limits.
         for file in ["secure-rm.yaml", "secure-jr.yaml"] {
-            let settings = ServeArgs {
-                config: Some(examples.join(file)),
-                ..ServeArgs::default()
-            }
-            .settings("127.0.0.1:1")
-            .unwrap_or_else(|err| panic!("{file}: {err:#}"));
+            let settings = FileConfig::read(&examples.join(file))
+                .unwrap()
+                .settings("127.0.0.1:1")
+                .unwrap_or_else(|err| panic!("{file}: {err:#}"));
             assert_eq!(settings.scheme(), "https", "{file}");
             assert!(settings.tls.as_ref().unwrap().client_ca.is_some(), "{file}");
             let auth = settings.auth.as_ref().unwrap();
             assert_eq!(auth.client_certificates.as_ref().unwrap().roles, "ou");
             assert!(settings.credentials.client_cert.is_some(), "{file}");
         }
-        let secure = ServeArgs {
-            config: Some(examples.join("secure-rm.yaml")),
-            ..ServeArgs::default()
-        }
-        .settings("127.0.0.1:1")
-        .unwrap();
+        let secure = FileConfig::read(&examples.join("secure-rm.yaml"))
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
         let auth = secure.auth.unwrap();
         assert!(auth.strict);
         assert_eq!(auth.admin_roles, ["sre"]);
