@@ -94,22 +94,30 @@ fn postgres_url(test: &str) -> Option<String> {
     None
 }
 
-/// `spindle rm` on port 0 with the specs in `specs`, retrying every 200 ms, with this
-/// lease, then `extra`.
-pub(crate) fn rm_args<'a>(database: &'a str, lease: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+/// `spindle COMMAND` (`server` or `rm`) on port 0 with the specs in `specs` and this
+/// database, then `extra`.
+pub(crate) fn service_args<'a>(
+    command: &'a str,
+    database: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
-        "rm",
+        command,
         "--listen",
         "127.0.0.1:0",
         "--specs",
         "specs",
         "--database",
         database,
-        "--interval",
-        "200ms",
-        "--lease",
-        lease,
     ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `spindle rm` on port 0 with the specs in `specs`, retrying every 200 ms, with this
+/// lease, then `extra`.
+pub(crate) fn rm_args<'a>(database: &'a str, lease: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = service_args("rm", database, &["--interval", "200ms", "--lease", lease]);
     args.extend_from_slice(extra);
     args
 }

@@ -528,19 +528,16 @@ async fn log_lines_carry_request_and_job_ids() {
     let dir = obs_dir();
     let server = Service::start_env(
         dir.path(),
-        &[
+        &crate::service_args(
             "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
             "sqlite://server.db",
-            "--log-format",
-            "json",
-            "--log-level",
-            "debug,sqlx=warn,hyper=warn,reqwest=warn",
-        ],
+            &[
+                "--log-format",
+                "json",
+                "--log-level",
+                "debug,sqlx=warn,hyper=warn,reqwest=warn",
+            ],
+        ),
         &[("RUST_LOG", "error")],
     );
     let client = Client::new(&server.url);
@@ -619,17 +616,7 @@ async fn log_lines_carry_request_and_job_ids() {
     // `--log-level warn`: nothing below.
     let quiet = Service::start(
         dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
-            "sqlite://quiet.db",
-            "--log-level",
-            "warn",
-        ],
+        &crate::service_args("server", "sqlite://quiet.db", &["--log-level", "warn"]),
     );
     let client = Client::new(&quiet.url);
     let id = create(&client, 0).await;

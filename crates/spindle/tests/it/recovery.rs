@@ -339,19 +339,11 @@ async fn a_job_runner_killed_mid_request_is_replaced_by_a_live_one() {
     let marks: PathBuf = dir.path().join("marks");
     let rm = Service::start(
         dir.path(),
-        &[
+        &crate::service_args(
             "rm",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
             "sqlite://spindle.db",
-            "--interval",
-            "100ms",
-            "--lease",
-            "1s",
-        ],
+            &["--interval", "100ms", "--lease", "1s"],
+        ),
     );
     let client = Client::new(&rm.url);
     let jr = [

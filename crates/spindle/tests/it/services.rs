@@ -245,15 +245,7 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
     let dir = specs_dir();
     let server = Service::start(
         dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
-            "sqlite://spindle.db",
-        ],
+        &crate::service_args("server", "sqlite://spindle.db", &[]),
     );
     let api = Api::new(&server);
 
@@ -299,19 +291,11 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     let jr_url = jr_address.url.clone();
     let rm = Service::start(
         dir.path(),
-        &[
+        &crate::service_args(
             "rm",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
             "sqlite://spindle.db",
-            "--jr-url",
-            &jr_url,
-            "--interval",
-            "200ms",
-        ],
+            &["--jr-url", &jr_url, "--interval", "200ms"],
+        ),
     );
     let rm_url = rm.url.clone();
     // `spindle rm` serves the web UI beside its API, and says where.
@@ -442,19 +426,11 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
     let jr_url = jr_address.url.clone();
     let rm = Service::start(
         dir.path(),
-        &[
+        &crate::service_args(
             "rm",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs",
-            "--database",
             "sqlite://spindle.db",
-            "--jr-url",
-            &jr_url,
-            "--interval",
-            "100ms",
-        ],
+            &["--jr-url", &jr_url, "--interval", "100ms"],
+        ),
     );
     let api = Api::new(&rm);
     let rm_url = rm.url.clone();
