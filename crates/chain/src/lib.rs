@@ -249,5 +249,7 @@ pub fn resume(
     Ok(traverser::spawn(chain, factory, reporter, options))
 }
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

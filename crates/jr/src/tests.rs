@@ -6,54 +6,26 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request as HttpRequest, StatusCode};
-use chain::{ReportError, Reporter};
+use chain::Reporter;
+use chain::testing::Kept;
 use http_body_util::BodyExt as _;
-use proto::{FinishRequest, JobChain, JobLog, RequestProgress, State, SuspendedJobChain};
+use proto::{JobChain, State};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use crate::Runner;
 
+/// Every chain reports to the one `Kept`; each chain's fence is noted.
 #[derive(Default)]
-struct Kept {
-    finishes: Mutex<Vec<FinishRequest>>,
-    suspended: Mutex<Vec<SuspendedJobChain>>,
-    /// The fence of every chain's reporter.
-    fences: Mutex<Vec<proto::Fence>>,
+struct KeptReporters {
+    kept: Arc<Kept>,
+    fences: Fences,
 }
-
-/// Every chain reports to the one `Kept`, which notes each chain's fence.
-#[derive(Default)]
-struct KeptReporters(Arc<Kept>);
 
 impl crate::Reporters for KeptReporters {
     fn for_chain(&self, fence: proto::Fence) -> Arc<dyn Reporter> {
-        self.0.fences.lock().unwrap().push(fence);
-        self.0.clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl Reporter for Kept {
-    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn job_logs(&self, _entries: &[JobLog]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.finishes.lock().unwrap().push(finish.clone());
-        Ok(())
-    }
-    async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        self.suspended.lock().unwrap().push(suspended.clone());
-        Ok(())
+        self.fences.lock().unwrap().push(fence);
+        self.kept.clone()
     }
 }
 
@@ -101,16 +73,26 @@ async fn wait_until_idle(runner: &Runner) {
 }
 
 fn setup() -> (Arc<Runner>, Arc<Kept>, axum::Router) {
-    let kept = Arc::new(Kept::default());
+    let (runner, kept, _, router) = setup_noting_fences();
+    (runner, kept, router)
+}
+
+/// The fence of every chain's reporter, in order.
+type Fences = Arc<Mutex<Vec<proto::Fence>>>;
+
+/// [`setup`], with the fence of every chain's reporter.
+fn setup_noting_fences() -> (Arc<Runner>, Arc<Kept>, Fences, axum::Router) {
+    let reporters = KeptReporters::default();
+    let (kept, fences) = (reporters.kept.clone(), reporters.fences.clone());
     let runner = Runner::new(
         Arc::new(job::Registry::builtin()),
-        Arc::new(KeptReporters(kept.clone())),
+        Arc::new(reporters),
         "http://10.0.0.5:32307",
         chain::Options::default(),
         telemetry::Telemetry::with_metrics(),
     );
     let router = crate::router(runner.clone(), "2.1.1+test");
-    (runner, kept, router)
+    (runner, kept, fences, router)
 }
 
 async fn call(
@@ -450,7 +432,7 @@ async fn every_error_has_the_error_body() {
 /// carry both.
 #[tokio::test]
 async fn a_hand_over_is_answered_with_the_instance_and_reported_with_its_epoch() {
-    let (runner, kept, router) = setup();
+    let (runner, _, fences, router) = setup_noting_fences();
     let request = HttpRequest::builder()
         .method(Method::POST)
         .uri("/api/v1/job-chains")
@@ -468,7 +450,7 @@ async fn a_hand_over_is_answered_with_the_instance_and_reported_with_its_epoch()
     );
     wait_until_idle(&runner).await;
     assert_eq!(
-        kept.fences.lock().unwrap().as_slice(),
+        fences.lock().unwrap().as_slice(),
         [proto::Fence {
             instance: runner.instance(),
             epoch: 7

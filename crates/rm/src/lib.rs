@@ -19,5 +19,7 @@ pub use error::Error;
 pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options, spec_version};
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

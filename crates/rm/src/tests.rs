@@ -2,17 +2,18 @@
 //! Runner client.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{Method, Request as HttpRequest, StatusCode};
 use http_body_util::BodyExt as _;
-use proto::{JobChain, JobStatus, RequestId, State, SuspendedJobChain};
+use proto::{RequestId, State, SuspendedJobChain};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-use crate::{ClientError, HandedOver, JrClient, Manager, Options};
+use crate::testing::{FakeJr, final_state};
+use crate::{Manager, Options};
 
 const SPECS: &str = "sequences:
   deploy:
@@ -30,164 +31,6 @@ const SPECS: &str = "sequences:
         type: sleep
         args: [{expected: duration, given: wait}]
 ";
-
-/// A Job Runner client that records what it is asked and answers as told.
-#[derive(Default)]
-struct FakeJr {
-    chains: Mutex<Vec<JobChain>>,
-    /// Where each chain (new or resumed) was sent, with its epoch.
-    sent_to: Mutex<Vec<(String, u64)>>,
-    /// The instance that answers at a URL (registered by the test); otherwise
-    /// `instance-of-URL`.
-    instances: Mutex<std::collections::HashMap<String, String>>,
-    resumed: Mutex<Vec<SuspendedJobChain>>,
-    stopped: Mutex<Vec<String>>,
-    /// Each answer to an approval job the runner was told of: (request, job, approved).
-    answers: Mutex<Vec<(String, String, bool)>>,
-    /// Each pause (true) and unpause (false) the runner was told of.
-    pauses: Mutex<Vec<(String, bool)>>,
-    /// Whether each hand-over (new or resumed) said the request is paused.
-    paused_at_hand_over: Mutex<Vec<bool>>,
-    /// 0: accept; 503: unavailable; other: refuse with that status.
-    answer: AtomicU16,
-    /// When set, a new chain finishes (COMPLETE) before `new_chain` returns, as a very
-    /// fast chain on a real Job Runner does.
-    finish_at_once: Mutex<Option<std::sync::Weak<Manager>>>,
-}
-
-impl FakeJr {
-    fn instance(&self, jr_url: &str) -> String {
-        self.instances
-            .lock()
-            .unwrap()
-            .get(jr_url)
-            .cloned()
-            .unwrap_or_else(|| format!("instance-of-{jr_url}"))
-    }
-
-    fn result(&self, jr_url: &str) -> Result<HandedOver, ClientError> {
-        match self.answer.load(Ordering::SeqCst) {
-            0 => Ok(HandedOver {
-                url: jr_url.to_owned(),
-                instance: self.instance(jr_url),
-            }),
-            503 => Err(ClientError::Unavailable("connection refused".to_owned())),
-            409 => Err(ClientError::AlreadyRunning("req".to_owned())),
-            401 => Err(ClientError::Unauthorized(
-                "HTTP 401: no credentials: send a bearer token".to_owned(),
-            )),
-            _ => Err(ClientError::Invalid("invalid chain".to_owned())),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl JrClient for FakeJr {
-    async fn new_chain(
-        &self,
-        jr_url: &str,
-        job_chain: JobChain,
-        hand_over: &crate::HandOver,
-    ) -> Result<HandedOver, ClientError> {
-        let epoch = hand_over.epoch;
-        self.paused_at_hand_over
-            .lock()
-            .unwrap()
-            .push(hand_over.paused);
-        let res = self.result(jr_url);
-        let (request_id, jobs) = (job_chain.request_id.clone(), job_chain.jobs.len() as u64);
-        if res.is_ok() {
-            self.chains.lock().unwrap().push(job_chain);
-            self.sent_to
-                .lock()
-                .unwrap()
-                .push((jr_url.to_owned(), epoch));
-        }
-        let manager = self.finish_at_once.lock().unwrap().clone();
-        if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
-            let finish = final_state(&request_id, State::Complete, jobs);
-            let fence = proto::Fence {
-                instance: self.instance(jr_url),
-                epoch,
-            };
-            manager.finish(&finish, Some(&fence)).await.unwrap();
-        }
-        res
-    }
-    async fn resume(
-        &self,
-        jr_url: &str,
-        suspended: &SuspendedJobChain,
-        hand_over: &crate::HandOver,
-    ) -> Result<HandedOver, ClientError> {
-        let epoch = hand_over.epoch;
-        self.paused_at_hand_over
-            .lock()
-            .unwrap()
-            .push(hand_over.paused);
-        let res = self.result(jr_url);
-        if res.is_ok() {
-            self.resumed.lock().unwrap().push(suspended.clone());
-            self.sent_to
-                .lock()
-                .unwrap()
-                .push((jr_url.to_owned(), epoch));
-        }
-        res
-    }
-    async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
-        self.stopped.lock().unwrap().push(request_id.to_string());
-        Ok(())
-    }
-    async fn answer(
-        &self,
-        _jr_url: &str,
-        request_id: &RequestId,
-        job_id: &str,
-        answer: &proto::Answer,
-    ) -> Result<(), ClientError> {
-        self.answers.lock().unwrap().push((
-            request_id.to_string(),
-            job_id.to_owned(),
-            answer.approved,
-        ));
-        Ok(())
-    }
-    async fn pause(
-        &self,
-        _jr_url: &str,
-        request_id: &RequestId,
-        paused: bool,
-    ) -> Result<(), ClientError> {
-        self.pauses
-            .lock()
-            .unwrap()
-            .push((request_id.to_string(), paused));
-        Ok(())
-    }
-    async fn running(
-        &self,
-        _jr_url: &str,
-        request_id: Option<&RequestId>,
-    ) -> Result<Vec<JobStatus>, ClientError> {
-        let chains = self.chains.lock().unwrap();
-        Ok(chains
-            .iter()
-            .filter(|c| request_id.is_none_or(|id| id.as_str() == c.request_id))
-            .map(|c| JobStatus {
-                request_id: c.request_id.clone(),
-                job_id: "abcd".to_owned(),
-                job_type: "sleep".to_owned(),
-                name: "pause".to_owned(),
-                started_at: 1,
-                state: State::Running,
-                status: "sleeping".to_owned(),
-                r#try: 1,
-                each: Default::default(),
-            })
-            .collect())
-    }
-}
 
 struct Env {
     manager: Arc<Manager>,
@@ -227,18 +70,6 @@ async fn env_specs(options: Options, specs: &str) -> Env {
         jr,
         router,
         _dir: dir,
-    }
-}
-
-/// A runner's report of a chain's end, now, with no entries.
-fn final_state(request_id: &str, state: State, finished_jobs: u64) -> proto::FinishRequest {
-    proto::FinishRequest {
-        request_id: request_id.to_owned(),
-        state,
-        finished_at: chrono::Utc::now(),
-        finished_jobs,
-        error: String::new(),
-        job_logs: Vec::new(),
     }
 }
 

@@ -2,13 +2,14 @@
 //! browser (axum `oneshot`); the browser tests are the binary's (`tests/it/ui.rs`).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request as HttpRequest, StatusCode};
 use http_body_util::BodyExt as _;
-use proto::{JobChain, JobLog, JobStatus, RequestId, State, SuspendedJobChain};
-use rm::{ClientError, HandedOver, JrClient, Manager, Options};
+use proto::{JobChain, JobLog, JobStatus, State};
+use rm::testing::FakeJr;
+use rm::{Manager, Options};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
@@ -264,59 +265,9 @@ fn html_is_escaped() {
     );
 }
 
-/// A Job Runner that takes every chain and reports what `running` is set to.
-#[derive(Debug, Default)]
-struct Runner {
-    running: Mutex<Vec<JobStatus>>,
-}
-
-#[async_trait::async_trait]
-impl JrClient for Runner {
-    async fn new_chain(
-        &self,
-        jr_url: &str,
-        _: JobChain,
-        _: &rm::HandOver,
-    ) -> Result<HandedOver, ClientError> {
-        Ok(HandedOver {
-            url: jr_url.to_owned(),
-            instance: String::new(),
-        })
-    }
-    async fn resume(
-        &self,
-        jr_url: &str,
-        _: &SuspendedJobChain,
-        _: &rm::HandOver,
-    ) -> Result<HandedOver, ClientError> {
-        Ok(HandedOver {
-            url: jr_url.to_owned(),
-            instance: String::new(),
-        })
-    }
-    async fn stop(&self, _: &str, _: &RequestId) -> Result<(), ClientError> {
-        Ok(())
-    }
-    async fn pause(&self, _: &str, _: &RequestId, _: bool) -> Result<(), ClientError> {
-        Ok(())
-    }
-    async fn answer(
-        &self,
-        _: &str,
-        _: &RequestId,
-        _: &str,
-        _: &proto::Answer,
-    ) -> Result<(), ClientError> {
-        Ok(())
-    }
-    async fn running(&self, _: &str, _: Option<&RequestId>) -> Result<Vec<JobStatus>, ClientError> {
-        Ok(self.running.lock().unwrap().clone())
-    }
-}
-
 struct Env {
     manager: Arc<Manager>,
-    runner: Arc<Runner>,
+    runner: Arc<FakeJr>,
     router: axum::Router,
     _dir: tempfile::TempDir,
 }
@@ -328,7 +279,9 @@ async fn env() -> Env {
             .await
             .unwrap(),
     );
-    let runner = Arc::new(Runner::default());
+    // Takes every chain; reports as running what a test sets.
+    let runner = Arc::new(FakeJr::default());
+    *runner.statuses.lock().unwrap() = Some(Vec::new());
     let manager = Arc::new(Manager::new(
         grapher(),
         store,
@@ -505,15 +458,20 @@ async fn the_views_follow_the_job_log_and_the_runner() {
         )
         .await
         .unwrap();
-    env.runner.running.lock().unwrap().push(JobStatus {
-        request_id: id.clone(),
-        job_id: stops[1].clone(),
-        name: "stop".to_owned(),
-        state: State::Running,
-        r#try: 1,
-        status: "stopping db2".to_owned(),
-        ..JobStatus::default()
-    });
+    env.runner
+        .statuses
+        .lock()
+        .unwrap()
+        .get_or_insert_default()
+        .push(JobStatus {
+            request_id: id.clone(),
+            job_id: stops[1].clone(),
+            name: "stop".to_owned(),
+            state: State::Running,
+            r#try: 1,
+            status: "stopping db2".to_owned(),
+            ..JobStatus::default()
+        });
     let (status, poll) = get_json(&env.router, &format!("/ui/api/requests/{id}/states")).await;
     assert_eq!(status, StatusCode::OK, "{poll}");
     assert_eq!(poll["request"]["state"], 2);

@@ -1,47 +1,11 @@
 //! Builds a chain from the example spec with the `greet` job type and runs it.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use chain::{ReportError, Reporter};
-use proto::{FinishRequest, JobArgs, JobLog, RequestProgress, State, SuspendedJobChain};
+use chain::testing::Kept;
+use proto::{JobArgs, State};
 use serde_json::json;
-
-/// Keeps what the chain reports.
-#[derive(Default)]
-struct Kept {
-    logs: Mutex<Vec<JobLog>>,
-    finish: Mutex<Option<FinishRequest>>,
-}
-
-#[async_trait::async_trait]
-impl Reporter for Kept {
-    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.logs.lock().unwrap().extend_from_slice(entries);
-        Ok(())
-    }
-    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        // The final state carries the entries queued with it (Reporter::finish).
-        self.logs
-            .lock()
-            .unwrap()
-            .extend_from_slice(&finish.job_logs);
-        *self.finish.lock().unwrap() = Some(finish.clone());
-        Ok(())
-    }
-    async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        Err(ReportError::rejected("this example does not suspend"))
-    }
-}
 
 #[tokio::test]
 async fn a_chain_with_a_custom_job_runs_to_complete() {
@@ -64,10 +28,7 @@ async fn a_chain_with_a_custom_job_runs_to_complete() {
     .unwrap();
     let end = handle.wait().await;
     assert_eq!(end.state, State::Complete);
-    assert_eq!(
-        kept.finish.lock().unwrap().as_ref().unwrap().state,
-        State::Complete
-    );
+    assert_eq!(kept.finish().unwrap().state, State::Complete);
 
     let logs = kept.logs.lock().unwrap();
     let mut greetings: Vec<&str> = logs
