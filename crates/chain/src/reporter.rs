@@ -333,6 +333,9 @@ fn gather(
     None
 }
 
+// Long because it is the delivery task's loop: what it gathered (try starts, entries and
+// their text, the latest progress, the end) is held across the awaits of gathering and
+// sending; the end is `send_end`'s, each call `with_retries`'.
 async fn deliver_all(
     reporter: &Arc<dyn Reporter>,
     policy: &RetryPolicy,

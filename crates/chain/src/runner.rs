@@ -222,6 +222,9 @@ fn timed_out_error(timeout: Duration, said: &str) -> String {
 
 /// Runs a dispatched job. The dispatch is boxed so that each job's task stays small
 /// (a fan-out starts thousands of them at once).
+// Long on purpose: this future is the task of every job of a chain (a fan-out starts
+// thousands at once). A try's steps share its locals across awaits; async helpers would
+// each be a future nested in every job's task, which the `size` test below keeps small.
 pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
     let Dispatch {
         idx,

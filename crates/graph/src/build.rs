@@ -218,6 +218,9 @@ impl Builder<'_> {
     /// Builds sequence `seq_name` between wrappers named `graph_name`, to be retried as
     /// `retry` says and each run bounded by `timeout` (the calling node's) and the
     /// sequence's own `timeout:`, whichever is shorter; returns its piece.
+    // Long because it is Spin Cycle's sequence building in one pass over the slots
+    // (begin, the nodes in dependency order, end): each slot's piece is joined to the
+    // pieces it follows as it is made; the node's own pieces are `node_piece`'s.
     fn sequence(
         &mut self,
         graph_name: &str,

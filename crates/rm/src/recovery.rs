@@ -51,6 +51,8 @@ pub(crate) fn unrecorded_error(epoch: u64) -> String {
 
 /// Rebuilds `chain` (as created; job states are ignored) from `logs` and `started`;
 /// each interrupted try gets `error`.
+// Long because it is one pass over the chain's jobs with the three try counters and the
+// interrupted entries it builds as it goes, from maps of the logs and starts made first.
 pub(crate) fn rebuild(
     mut chain: JobChain,
     logs: &[JobLog],

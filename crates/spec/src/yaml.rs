@@ -83,6 +83,9 @@ enum Frame {
 }
 
 /// Parses one YAML document. An empty file is `Ok(None)`.
+// Long because it is one loop over the parser's events with the stack of open
+// collections: each event kind (scalar, alias, sequence or mapping start and end) is a
+// few lines that push to or pop from that stack.
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let line_count = text.lines().count().max(1);
     let pos_of = |span: &Span| Pos::clamped(span.start.line(), span.start.col(), line_count);

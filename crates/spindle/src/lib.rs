@@ -311,6 +311,7 @@ pub fn main_with_authenticators(
     main(registry)
 }
 
+// Long because it dispatches every command: one match arm a command.
 pub fn main(registry: job::Registry) -> ExitCode {
     let mut args = std::env::args_os();
     if args

@@ -110,6 +110,22 @@ pub(crate) async fn run(
         }
         Err(err) => return Err(err.into()),
     };
+    let final_request = follow(&local, &request).await?;
+    stop_lease.cancel();
+    let _ = lease.await;
+    print_end(&local, &final_request, output).await?;
+    Ok(match final_request.state {
+        State::Complete => Exit::Success,
+        State::Stopped => Exit::Interrupted,
+        _ => Exit::Failure,
+    })
+}
+
+/// Shows the request's progress on a bar until it ends (Ctrl-C stops it); its end.
+async fn follow(
+    local: &crate::local::Local,
+    request: &proto::Request,
+) -> anyhow::Result<proto::Request> {
     let bar = ProgressBar::new(request.total_jobs);
     bar.set_style(
         ProgressStyle::with_template(
@@ -159,8 +175,17 @@ pub(crate) async fn run(
     };
     // Cleared, so that no status line is left behind on a terminal.
     bar.finish_and_clear();
-    stop_lease.cancel();
-    let _ = lease.await;
+    Ok(final_request)
+}
+
+/// What `spindle run` prints at the end: the request id and final state (and why it
+/// failed), or (JSON) the final request and its job log.
+async fn print_end(
+    local: &crate::local::Local,
+    final_request: &proto::Request,
+    output: Output,
+) -> anyhow::Result<()> {
+    let request = final_request;
     let mut stdout = anstream::stdout().lock();
     match output {
         Output::Human => {
@@ -190,11 +215,7 @@ pub(crate) async fn run(
             writeln!(stdout)?;
         }
     }
-    Ok(match final_request.state {
-        State::Complete => Exit::Success,
-        State::Stopped => Exit::Interrupted,
-        _ => Exit::Failure,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

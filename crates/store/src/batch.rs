@@ -181,6 +181,9 @@ enum Pending {
 type Refused = HashMap<(String, Fence), Error>;
 
 /// Writes one batch and answers its writers.
+// Long because it is one group commit's three phases over the same lists: sort the
+// writes into one batch (keeping who waits for what), write it, and answer each writer
+// from the batch's result (or, when the batch failed, from its own write alone).
 async fn write(store: &dyn Store, writes: Vec<Write>) {
     let mut batch = WriteBatch::default();
     let mut pending = Vec::with_capacity(writes.len());

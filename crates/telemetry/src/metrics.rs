@@ -150,6 +150,8 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    // Long because it registers every metric family, each with its name and help text,
+    // one after another: a list, not logic.
     pub fn new() -> Metrics {
         let mut m = Metrics {
             registry: Registry::with_prefix("spindle"),

@@ -181,6 +181,9 @@ fn state_name(state: State) -> &'static str {
     state.name()
 }
 
+// Long because it assembles one poll's answer from the same drawing and job states:
+// counts by state for the request and each group, the failed jobs, each drawn job's
+// state and status line, each closed group's and "more" node's counts.
 async fn states(
     Extract(views): Shared,
     Path(id): Path<String>,

@@ -292,6 +292,9 @@ impl Job for ShellCommandJob {
         Ok(())
     }
 
+    // Long because it is one process's life, in order: spawn (under the supervisor), read
+    // both pipes, wait for the exit, the timeout or a stop (then the process group is
+    // signalled), drain, and say what happened; each step uses the ones before.
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
         let command = &self.command;
         let supervisor = crate::supervisor();

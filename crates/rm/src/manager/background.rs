@@ -45,6 +45,9 @@ impl Manager {
 
     /// Resumes suspended chains on a Job Runner, then releases abandoned claims and fails
     /// requests whose chains waited too long (storage.md §5).
+    // Long because each claimed chain goes through its hand-over's steps in order (claim,
+    // read the request, choose a runner, new epoch, send, record), and each step's
+    // failure is answered there: release the claim, fail the request, or try later.
     pub async fn resume_suspended(&self) {
         let host = &self.options.host;
         loop {

@@ -117,6 +117,8 @@ impl Followed {
 
 /// `log <id>`: every try, oldest first; with `--follow`, also the output of running
 /// tries as it is produced, until the request ends.
+// Long because `--follow` is one loop over the state it keeps (the entries and output
+// printed, what each job printed last) between polls; without it, one read and print.
 pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let chain = if log.job.is_some() || log.follow {

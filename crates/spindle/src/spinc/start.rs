@@ -97,6 +97,9 @@ pub(crate) struct StartArgs {
 
 /// `start <request> [name=value ...]`: prompts for missing args on a terminal, confirms,
 /// creates the request.
+// Long because it is `spinc start`'s dialogue in order: the request type's args from the
+// server, what was given checked against them, prompts for the missing ones, the
+// confirmation, then the create and what to print.
 pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let mut given = crate::args::parse_request_args(&start.args)?;
