@@ -6,7 +6,7 @@
 //! [`Resumed`] to resume, from a [`proto::SuspendedJobChain`] or its JSON), a
 //! [`job::Factory`] to make jobs and a
 //! [`Reporter`] to send job log entries, progress, the final state and suspended chains.
-//! One task owns a chain's state (the traverser in `traverser.rs`) and reacts to events
+//! One task owns a chain's state (the traverser in `traverser/`) and reacts to events
 //! from a channel: a job's tries ended, a sequence-retry timer fired, a command (stop,
 //! suspend, running status) arrived. Jobs run as their own tasks (`runner.rs`); reports
 //! go through a delivery task (`reporter.rs`) that batches and retries them, so the event
