@@ -41,22 +41,56 @@ async fn until_shutdown(
     }
 }
 
-/// `spindle server`: Request Manager and Job Runner in one process.
-pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
+/// What `spindle server` and `spindle rm` start from: their settings (logging set up by
+/// them), the specs, linted, with their files, the authentication and the schedules.
+struct ManagerStart {
+    settings: Settings,
+    specs: spec::Specs,
+    sources: Vec<proto::SpecFile>,
+    auth: Option<Arc<auth::Auth>>,
+    schedules: Vec<spec::schedule::Fires>,
+}
+
+/// [`ManagerStart`] from a command's arguments; `None` (said) when the specs have errors.
+fn manager_start(
+    args: &impl serde::Serialize,
+    common: &CommonArgs,
+    registry: &Registry,
+) -> anyhow::Result<Option<ManagerStart>> {
     let settings = settings_and_logs(
         args,
-        args.common.config.as_deref(),
-        args.common.log_format,
+        common.config.as_deref(),
+        common.log_format,
         "127.0.0.1:32308",
     )?;
-    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
+    let Some(report) = load_report(&settings.specs, Some(registry))? else {
         eprintln_failure("the specs have errors; not starting");
+        return Ok(None);
+    };
+    warn_if_no_request_types(&report.specs, &settings.specs);
+    let auth = build_auth(&settings, &report.specs, crate::custom_authenticators())?;
+    let schedules = schedules_of(&report.specs);
+    Ok(Some(ManagerStart {
+        settings,
+        specs: report.specs,
+        sources: report.sources,
+        auth,
+        schedules,
+    }))
+}
+
+/// `spindle server`: Request Manager and Job Runner in one process.
+pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
+    let Some(ManagerStart {
+        settings,
+        specs,
+        sources,
+        auth,
+        schedules,
+    }) = manager_start(args, &args.common, &registry)?
+    else {
         return Ok(Exit::Failure);
     };
-    let (specs, sources) = (report.specs, report.sources);
-    warn_if_no_request_types(&specs, &settings.specs);
-    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
-    let schedules = schedules_of(&specs);
     let reload_registry = Arc::new(registry.clone());
     let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
@@ -136,20 +170,16 @@ async fn finish_serving(
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
 pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
-    let settings = settings_and_logs(
-        args,
-        args.common.config.as_deref(),
-        args.common.log_format,
-        "127.0.0.1:32308",
-    )?;
-    let Some(report) = load_report(&settings.specs, Some(&registry))? else {
-        eprintln_failure("the specs have errors; not starting");
+    let Some(ManagerStart {
+        settings,
+        specs,
+        sources,
+        auth,
+        schedules,
+    }) = manager_start(args, &args.common, &registry)?
+    else {
         return Ok(Exit::Failure);
     };
-    let (specs, sources) = (report.specs, report.sources);
-    warn_if_no_request_types(&specs, &settings.specs);
-    let auth = build_auth(&settings, &specs, crate::custom_authenticators())?;
-    let schedules = schedules_of(&specs);
     let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle rm");
     let store = store::open(&settings.database).await?;
