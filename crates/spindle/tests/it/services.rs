@@ -126,21 +126,14 @@ fn unique_database() -> String {
     format!("spindle_e2e_{}_{nanos}", std::process::id())
 }
 
-struct Api {
-    base: String,
-    http: reqwest::Client,
-}
+/// The shared API client (`recovery::Client`), with what these tests ask of it.
+use crate::recovery::Client as Api;
+
+/// How long a request may take to reach a state here.
+const WAIT: Duration = Duration::from_secs(60);
 
 impl Api {
-    fn new(service: &Service) -> Api {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        Api {
-            base: service.url.clone(),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn create(&self, args: Value) -> String {
+    async fn create_sleep_chain(&self, args: Value) -> String {
         let response = self
             .http
             .post(format!("{}/api/v1/requests", self.base))
@@ -153,40 +146,10 @@ impl Api {
         body["id"].as_str().unwrap().to_owned()
     }
 
-    async fn get(&self, path: &str) -> Value {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "GET {path}: {}",
-            response.status()
-        );
-        response.json().await.unwrap()
-    }
-
     async fn state(&self, id: &str) -> u64 {
         self.get(&format!("/api/v1/requests/{id}")).await["state"]
             .as_u64()
             .unwrap()
-    }
-
-    async fn wait_state(&self, id: &str, state: u64) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let now = self.state(id).await;
-            if now == state {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "request {id} stayed in state {now}, expected {state}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     /// Waits until a job of the request runs on some Job Runner.
@@ -210,7 +173,7 @@ impl Api {
     }
 
     /// (job name, try, state) of every entry, sorted.
-    async fn log(&self, id: &str) -> Vec<(String, u64, u64)> {
+    async fn entries(&self, id: &str) -> Vec<(String, u64, u64)> {
         let log = self.get(&format!("/api/v1/requests/{id}/log")).await;
         let mut entries: Vec<(String, u64, u64)> = log
             .as_array()
@@ -247,11 +210,11 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
         dir.path(),
         &crate::service_args("server", "sqlite://spindle.db", &[]),
     );
-    let api = Api::new(&server);
+    let api = Api::new(&server.url);
 
-    let id = api.create(json!({"sleepTime": "20"})).await;
-    api.wait_state(&id, 3).await;
-    let log = api.log(&id).await;
+    let id = api.create_sleep_chain(json!({"sleepTime": "20"})).await;
+    api.wait_state(&id, 3, WAIT).await;
+    let log = api.entries(&id).await;
     let names: Vec<&str> = log.iter().map(|(name, ..)| name.as_str()).collect();
     assert_eq!(log.len(), 9, "every job once, wrappers included: {names:?}");
     assert!(
@@ -269,7 +232,7 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
             .all(|j| j["state"] == 3 && j["tries"] == 1)
     );
 
-    let id = api.create(json!({})).await;
+    let id = api.create_sleep_chain(json!({})).await;
     api.wait_running_job(&id, "sleep-1").await;
     let response = api
         .http
@@ -278,8 +241,8 @@ async fn server_runs_a_request_to_complete_and_stops_another() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    api.wait_state(&id, 6).await;
-    let log = api.log(&id).await;
+    api.wait_state(&id, 6, WAIT).await;
+    let log = api.entries(&id).await;
     assert!(log.contains(&entry("sleep-1", 1, 6)), "{log:?}");
     assert!(!log.iter().any(|(name, ..)| name == "sleep-2"));
 }
@@ -307,22 +270,22 @@ async fn a_job_runner_stopped_with_sigterm_is_resumed_on_another() {
     let jr = ["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm_url];
     let mut jr_a = Service::start(dir.path(), &jr);
     jr_address.point_at(&jr_a);
-    let api = Api::new(&rm);
+    let api = Api::new(&rm.url);
     let page = api.http.get(format!("{rm_url}/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("data-page=\"list\""));
     assert!(!jr_a.stderr().contains("web UI"), "a Job Runner has no UI");
 
-    let id = api.create(json!({"sleepTime": "3000"})).await;
+    let id = api.create_sleep_chain(json!({"sleepTime": "3000"})).await;
     api.wait_running_job(&id, "sleep-1").await;
     let status = jr_a.terminate();
     assert!(status.success(), "the job runner exits cleanly: {status:?}");
-    api.wait_state(&id, 7).await;
+    api.wait_state(&id, 7, WAIT).await;
 
     let jr_b = Service::start(dir.path(), &jr);
     jr_address.point_at(&jr_b);
-    api.wait_state(&id, 3).await;
-    let log = api.log(&id).await;
+    api.wait_state(&id, 3, WAIT).await;
+    let log = api.entries(&id).await;
     // The interrupted sleep ran again as try 2; nothing else ran twice.
     assert!(log.contains(&entry("sleep-1", 1, 6)), "{log:?}");
     assert!(log.contains(&entry("sleep-1", 2, 3)), "{log:?}");
@@ -371,7 +334,7 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
     let args = rm_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let rm1 = Service::start(dir.path(), &args);
-    let api = Api::new(&rm1);
+    let api = Api::new(&rm1.url);
     let rm2 = Service::start(dir.path(), &args);
     let rm1_url = rm1.url.clone();
     let jr = ["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm1_url];
@@ -380,20 +343,20 @@ async fn two_request_managers_on_postgres_resume_each_chain_once() {
 
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(api.create(json!({"sleepTime": "3000"})).await);
+        ids.push(api.create_sleep_chain(json!({"sleepTime": "3000"})).await);
     }
     for id in &ids {
         api.wait_running_job(id, "sleep-1").await;
     }
     assert!(jr_a.terminate().success());
     for id in &ids {
-        api.wait_state(id, 7).await;
+        api.wait_state(id, 7, WAIT).await;
     }
     let jr_b = Service::start(dir.path(), &jr);
     jr_address.point_at(&jr_b);
     for id in &ids {
-        api.wait_state(id, 3).await;
-        let log = api.log(id).await;
+        api.wait_state(id, 3, WAIT).await;
+        let log = api.entries(id).await;
         assert_eq!(
             log.iter()
                 .filter(|(name, _, state)| name == "sleep-1" && *state == 3)
@@ -432,10 +395,10 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
             &["--jr-url", &jr_url, "--interval", "100ms"],
         ),
     );
-    let api = Api::new(&rm);
+    let api = Api::new(&rm.url);
     let rm_url = rm.url.clone();
     let started = Instant::now();
-    let id = api.create(json!({"sleepTime": "10"})).await;
+    let id = api.create_sleep_chain(json!({"sleepTime": "10"})).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "accepted without waiting for a job runner"
@@ -446,7 +409,7 @@ async fn a_request_created_while_no_job_runner_answers_waits_pending() {
         &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm_url],
     );
     jr_address.point_at(&jr);
-    api.wait_state(&id, 3).await;
+    api.wait_state(&id, 3, WAIT).await;
 }
 
 /// Issue #10: a server whose port is taken exits at once with exit 2 and says why,
@@ -851,7 +814,7 @@ async fn a_job_runner_sends_live_output_to_the_request_manager() {
         &["jr", "--listen", "127.0.0.1:0", "--rm-url", &rm.url],
     );
     jr_address.point_at(&jr);
-    let api = Api::new(&rm);
+    let api = Api::new(&rm.url);
     let go = dir.path().join("go");
     let response = api
         .http
@@ -879,7 +842,7 @@ async fn a_job_runner_sends_live_output_to_the_request_manager() {
     assert_eq!(page["chunks"][0]["data"], hello.as_str());
     assert_eq!(page["chunks"][0]["stream"], "stdout");
     std::fs::write(&go, "").unwrap();
-    api.wait_state(&id, 3).await;
+    api.wait_state(&id, 3, WAIT).await;
     let after = page["next"].as_i64().unwrap();
     let rest = api
         .get(&format!("/api/v1/requests/{id}/output?after={after}"))
