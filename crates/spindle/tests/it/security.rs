@@ -322,6 +322,85 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     assert_eq!(response.status(), 200);
 }
 
+/// Issue #35: a Request Manager that cannot authenticate to its Job Runner (the runner
+/// has `auth:`, the manager no token) is a misconfiguration: requests are created (201,
+/// not 500) and stay PENDING with the runner's refusal as why they wait, shown by
+/// `spindle status`, and the refusal is logged once, not per request or round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_its_runner_refuses_leaves_requests_pending_and_says_why() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (dir, tokens) = folder_with_tokens(&[("spindle-services", &["spindle"])]);
+    let service = tokens[0].clone();
+    std::fs::write(
+        dir.path().join("rm.yaml"),
+        "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("jr.yaml"),
+        format!("auth:\n  tokens: tokens\ntoken: {service}\n"),
+    )
+    .unwrap();
+    let rm = Service::start(
+        dir.path(),
+        &["rm", "--config", "rm.yaml", "--listen", "127.0.0.1:0"],
+    );
+    let _jr = Service::start(
+        dir.path(),
+        &[
+            "jr",
+            "--config",
+            "jr.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--rm-url",
+            &rm.url,
+        ],
+    );
+    let http = reqwest::Client::new();
+    let runners_url = format!("{}/api/v1/job-runners", rm.url);
+    wait_for("the runner registered", 20, async || {
+        get_json(&http, &runners_url, None)
+            .await
+            .as_array()
+            .is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    let mut ids = Vec::new();
+    for host in ["db1", "db2"] {
+        let response = http
+            .post(format!("{}/api/v1/requests", rm.url))
+            .json(&json!({"type": "deploy", "args": {"host": host}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201, "created, not a 500");
+        let created: Value = response.json().await.unwrap();
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    let why = "refused this Request Manager's credentials";
+    for id in &ids {
+        let url = format!("{}/api/v1/requests/{id}", rm.url);
+        wait_for("why it waits", 20, async || {
+            let request = get_json(&http, &url, None).await;
+            request["state"] == 1 && request["error"].as_str().is_some_and(|e| e.contains(why))
+        })
+        .await;
+    }
+    let (stdout, stderr, code) =
+        run(spindle(dir.path()).args(["status", &ids[0], "--addr", &rm.url]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("state: PENDING") && stdout.contains(why) && stdout.contains("HTTP 401"),
+        "{stdout}"
+    );
+    let logged = rm
+        .stderr()
+        .matches("a job runner refused this Request Manager's credentials")
+        .count();
+    assert_eq!(logged, 1, "logged once for the runner:\n{}", rm.stderr());
+}
+
 /// A test CA and the certificates it issues, written as PEM files in `dir`.
 struct Pki {
     dir: std::path::PathBuf,
