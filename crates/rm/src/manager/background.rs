@@ -70,7 +70,9 @@ impl Manager {
                 let _ = self.store.resumed(&request_id, host, "", None).await;
                 continue;
             }
-            let resumed = match self.target().await {
+            let target = self.target().await;
+            let tried = target.as_ref().ok().cloned();
+            let resumed = match target {
                 Ok(url) => match self.store.hand_over(&request_id, State::Suspended).await {
                     Ok(epoch) => {
                         let span = self.hand_over_span(&request_id);
@@ -93,6 +95,7 @@ impl Manager {
             };
             match resumed {
                 Ok((HandedOver { url, instance }, epoch)) => {
+                    self.credentials_accepted(tried.as_deref().unwrap_or_default());
                     let owner = Fence { instance, epoch };
                     match self
                         .store
@@ -122,6 +125,12 @@ impl Manager {
                     } else {
                         self.ended(&request_id).await;
                     }
+                }
+                Err(err @ ClientError::Unauthorized(_)) => {
+                    // Logged once per runner; the chain waits, claimed again next round.
+                    self.log_refusal(tried.as_deref().unwrap_or_default(), &err);
+                    let _ = self.store.unclaim(&request_id, host).await;
+                    break;
                 }
                 Err(err) => {
                     self.forget_runners();

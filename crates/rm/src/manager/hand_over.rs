@@ -128,9 +128,18 @@ impl Manager {
         url: &str,
         err: &ClientError,
     ) {
+        self.log_refusal(url, err);
         let why = format!(
             "waiting for a job runner: {url} refused this Request Manager's credentials ({err}); give the Request Manager a token or client certificate the runner accepts (`token:` or `client_cert:` in its config)"
         );
+        if let Err(err) = self.store.set_waiting(request_id, &why).await {
+            tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
+        }
+    }
+
+    /// Logs a runner's refusal of this Request Manager's credentials, once until the
+    /// runner takes a chain again.
+    pub(super) fn log_refusal(&self, url: &str, err: &ClientError) {
         let first = self
             .refused_by
             .lock()
@@ -138,9 +147,6 @@ impl Manager {
             .insert(url.to_owned());
         if first {
             tracing::error!(jr_url = url, error = %err, "a job runner refused this Request Manager's credentials; requests stay PENDING until it accepts them");
-        }
-        if let Err(err) = self.store.set_waiting(request_id, &why).await {
-            tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
         }
     }
 
