@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::Service;
-use crate::recovery::{Client, executions, wait_until};
+use crate::recovery::{Client, executions};
 
 /// `steps`: two shell jobs, `first` then `second`. Each execution appends `JOB - PID` to
 /// `MARKS/executions`; `first` then waits until `MARKS/release` exists.
@@ -183,7 +183,7 @@ async fn a_paused_request_stays_paused_across_a_restart_and_completes_once_resum
     let mut server = Service::start(dir.path(), &SERVER);
     let client = Client::new(&server.url);
     let id = create(&client, "steps", json!({"marks": marks})).await;
-    wait_until("the first job runs", Duration::from_secs(30), || {
+    crate::eventually("the first job runs", Duration::from_secs(30), async || {
         executions(&marks).len() == 1
     })
     .await;

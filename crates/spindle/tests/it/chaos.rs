@@ -397,10 +397,10 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     }
     // Nothing runs on: every recorded program has ended.
     for (tag, item, pid) in &recorded {
-        crate::recovery::wait_until(
+        crate::eventually(
             &format!("{tag} {item}'s program (pid {pid}) has ended"),
             Duration::from_secs(10),
-            || !running(*pid),
+            async || !running(*pid),
         )
         .await;
     }

@@ -15,7 +15,7 @@ use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Spindle's own spec fixtures (`fixtures/specs` in the repository; its README says what
 /// each is).
@@ -244,5 +244,19 @@ impl Drop for Service {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits until `done` says so, checking every 20 ms; fails the test, naming `what`, past
+/// `deadline`. The one way these tests wait for something.
+pub(crate) async fn eventually(
+    what: &str,
+    deadline: Duration,
+    mut done: impl AsyncFnMut() -> bool,
+) {
+    let until = Instant::now() + deadline;
+    while !done().await {
+        assert!(Instant::now() < until, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

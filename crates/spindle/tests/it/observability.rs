@@ -545,13 +545,17 @@ async fn log_lines_carry_request_and_job_ids() {
     assert_eq!(wait_final(&client, &id).await, 4);
     // Log lines are written as things happen, some just after the request's end.
     let log = job_log(&client, &id).await;
-    crate::recovery::wait_until("every line is logged", Duration::from_secs(10), || {
-        let text = server.stderr();
-        let count = |message: &str| text.matches(&format!("\"message\":\"{message}")).count();
-        count("request finished") == 1
-            && count("job try ended") == log.len()
-            && count("job try failed") == 2
-    })
+    crate::eventually(
+        "every line is logged",
+        Duration::from_secs(10),
+        async || {
+            let text = server.stderr();
+            let count = |message: &str| text.matches(&format!("\"message\":\"{message}")).count();
+            count("request finished") == 1
+                && count("job try ended") == log.len()
+                && count("job try failed") == 2
+        },
+    )
     .await;
     let lines: Vec<Value> = server
         .stderr()

@@ -102,15 +102,6 @@ pub(crate) fn running(pid: i32) -> bool {
         .is_some_and(|rest| !rest.starts_with('Z'))
 }
 
-/// Waits (with a deadline) until `done` holds.
-pub(crate) async fn wait_until(what: &str, deadline: Duration, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + deadline;
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A client of one Request Manager's API.
 pub(crate) struct Client {
     pub(crate) base: String,
@@ -285,16 +276,16 @@ async fn a_server_killed_mid_request_resumes_it_at_once_when_started_again() {
     let mut server = Service::start(dir.path(), &args(&server_args));
     let client = Client::new(&server.url);
     let id = client.create(&marks, "t1", &["a"]).await;
-    wait_until("the job runs", Duration::from_secs(30), || {
+    crate::eventually("the job runs", Duration::from_secs(30), async || {
         executions(&marks).len() == 1
     })
     .await;
     let first_pid = executions(&marks)[0].2;
     server.kill();
-    wait_until(
+    crate::eventually(
         "the job's program died with its server",
         Duration::from_secs(10),
-        || !running(first_pid),
+        async || !running(first_pid),
     )
     .await;
 
@@ -360,13 +351,17 @@ async fn a_job_runner_killed_mid_request_is_replaced_by_a_live_one() {
         let runner = Service::start(dir.path(), &jr);
         runners.insert(runner.url.clone(), runner);
     }
-    wait_until("both runners registered", Duration::from_secs(10), || {
-        let list = futures_block(client.get("/api/v1/job-runners"));
-        list.as_array().unwrap().len() == 2
-    })
+    crate::eventually(
+        "both runners registered",
+        Duration::from_secs(10),
+        async || {
+            let list = futures_block(client.get("/api/v1/job-runners"));
+            list.as_array().unwrap().len() == 2
+        },
+    )
     .await;
     let id = client.create(&marks, "t1", &["a"]).await;
-    wait_until("the job runs", Duration::from_secs(30), || {
+    crate::eventually("the job runs", Duration::from_secs(30), async || {
         executions(&marks).len() == 1
     })
     .await;
@@ -376,13 +371,13 @@ async fn a_job_runner_killed_mid_request_is_replaced_by_a_live_one() {
     let killed_at = Instant::now();
     runners.get_mut(&owner).unwrap().kill();
     let pid = executions(&marks)[0].2;
-    wait_until(
+    crate::eventually(
         "the job's program died with its runner",
         Duration::from_secs(10),
-        || !running(pid),
+        async || !running(pid),
     )
     .await;
-    wait_until("the job runs again", Duration::from_secs(30), || {
+    crate::eventually("the job runs again", Duration::from_secs(30), async || {
         executions(&marks).len() == 2
     })
     .await;
@@ -492,10 +487,10 @@ async fn a_server_killed_again_and_again_finishes_every_request() {
         }
     }
     for (tag, item, pid) in executions(&marks) {
-        wait_until(
+        crate::eventually(
             &format!("{tag} {item}'s program (pid {pid}) has ended"),
             Duration::from_secs(10),
-            || !running(pid),
+            async || !running(pid),
         )
         .await;
     }
@@ -604,10 +599,10 @@ async fn a_request_whose_end_was_lost_is_taken_back_from_its_live_runner() {
     proxy.state.refusing.store(true, Ordering::SeqCst);
     std::fs::write(marks.join("release"), "").unwrap();
     let id = client.create(&marks, "t1", &["a"]).await;
-    wait_until(
+    crate::eventually(
         "the runner's final state was refused",
         Duration::from_secs(30),
-        || proxy.state.refused.load(Ordering::SeqCst) > 0,
+        async || proxy.state.refused.load(Ordering::SeqCst) > 0,
     )
     .await;
     proxy.state.refusing.store(false, Ordering::SeqCst);

@@ -104,14 +104,6 @@ fn token_create_refuses_names_that_would_break_the_file() {
     assert_eq!(code, 2, "{stderr}");
 }
 
-async fn wait_for(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_tokens_lets_in_only_whom_they_name() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -158,7 +150,7 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
         request.send()
     };
     let mut request = Value::Null;
-    wait_for("COMPLETE", 20, async || {
+    crate::eventually("COMPLETE", Duration::from_secs(20), async || {
         request = read(Some(bob.clone())).await.unwrap().json().await.unwrap();
         request["state"] == 3
     })
@@ -260,9 +252,11 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     let http = reqwest::Client::new();
     let runners_url = format!("{}/api/v1/job-runners", rm.url);
     let runners = async || get_json(&http, &runners_url, Some(&ann)).await;
-    wait_for("the stranger told no", 20, async || {
-        stranger.stderr().contains("authentication required")
-    })
+    crate::eventually(
+        "the stranger told no",
+        Duration::from_secs(20),
+        async || stranger.stderr().contains("authentication required"),
+    )
     .await;
     assert_eq!(runners().await, json!([]), "nothing registered");
     let jr = Service::start(
@@ -279,9 +273,11 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
             "2s",
         ],
     );
-    wait_for("the runner registered", 20, async || {
-        runners().await.as_array().is_some_and(|r| r.len() == 1)
-    })
+    crate::eventually(
+        "the runner registered",
+        Duration::from_secs(20),
+        async || runners().await.as_array().is_some_and(|r| r.len() == 1),
+    )
     .await;
     let created: Value = http
         .post(format!("{}/api/v1/requests", rm.url))
@@ -294,7 +290,7 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         .await
         .unwrap();
     let id = created["id"].as_str().unwrap().to_owned();
-    wait_for("COMPLETE", 30, async || {
+    crate::eventually("COMPLETE", Duration::from_secs(30), async || {
         let url = format!("{}/api/v1/requests/{id}", rm.url);
         get_json(&http, &url, Some(&ann)).await["state"] == 3
     })
@@ -359,12 +355,16 @@ async fn a_manager_its_runner_refuses_leaves_requests_pending_and_says_why() {
     );
     let http = reqwest::Client::new();
     let runners_url = format!("{}/api/v1/job-runners", rm.url);
-    wait_for("the runner registered", 20, async || {
-        get_json(&http, &runners_url, None)
-            .await
-            .as_array()
-            .is_some_and(|r| r.len() == 1)
-    })
+    crate::eventually(
+        "the runner registered",
+        Duration::from_secs(20),
+        async || {
+            get_json(&http, &runners_url, None)
+                .await
+                .as_array()
+                .is_some_and(|r| r.len() == 1)
+        },
+    )
     .await;
     let mut ids = Vec::new();
     for host in ["db1", "db2"] {
@@ -381,7 +381,7 @@ async fn a_manager_its_runner_refuses_leaves_requests_pending_and_says_why() {
     let why = "refused this Request Manager's credentials";
     for id in &ids {
         let url = format!("{}/api/v1/requests/{id}", rm.url);
-        wait_for("why it waits", 20, async || {
+        crate::eventually("why it waits", Duration::from_secs(20), async || {
             let request = get_json(&http, &url, None).await;
             request["state"] == 1 && request["error"].as_str().is_some_and(|e| e.contains(why))
         })
@@ -536,13 +536,17 @@ async fn the_cli_reaches_a_server_over_tls_and_a_new_certificate_is_served_witho
         dir.path().join("server.pem"),
     )
     .unwrap();
-    wait_for("the new certificate served", 20, async || {
-        trusts_second
-            .get(format!("{}/healthz", server.url))
-            .send()
-            .await
-            .is_ok()
-    })
+    crate::eventually(
+        "the new certificate served",
+        Duration::from_secs(20),
+        async || {
+            trusts_second
+                .get(format!("{}/healthz", server.url))
+                .send()
+                .await
+                .is_ok()
+        },
+    )
     .await;
     let (stdout, stderr, code) = cli(Some("second"), &["status", &id]);
     assert_eq!(code, 0, "{stderr}");
@@ -604,17 +608,21 @@ async fn request_managers_and_job_runners_require_each_others_client_certificate
         ],
     );
     let ann = https_client(dir.path(), "corp", Some("ann"));
-    wait_for("the runner registered over mTLS", 20, async || {
-        let runners: Value = ann
-            .get(format!("{}/api/v1/job-runners", rm.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        runners.as_array().is_some_and(|r| r.len() == 1)
-    })
+    crate::eventually(
+        "the runner registered over mTLS",
+        Duration::from_secs(20),
+        async || {
+            let runners: Value = ann
+                .get(format!("{}/api/v1/job-runners", rm.url))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            runners.as_array().is_some_and(|r| r.len() == 1)
+        },
+    )
     .await;
     let created: Value = ann
         .post(format!("{}/api/v1/requests", rm.url))
@@ -630,17 +638,21 @@ async fn request_managers_and_job_runners_require_each_others_client_certificate
         .unwrap_or_else(|| panic!("{created}"))
         .to_owned();
     assert_eq!(created["user"], "ann", "the certificate's CN");
-    wait_for("COMPLETE over mTLS both ways", 30, async || {
-        let request: Value = ann
-            .get(format!("{}/api/v1/requests/{id}", rm.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        request["state"] == 3
-    })
+    crate::eventually(
+        "COMPLETE over mTLS both ways",
+        Duration::from_secs(30),
+        async || {
+            let request: Value = ann
+                .get(format!("{}/api/v1/requests/{id}", rm.url))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            request["state"] == 3
+        },
+    )
     .await;
     // A certificate whose OU the ACL does not name: 403.
     let eve = https_client(dir.path(), "corp", Some("eve"));
@@ -673,7 +685,7 @@ async fn one_client_cannot_exhaust_a_server() {
         "0.0.0.0:0",
     );
     // Without authentication on an address beyond this machine, it says so at start.
-    wait_for("the warning", 10, async || {
+    crate::eventually("the warning", Duration::from_secs(10), async || {
         server.stderr().contains("authentication is off")
     })
     .await;
