@@ -124,8 +124,15 @@ pub(crate) fn rebuild(
                 finished_jobs += 1;
                 latest.insert(job_id.clone(), run_try);
             }
-            // Interrupted: resuming gives back the try it was on.
-            None => {
+            // Interrupted (no entry), or stopped (an interruption a recovery before logged,
+            // or a suspend's stop): resuming gives back the try it was on. Counted as
+            // ended otherwise, a job recovered twice lost a try of its budget each time
+            // (issue #35's chaos: a job with no retries left failed its request at once).
+            None
+            | Some(JobLog {
+                state: State::Stopped,
+                ..
+            }) => {
                 job.state = State::Stopped;
                 latest.insert(job_id.clone(), run_try);
             }
@@ -248,4 +255,86 @@ pub(crate) fn from_job(chain: &JobChain, from: &str) -> Result<HashSet<String>, 
         reset.insert(job_id);
     }
     Ok(reset)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proto::{JobChain, JobLog, JobRunner, State, TryStart};
+    use store::StartedTry;
+
+    use super::{interrupted_error, rebuild};
+
+    fn lost() -> JobRunner {
+        JobRunner {
+            instance_id: "lost".to_owned(),
+            url: "http://jr:1".to_owned(),
+            ..JobRunner::default()
+        }
+    }
+
+    /// Issue #35: a request recovered twice (its first resume's runner was lost too
+    /// before the job ran again) keeps its jobs' budgets: the try the first recovery
+    /// logged as interrupted is given back again, not counted as a failure.
+    #[test]
+    fn a_request_recovered_twice_keeps_its_jobs_budgets() {
+        let job = proto::Job {
+            id: "j".to_owned(),
+            name: "mark".to_owned(),
+            job_type: "shell-command".to_owned(),
+            sequence_id: "j".to_owned(),
+            ..proto::Job::default()
+        };
+        let chain = JobChain {
+            request_id: "r".to_owned(),
+            jobs: BTreeMap::from([("j".to_owned(), job)]),
+            ..JobChain::default()
+        };
+        let start = StartedTry {
+            start: TryStart {
+                request_id: "r".to_owned(),
+                job_id: "j".to_owned(),
+                r#try: 1,
+                run_try: 1,
+                sequence_try: 1,
+                started_at: 1,
+            },
+            instance: "lost".to_owned(),
+        };
+        let first = rebuild(
+            chain.clone(),
+            &[],
+            &[start.clone()],
+            interrupted_error(&lost()),
+            10,
+        );
+        assert_eq!(first.interrupted.len(), 1);
+        assert_eq!(first.suspended.latest_run_job_tries["j"], 1);
+        let logged: Vec<JobLog> = first.interrupted.clone();
+        // Its start kept, or gone: either way the same budget.
+        for started in [vec![start], Vec::new()] {
+            let second = rebuild(
+                chain.clone(),
+                &logged,
+                &started,
+                interrupted_error(&lost()),
+                20,
+            );
+            assert!(second.interrupted.is_empty(), "nothing new was interrupted");
+            assert_eq!(second.suspended.job_chain.jobs["j"].state, State::Stopped);
+            assert_eq!(second.suspended.total_job_tries["j"], 1);
+            assert_eq!(
+                second.suspended.latest_run_job_tries["j"], 1,
+                "resuming gives the interrupted try back"
+            );
+        }
+        // A try that failed still counts: the resume gives one back, so one more.
+        let failed = JobLog {
+            state: State::Fail,
+            ..logged[0].clone()
+        };
+        let third = rebuild(chain, &[failed], &[], interrupted_error(&lost()), 30);
+        assert_eq!(third.suspended.latest_run_job_tries["j"], 2);
+    }
 }
