@@ -305,7 +305,7 @@ mod tests {
         let first = rebuild(
             chain.clone(),
             &[],
-            &[start.clone()],
+            std::slice::from_ref(&start),
             interrupted_error(&lost()),
             10,
         );
