@@ -98,8 +98,8 @@ struct Ordered<'c> {
 }
 
 fn run_order(chain: &JobChain) -> Ordered<'_> {
-    let mut ids: Vec<&str> = chain.jobs.keys().map(String::as_str).collect();
-    ids.sort_unstable();
+    // The map keeps its ids sorted: index i is the i-th id.
+    let ids: Vec<&str> = chain.jobs.keys().map(String::as_str).collect();
     let by_id: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut succs: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
     for (from, tos) in &chain.adjacency_list {
@@ -111,29 +111,34 @@ fn run_order(chain: &JobChain) -> Ordered<'_> {
     // A chain with a cycle is refused before it is stored; keep any rest anyway.
     let sorted = proto::topo::sort_lists::<VecDeque<usize>>(&succs);
     let rest = sorted.left();
-    let ordered: Vec<&str> = sorted.order.iter().chain(&rest).map(|&i| ids[i]).collect();
+    let order: Vec<usize> = sorted.order.into_iter().chain(rest).collect();
+    // The edges again, by place in the run order.
+    let mut place = vec![0u32; ids.len()];
+    for (at, &i) in order.iter().enumerate() {
+        place[i] = at as u32;
+    }
+    let n = order.len();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut ordered_succs: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, tos) in succs.iter().enumerate() {
+        let f = place[i];
+        for &to in tos {
+            let t = place[to];
+            ordered_succs[f as usize].push(t);
+            preds[t as usize].push(f);
+        }
+    }
+    let ordered: Vec<&str> = order.iter().map(|&i| ids[i]).collect();
     let index: HashMap<String, u32> = ordered
         .iter()
         .enumerate()
         .map(|(i, id)| ((*id).to_owned(), i as u32))
         .collect();
-    let n = ordered.len();
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut succs: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (from, tos) in &chain.adjacency_list {
-        let Some(&f) = index.get(from) else { continue };
-        for to in tos {
-            if let Some(&t) = index.get(to) {
-                succs[f as usize].push(t);
-                preds[t as usize].push(f);
-            }
-        }
-    }
     Ordered {
         ids: ordered,
         index,
         preds,
-        succs,
+        succs: ordered_succs,
     }
 }
 
