@@ -79,6 +79,31 @@ fn manager_start(
     }))
 }
 
+/// Starts a Request Manager's work until `stop`: its specs' version recorded, its
+/// background round, the specs kept up to date (SIGHUP, or `watch` their files); its
+/// router (the API and the web UI) and the background round's task.
+async fn run_manager(
+    manager: &Arc<Manager>,
+    settings: &Settings,
+    sources: Vec<proto::SpecFile>,
+    registry: Arc<Registry>,
+    watch: bool,
+    stop: &CancellationToken,
+) -> (tokio::task::JoinHandle<()>, axum::Router) {
+    let started_with = record_specs(manager, sources).await;
+    let background = tokio::spawn(manager.clone().run_background(stop.clone()));
+    tokio::spawn(keep_specs(
+        manager.clone(),
+        settings.specs.clone(),
+        registry,
+        started_with,
+        watch,
+        stop.clone(),
+    ));
+    let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
+    (background, router)
+}
+
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
     let Some(ManagerStart {
@@ -122,17 +147,15 @@ pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Res
         lease_settings(settings.lease),
         stop_lease.clone(),
     ));
-    let started_with = record_specs(&local.manager, sources).await;
-    let background = tokio::spawn(local.manager.clone().run_background(stop.clone()));
-    tokio::spawn(keep_specs(
-        local.manager.clone(),
-        settings.specs.clone(),
+    let (background, router) = run_manager(
+        &local.manager,
+        &settings,
+        sources,
         reload_registry,
-        started_with,
         args.manager.watch_specs,
-        stop.clone(),
-    ));
-    let router = rm::router(local.manager.clone()).merge(ui::router(local.manager.clone()));
+        &stop,
+    )
+    .await;
     let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
@@ -208,17 +231,15 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
     ));
     manager.set_schedules(schedules);
     let stop = CancellationToken::new();
-    let started_with = record_specs(&manager, sources).await;
-    let background = tokio::spawn(manager.clone().run_background(stop.clone()));
-    tokio::spawn(keep_specs(
-        manager.clone(),
-        settings.specs.clone(),
+    let (background, router) = run_manager(
+        &manager,
+        &settings,
+        sources,
         registry,
-        started_with,
         args.manager.watch_specs,
-        stop.clone(),
-    ));
-    let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
+        &stop,
+    )
+    .await;
     let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();

@@ -67,6 +67,21 @@ fn folder_with_tokens(users: &[(&str, &[&str])]) -> (tempfile::TempDir, Vec<Stri
     (dir, tokens)
 }
 
+/// `rm.yaml` (the specs, SQLite, 200 ms rounds, then `rm_extra`) and `jr.yaml` (a Job
+/// Runner that takes only the tokens file's callers and presents `service`) in `dir`.
+fn write_service_configs(dir: &Path, rm_extra: &str, service: &str) {
+    std::fs::write(
+        dir.join("rm.yaml"),
+        format!("specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\n{rm_extra}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jr.yaml"),
+        format!("auth:\n  tokens: tokens\ntoken: {service}\n"),
+    )
+    .unwrap();
+}
+
 /// `spindle server` in `dir` (which holds [`SPECS`]) with this config file after
 /// `specs:` and `database:`, listening on `listen`.
 fn server_with(dir: &Path, config: &str, listen: &str) -> Service {
@@ -211,17 +226,8 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     let (dir, tokens) =
         folder_with_tokens(&[("ann", &["deployer"]), ("spindle-services", &["spindle"])]);
     let (ann, service) = (tokens[0].clone(), tokens[1].clone());
-    std::fs::write(
-        dir.path().join("rm.yaml"),
-        "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\nauth:\n  tokens: tokens\n",
-    )
-    .unwrap();
     // The Job Runner accepts only the services' token, and presents it.
-    std::fs::write(
-        dir.path().join("jr.yaml"),
-        format!("auth:\n  tokens: tokens\ntoken: {service}\n"),
-    )
-    .unwrap();
+    write_service_configs(dir.path(), "auth:\n  tokens: tokens\n", &service);
     let rm = Service::start_env(
         dir.path(),
         &[
@@ -327,16 +333,7 @@ async fn a_manager_its_runner_refuses_leaves_requests_pending_and_says_why() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (dir, tokens) = folder_with_tokens(&[("spindle-services", &["spindle"])]);
     let service = tokens[0].clone();
-    std::fs::write(
-        dir.path().join("rm.yaml"),
-        "specs: specs.yaml\ndatabase: sqlite://rm.db\ninterval: 200ms\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("jr.yaml"),
-        format!("auth:\n  tokens: tokens\ntoken: {service}\n"),
-    )
-    .unwrap();
+    write_service_configs(dir.path(), "", &service);
     let rm = Service::start(
         dir.path(),
         &["rm", "--config", "rm.yaml", "--listen", "127.0.0.1:0"],
