@@ -42,14 +42,7 @@ pub(crate) async fn answer(
             );
             Ok(Exit::Success)
         }
-        Err(ClientError::Api {
-            status: 400,
-            message,
-        }) => {
-            crate::exit::eprintln_failure(&message);
-            Ok(Exit::Usage)
-        }
-        Err(err) => Ok(fail(&err)),
+        Err(err) => Ok(fail_or_usage(&err)),
     }
 }
 
@@ -65,14 +58,7 @@ pub(crate) async fn retry(args: &ClientArgs, id: &str, from: Option<&str>) -> an
             eprintln_line(&format!("\n  spindle watch {id}\n"))?;
             Ok(Exit::Success)
         }
-        Err(ClientError::Api {
-            status: 400,
-            message,
-        }) => {
-            crate::exit::eprintln_failure(&message);
-            Ok(Exit::Usage)
-        }
-        Err(err) => Ok(fail(&err)),
+        Err(err) => Ok(fail_or_usage(&err)),
     }
 }
 

@@ -170,6 +170,20 @@ pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
     parts.join(", ")
 }
 
+/// A failed call's exit, where a 400 (what was given is wrong) is a usage error, said
+/// in one line.
+pub(crate) fn fail_or_usage(err: &ClientError) -> Exit {
+    if let ClientError::Api {
+        status: 400,
+        message,
+    } = err
+    {
+        crate::exit::eprintln_failure(message);
+        return Exit::Usage;
+    }
+    fail(err)
+}
+
 /// Turns a client failure into an exit code after printing one line.
 pub(crate) fn fail(err: &ClientError) -> Exit {
     crate::exit::eprintln_failure(&err.to_string());

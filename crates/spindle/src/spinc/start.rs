@@ -201,14 +201,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,
-        Err(ClientError::Api {
-            status: 400,
-            message,
-        }) => {
-            crate::exit::eprintln_failure(&message);
-            return Ok(Exit::Usage);
-        }
-        Err(err) => return Ok(fail(&err)),
+        Err(err) => return Ok(fail_or_usage(&err)),
     };
     if args.output() == Output::Json {
         print_json(&request)?;
