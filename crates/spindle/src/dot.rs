@@ -2,23 +2,47 @@
 //! sequences are, jobs coloured by state) and an indented tree for a terminal. Both read
 //! the chain's sequences through [`Layout`].
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use graph::structure::{GroupKind, Structure, each_text, own_each};
 use proto::{JobChain, State};
 
 /// The chain's sequences as [`Structure`] has them, read by begin job id: each one's
-/// jobs and the sequences inside it, every list in the order the jobs run.
+/// jobs and the sequences inside it, every list in the order the jobs run (both made
+/// once, so that a fan-out of many sequences is not read once per sequence).
 struct Layout<'c> {
     chain: &'c JobChain,
     structure: Structure,
+    /// Each sequence group's jobs (the root's: jobs of no known sequence), in run order.
+    members: HashMap<u32, Vec<u32>>,
+    /// The sequence groups directly inside each sequence group (`None`: at the top), in
+    /// run order (groups are numbered by their begin job's place).
+    children: HashMap<Option<u32>, Vec<u32>>,
 }
 
 impl<'c> Layout<'c> {
     fn of(chain: &'c JobChain) -> Layout<'c> {
+        let structure = Structure::of(chain);
+        let mut members: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (j, &g) in structure.job_sequence.iter().enumerate() {
+            members.entry(g).or_default().push(j as u32);
+        }
+        let mut children: HashMap<Option<u32>, Vec<u32>> = HashMap::new();
+        for (g, group) in structure.groups.iter().enumerate() {
+            if group.kind == GroupKind::Sequence {
+                let parent = structure.parent_sequence(g as u32);
+                children.entry(parent).or_default().push(g as u32);
+            }
+        }
+        for list in children.values_mut() {
+            list.sort_unstable_by_key(|&g| structure.index[&structure.groups[g as usize].id]);
+        }
         Layout {
             chain,
-            structure: Structure::of(chain),
+            structure,
+            members,
+            children,
         }
     }
 
@@ -30,28 +54,22 @@ impl<'c> Layout<'c> {
     /// The jobs of `sequence` (by begin job id), in run order.
     fn members(&self, sequence: &str) -> impl Iterator<Item = &str> + '_ {
         let g = self.group(Some(sequence)).unwrap_or(0);
-        let s = &self.structure;
-        (0..s.job_ids.len())
-            .filter(move |&j| s.job_sequence[j] == g)
-            .map(move |j| s.job_ids[j].as_str())
+        self.members
+            .get(&g)
+            .into_iter()
+            .flatten()
+            .map(|&j| self.structure.job_ids[j as usize].as_str())
     }
 
     /// The sequences (by begin job id) directly inside `sequence`, or at the top for
     /// `None`, in run order.
     fn children(&self, sequence: Option<&str>) -> Vec<&str> {
-        let parent = self.group(sequence);
-        let s = &self.structure;
-        let mut children: Vec<(usize, &str)> = s
-            .groups
-            .iter()
-            .enumerate()
-            .filter(|(g, group)| {
-                group.kind == GroupKind::Sequence && s.parent_sequence(*g as u32) == parent
-            })
-            .map(|(_, group)| (self.position(&group.id), group.id.as_str()))
-            .collect();
-        children.sort_unstable();
-        children.into_iter().map(|(_, id)| id).collect()
+        self.children
+            .get(&self.group(sequence))
+            .into_iter()
+            .flatten()
+            .map(|&g| self.structure.groups[g as usize].id.as_str())
+            .collect()
     }
 
     /// A job's place in the run order.

@@ -185,7 +185,6 @@ async fn print_end(
     final_request: &proto::Request,
     output: Output,
 ) -> anyhow::Result<()> {
-    let request = final_request;
     let mut stdout = anstream::stdout().lock();
     match output {
         Output::Human => {
@@ -193,8 +192,8 @@ async fn print_end(
             // The data line first, whole, before the messages on stderr.
             stdout.flush()?;
             if final_request.state == State::Fail {
-                let job_log = local.manager.job_log(&request.id).await?;
-                crate::spinc::eprint_block(&crate::explain::explain(&request.id, &job_log))?;
+                let job_log = local.manager.job_log(&final_request.id).await?;
+                crate::spinc::eprint_block(&crate::explain::explain(&final_request.id, &job_log))?;
             }
             let took = match (final_request.started_at, final_request.finished_at) {
                 (Some(started), Some(finished)) => (finished - started)
@@ -208,8 +207,8 @@ async fn print_end(
             ))?;
         }
         Output::Json => {
-            let request = local.manager.get(&request.id, true).await?;
-            let job_log = local.manager.job_log(&request.id).await?;
+            let request = local.manager.get(&final_request.id, true).await?;
+            let job_log = local.manager.job_log(&final_request.id).await?;
             let document = serde_json::json!({"request": request, "jobLog": job_log});
             serde_json::to_writer_pretty(&mut stdout, &document)?;
             writeln!(stdout)?;
