@@ -162,10 +162,18 @@ impl From<sqlx::Error> for Error {
                     code.as_str(),
                     // SQLite: busy, locked (and their extended codes).
                     "5" | "6" | "261" | "262" | "517" | "773"
-                    // PostgreSQL: serialization failure, deadlock, shutting down, too many
+                    // PostgreSQL (and MySQL's 40001): serialization failure, deadlock, shutting down, too many
                     // connections, connection exceptions.
                     | "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300"
-                ) || code.starts_with("08");
+                ) || code.starts_with("08")
+                    || db
+                        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                        .is_some_and(|mysql| {
+                            // MySQL and MariaDB: lock wait timeout, deadlock, too many
+                            // connections, shutting down, a statement or connection
+                            // killed, a connection closed as idle.
+                            matches!(mysql.number(), 1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031)
+                        });
                 if transient {
                     Error::Unavailable(cause(err))
                 } else if db.is_unique_violation() {

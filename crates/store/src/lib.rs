@@ -74,6 +74,7 @@ macro_rules! store_operations {
 
 mod batch;
 mod error;
+mod mysql;
 mod postgres;
 
 mod sql;
@@ -90,6 +91,7 @@ use proto::{
 
 pub use batch::{BatchOptions, Batcher};
 pub use error::{Cause, Error};
+pub use mysql::MysqlStore;
 pub use postgres::PostgresStore;
 pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
@@ -532,8 +534,8 @@ pub trait Store: Send + Sync + 'static {
     async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error>;
 }
 
-/// Opens the store a URL names: `sqlite://PATH` (created if missing) or
-/// `postgres://...`, and runs its migrations.
+/// Opens the store a URL names: `sqlite://PATH` (created if missing), `postgres://...`
+/// or `mysql://...` (MySQL or MariaDB), and runs its migrations.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
     if let Some(path) = url
         .strip_prefix("sqlite://")
@@ -546,9 +548,31 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(Arc::new(PostgresStore::connect(url, None).await?));
     }
+    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+        let url = url.replacen("mariadb://", "mysql://", 1);
+        return Ok(Arc::new(MysqlStore::connect(&url).await?));
+    }
     Err(Error::Config(format!(
-        "unsupported database URL {url:?}; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
+        "unsupported database URL {:?}; expected sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+        redacted(url)
     )))
+}
+
+/// `url` with the password of its authority (`scheme://user:PASSWORD@host`) shown as
+/// `****`, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:****@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 mod timed;

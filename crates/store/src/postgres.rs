@@ -4,10 +4,10 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
-use sqlx::{Postgres, QueryBuilder};
+use sqlx::Postgres;
 
 use crate::Error;
-use crate::sql::{Backend, SqlStore};
+use crate::sql::{Backend, SqlStore, Statement};
 
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -15,28 +15,24 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations
 pub type PostgresStore = SqlStore<Postgres>;
 
 impl Backend for Postgres {
-    /// Held until the transaction ends; another Request Manager's retention round skips
-    /// its turn instead of waiting ("spindle" in ASCII as the key).
-    const RETENTION_LOCK_SQL: Option<&'static str> = Some(
-        "SELECT CASE WHEN pg_try_advisory_xact_lock(126879154481508) THEN 1 ELSE 0 END AS got",
-    );
+    const UPDATE_RETURNING: bool = true;
 
-    /// Rows another Request Manager is claiming at the same moment are skipped rather
-    /// than waited for.
-    const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
-         WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \
-         ORDER BY suspended_at, request_id LIMIT 1 FOR UPDATE SKIP LOCKED) AND rm_host IS NULL \
-         RETURNING suspended_job_chain";
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
+
+    const LOCK_ROWS_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+
+    /// Held until the transaction ends; another Request Manager's retention round skips
+    /// its turn instead of waiting ("spindle" in ASCII as the key). A transaction's lock,
+    /// so that it works through PgBouncer's transaction pooling.
+    const RETENTION_LOCK_SQL: Option<&'static str> =
+        Some("SELECT 1 AS got WHERE pg_try_advisory_xact_lock(126879154481508)");
 
     /// A B-tree entry holds at most about 2.7 KB, and arg values (a list of hosts) are
     /// often longer, so the index is on the MD5 of the value (migration 0002): the hash
     /// finds the candidates through the index, the value itself decides.
-    fn push_value_match(query: &mut QueryBuilder<Postgres>, text: String) {
-        query
-            .push("md5(value) = md5(")
-            .push_bind(text.clone())
-            .push(") AND value = ")
-            .push_bind(text);
+    fn push_value_match(query: &mut Statement<'_>, text: String) {
+        let value = query.param(text);
+        query.push(&format!("md5(value) = md5({value}) AND value = {value}"));
     }
 
     fn rows_affected(result: &PgQueryResult) -> u64 {

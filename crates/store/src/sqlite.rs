@@ -10,10 +10,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::Sqlite;
 
 use crate::Error;
-use crate::sql::{Backend, SqlStore};
+use crate::sql::{Backend, SqlStore, Statement};
 
 /// Marks a database file as Spindle's (`PRAGMA application_id`, "SPND").
 const APPLICATION_ID: i64 = 0x5350_4E44;
@@ -27,20 +27,21 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// Spindle's store in an SQLite file.
 pub type SqliteStore = SqlStore<Sqlite>;
 
+/// SQLite runs one writer at a time (and Spindle one write connection), so there are
+/// no rows to lock and no lock to take for retention.
 impl Backend for Sqlite {
-    /// One writer at a time already.
-    const RETENTION_LOCK_SQL: Option<&'static str> = None;
+    const UPDATE_RETURNING: bool = true;
 
-    /// SQLite runs one writer at a time, so the conditional update is the whole claim.
-    const CLAIM_SQL: &'static str = "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 \
-         WHERE request_id = (SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL \
-         ORDER BY suspended_at, request_id LIMIT 1) AND rm_host IS NULL \
-         RETURNING suspended_job_chain";
+    const LOCK_ROWS: &'static str = "";
+
+    const LOCK_ROWS_SKIP_LOCKED: &'static str = "";
+
+    const RETENTION_LOCK_SQL: Option<&'static str> = None;
 
     /// The index on (name, value) holds values of any length (long keys go to overflow
     /// pages), so the value is compared as it is.
-    fn push_value_match(query: &mut QueryBuilder<Sqlite>, text: String) {
-        query.push("value = ").push_bind(text);
+    fn push_value_match(query: &mut Statement<'_>, text: String) {
+        query.push("value = ").push_param(text);
     }
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {

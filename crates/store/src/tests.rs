@@ -12,6 +12,7 @@ use proto::{
 };
 use serde_json::json;
 
+use crate::sql::Statement;
 use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
@@ -2076,6 +2077,19 @@ macro_rules! suite {
                 }
             )*
         }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some((store, database)) = super::mysql_store().await else {
+                        return;
+                    };
+                    let raw = super::Raw::Mysql(store.pool.clone());
+                    super::$test(std::sync::Arc::new(store), raw).await;
+                    super::drop_mysql_database(&database).await;
+                }
+            )*
+        }
     };
 }
 
@@ -2171,6 +2185,75 @@ async fn drop_schema(schema: &str) {
     }
 }
 
+fn mysql_url() -> String {
+    std::env::var("SPINDLE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
+}
+
+/// Whether the MySQL tests run: when `SPINDLE_TEST_MYSQL_URL` is set or the default
+/// server answers. `SPINDLE_TEST_MYSQL=required` (CI) makes a missing server a failure;
+/// otherwise the tests skip, and one line says so.
+fn mysql_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let required = std::env::var("SPINDLE_TEST_MYSQL").is_ok_and(|v| v == "required");
+        if std::env::var_os("SPINDLE_TEST_MYSQL_URL").is_some() || required {
+            return true;
+        }
+        let answers = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], 3306)),
+            std::time::Duration::from_secs(2),
+        )
+        .is_ok();
+        if !answers {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"store: MySQL tests skipped: no server at 127.0.0.1:3306 (set SPINDLE_TEST_MYSQL_URL, or SPINDLE_TEST_MYSQL=required to fail instead)\n",
+            );
+        }
+        answers
+    })
+}
+
+/// `url` (of the test server) naming `database` instead of its own.
+fn mysql_url_of(database: &str) -> String {
+    let url = mysql_url();
+    let (server, _) = url.rsplit_once('/').expect("a MySQL URL names a database");
+    format!("{server}/{database}")
+}
+
+/// A store in a new database of the test server, or `None` when the MySQL tests are
+/// skipped.
+async fn mysql_store() -> Option<(crate::MysqlStore, String)> {
+    if !mysql_available() {
+        return None;
+    }
+    let database = format!("spindle_test_{}", unique_suffix());
+    let admin = sqlx::MySqlPool::connect(&mysql_url())
+        .await
+        .expect("the test MySQL server answers");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{database}`")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let store = crate::MysqlStore::connect(&mysql_url_of(&database))
+        .await
+        .unwrap();
+    Some((store, database))
+}
+
+async fn drop_mysql_database(database: &str) {
+    if let Ok(admin) = sqlx::MySqlPool::connect(&mysql_url()).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{database}`"
+        )))
+        .execute(&admin)
+        .await;
+        admin.close().await;
+    }
+}
+
 /// Unique per process and call: pid, time and a counter.
 fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -2192,6 +2275,7 @@ fn unique_suffix() -> String {
 enum Raw {
     Sqlite(sqlx::SqlitePool),
     Postgres(sqlx::PgPool),
+    Mysql(sqlx::MySqlPool),
 }
 
 impl Raw {
@@ -2202,9 +2286,9 @@ impl Raw {
         const SELECT: &str = "SELECT request_id FROM request_args WHERE name = 'hosts' AND ";
         match self {
             Raw::Sqlite(pool) => {
-                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN QUERY PLAN {SELECT}"));
+                let mut query = Statement::build(format!("EXPLAIN QUERY PLAN {SELECT}"));
                 sqlx::Sqlite::push_value_match(&mut query, value.to_owned());
-                let rows = query.build().fetch_all(pool).await.unwrap();
+                let rows = query.query::<sqlx::Sqlite>().fetch_all(pool).await.unwrap();
                 rows.iter()
                     .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
                     .collect::<Vec<_>>()
@@ -2216,11 +2300,28 @@ impl Raw {
                     .execute(&mut *tx)
                     .await
                     .unwrap();
-                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN {SELECT}"));
+                let mut query = Statement::build(format!("EXPLAIN {SELECT}"));
                 sqlx::Postgres::push_value_match(&mut query, value.to_owned());
-                let rows = query.build().fetch_all(&mut *tx).await.unwrap();
+                let rows = query
+                    .query::<sqlx::Postgres>()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap();
                 rows.iter()
                     .map(|row| sqlx::Row::get::<String, _>(row, 0))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }
+            // The keys the optimizer could use (on a small table it may scan instead).
+            Raw::Mysql(pool) => {
+                let mut query = Statement::build(format!("EXPLAIN {SELECT}"));
+                sqlx::MySql::push_value_match(&mut query, value.to_owned());
+                let rows = query.query::<sqlx::MySql>().fetch_all(pool).await.unwrap();
+                rows.iter()
+                    .map(|row| {
+                        sqlx::Row::get::<Option<String>, _>(row, "possible_keys")
+                            .unwrap_or_default()
+                    })
                     .collect::<Vec<_>>()
                     .join("; ")
             }
@@ -2231,6 +2332,7 @@ impl Raw {
         match self {
             Raw::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
             Raw::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
+            Raw::Mysql(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
         }
         .expect("test SQL runs");
     }
@@ -2295,13 +2397,24 @@ async fn a_database_that_is_down_is_a_retryable_error() {
     .unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert!(err.to_string().starts_with("database unavailable"), "{err}");
-    let err = crate::open("mysql://root@127.0.0.1/test")
+    let err = crate::MysqlStore::connect_with_timeout(
+        "mysql://root@127.0.0.1:1/test",
+        std::time::Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    let err = crate::open("oracle://scott:tiger@127.0.0.1/test")
         .await
         .err()
         .unwrap();
+    let text = err.to_string();
     assert!(
-        err.to_string()
-            .contains("expected sqlite://PATH or postgres://"),
-        "{err}"
+        text.contains("expected sqlite://PATH, postgres://") && text.contains("mysql://"),
+        "{text}"
+    );
+    assert!(
+        text.contains("scott:****@") && !text.contains("tiger"),
+        "{text}"
     );
 }

@@ -12,9 +12,9 @@ sql_impl! {
         let at = DateTime::parse_from_rfc3339(&answer.at)
             .map(|at| at.with_timezone(&Utc))
             .map_err(|err| Error::Invalid(format!("answer time {:?}: {err}", answer.at)))?;
-        let done = sqlx::query(
+        let done = Statement::new(
             "INSERT INTO approvals (request_id, job_id, approved, user_name, at, comment) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (request_id, job_id) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(request_id)
         .bind(job_id)
@@ -22,17 +22,18 @@ sql_impl! {
         .bind(answer.user.as_str())
         .bind(micros(at))
         .bind(answer.comment.as_str())
-        .execute(&self.pool)
+        .skip_duplicates("request_id, job_id")
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
     pub(super) async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id",
         )
         .bind(request_id)
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
@@ -52,10 +53,10 @@ sql_impl! {
 
     pub(super) async fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> Result<(), Error> {
         for job_id in job_ids {
-            sqlx::query("DELETE FROM approvals WHERE request_id = $1 AND job_id = $2")
+            Statement::new("DELETE FROM approvals WHERE request_id = $1 AND job_id = $2")
                 .bind(request_id)
                 .bind(job_id.as_str())
-                .execute(&self.pool)
+                .query::<DB>().execute(&self.pool)
                 .await?;
         }
         Ok(())

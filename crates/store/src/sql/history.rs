@@ -6,22 +6,22 @@ use super::*;
 sql_impl! {
     pub(super) async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error> {
         let files = to_json("spec files", &specs.files)?;
-        sqlx::query(
-            "INSERT INTO spec_versions (version, files, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (version) DO NOTHING",
+        Statement::new(
+            "INSERT INTO spec_versions (version, files, created_at) VALUES ($1, $2, $3)",
         )
         .bind(specs.version.as_str())
         .bind(files)
         .bind(micros(at))
-        .execute(&self.pool)
+        .skip_duplicates("version")
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(())
     }
 
     pub(super) async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
-        let row = sqlx::query("SELECT files FROM spec_versions WHERE version = $1")
+        let row = Statement::new("SELECT files FROM spec_versions WHERE version = $1")
             .bind(version)
-            .fetch_optional(&self.readers)
+            .query::<DB>().fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("spec version", version))?;
         let files: String = row.try_get("files")?;
@@ -32,7 +32,7 @@ sql_impl! {
     }
 
     pub(super) async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error> {
-        sqlx::query(
+        Statement::new(
             "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(request_id)
@@ -40,17 +40,17 @@ sql_impl! {
         .bind(event.action.as_str())
         .bind(event.user.as_str())
         .bind(event.address.as_str())
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(())
     }
 
     pub(super) async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
         )
         .bind(request_id)
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {

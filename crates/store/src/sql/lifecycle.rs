@@ -10,11 +10,12 @@ sql_impl! {
     ) -> Result<HashMap<String, Owner>, Error> {
         let mut owners = HashMap::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut select = Self::requests_in(
+            let select = Self::requests_in(
                 "SELECT request_id, state, jr_instance, epoch FROM requests",
                 chunk.iter().copied(),
+                "",
             );
-            for row in select.build().fetch_all(&mut **tx).await? {
+            for row in select.query::<DB>().fetch_all(&mut **tx).await? {
                 owners.insert(
                     row.try_get("request_id")?,
                     Owner {
@@ -30,6 +31,79 @@ sql_impl! {
         Ok(owners)
     }
 
+    /// Runs `update` of many requests and answers `columns` of each row it changed, as
+    /// changed: with `RETURNING` where the database has it; else the rows are locked
+    /// and named first, then updated, then read, all in `tx`.
+    pub(super) async fn update_requests(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        update: ValuesUpdate<'_>,
+        columns: &str,
+    ) -> Result<Vec<DB::Row>, Error> {
+        if DB::UPDATE_RETURNING {
+            let mut statement = update.statement::<DB>();
+            statement.push(" RETURNING ").push(columns);
+            return Ok(statement.query::<DB>().fetch_all(&mut **tx).await?);
+        }
+        let locked = update
+            .select_for_update::<DB>("requests.request_id")
+            .query::<DB>()
+            .fetch_all(&mut **tx)
+            .await?;
+        let ids = locked
+            .iter()
+            .map(|row| row.try_get::<String, _>("request_id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        update.statement::<DB>().query::<DB>().execute(&mut **tx).await?;
+        let select = Self::requests_in(
+            &format!("SELECT {columns} FROM requests"),
+            ids.iter().map(String::as_str),
+            "",
+        );
+        Ok(select.query::<DB>().fetch_all(&mut **tx).await?)
+    }
+
+    /// Runs `update` of the one request `request_id` and answers `columns` of its row as
+    /// changed, or `None` when it matched no row; as [`SqlStore::update_requests`].
+    pub(super) async fn update_request_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        mut update: Statement<'_>,
+        columns: &str,
+        request_id: &str,
+    ) -> Result<Option<DB::Row>, Error> {
+        if DB::UPDATE_RETURNING {
+            update.push(" RETURNING ").push(columns);
+            return Ok(update.query::<DB>().fetch_optional(&mut **tx).await?);
+        }
+        let done = update.query::<DB>().execute(&mut **tx).await?;
+        if DB::rows_affected(&done) == 0 {
+            return Ok(None);
+        }
+        let read = Statement::build(format!("SELECT {columns} FROM requests WHERE request_id = $1"))
+            .bind(request_id);
+        Ok(Some(read.query::<DB>().fetch_one(&mut **tx).await?))
+    }
+
+    /// [`SqlStore::update_request_in`] on its own: one statement where the database
+    /// has `RETURNING`, else a transaction of its own.
+    pub(super) async fn update_request_returning(
+        &self,
+        mut update: Statement<'_>,
+        columns: &str,
+        request_id: &str,
+    ) -> Result<Option<DB::Row>, Error> {
+        if DB::UPDATE_RETURNING {
+            update.push(" RETURNING ").push(columns);
+            return Ok(update.query::<DB>().fetch_optional(&self.pool).await?);
+        }
+        let mut tx = self.pool.begin().await?;
+        let row = Self::update_request_in(&mut tx, update, columns, request_id).await?;
+        tx.commit().await?;
+        Ok(row)
+    }
+
     /// PENDING → RUNNING for many requests in one statement per chunk; returns, per
     /// start, whether it is paused if it started.
     pub(super) async fn start_in(
@@ -38,25 +112,24 @@ sql_impl! {
     ) -> Result<Vec<Option<bool>>, Error> {
         let mut started = HashMap::new();
         for chunk in starts.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut update = ValuesUpdate::new("requests", "request_id = v.column1", chunk, |start| {
+                vec![
+                    start.request_id.as_str().into(),
+                    micros(start.at).into(),
+                    start.jr_url.as_str().into(),
+                    instance_value(start.owner.as_ref()).into(),
+                    epoch_value(start.owner.as_ref()).into(),
+                ]
+            });
             // As start_request: never before it was created; only at the hand-over's epoch.
-            let mut update = QueryBuilder::<DB>::new("UPDATE requests SET state = ");
-            update
-                .push_bind(state_value(State::Running))
-                .push(
-                    ", started_at = CASE WHEN v.column2 < created_at THEN created_at ELSE v.column2 END, \
-                     jr_url = v.column3, jr_instance = NULLIF(v.column4, ''), error = '' FROM (",
-                )
-                .push_values(chunk, |mut row, start| {
-                    row.push_bind(start.request_id.as_str())
-                        .push_bind(micros(start.at))
-                        .push_bind(start.jr_url.as_str())
-                        .push_bind(instance_value(start.owner.as_ref()))
-                        .push_bind(epoch_value(start.owner.as_ref()));
-                })
-                .push(") AS v WHERE request_id = v.column1 AND state = ")
-                .push_bind(state_value(State::Pending))
-                .push(" AND (v.column5 < 0 OR epoch = v.column5) RETURNING request_id, paused");
-            for row in update.build().fetch_all(&mut **tx).await? {
+            let running = update.param(state_value(State::Running));
+            let pending = update.param(state_value(State::Pending));
+            update.set = format!(
+                "state = {running}, started_at = CASE WHEN v.column2 < created_at THEN created_at ELSE v.column2 END, \
+                 jr_url = v.column3, jr_instance = NULLIF(v.column4, ''), error = ''"
+            );
+            update.filter = format!("state = {pending} AND (v.column5 < 0 OR epoch = v.column5)");
+            for row in Self::update_requests(tx, update, "request_id, paused").await? {
                 started.insert(
                     row.try_get::<String, _>("request_id")?,
                     row.try_get::<i32, _>("paused")? != 0,
@@ -78,30 +151,35 @@ sql_impl! {
     ) -> Result<Vec<Option<Request>>, Error> {
         let mut finished: HashMap<String, Request> = HashMap::new();
         for chunk in finishes.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut update = ValuesUpdate::new("requests", "request_id = v.column1", chunk, |(finish, fence)| {
+                vec![
+                    finish.request_id.as_str().into(),
+                    state_value(finish.state).into(),
+                    micros(finish.finished_at).into(),
+                    count(finish.finished_jobs).into(),
+                    finish.error.as_str().into(),
+                    epoch_value(fence.as_ref()).into(),
+                    instance_value(fence.as_ref()).into(),
+                ]
+            });
             // As finish_request: never before it started; only from the owner.
-            let mut update = QueryBuilder::<DB>::new(
-                "UPDATE requests SET state = v.column2, \
+            let running = update.param(state_value(State::Running));
+            update.set = "state = v.column2, \
                  finished_at = CASE WHEN v.column3 < started_at THEN started_at ELSE v.column3 END, \
-                 finished_jobs = v.column4, jr_url = NULL, error = v.column5 FROM (",
+                 finished_jobs = v.column4, jr_url = NULL, error = v.column5"
+                .to_owned();
+            update.filter = format!(
+                "state = {running} \
+                 AND (v.column6 < 0 OR (epoch = v.column6 AND (jr_instance IS NULL OR jr_instance = v.column7)))"
             );
-            update
-                .push_values(chunk, |mut row, (finish, fence)| {
-                    row.push_bind(finish.request_id.as_str())
-                        .push_bind(state_value(finish.state))
-                        .push_bind(micros(finish.finished_at))
-                        .push_bind(count(finish.finished_jobs))
-                        .push_bind(finish.error.as_str())
-                        .push_bind(epoch_value(fence.as_ref()))
-                        .push_bind(instance_value(fence.as_ref()));
-                })
-                .push(") AS v WHERE request_id = v.column1 AND state = ")
-                .push_bind(state_value(State::Running))
-                .push(
-                    " AND (v.column6 < 0 OR (epoch = v.column6 AND (jr_instance IS NULL OR jr_instance = v.column7))) \
-                     RETURNING request_id, type, state, user_name, created_at, started_at, finished_at, \
-                     total_jobs, finished_jobs, jr_url, error, paused, spec_version",
-                );
-            for row in update.build().fetch_all(&mut **tx).await? {
+            let rows = Self::update_requests(
+                tx,
+                update,
+                "request_id, type, state, user_name, created_at, started_at, finished_at, \
+                 total_jobs, finished_jobs, jr_url, error, paused, spec_version",
+            )
+            .await?;
+            for row in rows {
                 let request = Self::request_from_row(&row)?;
                 finished.insert(request.id.clone(), request);
             }
@@ -119,15 +197,16 @@ sql_impl! {
         updates: &[(&str, u64)],
     ) -> Result<(), Error> {
         for chunk in updates.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut update =
-                QueryBuilder::<DB>::new("UPDATE requests SET finished_jobs = v.column2 FROM (");
-            update
-                .push_values(chunk, |mut row, (request_id, finished_jobs)| {
-                    row.push_bind(*request_id).push_bind(count(*finished_jobs));
-                })
-                .push(") AS v WHERE request_id = v.column1 AND state = ")
-                .push_bind(state_value(State::Running));
-            update.build().execute(&mut **tx).await?;
+            let mut update = ValuesUpdate::new(
+                "requests",
+                "request_id = v.column1",
+                chunk,
+                |(request_id, finished_jobs)| vec![(*request_id).into(), count(*finished_jobs).into()],
+            );
+            let running = update.param(state_value(State::Running));
+            update.set = "finished_jobs = v.column2".to_owned();
+            update.filter = format!("state = {running}");
+            update.statement::<DB>().query::<DB>().execute(&mut **tx).await?;
         }
         Ok(())
     }
@@ -136,11 +215,11 @@ sql_impl! {
     /// state expected (or does not exist), which the error says.
     pub(super) async fn update_request(
         &self,
-        query: sqlx::query::Query<'_, DB, DB::Arguments>,
+        query: Statement<'_>,
         request_id: &str,
         expected: State,
     ) -> Result<(), Error> {
-        let done = query.execute(&self.pool).await?;
+        let done = query.query::<DB>().execute(&self.pool).await?;
         if DB::rows_affected(&done) == 0 {
             return Err(self.state_error(request_id, expected).await);
         }
@@ -148,14 +227,12 @@ sql_impl! {
     }
 
     pub(super) async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error> {
-        let row = sqlx::query(
-            "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2 RETURNING epoch",
+        let update = Statement::new(
+            "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2",
         )
         .bind(request_id.as_str())
-        .bind(state_value(expected))
-        .fetch_optional(&self.pool)
-        .await?;
-        match row {
+        .bind(state_value(expected));
+        match self.update_request_returning(update, "epoch", request_id).await? {
             Some(row) => Ok(u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0)),
             None => Err(self.state_error(request_id, expected).await),
         }
@@ -169,10 +246,9 @@ sql_impl! {
         at: DateTime<Utc>,
     ) -> Result<bool, Error> {
         // Never before it was created: times stay in order whatever the clocks say.
-        let query = sqlx::query(
+        let update = Statement::new(
             "UPDATE requests SET state = $4, started_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
-             jr_url = $3, jr_instance = NULLIF($6, ''), error = '' WHERE request_id = $1 AND state = $5 AND ($7 < 0 OR epoch = $7) \
-             RETURNING paused",
+             jr_url = $3, jr_instance = NULLIF($6, ''), error = '' WHERE request_id = $1 AND state = $5 AND ($7 < 0 OR epoch = $7)",
         )
         .bind(request_id.as_str())
         .bind(micros(at))
@@ -181,14 +257,14 @@ sql_impl! {
         .bind(state_value(State::Pending))
         .bind(instance_value(owner))
         .bind(epoch_value(owner));
-        match query.fetch_optional(&self.pool).await? {
+        match self.update_request_returning(update, "paused", request_id).await? {
             Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
             None => Err(self.refusal(request_id, owner, State::Pending).await),
         }
     }
 
     pub(super) async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error> {
-        let updated = sqlx::query(
+        let updated = Statement::new(
             "UPDATE requests SET paused = $2 WHERE request_id = $1 AND state IN ($3, $4, $5)",
         )
         .bind(request_id)
@@ -196,7 +272,7 @@ sql_impl! {
         .bind(state_value(State::Pending))
         .bind(state_value(State::Running))
         .bind(state_value(State::Suspended))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             return Err(self.state_error(request_id, State::Running).await);
@@ -206,9 +282,9 @@ sql_impl! {
 
     pub(super) async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
         let row =
-            sqlx::query("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
+            Statement::new("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
                 .bind(request_id)
-                .fetch_optional(&self.readers)
+                .query::<DB>().fetch_optional(&self.readers)
                 .await?
                 .ok_or_else(|| Error::not_found("request", request_id))?;
         Ok(Owner {
@@ -221,7 +297,7 @@ sql_impl! {
     }
 
     pub(super) async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
-        let query = sqlx::query(
+        let query = Statement::new(
             "UPDATE requests SET state = $3, finished_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
              jr_url = NULL WHERE request_id = $1 AND state = $4",
         )
@@ -233,11 +309,11 @@ sql_impl! {
     }
 
     pub(super) async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error> {
-        sqlx::query("UPDATE requests SET error = $2 WHERE request_id = $1 AND state = $3")
+        Statement::new("UPDATE requests SET error = $2 WHERE request_id = $1 AND state = $3")
             .bind(request_id)
             .bind(why)
             .bind(state_value(State::Pending))
-            .execute(&self.pool)
+            .query::<DB>().execute(&self.pool)
             .await?;
         Ok(())
     }
@@ -254,7 +330,7 @@ sql_impl! {
             )));
         }
         // Never before it started (a Job Runner's clock may be behind).
-        let done = sqlx::query(
+        let done = Statement::new(
             "UPDATE requests SET state = $2, \
              finished_at = CASE WHEN $3 < started_at THEN started_at ELSE $3 END, \
              finished_jobs = $4, jr_url = NULL, error = $8 WHERE request_id = $1 AND state = $5 \
@@ -268,7 +344,7 @@ sql_impl! {
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
         .bind(finish.error.as_str())
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         // Its started tries go with the same statement (a trigger: migrations 0009/0010).
         if DB::rows_affected(&done) == 1 {
@@ -284,11 +360,11 @@ sql_impl! {
     }
 
     pub(super) async fn update_progress(&self, request_id: &str, finished_jobs: u64) -> Result<(), Error> {
-        sqlx::query(UPDATE_PROGRESS)
+        Statement::new(UPDATE_PROGRESS)
             .bind(request_id)
             .bind(count(finished_jobs))
             .bind(state_value(State::Running))
-            .execute(&self.pool)
+            .query::<DB>().execute(&self.pool)
             .await?;
         Ok(())
     }
@@ -296,11 +372,11 @@ sql_impl! {
     pub(super) async fn update_progress_many(&self, updates: &[(String, u64)]) -> Result<(), Error> {
         let mut tx = self.pool.begin().await?;
         for (request_id, finished_jobs) in updates {
-            sqlx::query(UPDATE_PROGRESS)
+            Statement::new(UPDATE_PROGRESS)
                 .bind(request_id.as_str())
                 .bind(count(*finished_jobs))
                 .bind(state_value(State::Running))
-                .execute(&mut *tx)
+                .query::<DB>().execute(&mut *tx)
                 .await?;
         }
         tx.commit().await?;

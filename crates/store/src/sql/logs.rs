@@ -8,25 +8,30 @@ sql_impl! {
         entries: &[JobLog],
     ) -> Result<(), Error> {
         for chunk in entries.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, exit, error, stdout, stderr) ",
+            let mut insert = Statement::build(
+                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr) VALUES ",
             );
-            insert.push_values(chunk, |mut row, entry| {
-                row.push_bind(entry.request_id.as_str())
-                    .push_bind(entry.job_id.as_str())
-                    .push_bind(i32::try_from(entry.r#try).unwrap_or(i32::MAX))
-                    .push_bind(entry.name.as_str())
-                    .push_bind(entry.job_type.as_str())
-                    .push_bind(state_value(entry.state))
-                    .push_bind(entry.started_at)
-                    .push_bind(entry.finished_at)
-                    .push_bind(entry.exit)
-                    .push_bind(entry.error.as_str())
-                    .push_bind(entry.stdout.as_str())
-                    .push_bind(entry.stderr.as_str());
+            insert.push_rows(chunk, |entry| {
+                vec![
+                    entry.request_id.as_str().into(),
+                    entry.job_id.as_str().into(),
+                    i32::try_from(entry.r#try).unwrap_or(i32::MAX).into(),
+                    entry.name.as_str().into(),
+                    entry.job_type.as_str().into(),
+                    state_value(entry.state).into(),
+                    entry.started_at.into(),
+                    entry.finished_at.into(),
+                    entry.exit.into(),
+                    entry.error.as_str().into(),
+                    entry.stdout.as_str().into(),
+                    entry.stderr.as_str().into(),
+                ]
             });
-            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
-            insert.build().execute(&mut **tx).await?;
+            insert
+                .skip_duplicates("request_id, job_id, try")
+                .query::<DB>()
+                .execute(&mut **tx)
+                .await?;
         }
         Ok(())
     }
@@ -73,20 +78,25 @@ sql_impl! {
         }
         let mut tx = self.pool.begin().await?;
         for rows in chunks.chunks(OUTPUT_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO job_output (request_id, job_id, try, stream, byte_offset, byte_len, data) ",
+            let mut insert = Statement::build(
+                "INSERT INTO job_output (request_id, job_id, try, stream, byte_offset, byte_len, data) VALUES ",
             );
-            insert.push_values(rows, |mut row, chunk| {
-                row.push_bind(chunk.request_id.as_str())
-                    .push_bind(chunk.job_id.as_str())
-                    .push_bind(i32::try_from(chunk.r#try).unwrap_or(i32::MAX))
-                    .push_bind(stream_value(chunk.stream))
-                    .push_bind(count(chunk.offset))
-                    .push_bind(count(chunk.data.len() as u64))
-                    .push_bind(chunk.data.as_str());
+            insert.push_rows(rows, |chunk| {
+                vec![
+                    chunk.request_id.as_str().into(),
+                    chunk.job_id.as_str().into(),
+                    i32::try_from(chunk.r#try).unwrap_or(i32::MAX).into(),
+                    stream_value(chunk.stream).into(),
+                    count(chunk.offset).into(),
+                    count(chunk.data.len() as u64).into(),
+                    chunk.data.as_str().into(),
+                ]
             });
-            insert.push(" ON CONFLICT (request_id, job_id, try, stream, byte_offset) DO NOTHING");
-            insert.build().execute(&mut *tx).await?;
+            insert
+                .skip_duplicates("request_id, job_id, try, stream, byte_offset")
+                .query::<DB>()
+                .execute(&mut *tx)
+                .await?;
         }
         for ((request_id, job_id, try_no, stream), end) in ends {
             let Some(tail_start) = end.checked_sub(proto::OUTPUT_TAIL_BYTES) else {
@@ -95,7 +105,7 @@ sql_impl! {
             if tail_start <= proto::OUTPUT_HEAD_BYTES {
                 continue;
             }
-            sqlx::query(
+            Statement::new(
                 "DELETE FROM job_output WHERE request_id = $1 AND job_id = $2 AND try = $3 \
                  AND stream = $4 AND byte_offset >= $5 AND byte_offset + byte_len <= $6",
             )
@@ -105,7 +115,7 @@ sql_impl! {
             .bind(stream_value(stream))
             .bind(count(proto::OUTPUT_HEAD_BYTES))
             .bind(count(tail_start))
-            .execute(&mut *tx)
+            .query::<DB>().execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
@@ -117,23 +127,23 @@ sql_impl! {
         request_id: &str,
         query: &OutputQuery,
     ) -> Result<Vec<OutputChunk>, Error> {
-        let mut select = QueryBuilder::<DB>::new(
+        let mut select = Statement::build(
             "SELECT seq, request_id, job_id, try, stream, byte_offset, data FROM job_output WHERE request_id = ",
         );
-        select.push_bind(request_id.to_owned());
-        select.push(" AND seq > ").push_bind(query.after);
+        select.push_param(request_id);
+        select.push(" AND seq > ").push_param(query.after);
         if let Some(job_id) = &query.job {
-            select.push(" AND job_id = ").push_bind(job_id.clone());
+            select.push(" AND job_id = ").push_param(job_id.as_str());
         }
         if let Some(try_no) = query.r#try {
             select
                 .push(" AND try = ")
-                .push_bind(i32::try_from(try_no).unwrap_or(i32::MAX));
+                .push_param(i32::try_from(try_no).unwrap_or(i32::MAX));
         }
         select
             .push(" ORDER BY seq LIMIT ")
-            .push_bind(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
-        let rows = select.build().fetch_all(&self.readers).await?;
+            .push_param(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
+        let rows = select.query::<DB>().fetch_all(&self.readers).await?;
         rows.iter()
             .map(|row| {
                 Ok(OutputChunk {
@@ -150,20 +160,20 @@ sql_impl! {
     }
 
     pub(super) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
-        let rows = sqlx::query("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
+        let rows = Statement::new("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
             .bind(request_id)
-            .fetch_all(&self.readers)
+            .query::<DB>().fetch_all(&self.readers)
             .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
 
     pub(super) async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error> {
-        let row = sqlx::query(
+        let row = Statement::new(
             "SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try DESC LIMIT 1",
         )
         .bind(request_id.as_str())
         .bind(job_id)
-        .fetch_optional(&self.readers)
+        .query::<DB>().fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::NotFound {
             what: "job",
@@ -174,10 +184,10 @@ sql_impl! {
 
     pub(super) async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {
         let rows =
-            sqlx::query("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
+            Statement::new("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
                 .bind(request_id)
                 .bind(job_id)
-                .fetch_all(&self.readers)
+                .query::<DB>().fetch_all(&self.readers)
                 .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
@@ -192,32 +202,37 @@ sql_impl! {
         }
         let mut tx = self.pool.begin().await?;
         for chunk in starts.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) ",
+            let mut insert = Statement::build(
+                "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) VALUES ",
             );
-            insert.push_values(chunk, |mut row, start| {
-                row.push_bind(start.request_id.as_str())
-                    .push_bind(start.job_id.as_str())
-                    .push_bind(i32::try_from(start.r#try).unwrap_or(i32::MAX))
-                    .push_bind(i32::try_from(start.run_try).unwrap_or(i32::MAX))
-                    .push_bind(i32::try_from(start.sequence_try).unwrap_or(i32::MAX))
-                    .push_bind(start.started_at)
-                    .push_bind(instance);
+            insert.push_rows(chunk, |start| {
+                vec![
+                    start.request_id.as_str().into(),
+                    start.job_id.as_str().into(),
+                    i32::try_from(start.r#try).unwrap_or(i32::MAX).into(),
+                    i32::try_from(start.run_try).unwrap_or(i32::MAX).into(),
+                    i32::try_from(start.sequence_try).unwrap_or(i32::MAX).into(),
+                    start.started_at.into(),
+                    instance.into(),
+                ]
             });
-            insert.push(" ON CONFLICT (request_id, job_id, try) DO NOTHING");
-            insert.build().execute(&mut *tx).await?;
+            insert
+                .skip_duplicates("request_id, job_id, try")
+                .query::<DB>()
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())
     }
 
     pub(super) async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
              WHERE request_id = $1 ORDER BY job_id, try",
         )
         .bind(request_id)
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
             Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))

@@ -1,8 +1,10 @@
 //! The SQL the backends run, written once: [`SqlStore`] implements [`Store`] for any sqlx
-//! database that is a [`Backend`]. SQLite and PostgreSQL both read `$N` placeholders;
-//! what differs (claiming a suspended chain, matching a long arg value through an index,
-//! the retention's lock) is in their `Backend` impls next to their constructors
-//! (`sqlite.rs`, `postgres.rs`).
+//! database that is a [`Backend`]. Statements are [`Statement`]s in the SQL the three
+//! databases share, with `$N` placeholders; each backend renders them (`statement.rs`),
+//! and what differs (placeholders, skipping duplicate rows, updates from rows of values,
+//! `UPDATE … RETURNING`, row locks, matching a long arg value through an index, the
+//! retention's lock) is in its `Backend` impl next to its constructor (`sqlite.rs`,
+//! `postgres.rs`, `mysql.rs`).
 //!
 //! One module a table or concern, each an `impl SqlStore` through `sql_impl!`; the
 //! [`Store`] impl at the end of this file (`store_impl!`) forwards each operation to the
@@ -18,7 +20,9 @@ use proto::{
     State, Stream, SuspendedJobChain, TryStart,
 };
 use serde_json::Value;
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+
+pub(crate) use statement::{Rendered, Statement, ValuesUpdate, positional};
 
 use crate::{
     BatchWritten, Error, Finished, Holder, JobState, Owner, Removed, StartRequest, StartedTry,
@@ -34,23 +38,65 @@ pub(crate) const REQUEST_ROWS_PER_STATEMENT: usize = 500;
 /// Output chunk rows per INSERT statement (7 parameters each).
 pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
 
-/// What differs between the databases Spindle stores in.
+/// What differs between the databases Spindle stores in: how each renders what
+/// [`Statement`]s say by intent, and the few behaviours the concern modules branch on.
+/// A backend is this impl and its constructor, in a module of its own (`sqlite.rs`,
+/// `postgres.rs`, `mysql.rs`).
 pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
-    /// Claims the oldest unclaimed suspended chain for `$1` at time `$2`, returning its
-    /// `suspended_job_chain`.
-    const CLAIM_SQL: &'static str;
+    /// Whether `UPDATE … RETURNING` is there; without it, an update that answers rows
+    /// reads them in its transaction, locked first.
+    const UPDATE_RETURNING: bool;
+
+    /// Appended to a SELECT whose rows the transaction is about to change, to lock them
+    /// (empty where one writer at a time is the rule already: SQLite).
+    const LOCK_ROWS: &'static str;
+
+    /// Appended to a SELECT that claims a row another transaction may be claiming: that
+    /// row is skipped rather than waited for.
+    const LOCK_ROWS_SKIP_LOCKED: &'static str;
+
+    /// Run first in a retention transaction: a query that answers a row when this
+    /// transaction may delete (PostgreSQL: an advisory lock; MySQL: a lock row), so that
+    /// one Request Manager of several removes at a time; `None` where one writer at a
+    /// time is the rule already (SQLite).
+    const RETENTION_LOCK_SQL: Option<&'static str>;
+
+    /// `sql` with the database's placeholders, where they are not `$N`.
+    fn render(_sql: &str) -> Option<Rendered> {
+        None
+    }
+
+    /// The INSERT `insert` skipping rows whose `key` exists.
+    fn skip_duplicates(insert: &str, key: &str) -> String {
+        format!("{insert} ON CONFLICT ({key}) DO NOTHING")
+    }
+
+    /// A table of the rows of placeholders `rows`, its columns named `column1`, … .
+    fn values_table(rows: &[Vec<String>]) -> String {
+        let rows: Vec<String> = rows
+            .iter()
+            .map(|row| format!("({})", row.join(", ")))
+            .collect();
+        format!("(VALUES {})", rows.join(", "))
+    }
+
+    /// The statement of an update of many rows from rows of values.
+    fn update_from_values(update: &ValuesUpdate<'_>) -> String {
+        format!(
+            "UPDATE {} SET {} FROM {} AS v WHERE {} AND {}",
+            update.table,
+            update.set,
+            Self::values_table(&update.rows),
+            update.join,
+            update.filter
+        )
+    }
 
     /// Appends the condition that `value` (an arg's value column) equals `text`, written
     /// so that the database can use its index on arg values.
-    fn push_value_match(query: &mut QueryBuilder<Self>, text: String);
+    fn push_value_match(query: &mut Statement<'_>, text: String);
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
-
-    /// Run first in a retention transaction: a query answering `got`, 1 when
-    /// this transaction may delete (PostgreSQL: an advisory lock, so that one Request
-    /// Manager of several removes at a time); `None` where one writer at a time is the
-    /// rule already (SQLite).
-    const RETENTION_LOCK_SQL: Option<&'static str>;
 }
 
 /// The store over a pool of `DB` connections; [`crate::SqliteStore`] and
@@ -171,7 +217,7 @@ macro_rules! sql_impl {
         i16: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         i32: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         i64: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+        Option<String>: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
         {
             $($body)*
@@ -207,6 +253,7 @@ mod requests;
 mod retention;
 mod runners;
 mod schedules;
+mod statement;
 mod suspended;
 mod write_batch;
 

@@ -6,9 +6,9 @@ use super::*;
 sql_impl! {
     /// Why a conditional update of `request_id` matched no row.
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
-        let row = sqlx::query("SELECT state FROM requests WHERE request_id = $1")
+        let row = Statement::new("SELECT state FROM requests WHERE request_id = $1")
             .bind(request_id)
-            .fetch_optional(&self.readers)
+            .query::<DB>().fetch_optional(&self.readers)
             .await;
         let actual = match row {
             Ok(None) => return Error::not_found("request", request_id),
@@ -62,33 +62,39 @@ sql_impl! {
             ));
         }
         for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) ",
+            let mut insert = Statement::build(
+                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) VALUES ",
             );
-            insert.push_values(chunk, |mut row, (request, _, _)| {
-                row.push_bind(request.id.as_str())
-                    .push_bind(request.request_type.as_str())
-                    .push_bind(state_value(request.state))
-                    .push_bind(request.user.as_str())
-                    .push_bind(micros(request.created_at))
-                    .push_bind(count(request.total_jobs))
-                    .push("0, 1, NULLIF(")
-                    .push_bind_unseparated(request.spec_version.as_str())
-                    .push_unseparated(", '')");
+            insert.push_rows(chunk, |(request, _, _)| {
+                vec![
+                    request.id.as_str().into(),
+                    request.request_type.as_str().into(),
+                    state_value(request.state).into(),
+                    request.user.as_str().into(),
+                    micros(request.created_at).into(),
+                    count(request.total_jobs).into(),
+                    0_i64.into(),
+                    1_i64.into(),
+                    Some(request.spec_version.as_str())
+                        .filter(|version| !version.is_empty())
+                        .into(),
+                ]
             });
-            insert.build().execute(&mut **tx).await?;
+            insert.query::<DB>().execute(&mut **tx).await?;
         }
         for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO request_archives (request_id, create_request, args, job_chain) ",
+            let mut insert = Statement::build(
+                "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ",
             );
-            insert.push_values(chunk, |mut row, (id, create, args, chain)| {
-                row.push_bind(*id)
-                    .push_bind(create.as_str())
-                    .push_bind(args.as_str())
-                    .push_bind(chain.as_str());
+            insert.push_rows(chunk, |(id, create, args, chain)| {
+                vec![
+                    (*id).into(),
+                    create.as_str().into(),
+                    args.as_str().into(),
+                    chain.as_str().into(),
+                ]
             });
-            insert.build().execute(&mut **tx).await?;
+            insert.query::<DB>().execute(&mut **tx).await?;
         }
         let args: Vec<(&str, &str, String)> = creates
             .iter()
@@ -101,45 +107,43 @@ sql_impl! {
             .collect();
         for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
             let mut insert =
-                QueryBuilder::<DB>::new("INSERT INTO request_args (request_id, name, value) ");
-            insert.push_values(chunk, |mut row, (id, name, value)| {
-                row.push_bind(*id)
-                    .push_bind(*name)
-                    .push_bind(value.as_str());
+                Statement::build("INSERT INTO request_args (request_id, name, value) VALUES ");
+            insert.push_rows(chunk, |(id, name, value)| {
+                vec![(*id).into(), (*name).into(), value.as_str().into()]
             });
-            insert.build().execute(&mut **tx).await?;
+            insert.query::<DB>().execute(&mut **tx).await?;
         }
         let events: Vec<(&str, &AuditEvent)> = creates
             .iter()
             .filter_map(|(request, _, event)| event.map(|event| (request.id.as_str(), event)))
             .collect();
         for chunk in events.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut insert = QueryBuilder::<DB>::new(
-                "INSERT INTO request_audit (request_id, at, action, user_name, address) ",
+            let mut insert = Statement::build(
+                "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ",
             );
-            insert.push_values(chunk, |mut row, (id, event)| {
-                row.push_bind(*id)
-                    .push_bind(micros(event.at))
-                    .push_bind(event.action.as_str())
-                    .push_bind(event.user.as_str())
-                    .push_bind(event.address.as_str());
+            insert.push_rows(chunk, |(id, event)| {
+                vec![
+                    (*id).into(),
+                    micros(event.at).into(),
+                    event.action.as_str().into(),
+                    event.user.as_str().into(),
+                    event.address.as_str().into(),
+                ]
             });
-            insert.build().execute(&mut **tx).await?;
+            insert.query::<DB>().execute(&mut **tx).await?;
         }
         Ok(())
     }
 
-    /// The owners of `request_ids`, read in the transaction.
     /// `select` (a query of `requests`) for the requests `ids` (one statement's worth:
-    /// callers chunk by [`REQUEST_ROWS_PER_STATEMENT`]).
-    pub(super) fn requests_in<'a>(select: &str, ids: impl Iterator<Item = &'a str>) -> QueryBuilder<DB> {
-        let mut query = QueryBuilder::<DB>::new(select);
-        query.push(" WHERE request_id IN (");
-        let mut list = query.separated(", ");
-        for id in ids {
-            list.push_bind(id);
-        }
-        query.push(")");
+    /// callers chunk by [`REQUEST_ROWS_PER_STATEMENT`]), then `after` (such as a lock).
+    pub(super) fn requests_in<'a>(
+        select: &str,
+        ids: impl Iterator<Item = &'a str>,
+        after: &str,
+    ) -> Statement<'a> {
+        let mut query = Statement::build(select);
+        query.push(" WHERE request_id IN (").push_list(ids).push(")").push(after);
         query
     }
 
@@ -183,9 +187,9 @@ sql_impl! {
 
     /// Each logged job's highest try and its state.
     pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
-        let rows = sqlx::query("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
+        let rows = Statement::new("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
             .bind(request_id)
-            .fetch_all(&self.readers)
+            .query::<DB>().fetch_all(&self.readers)
             .await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -214,9 +218,9 @@ sql_impl! {
     }
 
     pub(super) async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
-        let row = sqlx::query("SELECT job_chain FROM request_archives WHERE request_id = $1")
+        let row = Statement::new("SELECT job_chain FROM request_archives WHERE request_id = $1")
             .bind(request_id)
-            .fetch_optional(&self.readers)
+            .query::<DB>().fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
         let text: String = row.try_get("job_chain")?;
@@ -236,14 +240,14 @@ sql_impl! {
     }
 
     pub(super) async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
-        let row = sqlx::query(
+        let row = Statement::new(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
              r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
              FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
              WHERE r.request_id = $1",
         )
         .bind(request_id)
-        .fetch_optional(&self.readers)
+        .query::<DB>().fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::not_found("request", request_id))?;
         let mut request = Self::request_from_row(&row)?;
@@ -262,11 +266,12 @@ sql_impl! {
     pub(super) async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
         let mut ended = Vec::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut select = Self::requests_in(
+            let select = Self::requests_in(
                 "SELECT request_id, state FROM requests",
                 chunk.iter().map(String::as_str),
+                "",
             );
-            for row in select.build().fetch_all(&self.readers).await? {
+            for row in select.query::<DB>().fetch_all(&self.readers).await? {
                 if state_of(row.try_get("state")?)?.is_finished() {
                     ended.push(row.try_get("request_id")?);
                 }
@@ -282,30 +287,28 @@ sql_impl! {
     }
 
     pub(super) async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
-        let mut query = QueryBuilder::<DB>::new(
+        let mut query = Statement::build(
             "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused, spec_version \
              FROM requests WHERE 1 = 1",
         );
         if let Some(request_type) = &filter.request_type {
-            query.push(" AND type = ").push_bind(request_type.clone());
+            query.push(" AND type = ").push_param(request_type.as_str());
         }
         if let Some(user) = &filter.user {
-            query.push(" AND user_name = ").push_bind(user.clone());
+            query.push(" AND user_name = ").push_param(user.as_str());
         }
         if !filter.states.is_empty() {
-            query.push(" AND state IN (");
-            let mut states = query.separated(", ");
-            for state in &filter.states {
-                states.push_bind(state_value(*state));
-            }
-            query.push(")");
+            query
+                .push(" AND state IN (")
+                .push_list(filter.states.iter().map(|state| state_value(*state)))
+                .push(")");
         }
         // `IN` lets the database start from the index on arg values and sort the few
         // matches, instead of probing the args of every request by age.
         for (name, value) in &filter.args {
             query
                 .push(" AND request_id IN (SELECT request_id FROM request_args WHERE name = ")
-                .push_bind(name.clone())
+                .push_param(name.as_str())
                 .push(" AND ");
             DB::push_value_match(&mut query, value.clone());
             query.push(")");
@@ -313,27 +316,27 @@ sql_impl! {
         if let Some(since) = filter.since {
             query
                 .push(" AND (finished_at > ")
-                .push_bind(micros(since))
+                .push_param(micros(since))
                 .push(" OR finished_at IS NULL)");
         }
         if let Some(until) = filter.until {
-            query.push(" AND created_at < ").push_bind(micros(until));
+            query.push(" AND created_at < ").push_param(micros(until));
         }
         query.push(" ORDER BY created_at DESC, request_id ASC");
         if filter.limit > 0 {
-            query.push(" LIMIT ").push_bind(count(filter.limit));
-            query.push(" OFFSET ").push_bind(count(filter.offset));
+            query.push(" LIMIT ").push_param(count(filter.limit));
+            query.push(" OFFSET ").push_param(count(filter.offset));
         }
-        let rows = query.build().fetch_all(&self.readers).await?;
+        let rows = query.query::<DB>().fetch_all(&self.readers).await?;
         rows.iter().map(Self::request_from_row).collect()
     }
 
     pub(super) async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT DISTINCT jr_url FROM requests WHERE state = $1 AND jr_url IS NOT NULL ORDER BY jr_url",
         )
         .bind(state_value(State::Running))
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
     }
@@ -341,9 +344,9 @@ sql_impl! {
     pub(super) async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
         let mut counts = Vec::with_capacity(states.len());
         for &state in states {
-            let row = sqlx::query("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
+            let row = Statement::new("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
                 .bind(state_value(state))
-                .fetch_one(&self.readers)
+                .query::<DB>().fetch_one(&self.readers)
                 .await?;
             let n: i64 = row.try_get("n")?;
             if n > 0 {
@@ -354,7 +357,7 @@ sql_impl! {
     }
 
     pub(super) async fn ping(&self) -> Result<(), Error> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Statement::new("SELECT 1").query::<DB>().execute(&self.pool).await?;
         Ok(())
     }
 }

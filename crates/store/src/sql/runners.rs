@@ -33,10 +33,10 @@ sql_impl! {
     }
 
     pub(super) async fn runner(&self, instance: &str, now: DateTime<Utc>) -> Result<JobRunner, Error> {
-        let row = sqlx::query(concat!(runner_select!(), " WHERE r.instance_id = $2"))
+        let row = Statement::new(concat!(runner_select!(), " WHERE r.instance_id = $2"))
             .bind(state_value(State::Running))
             .bind(instance)
-            .fetch_optional(&self.readers)
+            .query::<DB>().fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job runner instance", instance))?;
         Self::runner_from_row(&row, now)
@@ -54,7 +54,7 @@ sql_impl! {
             ))
         })?;
         let lease_us = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
-        let inserted = sqlx::query(
+        let inserted = Statement::new(
             "INSERT INTO job_runners (instance_id, url, host, pid, started_at, renewed_at, lease_us) \
              VALUES ($1, $2, $3, $4, $5, $5, $6)",
         )
@@ -64,7 +64,7 @@ sql_impl! {
         .bind(i64::from(runner.pid))
         .bind(micros(at))
         .bind(lease_us)
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
@@ -80,12 +80,12 @@ sql_impl! {
     }
 
     pub(super) async fn renew_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<JobRunner, Error> {
-        let done = sqlx::query(
+        let done = Statement::new(
             "UPDATE job_runners SET renewed_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         let runner = self.runner(instance, at).await?;
         if DB::rows_affected(&done) == 0 {
@@ -98,12 +98,12 @@ sql_impl! {
     }
 
     pub(super) async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
-        sqlx::query(
+        Statement::new(
             "UPDATE job_runners SET ended_at = $2 WHERE instance_id = $1 AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -113,7 +113,7 @@ sql_impl! {
         now: DateTime<Utc>,
         ended_since: DateTime<Utc>,
     ) -> Result<Vec<JobRunner>, Error> {
-        let rows = sqlx::query(concat!(
+        let rows = Statement::new(concat!(
             runner_select!(),
             " WHERE (r.lost_at IS NULL AND r.ended_at IS NULL) \
              OR COALESCE(r.ended_at, r.lost_at) >= $2 \
@@ -122,7 +122,7 @@ sql_impl! {
         ))
         .bind(state_value(State::Running))
         .bind(micros(ended_since))
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Self::runner_from_row(row, now))
@@ -130,23 +130,23 @@ sql_impl! {
     }
 
     pub(super) async fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> Result<bool, Error> {
-        let done = sqlx::query(
+        let done = Statement::new(
             "UPDATE job_runners SET lost_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
     pub(super) async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT request_id FROM requests WHERE jr_instance = $1 AND state = $2 ORDER BY created_at",
         )
         .bind(instance)
         .bind(state_value(State::Running))
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Ok(row.try_get("request_id")?))
@@ -165,7 +165,7 @@ sql_impl! {
         let mut tx = self.pool.begin().await?;
         // The ownership first: a request that moved on is left as it is.
         let updated = match holder {
-            Holder::Lost(instance) => sqlx::query(
+            Holder::Lost(instance) => Statement::new(
                 "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
                  WHERE request_id = $1 AND state = $3 AND jr_instance = $4",
             )
@@ -173,7 +173,7 @@ sql_impl! {
             .bind(state_value(State::Suspended))
             .bind(state_value(State::Running))
             .bind(instance),
-            Holder::Unstarted(epoch) => sqlx::query(
+            Holder::Unstarted(epoch) => Statement::new(
                 "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
                  WHERE request_id = $1 AND state = $3 AND epoch = $4",
             )
@@ -181,7 +181,7 @@ sql_impl! {
             .bind(state_value(State::Suspended))
             .bind(state_value(State::Pending))
             .bind(count(epoch)),
-            Holder::Finished(state) => sqlx::query(
+            Holder::Finished(state) => Statement::new(
                 "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1, \
                  finished_at = NULL, error = '', finished_jobs = $4 WHERE request_id = $1 AND state = $3",
             )
@@ -190,7 +190,7 @@ sql_impl! {
             .bind(state_value(state))
             .bind(count(suspended.job_chain.finished_jobs)),
         }
-        .execute(&mut *tx)
+        .query::<DB>().execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -217,14 +217,14 @@ sql_impl! {
             });
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
-        sqlx::query(
+        Statement::new(
             "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
              VALUES ($1, $2, NULL, $3, $3)",
         )
         .bind(request_id)
         .bind(suspended_json)
         .bind(micros(at))
-        .execute(&mut *tx)
+        .query::<DB>().execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())

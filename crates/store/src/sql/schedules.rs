@@ -9,14 +9,14 @@ sql_impl! {
         due_at: DateTime<Utc>,
         host: &str,
     ) -> Result<bool, Error> {
-        let done = sqlx::query(
-            "INSERT INTO schedule_runs (schedule, due_at, rm_host) VALUES ($1, $2, $3) \
-             ON CONFLICT (schedule, due_at) DO NOTHING",
+        let done = Statement::new(
+            "INSERT INTO schedule_runs (schedule, due_at, rm_host) VALUES ($1, $2, $3)",
         )
         .bind(schedule)
         .bind(micros(due_at))
         .bind(host)
-        .execute(&self.pool)
+        .skip_duplicates("schedule, due_at")
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
@@ -28,7 +28,7 @@ sql_impl! {
         request_id: &str,
         skipped: &str,
     ) -> Result<(), Error> {
-        sqlx::query(
+        Statement::new(
             "UPDATE schedule_runs SET request_id = NULLIF($3, ''), skipped = $4 \
              WHERE schedule = $1 AND due_at = $2",
         )
@@ -36,7 +36,7 @@ sql_impl! {
         .bind(micros(due_at))
         .bind(request_id)
         .bind(skipped)
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -46,13 +46,13 @@ sql_impl! {
         schedule: &str,
         limit: u32,
     ) -> Result<Vec<proto::ScheduleRun>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT due_at, rm_host, request_id, skipped FROM schedule_runs \
              WHERE schedule = $1 ORDER BY due_at DESC LIMIT $2",
         )
         .bind(schedule)
         .bind(i64::from(limit))
-        .fetch_all(&self.readers)
+        .query::<DB>().fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {

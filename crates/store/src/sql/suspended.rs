@@ -12,10 +12,10 @@ sql_impl! {
         host: &str,
     ) -> Result<(), Error> {
         let deleted =
-            sqlx::query("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
+            Statement::new("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
                 .bind(request_id)
                 .bind(host)
-                .execute(&mut **tx)
+                .query::<DB>().execute(&mut **tx)
                 .await?;
         if DB::rows_affected(&deleted) == 0 {
             return Err(Error::Conflict(format!(
@@ -34,14 +34,14 @@ sql_impl! {
         let request_id = suspended.request_id.as_str();
         let suspended_json = to_json("suspended job chain", suspended)?;
         let mut tx = self.pool.begin().await?;
-        let inserted = sqlx::query(
+        let inserted = Statement::new(
             "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
              VALUES ($1, $2, NULL, $3, $3)",
         )
         .bind(request_id)
         .bind(suspended_json)
         .bind(micros(at))
-        .execute(&mut *tx)
+        .query::<DB>().execute(&mut *tx)
         .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
@@ -65,7 +65,7 @@ sql_impl! {
             }
             Err(err) => return Err(err),
         }
-        let updated = sqlx::query(
+        let updated = Statement::new(
             "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL WHERE request_id = $1 AND state = $3 \
              AND ($4 < 0 OR (epoch = $4 AND (jr_instance IS NULL OR jr_instance = $5)))",
         )
@@ -74,7 +74,7 @@ sql_impl! {
         .bind(state_value(State::Running))
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
-        .execute(&mut *tx)
+        .query::<DB>().execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -89,18 +89,33 @@ sql_impl! {
         host: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<SuspendedJobChain>, Error> {
-        let row = sqlx::query(DB::CLAIM_SQL)
-            .bind(host)
-            .bind(micros(at))
-            .fetch_optional(&self.pool)
-            .await?;
-        match row {
-            None => Ok(None),
-            Some(row) => {
-                let text: String = row.try_get("suspended_job_chain")?;
-                Ok(Some(from_json("stored suspended job chain", &text)?))
-            }
+        // The oldest unclaimed chain, locked (one that another Request Manager is
+        // claiming at the same moment is skipped, not waited for), then marked as ours.
+        let mut tx = self.pool.begin().await?;
+        let select = Statement::build(format!(
+            "SELECT request_id, suspended_job_chain FROM suspended_job_chains WHERE rm_host IS NULL \
+             ORDER BY suspended_at, request_id LIMIT 1{}",
+            DB::LOCK_ROWS_SKIP_LOCKED
+        ));
+        let Some(row) = select.query::<DB>().fetch_optional(&mut *tx).await? else {
+            return Ok(None);
+        };
+        let request_id: String = row.try_get("request_id")?;
+        let claimed = Statement::new(
+            "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 WHERE request_id = $3 AND rm_host IS NULL",
+        )
+        .bind(host)
+        .bind(micros(at))
+        .bind(request_id.as_str())
+        .query::<DB>()
+        .execute(&mut *tx)
+        .await?;
+        if DB::rows_affected(&claimed) == 0 {
+            return Ok(None);
         }
+        tx.commit().await?;
+        let text: String = row.try_get("suspended_job_chain")?;
+        Ok(Some(from_json("stored suspended job chain", &text)?))
     }
 
     pub(super) async fn resumed(
@@ -113,18 +128,17 @@ sql_impl! {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         Self::delete_claimed(&mut tx, request_id, host).await?;
-        let updated = sqlx::query(
+        let update = Statement::new(
             "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
-             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6) RETURNING paused",
+             WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
         )
         .bind(request_id)
         .bind(jr_url)
         .bind(state_value(State::Running))
         .bind(state_value(State::Suspended))
         .bind(instance_value(owner))
-        .bind(epoch_value(owner))
-        .fetch_optional(&mut *tx)
-        .await?;
+        .bind(epoch_value(owner));
+        let updated = Self::update_request_in(&mut tx, update, "paused", request_id).await?;
         tx.commit().await?;
         match updated {
             Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
@@ -142,7 +156,7 @@ sql_impl! {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         Self::delete_claimed(&mut tx, request_id, host).await?;
-        sqlx::query(
+        Statement::new(
             "UPDATE requests SET state = $3, \
              finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
              jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
@@ -152,7 +166,7 @@ sql_impl! {
         .bind(state_value(State::Fail))
         .bind(state_value(State::Suspended))
         .bind(reason)
-        .execute(&mut *tx)
+        .query::<DB>().execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())
@@ -160,24 +174,24 @@ sql_impl! {
 
     pub(super) async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
         let request_id = request_id.as_str();
-        sqlx::query(
+        Statement::new(
             "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $3 WHERE request_id = $1 AND rm_host = $2",
         )
         .bind(request_id)
         .bind(host)
         .bind(micros(Utc::now()))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(())
     }
 
     pub(super) async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error> {
-        let done = sqlx::query(
+        let done = Statement::new(
             "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $2 WHERE rm_host IS NOT NULL AND updated_at < $1",
         )
         .bind(micros(before))
         .bind(micros(Utc::now()))
-        .execute(&self.pool)
+        .query::<DB>().execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -187,11 +201,11 @@ sql_impl! {
         before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, Error> {
-        let rows = sqlx::query(
+        let rows = Statement::new(
             "SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL AND suspended_at < $1",
         )
         .bind(micros(before))
-        .fetch_all(&self.pool)
+        .query::<DB>().fetch_all(&self.pool)
         .await?;
         let mut expired = Vec::new();
         for row in rows {
@@ -199,16 +213,16 @@ sql_impl! {
             let mut tx = self.pool.begin().await?;
             // Deleting only an unclaimed chain is the claim: a resumer that got it first
             // wins.
-            let deleted = sqlx::query(
+            let deleted = Statement::new(
                 "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host IS NULL",
             )
             .bind(request_id.as_str())
-            .execute(&mut *tx)
+            .query::<DB>().execute(&mut *tx)
             .await?;
             if DB::rows_affected(&deleted) == 0 {
                 continue;
             }
-            sqlx::query(
+            Statement::new(
                 "UPDATE requests SET state = $3, \
                  finished_at = CASE WHEN $2 < started_at THEN started_at ELSE $2 END, \
                  jr_url = NULL, error = $5 WHERE request_id = $1 AND state = $4",
@@ -218,7 +232,7 @@ sql_impl! {
             .bind(state_value(State::Fail))
             .bind(state_value(State::Suspended))
             .bind("its suspended chain was not resumed before it expired")
-            .execute(&mut *tx)
+            .query::<DB>().execute(&mut *tx)
             .await?;
             tx.commit().await?;
             expired.push(request_id);

@@ -1,0 +1,163 @@
+//! The shared store on MySQL (8.0+) or MariaDB (10.6+), for teams that run MySQL already
+//! (Spin Cycle's own database). Connections read committed data (as PostgreSQL's do), in
+//! utf8mb4 with a binary collation, quote identifiers with `"` as the SQL standard (and
+//! the other two) do (`ANSI_QUOTES`: `"exit"` is a column and a MariaDB keyword), and wait
+//! at most [`LOCK_WAIT`] for a row lock.
+//!
+//! Versions: `FOR UPDATE SKIP LOCKED` (claims of suspended chains, the retention's lock
+//! row) needs MySQL 8.0.1 or MariaDB 10.6; expression defaults (`DEFAULT ('')` on TEXT
+//! columns) MySQL 8.0.13 or MariaDB 10.2. Neither has `UPDATE … RETURNING`, so an update
+//! that answers rows locks and reads them in its transaction.
+
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlQueryResult};
+use sqlx::{Executor as _, MySql};
+
+use crate::Error;
+use crate::sql::{Backend, Rendered, SqlStore, Statement, ValuesUpdate, positional};
+
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
+
+/// Spindle's store in a MySQL or MariaDB database.
+pub type MysqlStore = SqlStore<MySql>;
+
+/// How long a statement waits for a row lock before the database answers with an error
+/// that [`Error::is_transient`] (InnoDB's default is 50 s).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a call waits for a connection once the store is open.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Backend for MySql {
+    const UPDATE_RETURNING: bool = false;
+
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
+
+    const LOCK_ROWS_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+
+    /// The lock row of migration 0001: held until the transaction ends; another Request
+    /// Manager's retention round skips it (no row) instead of waiting.
+    const RETENTION_LOCK_SQL: Option<&'static str> =
+        Some("SELECT 1 AS got FROM spindle_locks WHERE name = 'retention' FOR UPDATE SKIP LOCKED");
+
+    /// MySQL's placeholders are `?`, taken in order.
+    fn render(sql: &str) -> Option<Rendered> {
+        Some(positional(sql))
+    }
+
+    /// `INSERT IGNORE` skips a row whose key exists (and counts it as not affected).
+    fn skip_duplicates(insert: &str, _key: &str) -> String {
+        insert.replacen("INSERT INTO", "INSERT IGNORE INTO", 1)
+    }
+
+    /// A derived table: the first row names the columns.
+    fn values_table(rows: &[Vec<String>]) -> String {
+        let rows: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(n, row)| {
+                let columns: Vec<String> = row
+                    .iter()
+                    .enumerate()
+                    .map(|(column, value)| {
+                        if n == 0 {
+                            format!("{value} AS column{}", column + 1)
+                        } else {
+                            value.clone()
+                        }
+                    })
+                    .collect();
+                format!("SELECT {}", columns.join(", "))
+            })
+            .collect();
+        format!("({})", rows.join(" UNION ALL "))
+    }
+
+    /// A multi-table UPDATE joined to the rows of values.
+    fn update_from_values(update: &ValuesUpdate<'_>) -> String {
+        format!(
+            "UPDATE {} JOIN {} AS v ON {} SET {} WHERE {}",
+            update.table,
+            Self::values_table(&update.rows),
+            update.join,
+            update.set,
+            update.filter
+        )
+    }
+
+    /// The index is on the MD5 of the value (a stored column: arg values are often longer
+    /// than an index entry); the hash finds the candidates, the value decides.
+    fn push_value_match(query: &mut Statement<'_>, text: String) {
+        let value = query.param(text);
+        query.push(&format!(
+            "value_hash = UNHEX(MD5({value})) AND value = {value}"
+        ));
+    }
+
+    fn rows_affected(result: &MySqlQueryResult) -> u64 {
+        // sqlx asks for found rows: an UPDATE counts the rows it matched, as PostgreSQL.
+        result.rows_affected()
+    }
+}
+
+impl SqlStore<MySql> {
+    /// Connects to `url` (`mysql://USER:PASSWORD@HOST:PORT/DATABASE`; the database must
+    /// exist) and brings the schema up to date.
+    pub async fn connect(url: &str) -> Result<MysqlStore, Error> {
+        MysqlStore::connect_with_timeout(url, Duration::from_secs(10)).await
+    }
+
+    /// [`MysqlStore::connect`], giving up (with [`Error::Unavailable`]) when no
+    /// connection could be made within `timeout`.
+    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<MysqlStore, Error> {
+        let options = MySqlConnectOptions::from_str(url)
+            .map_err(|err| Error::Config(format!("invalid MySQL URL: {err}")))?
+            .charset("utf8mb4")
+            .collation("utf8mb4_bin");
+        if options.get_database().is_none_or(str::is_empty) {
+            return Err(Error::Config(format!(
+                "MySQL URL {:?} names no database; expected mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+                crate::redacted(url)
+            )));
+        }
+        // As PostgreSQL's: wait for a server coming up at start; later a call waits at
+        // most ACQUIRE_TIMEOUT for a connection, so that a database that is down makes
+        // callers hear "unavailable" (HTTP 503) soon rather than hang.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let pool = loop {
+            let connected = MySqlPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .await?;
+                        conn.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
+                            .await?;
+                        conn.execute(sqlx::AssertSqlSafe(format!(
+                            "SET SESSION innodb_lock_wait_timeout = {}",
+                            LOCK_WAIT.as_secs()
+                        )))
+                        .await?;
+                        Ok(())
+                    })
+                })
+                .connect_with(options.clone())
+                .await
+                .map_err(Error::from);
+            match connected {
+                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                res => break res?,
+            }
+        };
+        MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
+        Ok(MysqlStore {
+            readers: pool.clone(),
+            pool,
+        })
+    }
+}
