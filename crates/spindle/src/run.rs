@@ -23,7 +23,8 @@ pub(crate) struct RunArgs {
     /// Directory (or file) of request specs
     #[arg(long, env = "SPINDLE_SPECS", default_value = "specs")]
     specs: PathBuf,
-    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE
+    /// Database: sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or
+    /// mysql://USER:PASSWORD@HOST:PORT/DATABASE
     #[arg(long, env = "SPINDLE_DATABASE", default_value = "sqlite://spindle.db")]
     database: String,
     /// The request type to run

@@ -18,7 +18,12 @@ use sqlx::{Executor as _, MySql};
 use crate::Error;
 use crate::sql::{Backend, Rendered, SqlStore, Statement, ValuesUpdate, positional};
 
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
+/// Spindle's MySQL migrations, without sqlx's lock (see [`migrate`]).
+pub(crate) fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("migrations/mysql");
+    migrator.set_locking(false);
+    migrator
+}
 
 /// Spindle's store in a MySQL or MariaDB database.
 pub type MysqlStore = SqlStore<MySql>;
@@ -102,6 +107,51 @@ impl Backend for MySql {
     }
 }
 
+/// Brings the schema up to date, one process at a time. MySQL runs DDL outside
+/// transactions, so a migration whose process was killed halfway stays marked as not
+/// successful (sqlx then refuses to go on); Spindle's MySQL migrations can run again
+/// from the start, so such a mark is removed and the migration run again, under a lock
+/// of Spindle's own that a killed process releases with its connection.
+async fn migrate(pool: &sqlx::MySqlPool) -> Result<(), Error> {
+    let mut conn = pool.acquire().await?;
+    // A long wait rather than "forever" (-1), which MariaDB does not take (it answers
+    // NULL at once; sqlx's own migration lock asks for that, hence this one).
+    let locked: Option<i64> =
+        sqlx::query_scalar("SELECT GET_LOCK('spindle_migrations', 600)")
+            .fetch_one(&mut *conn)
+            .await?;
+    if locked != Some(1) {
+        return Err(Error::Config(
+            "another process has been migrating the schema for 10 minutes; is one stuck?"
+                .to_owned(),
+        ));
+    }
+    let migrated = async {
+        let tracked: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        if tracked > 0 {
+            let interrupted = sqlx::query("DELETE FROM _sqlx_migrations WHERE success = FALSE")
+                .execute(&mut *conn)
+                .await?;
+            if interrupted.rows_affected() > 0 {
+                tracing::warn!("running again a schema migration that was interrupted");
+            }
+        }
+        migrator().run(&mut *conn).await.map_err(Error::Migrate)
+    }
+    .await;
+    let released = sqlx::query("SELECT RELEASE_LOCK('spindle_migrations')")
+        .execute(&mut *conn)
+        .await;
+    migrated?;
+    released?;
+    Ok(())
+}
+
 impl SqlStore<MySql> {
     /// Connects to `url` (`mysql://USER:PASSWORD@HOST:PORT/DATABASE`; the database must
     /// exist) and brings the schema up to date.
@@ -154,7 +204,7 @@ impl SqlStore<MySql> {
                 res => break res?,
             }
         };
-        MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
+        migrate(&pool).await?;
         Ok(MysqlStore {
             readers: pool.clone(),
             pool,

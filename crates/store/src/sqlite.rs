@@ -67,12 +67,24 @@ impl SqlStore<Sqlite> {
             path: path.display().to_string(),
             reason,
         };
-        if let Ok(mut file) = std::fs::File::open(path) {
-            let mut header = [0u8; 16];
-            let n = std::io::Read::read(&mut file, &mut header).unwrap_or(0);
-            if n > 0 && (n < 16 || &header != b"SQLite format 3\0") {
-                return Err(refused("it is not an SQLite database".to_owned()));
-            }
+        // One process at a time checks and migrates the file (an advisory lock on it,
+        // apart from SQLite's own locks): two that start on a new file at once would
+        // both migrate it, or one would see the other's tables before they are marked.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|err| refused(err.to_string()))?;
+        let locked = tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+            .await
+            .map_err(|err| refused(format!("locking it failed: {err}")))?;
+        file = locked.map_err(|err| refused(format!("it cannot be locked: {err}")))?;
+        let mut header = [0u8; 16];
+        let n = std::io::Read::read(&mut file, &mut header).unwrap_or(0);
+        if n > 0 && (n < 16 || &header != b"SQLite format 3\0") {
+            return Err(refused("it is not an SQLite database".to_owned()));
         }
         let options = SqliteConnectOptions::from_str("sqlite://")
             .map_err(|err| Error::Config(err.to_string()))?
@@ -124,6 +136,7 @@ impl SqlStore<Sqlite> {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options.read_only(true).create_if_missing(false))
             .await?;
+        drop(file);
         Ok(SqliteStore { pool, readers })
     }
 }

@@ -2418,3 +2418,41 @@ async fn a_database_that_is_down_is_a_retryable_error() {
         "{text}"
     );
 }
+
+/// MySQL runs DDL outside transactions: a migration cut off halfway (its Request Manager
+/// killed during its first start) is run again by the next start, not left to refuse it.
+#[tokio::test]
+async fn mysql_migrates_once_and_runs_an_interrupted_migration_again() {
+    let Some((store, database)) = mysql_store().await else {
+        return;
+    };
+    let migrations = crate::mysql::migrator().iter().count() as i64;
+    let count = async |pool: &sqlx::MySqlPool| -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success = TRUE")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(count(&store.pool).await, migrations);
+    // As a process killed after the first tables and before the mark of success.
+    sqlx::query("UPDATE _sqlx_migrations SET success = FALSE")
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    sqlx::query("DROP TABLE schedule_runs")
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    let again = crate::MysqlStore::connect(&mysql_url_of(&database))
+        .await
+        .unwrap();
+    assert_eq!(count(&again.pool).await, migrations);
+    let due = at(3, 0);
+    assert!(again.claim_schedule_run("nightly", due, "rm-1").await.unwrap());
+    assert!(!again.claim_schedule_run("nightly", due, "rm-2").await.unwrap());
+    let third = crate::MysqlStore::connect(&mysql_url_of(&database))
+        .await
+        .unwrap();
+    assert_eq!(count(&third.pool).await, migrations);
+    drop_mysql_database(&database).await;
+}

@@ -183,7 +183,8 @@ pub(crate) struct ManagerArgs {
     /// Directory (or file) of request specs
     #[arg(long, env = "SPINDLE_SPECS")]
     pub(crate) specs: Option<PathBuf>,
-    /// Database: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE
+    /// Database: sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or
+    /// mysql://USER:PASSWORD@HOST:PORT/DATABASE (MySQL 8.0+ or MariaDB 10.6+)
     #[arg(long, env = "SPINDLE_DATABASE")]
     pub(crate) database: Option<String>,
     /// How often PENDING requests and suspended chains are retried (Go duration)
@@ -336,10 +337,13 @@ impl FileConfig {
         let database = pick(&file.database, "sqlite://spindle.db");
         if !(database.starts_with("sqlite:")
             || database.starts_with("postgres://")
-            || database.starts_with("postgresql://"))
+            || database.starts_with("postgresql://")
+            || database.starts_with("mysql://")
+            || database.starts_with("mariadb://"))
         {
             anyhow::bail!(
-                "database: {database:?}; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
+                "database: {:?}; expected sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+                store::redacted(&database)
             );
         }
         let url = |name: &str, value: String| -> anyhow::Result<String> {

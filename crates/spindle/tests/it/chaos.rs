@@ -1,179 +1,23 @@
-//! Issue #11's chaos test: two `spindle rm` and three `spindle jr` on a PostgreSQL server
-//! of the test's own (initdb in a temporary directory, run as a non-root user, on a free
-//! port), many requests of shell jobs that record every execution; meanwhile Job Runners
+//! Issue #11's chaos test, on each backend: two `spindle rm` and three `spindle jr` on a
+//! PostgreSQL or MariaDB server of the test's own (`own_db.rs`: in a temporary directory,
+//! run as a non-root user, on a free port) or on one SQLite file, many requests of shell jobs that record every execution; meanwhile Job Runners
 //! are killed with SIGKILL (and new ones started), a Request Manager is killed with
 //! SIGKILL and started again, and the database is stopped for a while. Then every request
 //! is COMPLETE, each job's tries are numbered 1..n without a gap, every execution has a
 //! logged try, and no job's program runs on.
 //!
-//! It needs PostgreSQL's server programs (`initdb`, `pg_ctl`); without them it says it
-//! was skipped, unless `SPINDLE_TEST_POSTGRES=required` (CI), which makes that a failure.
+//! The server runs need the database's server programs; without them a run says it was
+//! skipped, unless `SPINDLE_TEST_POSTGRES=required` or `SPINDLE_TEST_MYSQL=required`
+//! (CI), which makes that a failure.
 //! `SPINDLE_CHAOS_REQUESTS` and `SPINDLE_CHAOS_SECONDS` make a longer run (RELIABILITY.md).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::own_db::{OwnDatabase, OwnMariadb, OwnPostgres};
 use crate::recovery::{Client, executions, running, work_dir};
 use crate::{Service, jr_args, rm_args};
-
-/// A PostgreSQL server in a temporary directory, stopped when dropped.
-pub(crate) struct OwnPostgres {
-    bin: PathBuf,
-    data: PathBuf,
-    port: u16,
-    /// Run its programs as this user (the tests may run as root; PostgreSQL refuses to).
-    user: Option<String>,
-    _dir: tempfile::TempDir,
-}
-
-fn find_postgres_bin() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-    });
-    if on_path.is_some() {
-        return on_path;
-    }
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path().join("bin")))
-        .filter(|bin| bin.join("initdb").is_file())
-        .collect();
-    versions.sort();
-    versions.pop()
-}
-
-impl OwnPostgres {
-    pub(crate) fn start(test: &str) -> Option<OwnPostgres> {
-        let Some(bin) = find_postgres_bin() else {
-            assert!(
-                std::env::var("SPINDLE_TEST_POSTGRES").as_deref() != Ok("required"),
-                "{test}: PostgreSQL's initdb and pg_ctl are not installed, and SPINDLE_TEST_POSTGRES=required"
-            );
-            let line = format!(
-                "{test}: skipped: it starts a PostgreSQL server of its own and needs initdb and pg_ctl (Debian: postgresql); SPINDLE_TEST_POSTGRES=required makes this a failure\n"
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let user = nix::unistd::Uid::effective()
-            .is_root()
-            .then(|| "postgres".to_owned());
-        if let Some(user) = &user {
-            let account = nix::unistd::User::from_name(user).unwrap().expect(
-                "the tests run as root, and there is no postgres user to run PostgreSQL as",
-            );
-            std::os::unix::fs::chown(
-                dir.path(),
-                Some(account.uid.as_raw()),
-                Some(account.gid.as_raw()),
-            )
-            .unwrap();
-        }
-        // A port nobody holds now; the server takes it a moment later.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let postgres = OwnPostgres {
-            bin,
-            data,
-            port,
-            user,
-            _dir: dir,
-        };
-        let data = postgres.data.to_str().unwrap().to_owned();
-        postgres.run(
-            "initdb",
-            &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
-        );
-        postgres.pg_ctl_start();
-        Some(postgres)
-    }
-
-    /// One of PostgreSQL's programs, run as the server's user.
-    fn command(&self, program: &str) -> Command {
-        let program = self.bin.join(program);
-        match &self.user {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", user, "--"]).arg(&program);
-                command
-            }
-            None => Command::new(&program),
-        }
-    }
-
-    fn run(&self, program: &str, args: &[&str]) {
-        let out = self
-            .command(program)
-            .args(args)
-            .current_dir(self._dir.path())
-            .output()
-            .unwrap_or_else(|err| panic!("{program}: {err}"));
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    pub(crate) fn pg_ctl_start(&self) {
-        let data = self.data.to_str().unwrap();
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
-            self.port, data
-        );
-        let log = self.data.join("server.log");
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                data,
-                "-o",
-                &options,
-                "-l",
-                log.to_str().unwrap(),
-                "-w",
-                "start",
-            ],
-        );
-    }
-
-    pub(crate) fn stop(&self) {
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data.to_str().unwrap(),
-                "-m",
-                "fast",
-                "-w",
-                "stop",
-            ],
-        );
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-impl Drop for OwnPostgres {
-    fn drop(&mut self) {
-        let data = self.data.to_str().unwrap_or_default().to_owned();
-        let _ = self
-            .command("pg_ctl")
-            .args(["-D", &data, "-m", "immediate", "stop"])
-            .output();
-    }
-}
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -203,11 +47,40 @@ const LEASE: &str = "7s";
 const DB_DOWN: Duration = Duration::from_secs(4);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_every_request_completes_and_every_execution_is_logged() {
-    let test = "chaos_every_request_completes_and_every_execution_is_logged";
+async fn chaos_on_postgres_every_request_completes_and_every_execution_is_logged() {
+    let test = "chaos_on_postgres_every_request_completes_and_every_execution_is_logged";
     let Some(postgres) = OwnPostgres::start(test) else {
         return;
     };
+    let database = postgres.url();
+    chaos(test, Some(OwnDatabase::Postgres(postgres)), database).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_on_mysql_every_request_completes_and_every_execution_is_logged() {
+    let test = "chaos_on_mysql_every_request_completes_and_every_execution_is_logged";
+    let Some(mariadb) = OwnMariadb::start(test) else {
+        return;
+    };
+    let database = mariadb.url();
+    chaos(test, Some(OwnDatabase::Mariadb(mariadb)), database).await;
+}
+
+/// On SQLite the two Request Managers share one file (one writer at a time, as on one
+/// machine); an embedded database cannot be stopped apart from its users, so this run
+/// has no database stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_on_sqlite_every_request_completes_and_every_execution_is_logged() {
+    let test = "chaos_on_sqlite_every_request_completes_and_every_execution_is_logged";
+    let dir = work_dir();
+    let database = format!("sqlite://{}", dir.path().join("spindle.db").display());
+    chaos(test, None, database).await;
+}
+
+/// The chaos run on `database`; `own` is its server, stopped once for [`DB_DOWN`].
+// Long: one scenario (start, chaos, wait for every end, check every job and execution)
+// whose steps share the services, the client and the counts.
+async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
     let started = Instant::now();
     let n_requests = setting("SPINDLE_CHAOS_REQUESTS", 40) as usize;
     let chaos_for = Duration::from_secs(setting("SPINDLE_CHAOS_SECONDS", 15));
@@ -223,7 +96,6 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
         "-c",
         "echo \"$SPINDLE_ARG_TAG $SPINDLE_ARG_ITEM $$\" >> \"$SPINDLE_ARG_MARKS/executions\"; exec sleep 0.4"
     ]);
-    let database = postgres.url();
     let mut rms = vec![
         Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
         Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
@@ -244,6 +116,16 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     let mut next_event = Instant::now() + Duration::from_millis(700);
     let mut event = 0;
     while created.len() < n_requests || chaos_started.elapsed() < chaos_for {
+        // No service ends but by the test's hand.
+        for service in rms.iter_mut().chain(jrs.iter_mut()) {
+            if let Some(status) = service.exited() {
+                panic!(
+                    "seed {seed}: {} exited ({status}) by itself:\n{}",
+                    service.url,
+                    service.stderr()
+                );
+            }
+        }
         if created.len() < n_requests {
             let tag = format!("r{}", created.len());
             let id = client
@@ -266,8 +148,9 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                     rm_restarts += 1;
                 }
                 // The database goes away for a while.
-                5 if db_stops == 0 => {
-                    postgres.stop();
+                5 if db_stops == 0 && own.is_some() => {
+                    let own = own.as_mut().unwrap();
+                    own.stop();
                     let down = Instant::now();
                     let probe = client
                         .http
@@ -285,7 +168,7 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
                         "a Request Manager whose database is down answers 503"
                     );
                     tokio::time::sleep(DB_DOWN.saturating_sub(down.elapsed())).await;
-                    postgres.pg_ctl_start();
+                    own.start();
                     db_stops += 1;
                 }
                 // A Job Runner dies; a new one starts.
@@ -436,6 +319,7 @@ async fn chaos_every_request_completes_and_every_execution_is_logged() {
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     drop(jrs);
     drop(rms);
+    drop(own);
 }
 
 /// Each job log entry whose try did not succeed: job, try, state, exit and error.

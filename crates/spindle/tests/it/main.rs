@@ -6,6 +6,7 @@ mod client;
 mod graph;
 mod lint;
 mod observability;
+mod own_db;
 mod recovery;
 mod security;
 mod services;
@@ -218,6 +219,11 @@ impl Service {
     /// `listening on` line).
     pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// How the process ended, if it has.
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// SIGKILL, then wait for the process to exit.

@@ -652,7 +652,7 @@ async fn log_lines_carry_request_and_job_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_follows_the_database() {
     let test = "readyz_follows_the_database";
-    let Some(postgres) = crate::chaos::OwnPostgres::start(test) else {
+    let Some(postgres) = crate::own_db::OwnPostgres::start(test) else {
         return;
     };
     let dir = obs_dir();

@@ -2,12 +2,17 @@
 -- schemas as their migrations left them, in one step. Times are Unix microseconds (UTC);
 -- states are the numeric values of proto::State.
 --
+-- MySQL runs DDL outside transactions, so a migration cut off halfway (its process
+-- killed) cannot be rolled back: every statement here can run again (IF NOT EXISTS,
+-- INSERT IGNORE, DROP before CREATE), and the store runs an interrupted migration again
+-- (mysql.rs).
+--
 -- Every table is InnoDB in utf8mb4 with a binary collation, so that ids, names and arg
 -- values compare byte for byte as in the other two databases (MySQL's default collations
 -- fold case). Columns that a key or an index holds are VARCHAR (an index entry holds at
 -- most 3,072 bytes); the rest are TEXT or LONGTEXT, whose defaults are expressions.
 
-CREATE TABLE requests (
+CREATE TABLE IF NOT EXISTS requests (
     request_id    VARCHAR(64) NOT NULL PRIMARY KEY,
     type          VARCHAR(255) NOT NULL,
     state         SMALLINT NOT NULL,
@@ -34,7 +39,7 @@ CREATE TABLE requests (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Immutable: written once with the request.
-CREATE TABLE request_archives (
+CREATE TABLE IF NOT EXISTS request_archives (
     request_id     VARCHAR(64) NOT NULL PRIMARY KEY,
     create_request LONGTEXT NOT NULL,
     args           LONGTEXT NOT NULL,
@@ -46,7 +51,7 @@ CREATE TABLE request_archives (
 -- other values as JSON text. Values (a list of hosts) are often longer than an index
 -- entry: the index holds the MD5 of the value, a stored column the database computes;
 -- the search compares the hash, then the value.
-CREATE TABLE request_args (
+CREATE TABLE IF NOT EXISTS request_args (
     request_id VARCHAR(64) NOT NULL,
     name       VARCHAR(255) NOT NULL,
     value      LONGTEXT NOT NULL,
@@ -57,7 +62,7 @@ CREATE TABLE request_args (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- One row per job try; the key makes a re-sent entry a no-op.
-CREATE TABLE job_log (
+CREATE TABLE IF NOT EXISTS job_log (
     request_id  VARCHAR(64) NOT NULL,
     job_id      VARCHAR(255) NOT NULL,
     try         INTEGER NOT NULL,
@@ -74,7 +79,7 @@ CREATE TABLE job_log (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- At most one per request; rm_host is the Request Manager that claimed it for resuming.
-CREATE TABLE suspended_job_chains (
+CREATE TABLE IF NOT EXISTS suspended_job_chains (
     request_id          VARCHAR(64) NOT NULL PRIMARY KEY,
     suspended_job_chain LONGTEXT NOT NULL,
     rm_host             VARCHAR(255),
@@ -86,7 +91,7 @@ CREATE TABLE suspended_job_chains (
 
 -- Live job output: chunks of a try's stdout (stream 0) or stderr (stream 1); seq numbers
 -- a request's chunks in the order they were stored (the cursor of GET .../output?after=).
-CREATE TABLE job_output (
+CREATE TABLE IF NOT EXISTS job_output (
     seq         BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     request_id  VARCHAR(64) NOT NULL,
     job_id      VARCHAR(255) NOT NULL,
@@ -100,7 +105,7 @@ CREATE TABLE job_output (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Job Runner registrations and leases (see the PostgreSQL migration 0004).
-CREATE TABLE job_runners (
+CREATE TABLE IF NOT EXISTS job_runners (
     instance_id VARCHAR(255) NOT NULL PRIMARY KEY,
     url         TEXT NOT NULL,
     host        TEXT NOT NULL DEFAULT (''),
@@ -113,7 +118,7 @@ CREATE TABLE job_runners (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Tries that started, as runners report them; deleted when the request finishes.
-CREATE TABLE job_tries (
+CREATE TABLE IF NOT EXISTS job_tries (
     request_id   VARCHAR(64) NOT NULL,
     job_id       VARCHAR(255) NOT NULL,
     try          INTEGER NOT NULL,
@@ -125,7 +130,7 @@ CREATE TABLE job_tries (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Who did what to each request, when and from where.
-CREATE TABLE request_audit (
+CREATE TABLE IF NOT EXISTS request_audit (
     id         BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     request_id VARCHAR(64) NOT NULL,
     at         BIGINT NOT NULL,
@@ -136,14 +141,14 @@ CREATE TABLE request_audit (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Every set of spec files a Request Manager loaded, by version.
-CREATE TABLE spec_versions (
+CREATE TABLE IF NOT EXISTS spec_versions (
     version    VARCHAR(128) NOT NULL PRIMARY KEY,
     files      LONGTEXT NOT NULL,
     created_at BIGINT NOT NULL
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- The answer to each `approval` job, given once.
-CREATE TABLE approvals (
+CREATE TABLE IF NOT EXISTS approvals (
     request_id VARCHAR(64) NOT NULL,
     job_id     VARCHAR(255) NOT NULL,
     approved   INTEGER NOT NULL,
@@ -154,7 +159,7 @@ CREATE TABLE approvals (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Each run of a schedule that fell due, claimed by the Request Manager that inserted it.
-CREATE TABLE schedule_runs (
+CREATE TABLE IF NOT EXISTS schedule_runs (
     schedule   VARCHAR(255) NOT NULL,
     due_at     BIGINT NOT NULL,
     rm_host    VARCHAR(255) NOT NULL,
@@ -166,13 +171,14 @@ CREATE TABLE schedule_runs (
 -- Named locks a transaction takes by locking its row (`FOR UPDATE SKIP LOCKED`): held
 -- until the transaction ends, so nothing is left held by a connection that goes back to
 -- its pool. 'retention': one Request Manager removes old requests at a time.
-CREATE TABLE spindle_locks (
+CREATE TABLE IF NOT EXISTS spindle_locks (
     name VARCHAR(64) NOT NULL PRIMARY KEY
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-INSERT INTO spindle_locks (name) VALUES ('retention');
+INSERT IGNORE INTO spindle_locks (name) VALUES ('retention');
 
 -- A request's started tries are of no use once it has finished (COMPLETE 3, FAIL 4,
 -- STOPPED 6): forgotten by the UPDATE that ends it, so that a finish is one statement.
+DROP TRIGGER IF EXISTS requests_end_forgets_tries;
 CREATE TRIGGER requests_end_forgets_tries AFTER UPDATE ON requests FOR EACH ROW
     DELETE FROM job_tries
     WHERE request_id = NEW.request_id AND NEW.state IN (3, 4, 6) AND NEW.state <> OLD.state;
