@@ -172,7 +172,10 @@ impl From<sqlx::Error> for Error {
                             // MySQL and MariaDB: lock wait timeout, deadlock, too many
                             // connections, shutting down, a statement or connection
                             // killed, a connection closed as idle.
-                            matches!(mysql.number(), 1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031)
+                            matches!(
+                                mysql.number(),
+                                1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031
+                            )
                         });
                 if transient {
                     Error::Unavailable(cause(err))

@@ -116,10 +116,9 @@ async fn migrate(pool: &sqlx::MySqlPool) -> Result<(), Error> {
     let mut conn = pool.acquire().await?;
     // A long wait rather than "forever" (-1), which MariaDB does not take (it answers
     // NULL at once; sqlx's own migration lock asks for that, hence this one).
-    let locked: Option<i64> =
-        sqlx::query_scalar("SELECT GET_LOCK('spindle_migrations', 600)")
-            .fetch_one(&mut *conn)
-            .await?;
+    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('spindle_migrations', 600)")
+        .fetch_one(&mut *conn)
+        .await?;
     if locked != Some(1) {
         return Err(Error::Config(
             "another process has been migrating the schema for 10 minutes; is one stuck?"

@@ -3,8 +3,8 @@
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 use sqlx::Postgres;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 
 use crate::Error;
 use crate::sql::{Backend, SqlStore, Statement};

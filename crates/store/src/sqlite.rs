@@ -6,11 +6,11 @@ use std::path::Path;
 use std::str::FromStr as _;
 use std::time::Duration;
 
+use sqlx::Sqlite;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
 };
-use sqlx::Sqlite;
 
 use crate::Error;
 use crate::sql::{Backend, SqlStore, Statement};

@@ -2448,8 +2448,18 @@ async fn mysql_migrates_once_and_runs_an_interrupted_migration_again() {
         .unwrap();
     assert_eq!(count(&again.pool).await, migrations);
     let due = at(3, 0);
-    assert!(again.claim_schedule_run("nightly", due, "rm-1").await.unwrap());
-    assert!(!again.claim_schedule_run("nightly", due, "rm-2").await.unwrap());
+    assert!(
+        again
+            .claim_schedule_run("nightly", due, "rm-1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !again
+            .claim_schedule_run("nightly", due, "rm-2")
+            .await
+            .unwrap()
+    );
     let third = crate::MysqlStore::connect(&mysql_url_of(&database))
         .await
         .unwrap();

@@ -52,7 +52,9 @@ fn server_user(name: &str, dir: &Path) -> Option<String> {
     }
     let account = nix::unistd::User::from_name(name)
         .unwrap()
-        .unwrap_or_else(|| panic!("the tests run as root, and there is no {name} user to run the database as"));
+        .unwrap_or_else(|| {
+            panic!("the tests run as root, and there is no {name} user to run the database as")
+        });
     std::os::unix::fs::chown(dir, Some(account.uid.as_raw()), Some(account.gid.as_raw())).unwrap();
     Some(name.to_owned())
 }
@@ -206,7 +208,6 @@ impl Drop for OwnPostgres {
     }
 }
 
-
 /// A MariaDB server in a temporary directory (`mariadb-install-db`, then `mariadbd`
 /// without grant tables: any user, no password), with a database `spindle`.
 pub(crate) struct OwnMariadb {
@@ -269,11 +270,23 @@ impl OwnMariadb {
         );
         mariadb.run_server();
         let out = Command::new(find_program(&["mariadb", "mysql"]).expect("the mariadb client"))
-            .args(["--no-defaults", "-h", "127.0.0.1", "-P", &mariadb.port.to_string(), "-u", "root"])
+            .args([
+                "--no-defaults",
+                "-h",
+                "127.0.0.1",
+                "-P",
+                &mariadb.port.to_string(),
+                "-u",
+                "root",
+            ])
             .args(["-e", "CREATE DATABASE spindle"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Some(mariadb)
     }
 

@@ -23,7 +23,8 @@ sql_impl! {
         .bind(micros(at))
         .bind(answer.comment.as_str())
         .skip_duplicates("request_id, job_id")
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
@@ -33,7 +34,8 @@ sql_impl! {
             "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id",
         )
         .bind(request_id)
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
@@ -56,7 +58,8 @@ sql_impl! {
             Statement::new("DELETE FROM approvals WHERE request_id = $1 AND job_id = $2")
                 .bind(request_id)
                 .bind(job_id.as_str())
-                .query::<DB>().execute(&self.pool)
+                .query::<DB>()
+                .execute(&self.pool)
                 .await?;
         }
         Ok(())

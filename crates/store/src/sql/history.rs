@@ -13,7 +13,8 @@ sql_impl! {
         .bind(files)
         .bind(micros(at))
         .skip_duplicates("version")
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -21,7 +22,8 @@ sql_impl! {
     pub(super) async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
         let row = Statement::new("SELECT files FROM spec_versions WHERE version = $1")
             .bind(version)
-            .query::<DB>().fetch_optional(&self.readers)
+            .query::<DB>()
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("spec version", version))?;
         let files: String = row.try_get("files")?;
@@ -40,7 +42,8 @@ sql_impl! {
         .bind(event.action.as_str())
         .bind(event.user.as_str())
         .bind(event.address.as_str())
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -50,7 +53,8 @@ sql_impl! {
             "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
         )
         .bind(request_id)
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {

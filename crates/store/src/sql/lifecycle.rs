@@ -272,7 +272,8 @@ sql_impl! {
         .bind(state_value(State::Pending))
         .bind(state_value(State::Running))
         .bind(state_value(State::Suspended))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             return Err(self.state_error(request_id, State::Running).await);
@@ -284,7 +285,8 @@ sql_impl! {
         let row =
             Statement::new("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
                 .bind(request_id)
-                .query::<DB>().fetch_optional(&self.readers)
+                .query::<DB>()
+                .fetch_optional(&self.readers)
                 .await?
                 .ok_or_else(|| Error::not_found("request", request_id))?;
         Ok(Owner {
@@ -313,7 +315,8 @@ sql_impl! {
             .bind(request_id)
             .bind(why)
             .bind(state_value(State::Pending))
-            .query::<DB>().execute(&self.pool)
+            .query::<DB>()
+            .execute(&self.pool)
             .await?;
         Ok(())
     }
@@ -344,7 +347,8 @@ sql_impl! {
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
         .bind(finish.error.as_str())
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         // Its started tries go with the same statement (a trigger: migrations 0009/0010).
         if DB::rows_affected(&done) == 1 {
@@ -364,7 +368,8 @@ sql_impl! {
             .bind(request_id)
             .bind(count(finished_jobs))
             .bind(state_value(State::Running))
-            .query::<DB>().execute(&self.pool)
+            .query::<DB>()
+            .execute(&self.pool)
             .await?;
         Ok(())
     }
@@ -376,7 +381,8 @@ sql_impl! {
                 .bind(request_id.as_str())
                 .bind(count(*finished_jobs))
                 .bind(state_value(State::Running))
-                .query::<DB>().execute(&mut *tx)
+                .query::<DB>()
+                .execute(&mut *tx)
                 .await?;
         }
         tx.commit().await?;

@@ -115,7 +115,8 @@ sql_impl! {
             .bind(stream_value(stream))
             .bind(count(proto::OUTPUT_HEAD_BYTES))
             .bind(count(tail_start))
-            .query::<DB>().execute(&mut *tx)
+            .query::<DB>()
+            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
@@ -162,7 +163,8 @@ sql_impl! {
     pub(super) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
         let rows = Statement::new("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
             .bind(request_id)
-            .query::<DB>().fetch_all(&self.readers)
+            .query::<DB>()
+            .fetch_all(&self.readers)
             .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
@@ -173,7 +175,8 @@ sql_impl! {
         )
         .bind(request_id.as_str())
         .bind(job_id)
-        .query::<DB>().fetch_optional(&self.readers)
+        .query::<DB>()
+        .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::NotFound {
             what: "job",
@@ -187,7 +190,8 @@ sql_impl! {
             Statement::new("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
                 .bind(request_id)
                 .bind(job_id)
-                .query::<DB>().fetch_all(&self.readers)
+                .query::<DB>()
+                .fetch_all(&self.readers)
                 .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
@@ -232,7 +236,8 @@ sql_impl! {
              WHERE request_id = $1 ORDER BY job_id, try",
         )
         .bind(request_id)
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
             Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))

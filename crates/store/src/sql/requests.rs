@@ -8,7 +8,8 @@ sql_impl! {
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
         let row = Statement::new("SELECT state FROM requests WHERE request_id = $1")
             .bind(request_id)
-            .query::<DB>().fetch_optional(&self.readers)
+            .query::<DB>()
+            .fetch_optional(&self.readers)
             .await;
         let actual = match row {
             Ok(None) => return Error::not_found("request", request_id),
@@ -189,7 +190,8 @@ sql_impl! {
     pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
         let rows = Statement::new("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
             .bind(request_id)
-            .query::<DB>().fetch_all(&self.readers)
+            .query::<DB>()
+            .fetch_all(&self.readers)
             .await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -220,7 +222,8 @@ sql_impl! {
     pub(super) async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let row = Statement::new("SELECT job_chain FROM request_archives WHERE request_id = $1")
             .bind(request_id)
-            .query::<DB>().fetch_optional(&self.readers)
+            .query::<DB>()
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
         let text: String = row.try_get("job_chain")?;
@@ -247,7 +250,8 @@ sql_impl! {
              WHERE r.request_id = $1",
         )
         .bind(request_id)
-        .query::<DB>().fetch_optional(&self.readers)
+        .query::<DB>()
+        .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::not_found("request", request_id))?;
         let mut request = Self::request_from_row(&row)?;
@@ -336,7 +340,8 @@ sql_impl! {
             "SELECT DISTINCT jr_url FROM requests WHERE state = $1 AND jr_url IS NOT NULL ORDER BY jr_url",
         )
         .bind(state_value(State::Running))
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
     }
@@ -346,7 +351,8 @@ sql_impl! {
         for &state in states {
             let row = Statement::new("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
                 .bind(state_value(state))
-                .query::<DB>().fetch_one(&self.readers)
+                .query::<DB>()
+                .fetch_one(&self.readers)
                 .await?;
             let n: i64 = row.try_get("n")?;
             if n > 0 {

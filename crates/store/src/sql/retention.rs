@@ -6,10 +6,10 @@ use super::*;
 sql_impl! {
     pub(super) async fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Result<Removed, Error> {
         let mut tx = self.pool.begin().await?;
-        if let Some(lock) = DB::RETENTION_LOCK_SQL {
-            if Statement::new(lock).query::<DB>().fetch_optional(&mut *tx).await?.is_none() {
-                return Ok(Removed::default());
-            }
+        if let Some(lock) = DB::RETENTION_LOCK_SQL
+            && Statement::new(lock).query::<DB>().fetch_optional(&mut *tx).await?.is_none()
+        {
+            return Ok(Removed::default());
         }
         let ids: Vec<String> = Statement::new(
             "SELECT request_id FROM requests WHERE state IN ($1, $2, $3) AND finished_at < $4 \
@@ -20,7 +20,8 @@ sql_impl! {
         .bind(state_value(State::Stopped))
         .bind(micros(before))
         .bind(i64::try_from(limit.max(1)).unwrap_or(i64::MAX))
-        .query::<DB>().fetch_all(&mut *tx)
+        .query::<DB>()
+        .fetch_all(&mut *tx)
         .await?
         .iter()
         .map(|row| row.try_get("request_id"))
@@ -57,7 +58,8 @@ sql_impl! {
         )
         .bind(micros(before))
         .bind(state_value(State::Running))
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await?;
         removed.job_runners = DB::rows_affected(&runners);
         tx.commit().await?;

@@ -36,7 +36,8 @@ sql_impl! {
         let row = Statement::new(concat!(runner_select!(), " WHERE r.instance_id = $2"))
             .bind(state_value(State::Running))
             .bind(instance)
-            .query::<DB>().fetch_optional(&self.readers)
+            .query::<DB>()
+            .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job runner instance", instance))?;
         Self::runner_from_row(&row, now)
@@ -64,7 +65,8 @@ sql_impl! {
         .bind(i64::from(runner.pid))
         .bind(micros(at))
         .bind(lease_us)
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
@@ -85,7 +87,8 @@ sql_impl! {
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         let runner = self.runner(instance, at).await?;
         if DB::rows_affected(&done) == 0 {
@@ -103,7 +106,8 @@ sql_impl! {
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -122,7 +126,8 @@ sql_impl! {
         ))
         .bind(state_value(State::Running))
         .bind(micros(ended_since))
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Self::runner_from_row(row, now))
@@ -135,7 +140,8 @@ sql_impl! {
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
@@ -146,7 +152,8 @@ sql_impl! {
         )
         .bind(instance)
         .bind(state_value(State::Running))
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| Ok(row.try_get("request_id")?))
@@ -190,7 +197,8 @@ sql_impl! {
             .bind(state_value(state))
             .bind(count(suspended.job_chain.finished_jobs)),
         }
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -224,7 +232,8 @@ sql_impl! {
         .bind(request_id)
         .bind(suspended_json)
         .bind(micros(at))
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())

@@ -16,7 +16,8 @@ sql_impl! {
         .bind(micros(due_at))
         .bind(host)
         .skip_duplicates("schedule, due_at")
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
@@ -36,7 +37,8 @@ sql_impl! {
         .bind(micros(due_at))
         .bind(request_id)
         .bind(skipped)
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -52,7 +54,8 @@ sql_impl! {
         )
         .bind(schedule)
         .bind(i64::from(limit))
-        .query::<DB>().fetch_all(&self.readers)
+        .query::<DB>()
+        .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {

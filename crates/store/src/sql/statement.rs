@@ -319,9 +319,7 @@ mod tests {
     #[test]
     fn rows_and_lists_number_their_params_after_those_before() {
         let mut statement = Statement::build("INSERT INTO t (a, b) VALUES ");
-        statement.push_rows([("x", 1_i64), ("y", 2)], |(a, b)| {
-            vec![a.into(), b.into()]
-        });
+        statement.push_rows([("x", 1_i64), ("y", 2)], |(a, b)| vec![a.into(), b.into()]);
         statement.push(" -- ").push_list([7_i16, 8]);
         assert_eq!(
             statement.sql,

@@ -15,7 +15,8 @@ sql_impl! {
             Statement::new("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
                 .bind(request_id)
                 .bind(host)
-                .query::<DB>().execute(&mut **tx)
+                .query::<DB>()
+                .execute(&mut **tx)
                 .await?;
         if DB::rows_affected(&deleted) == 0 {
             return Err(Error::Conflict(format!(
@@ -41,7 +42,8 @@ sql_impl! {
         .bind(request_id)
         .bind(suspended_json)
         .bind(micros(at))
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
@@ -74,7 +76,8 @@ sql_impl! {
         .bind(state_value(State::Running))
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -166,7 +169,8 @@ sql_impl! {
         .bind(state_value(State::Fail))
         .bind(state_value(State::Suspended))
         .bind(reason)
-        .query::<DB>().execute(&mut *tx)
+        .query::<DB>()
+        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())
@@ -180,7 +184,8 @@ sql_impl! {
         .bind(request_id)
         .bind(host)
         .bind(micros(Utc::now()))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -191,7 +196,8 @@ sql_impl! {
         )
         .bind(micros(before))
         .bind(micros(Utc::now()))
-        .query::<DB>().execute(&self.pool)
+        .query::<DB>()
+        .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -205,7 +211,8 @@ sql_impl! {
             "SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL AND suspended_at < $1",
         )
         .bind(micros(before))
-        .query::<DB>().fetch_all(&self.pool)
+        .query::<DB>()
+        .fetch_all(&self.pool)
         .await?;
         let mut expired = Vec::new();
         for row in rows {
@@ -217,7 +224,8 @@ sql_impl! {
                 "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host IS NULL",
             )
             .bind(request_id.as_str())
-            .query::<DB>().execute(&mut *tx)
+            .query::<DB>()
+            .execute(&mut *tx)
             .await?;
             if DB::rows_affected(&deleted) == 0 {
                 continue;
@@ -232,7 +240,8 @@ sql_impl! {
             .bind(state_value(State::Fail))
             .bind(state_value(State::Suspended))
             .bind("its suspended chain was not resumed before it expired")
-            .query::<DB>().execute(&mut *tx)
+            .query::<DB>()
+            .execute(&mut *tx)
             .await?;
             tx.commit().await?;
             expired.push(request_id);
