@@ -212,6 +212,7 @@ pub fn run(
 ) -> Result<Handle, ValidationError> {
     let job_chain = job_chain.into();
     let edges = validate::new_chain(&job_chain)?;
+    validate::job_types(&job_chain, &*factory)?;
     let chain = state::Chain::new(
         job_chain,
         edges,
@@ -222,7 +223,7 @@ pub fn run(
     Ok(traverser::spawn(chain, factory, reporter, options))
 }
 
-/// Validates a suspended chain and resumes it where it left off: STOPPED jobs run again,
+/// Validates a suspended chain (its job types too) and resumes it where it left off: STOPPED jobs run again,
 /// keeping their retry budget, and try numbers continue.
 pub fn resume(
     suspended: impl Into<Resumed>,
@@ -238,6 +239,7 @@ pub fn resume(
         ..
     } = suspended.into();
     let edges = validate::resumed_chain(&job_chain)?;
+    validate::job_types(&job_chain, &*factory)?;
     let mut chain = state::Chain::new(
         job_chain,
         edges,

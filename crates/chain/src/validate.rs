@@ -15,6 +15,8 @@ use crate::state::JobIdx;
 pub struct ValidationError {
     pub message: String,
     invalid_chain: bool,
+    /// The chain's job types that this runner's factory does not know, sorted.
+    missing_types: Vec<String>,
 }
 
 impl ValidationError {
@@ -22,6 +24,7 @@ impl ValidationError {
         ValidationError {
             message: message.into(),
             invalid_chain: true,
+            missing_types: Vec::new(),
         }
     }
 
@@ -29,13 +32,55 @@ impl ValidationError {
         ValidationError {
             message: message.into(),
             invalid_chain: false,
+            missing_types: Vec::new(),
         }
+    }
+
+    /// A chain with jobs of `types` that the runner cannot make: valid, but it must wait
+    /// for a runner that has them.
+    pub(crate) fn missing_types(types: Vec<String>) -> ValidationError {
+        ValidationError {
+            message: format!(
+                "this job runner has no job type {}; the chain waits for a runner that has",
+                types
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            invalid_chain: false,
+            missing_types: types,
+        }
+    }
+
+    /// The job types the runner lacks, when that is why it refused the chain.
+    pub fn missing_job_types(&self) -> &[String] {
+        &self.missing_types
     }
 
     /// Whether the graph itself is malformed (as opposed to its job states).
     pub fn is_invalid_chain(&self) -> bool {
         self.invalid_chain
     }
+}
+
+/// Refuses a chain with a job whose type `factory` does not know.
+pub(crate) fn job_types(
+    chain: &Incoming,
+    factory: &dyn job::Factory,
+) -> Result<(), ValidationError> {
+    let mut missing: Vec<String> = chain
+        .jobs
+        .iter()
+        .filter(|job| !factory.knows(&job.job_type))
+        .map(|job| job.job_type.to_string())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    missing.dedup();
+    Err(ValidationError::missing_types(missing))
 }
 
 /// A valid chain's edges by job index, both ways: jobs are numbered in the order of

@@ -228,6 +228,15 @@ pub trait Job: Send + Sync {
 /// types there next to the built-ins.
 pub trait Factory: Send + Sync {
     fn make(&self, id: &JobId) -> Result<Box<dyn Job>, Error>;
+
+    /// Whether [`Factory::make`] knows `job_type`. A runner refuses a chain with a job of
+    /// a type it does not know before anything runs, so that a chain waits for a runner
+    /// that has its types (such as one imported from Spin Cycle whose Go jobs are not
+    /// deployed yet) rather than failing its first try. True unless the factory says.
+    fn knows(&self, job_type: &str) -> bool {
+        let _ = job_type;
+        true
+    }
 }
 
 #[cfg(test)]

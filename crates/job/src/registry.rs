@@ -96,4 +96,8 @@ impl Factory for Registry {
             }),
         }
     }
+
+    fn knows(&self, job_type: &str) -> bool {
+        self.contains(job_type)
+    }
 }

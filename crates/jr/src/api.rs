@@ -18,6 +18,10 @@ impl IntoResponse for Error {
         let status = match self {
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            // Valid, but of job types this runner lacks: the chain waits for one that has.
+            Error::Refused(ref err) if !err.missing_job_types().is_empty() => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Error::Refused(ref err) if err.is_invalid_chain() => StatusCode::BAD_REQUEST,
             // Job states that do not fit: Spin Cycle's 500.
             Error::Refused(_) => StatusCode::INTERNAL_SERVER_ERROR,

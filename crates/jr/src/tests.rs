@@ -250,6 +250,23 @@ async fn bad_chains_are_refused() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // Valid, but of a job type this runner lacks: 422, naming it, and nothing runs.
+    let mut unknown = chain("req3", "1s");
+    for job in unknown.jobs.values_mut() {
+        job.job_type = "go-provision".to_owned();
+    }
+    let (status, body, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(serde_json::to_string(&unknown).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("`go-provision`"),
+        "{body}"
+    );
     let (status, _, _) = call(&router, Method::PUT, "/api/v1/job-chains/nope/stop", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = call(

@@ -25,6 +25,10 @@ pub enum ClientError {
     /// accepts), which no chain can be blamed for.
     #[error("job runner refused this Request Manager's credentials: {0}")]
     Unauthorized(String),
+    /// The Job Runner lacks job types of the chain (HTTP 422): the chain is valid and
+    /// waits for a runner that has them.
+    #[error("job runner lacks job types of the chain: {0}")]
+    MissingJobTypes(String),
     /// The Job Runner refused what it was sent as invalid.
     #[error("job runner refused the chain: {0}")]
     Invalid(String),
@@ -155,6 +159,7 @@ impl HttpJrClient {
             404 => ClientError::NotFound(message),
             409 => ClientError::AlreadyRunning(message),
             401 | 403 => ClientError::Unauthorized(message),
+            422 => ClientError::MissingJobTypes(message),
             400..=499 => ClientError::Invalid(message),
             _ => ClientError::Unavailable(message),
         })

@@ -10,6 +10,7 @@ mod exit;
 mod explain;
 mod graph;
 mod http_server;
+mod import;
 mod lint;
 mod local;
 mod run;
@@ -163,6 +164,9 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
+    /// Copy another system's history into Spindle's database
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Print shell completions
     Completions { shell: clap_complete::Shell },
     /// Make API tokens for a server's tokens file (`auth.tokens`)
@@ -183,6 +187,13 @@ enum TokenCommand {
         #[arg(long = "role")]
         roles: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportCommand {
+    /// Copy a Spin Cycle 2.x database (requests, archives, job log, suspended chains):
+    /// idempotent and resumable; ends with counts per table and per state
+    Spincycle(import::SpincycleArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -389,6 +400,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Find { filters, client } => block_on(spinc::find(&client.or(&top), &filters)),
             Command::Watch { id, client } => block_on(spinc::watch(&client.or(&top), &id)),
             Command::Token(TokenCommand::Create { user, roles }) => token_create(&user, &roles),
+            Command::Import(ImportCommand::Spincycle(args)) => block_on(import::spincycle(&args)),
             Command::Completions { shell } => {
                 clap_complete::generate(
                     shell,

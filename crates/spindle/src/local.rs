@@ -32,6 +32,9 @@ fn client_error(err: jr::Error) -> ClientError {
     let message = err.to_string();
     match err {
         jr::Error::ShuttingDown | jr::Error::NotStopped(_) => ClientError::Unavailable(message),
+        jr::Error::Refused(ref err) if !err.missing_job_types().is_empty() => {
+            ClientError::MissingJobTypes(message)
+        }
         jr::Error::Refused(ref err) if !err.is_invalid_chain() => ClientError::Unavailable(message),
         jr::Error::Invalid(_) | jr::Error::Refused(_) => ClientError::Invalid(message),
         jr::Error::AlreadyRunning(_) => ClientError::AlreadyRunning(message),

@@ -68,6 +68,7 @@ macro_rules! store_operations {
             fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> ();
             fn try_starts(&self, request_id: &str) -> Vec<StartedTry>;
             fn count_requests(&self, states: &[State]) -> Vec<(State, u64)>;
+            fn import_requests(&self, requests: &[ImportedRequest]) -> Vec<String>;
         }
     };
 }
@@ -113,6 +114,19 @@ pub struct NewRequest {
     pub create_request: CreateRequest,
     /// The audit trail's first event.
     pub created: Option<AuditEvent>,
+}
+
+/// A request from another system's history, as it ended there
+/// ([`Store::import_requests`]): `spindle import spincycle` copies Spin Cycle's requests so.
+#[derive(Debug, Clone)]
+pub struct ImportedRequest {
+    /// In its state, with its times, counts, error, args and (archived) job chain.
+    pub request: Request,
+    pub create_request: CreateRequest,
+    /// Every job log entry, with the request's id.
+    pub job_logs: Vec<JobLog>,
+    /// A SUSPENDED request's chain and when it was suspended.
+    pub suspended: Option<(SuspendedJobChain, DateTime<Utc>)>,
 }
 
 /// PENDING → RUNNING as [`Store::start_request`] makes it, for [`Store::write_batch`].
@@ -347,8 +361,9 @@ pub trait Store: Send + Sync + 'static {
     /// PENDING → FAIL (starting it failed).
     async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error>;
 
-    /// Why a PENDING request waits (kept in its `error`, which its start clears): a
-    /// request in another state is left as it is, without an error.
+    /// Why a PENDING or SUSPENDED request waits (kept in its `error`, which its start or
+    /// resume clears); a suspended chain that waits so never expires. A request in
+    /// another state is left as it is, without an error.
     async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error>;
 
     /// RUNNING → the final state. A request that already finished is left as it is.
@@ -532,6 +547,12 @@ pub trait Store: Send + Sync + 'static {
     /// How many requests are in each of `states` (a state with none is left out); reads
     /// the state index only.
     async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error>;
+
+    /// Stores requests of another system's history as they are (state, times, job log,
+    /// a SUSPENDED one's chain, to resume), all or none, in one transaction. A request
+    /// whose id is stored already is skipped whole, so importing again copies nothing
+    /// twice. Returns the ids stored now.
+    async fn import_requests(&self, requests: &[ImportedRequest]) -> Result<Vec<String>, Error>;
 }
 
 /// Opens the store a URL names: `sqlite://PATH` (created if missing), `postgres://...`

@@ -617,6 +617,108 @@ async fn resuming_a_request_that_moved_on(store: Arc<dyn Store>, raw: Raw) {
     );
 }
 
+/// Requests of another system's history (`spindle import spincycle`): stored as they
+/// ended, once; a suspended one that waits for job types never expires, and its resume
+/// clears why it waited.
+async fn imported_requests_and_chains_that_wait(store: Arc<dyn Store>, _raw: Raw) {
+    let imported = |id: &str, state: State| {
+        let (mut request, create_request) = request(id, "deploy", "ann", at(1, 0), "db1");
+        request.state = state;
+        request.started_at = Some(at(1, 1));
+        request.finished_at = (state == State::Complete).then(|| at(1, 2));
+        request.finished_jobs = 2;
+        crate::ImportedRequest {
+            request,
+            create_request,
+            job_logs: vec![
+                log(id, "a", 1, State::Complete),
+                log(id, "b", 1, State::Fail),
+            ],
+            suspended: (state == State::Suspended).then(|| (sjc(id), at(1, 3))),
+        }
+    };
+    let batch = [
+        imported("i1", State::Complete),
+        imported("i2", State::Suspended),
+    ];
+    let stored = store.import_requests(&batch).await.unwrap();
+    assert_eq!(stored, ["i1", "i2"]);
+    let done = store.get_request("i1", true).await.unwrap();
+    assert_eq!(
+        (
+            done.state,
+            done.started_at,
+            done.finished_at,
+            done.finished_jobs
+        ),
+        (State::Complete, Some(at(1, 1)), Some(at(1, 2)), 2)
+    );
+    let chain = done.job_chain.unwrap();
+    assert_eq!(chain.adjacency_list, sjc("i1").job_chain.adjacency_list);
+    assert_eq!(
+        (
+            chain.jobs["a"].state,
+            chain.jobs["b"].state,
+            chain.jobs["c"].state
+        ),
+        (State::Complete, State::Fail, State::Pending),
+        "each job as its log says"
+    );
+    assert_eq!(store.job_log("i1").await.unwrap(), batch[0].job_logs);
+    let by_host = RequestFilter {
+        args: [("host".to_owned(), "db1".to_owned())].into(),
+        ..RequestFilter::default()
+    };
+    assert_eq!(store.find_requests(&by_host).await.unwrap().len(), 2);
+    // Again, with one new: only the new one is stored.
+    let again = [imported("i1", State::Complete), imported("i3", State::Fail)];
+    assert_eq!(store.import_requests(&again).await.unwrap(), ["i3"]);
+    assert_eq!(store.job_log("i1").await.unwrap().len(), 2);
+
+    let claimed = store
+        .claim_suspended("rm-a", at(2, 0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed, sjc("i2"));
+    store
+        .set_waiting(
+            "i2",
+            "waits for a job runner with its job types: `go-provision`",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .release_stale_claims(Utc::now() + Duration::minutes(1))
+            .await
+            .unwrap(),
+        1
+    );
+    let expired = store.expire_suspended(at(9, 0), at(9, 0)).await.unwrap();
+    assert!(
+        expired.is_empty(),
+        "a chain that waits for its job types does not expire"
+    );
+    let waiting = store.get_request("i2", false).await.unwrap();
+    assert_eq!(waiting.state, State::Suspended);
+    assert!(waiting.error.contains("`go-provision`"));
+    store
+        .claim_suspended("rm-a", at(9, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .resumed(&"i2".into(), "rm-a", "http://jr1:32307", None)
+        .await
+        .unwrap();
+    let resumed = store.get_request("i2", false).await.unwrap();
+    assert_eq!(
+        (resumed.state, resumed.error.as_str()),
+        (State::Running, "")
+    );
+}
+
 /// storage.md's reference scenario for cleanup (TTL 1 h, claims stale after 5 min).
 async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) {
     let now = Utc::now();
@@ -2102,6 +2204,7 @@ suite!(
     suspend_claim_and_resume,
     resuming_a_request_that_moved_on,
     cleanup_reference_scenario,
+    imported_requests_and_chains_that_wait,
     claims_race_and_each_chain_is_claimed_once,
     search,
     batched_writes_from_many_callers,

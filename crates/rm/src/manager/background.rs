@@ -126,6 +126,16 @@ impl Manager {
                         self.ended(&request_id).await;
                     }
                 }
+                Err(err @ ClientError::MissingJobTypes(_)) => {
+                    // Its job types are not deployed yet (a chain imported from Spin
+                    // Cycle, say): it stays SUSPENDED, never expires, and says why; the
+                    // claim is kept, so it is offered again once the claim is stale.
+                    tracing::warn!(%request_id, error = %err, "the suspended chain waits for a job runner with its job types");
+                    let why = format!("waits for a job runner with its job types: {err}");
+                    if let Err(err) = self.store.set_waiting(&request_id, &why).await {
+                        tracing::warn!(%request_id, error = %err, "recording why the chain waits failed");
+                    }
+                }
                 Err(err @ ClientError::Unauthorized(_)) => {
                     // Logged once per runner; the chain waits, claimed again next round.
                     self.log_refusal(tried.as_deref().unwrap_or_default(), &err);

@@ -4,6 +4,7 @@ mod beyond;
 mod chaos;
 mod client;
 mod graph;
+mod import;
 mod lint;
 mod observability;
 mod own_db;
@@ -71,25 +72,46 @@ fn run(command: &mut Command) -> (String, String, i32) {
     )
 }
 
-/// The PostgreSQL server of the tests that need one: `SPINDLE_TEST_POSTGRES_URL`, else
-/// the default server if it answers. Without one the test that asks is skipped, and one
-/// line says so, unless `SPINDLE_TEST_POSTGRES=required` (CI), which makes it fail.
+/// The PostgreSQL server of the tests that need one: see [`database_server`].
 fn postgres_url(test: &str) -> Option<String> {
-    if let Ok(url) = std::env::var("SPINDLE_TEST_POSTGRES_URL") {
+    database_server(
+        test,
+        "PostgreSQL",
+        "SPINDLE_TEST_POSTGRES",
+        5432,
+        "postgres://postgres@127.0.0.1:5432/test",
+    )
+}
+
+/// The MySQL (MariaDB) server of the tests that need one: see [`database_server`].
+fn mysql_url(test: &str) -> Option<String> {
+    database_server(
+        test,
+        "MySQL",
+        "SPINDLE_TEST_MYSQL",
+        3306,
+        "mysql://root@127.0.0.1:3306/test",
+    )
+}
+
+/// A database server of the tests: `{VAR}_URL`, else `default` (on 127.0.0.1:`port`) if
+/// it answers. Without one the test that asks is skipped, and one line says so, unless
+/// `VAR=required` (CI), which makes it fail.
+fn database_server(test: &str, name: &str, var: &str, port: u16, default: &str) -> Option<String> {
+    if let Ok(url) = std::env::var(format!("{var}_URL")) {
         return Some(url);
     }
-    let url = "postgres://postgres@127.0.0.1:5432/test".to_owned();
-    let required = std::env::var("SPINDLE_TEST_POSTGRES").is_ok_and(|v| v == "required");
+    let required = std::env::var(var).is_ok_and(|v| v == "required");
     let answers = std::net::TcpStream::connect_timeout(
-        &std::net::SocketAddr::from(([127, 0, 0, 1], 5432)),
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_secs(2),
     )
     .is_ok();
     if answers || required {
-        return Some(url);
+        return Some(default.to_owned());
     }
     let line = format!(
-        "{test}: skipped: no PostgreSQL server at 127.0.0.1:5432 (set SPINDLE_TEST_POSTGRES_URL, or SPINDLE_TEST_POSTGRES=required to fail instead)\n"
+        "{test}: skipped: no {name} server at 127.0.0.1:{port} (set {var}_URL, or {var}=required to fail instead)\n"
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     None

@@ -311,10 +311,13 @@ sql_impl! {
     }
 
     pub(super) async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error> {
-        Statement::new("UPDATE requests SET error = $2 WHERE request_id = $1 AND state = $3")
-            .bind(request_id)
-            .bind(why)
-            .bind(state_value(State::Pending))
+        Statement::new(
+            "UPDATE requests SET error = $2 WHERE request_id = $1 AND state IN ($3, $4)",
+        )
+        .bind(request_id)
+        .bind(why)
+        .bind(state_value(State::Pending))
+        .bind(state_value(State::Suspended))
             .query::<DB>()
             .execute(&self.pool)
             .await?;

@@ -25,8 +25,8 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type
 pub(crate) use statement::{Rendered, Statement, ValuesUpdate, positional};
 
 use crate::{
-    BatchWritten, Error, Finished, Holder, JobState, Owner, Removed, StartRequest, StartedTry,
-    Store, WriteBatch,
+    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, Owner, Removed, StartRequest,
+    StartedTry, Store, WriteBatch,
 };
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
@@ -218,7 +218,7 @@ macro_rules! sql_impl {
         i32: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         i64: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         Option<String>: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
+        Option<i64>: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
         {
             $($body)*
         }
@@ -247,6 +247,7 @@ macro_rules! store_impl {
 
 mod answers;
 mod history;
+mod import;
 mod lifecycle;
 mod logs;
 mod requests;

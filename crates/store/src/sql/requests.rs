@@ -48,20 +48,6 @@ sql_impl! {
         tx: &mut sqlx::Transaction<'_, DB>,
         creates: &[(&Request, &CreateRequest, Option<&AuditEvent>)],
     ) -> Result<(), Error> {
-        let mut archives = Vec::with_capacity(creates.len());
-        for (request, create_request, _) in creates {
-            let Some(chain) = &request.job_chain else {
-                return Err(Error::Invalid(
-                    "a new request needs its job chain".to_owned(),
-                ));
-            };
-            archives.push((
-                request.id.as_str(),
-                to_json("create request", create_request)?,
-                to_json("request args", &request.args)?,
-                to_json("job chain", chain)?,
-            ));
-        }
         for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
                 "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) VALUES ",
@@ -83,37 +69,11 @@ sql_impl! {
             });
             insert.query::<DB>().execute(&mut **tx).await?;
         }
-        for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut insert = Statement::build(
-                "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ",
-            );
-            insert.push_rows(chunk, |(id, create, args, chain)| {
-                vec![
-                    (*id).into(),
-                    create.as_str().into(),
-                    args.as_str().into(),
-                    chain.as_str().into(),
-                ]
-            });
-            insert.query::<DB>().execute(&mut **tx).await?;
-        }
-        let args: Vec<(&str, &str, String)> = creates
+        let archived: Vec<(&Request, &CreateRequest)> = creates
             .iter()
-            .flat_map(|(request, _, _)| {
-                request
-                    .args
-                    .iter()
-                    .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
-            })
+            .map(|(request, create_request, _)| (*request, *create_request))
             .collect();
-        for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert =
-                Statement::build("INSERT INTO request_args (request_id, name, value) VALUES ");
-            insert.push_rows(chunk, |(id, name, value)| {
-                vec![(*id).into(), (*name).into(), value.as_str().into()]
-            });
-            insert.query::<DB>().execute(&mut **tx).await?;
-        }
+        Self::archive_in(tx, &archived).await?;
         let events: Vec<(&str, &AuditEvent)> = creates
             .iter()
             .filter_map(|(request, _, event)| event.map(|event| (request.id.as_str(), event)))
@@ -130,6 +90,60 @@ sql_impl! {
                     event.user.as_str().into(),
                     event.address.as_str().into(),
                 ]
+            });
+            insert.query::<DB>().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// The rows of `request_archives` and `request_args` of new requests (each with its
+    /// chain).
+    pub(super) async fn archive_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        requests: &[(&Request, &CreateRequest)],
+    ) -> Result<(), Error> {
+        let mut archives = Vec::with_capacity(requests.len());
+        for (request, create_request) in requests {
+            let Some(chain) = &request.job_chain else {
+                return Err(Error::Invalid(
+                    "a new request needs its job chain".to_owned(),
+                ));
+            };
+            archives.push((
+                request.id.as_str(),
+                to_json("create request", create_request)?,
+                to_json("request args", &request.args)?,
+                to_json("job chain", chain)?,
+            ));
+        }
+        for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let mut insert = Statement::build(
+                "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ",
+            );
+            insert.push_rows(chunk, |(id, create, args, chain)| {
+                vec![
+                    (*id).into(),
+                    create.as_str().into(),
+                    args.as_str().into(),
+                    chain.as_str().into(),
+                ]
+            });
+            insert.query::<DB>().execute(&mut **tx).await?;
+        }
+        let args: Vec<(&str, &str, String)> = requests
+            .iter()
+            .flat_map(|(request, _)| {
+                request
+                    .args
+                    .iter()
+                    .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
+            })
+            .collect();
+        for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
+            let mut insert =
+                Statement::build("INSERT INTO request_args (request_id, name, value) VALUES ");
+            insert.push_rows(chunk, |(id, name, value)| {
+                vec![(*id).into(), (*name).into(), value.as_str().into()]
             });
             insert.query::<DB>().execute(&mut **tx).await?;
         }

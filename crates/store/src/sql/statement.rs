@@ -24,6 +24,8 @@ pub enum Param<'q> {
     Small(i16),
     Int(i32),
     Big(i64),
+    /// A 64-bit integer, or NULL.
+    MaybeBig(Option<i64>),
 }
 
 impl<'q> From<&'q str> for Param<'q> {
@@ -53,6 +55,12 @@ impl From<i16> for Param<'_> {
 impl From<i32> for Param<'_> {
     fn from(value: i32) -> Self {
         Param::Int(value)
+    }
+}
+
+impl From<Option<i64>> for Param<'_> {
+    fn from(value: Option<i64>) -> Self {
+        Param::MaybeBig(value)
     }
 }
 
@@ -169,6 +177,7 @@ impl<'q> Statement<'q> {
         i16: for<'a> Encode<'a, DB> + Type<DB>,
         i32: for<'a> Encode<'a, DB> + Type<DB>,
         i64: for<'a> Encode<'a, DB> + Type<DB>,
+        Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
     {
         let sql = match self.skip_duplicates {
             Some(key) => Cow::Owned(DB::skip_duplicates(&self.sql, key)),
@@ -188,6 +197,7 @@ impl<'q> Statement<'q> {
                 Param::Small(value) => query.bind(*value),
                 Param::Int(value) => query.bind(*value),
                 Param::Big(value) => query.bind(*value),
+                Param::MaybeBig(value) => query.bind(*value),
             };
         }
         query

@@ -132,7 +132,7 @@ sql_impl! {
         let mut tx = self.pool.begin().await?;
         Self::delete_claimed(&mut tx, request_id, host).await?;
         let update = Statement::new(
-            "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, '') \
+            "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, ''), error = '' \
              WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
         )
         .bind(request_id)
@@ -208,7 +208,9 @@ sql_impl! {
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, Error> {
         let rows = Statement::new(
-            "SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL AND suspended_at < $1",
+            "SELECT request_id FROM suspended_job_chains WHERE rm_host IS NULL AND suspended_at < $1 \
+             AND NOT EXISTS (SELECT 1 FROM requests r \
+             WHERE r.request_id = suspended_job_chains.request_id AND r.error <> '')",
         )
         .bind(micros(before))
         .query::<DB>()
