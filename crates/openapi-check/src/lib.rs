@@ -84,6 +84,23 @@ pub fn check_routes(source: &str, document: &str) -> Result<(), String> {
     }
 }
 
+/// A test's view of a response's body — JSON, a string for a text body, null for none —
+/// after checking it against `document` ([`check_response`]); panics, with why, where it
+/// does not fit.
+pub fn checked_body(document: &str, method: &str, uri: &str, status: u16, bytes: &[u8]) -> Value {
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(bytes).into_owned()))
+    };
+    let document: Value = serde_json::from_str(document).expect("the document is JSON");
+    if let Err(err) = check_response(&document, method, uri, status, &body) {
+        panic!("{err}");
+    }
+    body
+}
+
 /// Checks that a response (its status and its body as JSON, a string for a text body,
 /// null for none) fits what `document` says of `method` on `path`. An undocumented
 /// status is an error; a documented response without a body schema is not checked. A

@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use serde_json::{Value, json};
 
-use common::{Process, free_port, fresh_database};
+use common::{
+    Process, drop_mysql_database, free_port, fresh_database, fresh_mysql_database, get_json,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Setup {
@@ -46,6 +48,12 @@ enum Setup {
     Several,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    Postgres,
+    Mysql,
+}
+
 #[derive(Debug, Parser)]
 #[command(about = "Load a Spindle Request Manager with concurrent clients")]
 struct Args {
@@ -55,6 +63,10 @@ struct Args {
     /// What to start when no --url is given
     #[arg(long, value_enum, default_value_t = Setup::Server)]
     setup: Setup,
+    /// The database of --setup rm-jr and several: a fresh database on the PostgreSQL
+    /// server (`SPINDLE_TEST_POSTGRES_URL`) or the MySQL one (`SPINDLE_TEST_MYSQL_URL`)
+    #[arg(long, value_enum, default_value_t = Backend::Postgres)]
+    backend: Backend,
     /// Specs for the server it starts, relative to the repository (default: a directory
     /// holding the `load15` request)
     #[arg(long)]
@@ -281,7 +293,7 @@ async fn run(args: Args) {
                 )
             }
             Setup::RmJr => {
-                let (url, admin) = fresh_database("load").await;
+                let (url, admin) = fresh(args.backend, "load").await;
                 let (rm_port, jr_port) = (free_port(), free_port());
                 let (rm_base, jr_base) = (
                     format!("http://127.0.0.1:{rm_port}"),
@@ -315,11 +327,11 @@ async fn run(args: Args) {
                 (
                     rm_base,
                     pids,
-                    "spindle rm + spindle jr, PostgreSQL".to_owned(),
+                    format!("spindle rm + spindle jr, {:?}", args.backend),
                 )
             }
             Setup::Several => {
-                let (url, admin) = fresh_database("several").await;
+                let (url, admin) = fresh(args.backend, "several").await;
                 let rm_bases: Vec<String> = (0..2)
                     .map(|_| format!("http://127.0.0.1:{}", free_port()))
                     .collect();
@@ -359,14 +371,8 @@ async fn run(args: Args) {
                 // Every runner registered before the load starts.
                 let deadline = Instant::now() + Duration::from_secs(30);
                 loop {
-                    let listed: Value = http
-                        .get(format!("{}/api/v1/job-runners", rm_bases[0]))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let listed =
+                        get_json(&http, &format!("{}/api/v1/job-runners", rm_bases[0])).await;
                     if listed.as_array().is_some_and(|r| r.len() == 3) {
                         break;
                     }
@@ -501,11 +507,26 @@ async fn run(args: Args) {
     }
     drop(processes);
     if let Some((url, admin)) = database {
+        let Some(admin) = admin else {
+            drop_mysql_database(&url).await;
+            return;
+        };
         let name = url.rsplit('/').next().unwrap().to_owned();
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE \"{name}\" WITH (FORCE)"
         )))
         .execute(&admin)
         .await;
+    }
+}
+
+/// A fresh database of `backend`: its URL, and PostgreSQL's admin pool.
+async fn fresh(backend: Backend, name: &str) -> (String, Option<sqlx::PgPool>) {
+    match backend {
+        Backend::Postgres => {
+            let (url, admin) = fresh_database(name).await;
+            (url, Some(admin))
+        }
+        Backend::Mysql => (fresh_mysql_database(name).await, None),
     }
 }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::{Process, free_port, fresh_database, median, rounds, runtime};
+use common::{Process, free_port, fresh_database, get_json, median, rounds, runtime};
 
 fn fanout_spec(name: &str, n: usize) -> String {
     let mut out = format!(
@@ -96,14 +96,7 @@ async fn create(http: &reqwest::Client, base: &str, request_type: &str) -> Strin
 
 async fn wait_complete(http: &reqwest::Client, base: &str, id: &str) {
     loop {
-        let request: Value = http
-            .get(format!("{base}/api/v1/requests/{id}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let request = get_json(http, &format!("{base}/api/v1/requests/{id}")).await;
         match request["state"].as_u64() {
             Some(3) => return,
             Some(4 | 6) => panic!("request {id} ended in state {}", request["state"]),

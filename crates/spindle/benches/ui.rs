@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::{Process, free_port, median};
+use common::{Process, free_port, get_json, median};
 
 const SPECS: &str = include_str!("../../../fixtures/specs/wide.yaml");
 
@@ -82,14 +82,7 @@ async fn main() {
     let id = created["id"].as_str().expect("created").to_owned();
     let jobs = created["totalJobs"].as_u64().unwrap_or_default();
     loop {
-        let request: Value = http
-            .get(format!("{base}/ui/api/requests/{id}/states"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let request = get_json(&http, &format!("{base}/ui/api/requests/{id}/states")).await;
         if request["request"]["state"] == 3 {
             break;
         }

@@ -13,7 +13,7 @@ use sqlx::sqlite::{
 };
 
 use crate::Error;
-use crate::sql::{Backend, SqlStore, Statement};
+use crate::sql::{Backend, Rendered, SqlStore, Statement, positional};
 
 /// Marks a database file as Spindle's (`PRAGMA application_id`, "SPND").
 const APPLICATION_ID: i64 = 0x5350_4E44;
@@ -37,6 +37,14 @@ impl Backend for Sqlite {
     const LOCK_ROWS_SKIP_LOCKED: &'static str = "";
 
     const RETENTION_LOCK_SQL: Option<&'static str> = None;
+
+    /// Anonymous `?` placeholders, taken in order: sqlx binds a numbered one (`$N`) by
+    /// asking SQLite its name, which SQLite finds by a scan of the statement's names, so
+    /// that binding a multi-row INSERT of n params took time in n² (a 1,000-row job log
+    /// INSERT, 12,000 params: 0.15 s, nearly all of `spindle import` into SQLite).
+    fn render(sql: &str) -> Option<Rendered> {
+        Some(positional(sql))
+    }
 
     /// The index on (name, value) holds values of any length (long keys go to overflow
     /// pages), so the value is compared as it is.

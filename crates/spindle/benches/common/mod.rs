@@ -82,6 +82,38 @@ pub(crate) fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// `GET url` answered with JSON.
+pub(crate) async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// A fresh MySQL (MariaDB) database on the bench's server (`SPINDLE_TEST_MYSQL_URL`,
+/// default mysql://root@127.0.0.1:3306/test); returns its URL.
+pub(crate) async fn fresh_mysql_database(name: &str) -> String {
+    let admin_url = std::env::var("SPINDLE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+    let database = format!("spindle_bench_{name}_{}", std::process::id());
+    let admin = sqlx::MySqlPool::connect(&admin_url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{database}`")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let slash = admin_url.rfind('/').unwrap();
+    format!("{}/{database}", &admin_url[..slash])
+}
+
+/// Drops a database [`fresh_mysql_database`] made.
+pub(crate) async fn drop_mysql_database(url: &str) {
+    let (server, name) = url.rsplit_once('/').unwrap();
+    if let Ok(admin) = sqlx::MySqlPool::connect(&format!("{server}/test")).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE `{name}`")))
+            .execute(&admin)
+            .await;
+        admin.close().await;
+    }
+}
+
 /// A fresh PostgreSQL database on the bench's server; returns its URL and the admin pool.
 pub(crate) async fn fresh_database(name: &str) -> (String, sqlx::PgPool) {
     let admin_url = std::env::var("SPINDLE_TEST_POSTGRES_URL")

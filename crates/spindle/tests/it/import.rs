@@ -13,49 +13,7 @@ use sqlx::mysql::MySqlPool;
 use crate::{eventually, mysql_url, run, spindle};
 
 /// Spin Cycle's tables as storage.md describes them (its fourth migration applied).
-const SPIN_CYCLE_SCHEMA: [&str; 4] = [
-    "CREATE TABLE requests (
-        request_id BINARY(20) NOT NULL PRIMARY KEY,
-        type VARBINARY(75) NOT NULL,
-        state TINYINT UNSIGNED NOT NULL DEFAULT 0,
-        user VARCHAR(100) NULL,
-        created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-        started_at TIMESTAMP(6) NULL DEFAULT NULL,
-        finished_at TIMESTAMP(6) NULL DEFAULT NULL,
-        total_jobs INT UNSIGNED NOT NULL DEFAULT 0,
-        finished_jobs INT UNSIGNED NOT NULL DEFAULT 0,
-        jr_url VARCHAR(2000) NULL,
-        INDEX (created_at), INDEX (finished_at), INDEX (state, created_at)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE request_archives (
-        request_id BINARY(20) NOT NULL PRIMARY KEY,
-        create_request BLOB NOT NULL,
-        args BLOB NOT NULL,
-        job_chain LONGBLOB NOT NULL
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE job_log (
-        request_id BINARY(20) NOT NULL,
-        job_id BINARY(4) NOT NULL,
-        name VARBINARY(100) NOT NULL,
-        try SMALLINT NOT NULL DEFAULT 0,
-        type VARBINARY(75) NOT NULL,
-        state TINYINT UNSIGNED NOT NULL DEFAULT 0,
-        started_at BIGINT UNSIGNED NOT NULL DEFAULT 0,
-        finished_at BIGINT UNSIGNED NOT NULL DEFAULT 0,
-        error TEXT NULL,
-        `exit` BIGINT NULL,
-        stdout LONGBLOB NULL,
-        stderr LONGBLOB NULL,
-        PRIMARY KEY (request_id, job_id, try)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE suspended_job_chains (
-        request_id BINARY(20) NOT NULL PRIMARY KEY,
-        suspended_job_chain LONGBLOB NOT NULL,
-        rm_host VARCHAR(64) NULL,
-        updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
-        suspended_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-];
+const SPIN_CYCLE_SCHEMA: &str = include_str!("../../../../fixtures/spincycle-db/schema.sql");
 
 /// A database of the test's own on the test MySQL server, dropped by `remove`.
 struct MysqlDatabase {
@@ -144,8 +102,14 @@ fn hosts() -> String {
 /// job log rows each.
 async fn fill(source: &str, logs: usize, extra: usize) {
     let pool = MySqlPool::connect(source).await.unwrap();
-    for table in SPIN_CYCLE_SCHEMA {
-        sqlx::query(table).execute(&pool).await.unwrap();
+    for table in SPIN_CYCLE_SCHEMA
+        .split(";\n")
+        .filter(|t| t.contains("CREATE"))
+    {
+        sqlx::query(sqlx::AssertSqlSafe(table))
+            .execute(&pool)
+            .await
+            .unwrap();
     }
     let arg = |name: &str, value: Value| {
         json!({"Pos": 0, "Name": name, "Desc": "", "Type": "required", "Given": true,
