@@ -437,7 +437,7 @@
         row("Started", time(r.startedAt)),
         row("Finished", time(r.finishedAt)),
         row("Runtime", runtime(r)),
-        r.error ? row(r.state === "PENDING" ? "Waiting" : "Failure", h("span", { class: "error", id: "failure" }, r.error)) : null,
+        r.error ? row(r.state === "PENDING" || r.state === "SUSPENDED" ? "Waiting" : "Failure", h("span", { class: "error", id: "failure" }, r.error)) : null,
         r.jrURL ? row("Job Runner", h("span", { class: "mono" }, r.jrURL)) : null,
         r.specVersion ? row("Specs", h("a", { class: "mono", id: "spec-version", href: `/api/v1/requests/${enc(r.id)}/spec`, title: "The spec files this request was built from" }, r.specVersion)) : null,
       ].filter(Boolean));

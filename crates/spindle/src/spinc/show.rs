@@ -35,7 +35,9 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
         request.user,
         required.join(" ")
     );
-    if request.state == State::Pending && !request.error.is_empty() {
+    // Why a PENDING or SUSPENDED request waits (a runner that refused the credentials,
+    // job types no runner has).
+    if matches!(request.state, State::Pending | State::Suspended) && !request.error.is_empty() {
         out!("\n  {}", request.error);
     }
     print_failure(&client, &request).await?;

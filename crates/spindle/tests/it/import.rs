@@ -692,6 +692,15 @@ async fn imported_suspended_chains_resume_or_wait_for_their_job_types() {
         },
     )
     .await;
+    let (stdout, stderr, code) =
+        run(spindle(dir.path()).args(["status", &ID_WAITS, "--addr", &server.url]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("SUSPENDED")
+            && stdout.contains("waits for a job runner with its job types")
+            && stdout.contains("`go-provision`"),
+        "{stdout}"
+    );
     drop(server);
     source.remove().await;
 }
