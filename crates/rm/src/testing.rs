@@ -56,6 +56,9 @@ impl FakeJr {
             401 => Err(ClientError::Unauthorized(
                 "HTTP 401: no credentials: send a bearer token".to_owned(),
             )),
+            422 => Err(ClientError::MissingJobTypes(
+                "HTTP 422: this job runner has no job type `go-provision`".to_owned(),
+            )),
             _ => Err(ClientError::Invalid("invalid chain".to_owned())),
         }
     }

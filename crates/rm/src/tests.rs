@@ -568,6 +568,40 @@ async fn a_runner_that_refuses_the_managers_credentials_leaves_the_request_pendi
     assert_eq!(started.error, "", "the start clears why it waited");
 }
 
+/// Issue #30: a runner without the request's job types (a team's jobs not deployed
+/// yet) leaves it PENDING, saying which, and it runs once a runner has them.
+#[tokio::test]
+async fn a_runner_without_the_job_types_leaves_the_request_pending_with_why() {
+    let env = env().await;
+    env.jr.answer.store(422, Ordering::SeqCst);
+    let id = create(&env).await;
+    env.manager.start_pending().await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .starts_with("waits for a job runner with its job types")
+            && stored.error.contains("`go-provision`"),
+        "{}",
+        stored.error
+    );
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (started.state, started.error.as_str()),
+        (State::Running, "")
+    );
+}
+
 #[tokio::test]
 async fn a_chain_the_job_runner_refuses_fails_the_request() {
     let env = env().await;

@@ -26,7 +26,10 @@ impl Manager {
                 .await
             {
                 Ok(Handed::Done) => {}
-                Ok(Handed::Later(ClientError::AlreadyRunning(_))) => {}
+                // Another may run (or the same may later have) what this one lacks.
+                Ok(Handed::Later(
+                    ClientError::AlreadyRunning(_) | ClientError::MissingJobTypes(_),
+                )) => {}
                 Ok(Handed::Later(_)) | Err(_) => return,
                 Ok(Handed::Refused(err)) => {
                     tracing::error!(%request_id, error = %err, "job runner refused the request");

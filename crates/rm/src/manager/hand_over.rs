@@ -115,6 +115,16 @@ impl Manager {
                 self.credentials_refused(request_id, &url, &err).await;
                 Ok(Handed::Later(err))
             }
+            Err(err @ ClientError::MissingJobTypes(_)) => {
+                // Not the request's fault: its job types are not deployed on that
+                // runner. It stays PENDING, says why, and is offered again each round.
+                tracing::debug!(%request_id, jr_url = url, error = %err, "the job runner lacks job types of the request");
+                let why = format!("waits for a job runner with its job types: {err}");
+                if let Err(err) = self.store.set_waiting(request_id, &why).await {
+                    tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
+                }
+                Ok(Handed::Later(err))
+            }
             Err(err) => Ok(Handed::Refused(err)),
         }
     }
@@ -224,6 +234,10 @@ impl Manager {
             Handed::Done => Ok(()),
             // Logged once per runner where it was refused.
             Handed::Later(ClientError::Unauthorized(_)) => Ok(()),
+            Handed::Later(err @ ClientError::MissingJobTypes(_)) => {
+                tracing::warn!(%request_id, error = %err, "the job runner lacks job types of the request; it stays PENDING and is offered again");
+                Ok(())
+            }
             Handed::Later(err) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
                 Ok(())
