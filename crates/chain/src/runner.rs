@@ -129,6 +129,7 @@ fn make(factory: &dyn Factory, request_id: &str, job: &RunJob) -> Result<Box<dyn
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         let mut made = factory.make(&id)?;
         made.deserialize(&job.bytes)?;
+        made.set_args(&job.args);
         Ok(made)
     }))
     .unwrap_or_else(|payload| {

@@ -8,6 +8,7 @@
 //! cancellation token and a handle for its live status line.
 
 mod builtin;
+pub mod external;
 mod registry;
 
 use std::sync::{Arc, Mutex};
@@ -46,6 +47,9 @@ pub enum Error {
     Serialize(String),
     #[error("cannot read the job's stored bytes: {0}")]
     Deserialize(String),
+    /// A job program (`jobs:` in the config) could not be used; the text names it.
+    #[error("{0}")]
+    Program(String),
 }
 
 /// What the grapher tells a job when creating it, besides its args.
@@ -207,6 +211,13 @@ pub trait Job: Send + Sync {
 
     /// JR side: restores what `serialize` wrote.
     fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error>;
+
+    /// JR side, after [`Job::deserialize`]: the job's args as the chain holds them (its
+    /// inputs before its create step), for a job that reads them when it runs. Most
+    /// have what they need in their bytes; the default ignores them.
+    fn set_args(&mut self, args: &JobArgs) {
+        let _ = args;
+    }
 
     /// JR side: one try. `data` is the job's run-time data, which it may change; on
     /// success it flows to the jobs that run after it.

@@ -16,6 +16,8 @@ pub struct Registry {
     makers: BTreeMap<String, Maker>,
     /// The job args each type requires (the linter checks that nodes pass them).
     required: BTreeMap<String, Vec<String>>,
+    /// The job program that serves each external type (`jobs:`), as messages name it.
+    pub(crate) programs: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for Registry {

@@ -13,6 +13,7 @@ mod http_server;
 mod import;
 mod lint;
 mod local;
+mod programs;
 mod run;
 mod serve;
 mod spinc;
@@ -208,6 +209,9 @@ struct LintArgs {
     /// job node's type must be one this binary runs, with the job args it requires
     #[arg(long)]
     any_job_type: bool,
+    /// A config file whose job programs (`jobs:`) serve job types besides this binary's
+    #[arg(long, env = "SPINDLE_CONFIG")]
+    config: Option<PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,

@@ -21,7 +21,8 @@ pub(crate) fn job_types(registry: &job::Registry) -> spec::JobTypes {
 pub(crate) fn run(args: &LintArgs, registry: &job::Registry) -> anyhow::Result<Exit> {
     let mut report = spec::lint(&args.paths)?;
     if !args.any_job_type {
-        report.check_job_types(&job_types(registry));
+        let registry = crate::programs::with_config(registry.clone(), args.config.as_deref())?;
+        report.check_job_types(&job_types(&registry));
     }
     for diagnostic in &mut report.diagnostics {
         if let Some(file) = &diagnostic.file {

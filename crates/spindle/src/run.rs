@@ -27,6 +27,10 @@ pub(crate) struct RunArgs {
     /// mysql://USER:PASSWORD@HOST:PORT/DATABASE
     #[arg(long, env = "SPINDLE_DATABASE", default_value = "sqlite://spindle.db")]
     database: String,
+    /// A config file (the servers' own) whose job programs (`jobs:`) serve job types
+    /// besides this binary's; its other settings are the servers'
+    #[arg(long, env = "SPINDLE_CONFIG")]
+    config: Option<PathBuf>,
     /// The request type to run
     request: String,
     /// Request args as name=value; a value that is a JSON list or object is passed as that value
@@ -56,6 +60,7 @@ pub(crate) async fn run(
     output: Output,
 ) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
+    let registry = crate::programs::with_config(registry, args.config.as_deref())?;
     // The specs are read and linted on a blocking thread while the store opens (and a new
     // database is migrated): on two cores the two overlap.
     let loading = tokio::task::spawn_blocking({

@@ -1,7 +1,7 @@
 //! Spindle's built-in job types, so that a team can use Spindle from YAML alone.
 
 pub mod approval;
-mod shell;
+pub(crate) mod shell;
 
 use std::time::Duration;
 

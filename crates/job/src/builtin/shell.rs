@@ -21,10 +21,10 @@ use tokio::io::AsyncReadExt;
 use crate::{CreateContext, Error, Job, Outcome, Output, RunContext};
 
 /// How long a stopped or timed-out process group has between SIGTERM and SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for output after the program exits (a background child that keeps
 /// the pipe open must not hold the job forever).
-const DRAIN_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN_WAIT: Duration = Duration::from_secs(2);
 /// `shell-args` runs at request creation; it may not hold the request longer than this
 /// unless its `timeout` arg says otherwise.
 const SHELL_ARGS_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -182,7 +182,7 @@ impl Command {
 /// prints. Shared, so that what was read so far can be taken even if the pipe never
 /// closes.
 #[derive(Debug, Clone, Default)]
-struct Captured(Arc<Mutex<HeadTail>>);
+pub(crate) struct Captured(Arc<Mutex<HeadTail>>);
 
 #[derive(Debug, Default)]
 struct HeadTail {
@@ -202,7 +202,7 @@ fn cut_marker(cut: u64) -> String {
 }
 
 impl Captured {
-    fn push(&self, bytes: &[u8]) {
+    pub(crate) fn push(&self, bytes: &[u8]) {
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let kept = &mut *guard;
         kept.total += bytes.len() as u64;
@@ -217,7 +217,7 @@ impl Captured {
         kept.tail.extend(rest);
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let kept = &*guard;
         let mut text = String::from_utf8_lossy(&kept.head).into_owned();
@@ -234,7 +234,7 @@ impl Captured {
 
 /// Reads a pipe to its end, keeping its bytes and passing them on to the try's live
 /// output.
-async fn capture(
+pub(crate) async fn capture(
     mut pipe: impl tokio::io::AsyncRead + Unpin,
     captured: Captured,
     output: Output,
@@ -252,7 +252,7 @@ async fn capture(
     }
 }
 
-fn exit_code(status: std::process::ExitStatus) -> i64 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i64 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => i64::from(code),
@@ -261,7 +261,7 @@ fn exit_code(status: std::process::ExitStatus) -> i64 {
     }
 }
 
-fn signal_group(pid: Option<u32>, signal: Signal) {
+pub(crate) fn signal_group(pid: Option<u32>, signal: Signal) {
     if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
         // The group may be gone already; nothing to do then.
         let _ = killpg(Pid::from_raw(pid), signal);
@@ -456,7 +456,7 @@ pub struct ShellArgsJob {
 /// Output quoted in an error: at most this many characters.
 const QUOTE_LIMIT: usize = 2000;
 
-fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     let mut quoted: String = text.chars().take(QUOTE_LIMIT).collect();
     if quoted.len() < text.len() {
         quoted.push('…');

@@ -43,6 +43,8 @@ pub(crate) struct FileConfig {
     pub(crate) tls: Option<TlsConfig>,
     /// What one client may send.
     pub(crate) limits: Option<LimitsConfig>,
+    /// Job programs: job types served by programs in any language (docs/job-protocol.md).
+    pub(crate) jobs: Option<Vec<job::external::ProgramConfig>>,
 }
 
 /// The `tls:` section.
@@ -120,7 +122,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, lease, metrics, otlp_endpoint, log_level, auth, token,
-    /// client
+    /// client, tls, limits, jobs
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -278,6 +280,8 @@ pub(crate) struct Settings {
     /// None: plain HTTP.
     pub(crate) tls: Option<crate::http_server::ServerTls>,
     pub(crate) limits: crate::http_server::Limits,
+    /// Job programs whose types are added to the binary's own.
+    pub(crate) jobs: Vec<job::external::ProgramConfig>,
 }
 
 impl Settings {
@@ -388,6 +392,7 @@ impl FileConfig {
                 .transpose()?,
             tls: tls(file.tls.clone().unwrap_or_default())?,
             limits: limits(file.limits.clone().unwrap_or_default())?,
+            jobs: file.jobs.clone().unwrap_or_default(),
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: file.token.clone().filter(|t| !t.is_empty()),

@@ -23,7 +23,9 @@ mod specs;
 mod wiring;
 
 use config::*;
-pub(crate) use config::{JrArgs, RmArgs, ServerArgs, Settings, lease_settings, stale_claim};
+pub(crate) use config::{
+    FileConfig, JrArgs, RmArgs, ServerArgs, Settings, lease_settings, stale_claim,
+};
 use logging::*;
 pub(crate) use process::{reap_dead_local_runners, shutdown_signal};
 use specs::*;
@@ -55,7 +57,7 @@ struct ManagerStart {
 fn manager_start(
     args: &impl serde::Serialize,
     common: &CommonArgs,
-    registry: &Registry,
+    registry: &mut Registry,
 ) -> anyhow::Result<Option<ManagerStart>> {
     let settings = settings_and_logs(
         args,
@@ -63,6 +65,7 @@ fn manager_start(
         common.log_format,
         "127.0.0.1:32308",
     )?;
+    crate::programs::add(registry, &settings.jobs)?;
     let Some(report) = load_report(&settings.specs, Some(registry))? else {
         eprintln_failure("the specs have errors; not starting");
         return Ok(None);
@@ -105,14 +108,14 @@ async fn run_manager(
 }
 
 /// `spindle server`: Request Manager and Job Runner in one process.
-pub(crate) async fn server(args: &ServerArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow::Result<Exit> {
     let Some(ManagerStart {
         settings,
         specs,
         sources,
         auth,
         schedules,
-    }) = manager_start(args, &args.common, &registry)?
+    }) = manager_start(args, &args.common, &mut registry)?
     else {
         return Ok(Exit::Failure);
     };
@@ -192,14 +195,17 @@ async fn finish_serving(
 }
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
-pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn request_manager(
+    args: &RmArgs,
+    mut registry: Registry,
+) -> anyhow::Result<Exit> {
     let Some(ManagerStart {
         settings,
         specs,
         sources,
         auth,
         schedules,
-    }) = manager_start(args, &args.common, &registry)?
+    }) = manager_start(args, &args.common, &mut registry)?
     else {
         return Ok(Exit::Failure);
     };
@@ -255,13 +261,14 @@ pub(crate) async fn request_manager(args: &RmArgs, registry: Registry) -> anyhow
 }
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
-pub(crate) async fn job_runner(args: &JrArgs, registry: Registry) -> anyhow::Result<Exit> {
+pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow::Result<Exit> {
     let settings = settings_and_logs(
         args,
         args.common.config.as_deref(),
         args.common.log_format,
         "127.0.0.1:32307",
     )?;
+    crate::programs::add(&mut registry, &settings.jobs)?;
     let (listener, address) = bind("spindle jr", &settings, args.common.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
     let base_url = format!("{}://{address}", settings.scheme());

@@ -1,0 +1,3 @@
+module spindle/sdk/go
+
+go 1.19

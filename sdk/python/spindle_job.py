@@ -1,0 +1,285 @@
+"""Spindle's job kit for Python (standard library only): job types served over Spindle's
+job protocol, version 1 (docs/job-protocol.md in Spindle's repository).
+
+A job is a decorated function::
+
+    import spindle_job
+
+    @spindle_job.job("greet", required=["name"])
+    def greet(ctx):
+        print("hello", ctx.args["name"])      # the job's live output
+        ctx.data["greeted"] = ctx.args["name"]  # job data for the jobs after it
+
+    spindle_job.serve()
+
+or a class with Spin Cycle's job interface (create, serialize, deserialize, run, stop,
+status), registered with :func:`register`. The function form completes when the function
+returns and fails (exit 1, the exception as the error) when it raises; it may return a
+:class:`Return` to say otherwise.
+
+Spindle runs the program once per call: the call is in the environment
+(``SPINDLE_JOB_CALL``) and on stdin (one JSON document); answers and status lines go to
+the descriptor ``SPINDLE_JOB_FD`` names, one JSON object a line, so that stdout and
+stderr stay the job's own output. A stop is SIGTERM: the job's ``stop`` is called (for a
+function job, ``ctx.stopping`` is set).
+"""
+
+import base64
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+
+PROTOCOL = 1
+
+#: How often a running job's status is read, in seconds.
+STATUS_INTERVAL = 0.25
+
+COMPLETE, FAIL, STOPPED = "COMPLETE", "FAIL", "STOPPED"
+
+
+class Return:
+    """The end of one try: ``state`` (COMPLETE, FAIL or STOPPED), ``exit`` and ``error``."""
+
+    def __init__(self, state=COMPLETE, exit=0, error=""):
+        self.state = state
+        self.exit = exit
+        self.error = error
+
+
+class Job:
+    """A job with Spin Cycle's interface. ``job_id`` has ``type``, ``name``, ``id`` and
+    ``request_id``. The defaults keep the args as the job's bytes."""
+
+    #: Job args a node of this type must pass (the linter checks them).
+    required = ()
+    optional = ()
+
+    def __init__(self, job_id):
+        self.job_id = job_id
+        self.args = {}
+
+    def create(self, args):
+        """May check and change ``args`` (the changed args reach later nodes' ``sets:``)."""
+        self.args = args
+
+    def serialize(self):
+        return json.dumps(self.args).encode()
+
+    def deserialize(self, data):
+        self.args = json.loads(data.decode()) if data else {}
+
+    def run(self, data):
+        """One try; may change ``data`` (job data). Returns a :class:`Return`."""
+        raise NotImplementedError
+
+    def stop(self):
+        pass
+
+    def status(self):
+        return ""
+
+
+class Context:
+    """What a function job gets: its ``args``, the job ``data`` (change it in place),
+    ``job_id``, ``set_status(text)`` and ``stopping`` (a threading.Event set on stop)."""
+
+    def __init__(self, job_id, args, data):
+        self.job_id = job_id
+        self.args = args
+        self.data = data
+        self.stopping = threading.Event()
+        self._status = ""
+
+    def set_status(self, text):
+        self._status = str(text)
+
+
+class _FunctionJob(Job):
+    def __init__(self, job_id, function, required, optional):
+        super().__init__(job_id)
+        self.function = function
+        self.required = required
+        self.optional = optional
+        self.context = None
+
+    def create(self, args):
+        missing = [name for name in self.required if name not in args]
+        if missing:
+            raise ValueError("%s job arg is not set" % missing[0])
+        self.args = args
+
+    def run(self, data):
+        self.context = Context(self.job_id, self.args, data)
+        returned = self.function(self.context)
+        return returned if isinstance(returned, Return) else Return()
+
+    def stop(self):
+        if self.context is not None:
+            self.context.stopping.set()
+
+    def status(self):
+        return self.context._status if self.context is not None else ""
+
+
+_types = {}
+
+
+def register(job_type, make, required=(), optional=()):
+    """Serves ``job_type``: ``make(job_id)`` returns a :class:`Job`."""
+    _types[job_type] = (make, list(required), list(optional))
+
+
+def job(job_type, required=(), optional=()):
+    """A decorator: the function ``f(ctx)`` is a job of ``job_type``."""
+
+    def decorate(function):
+        register(
+            job_type,
+            lambda job_id: _FunctionJob(job_id, function, list(required), list(optional)),
+            required,
+            optional,
+        )
+        return function
+
+    return decorate
+
+
+def job_class(cls):
+    """A class decorator: registers ``cls`` (a :class:`Job` with a ``type`` attribute)."""
+    register(cls.type, cls, getattr(cls, "required", ()), getattr(cls, "optional", ()))
+    return cls
+
+
+class _Lines:
+    def __init__(self, stream):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def write(self, message):
+        with self.lock:
+            self.stream.write(json.dumps(message) + "\n")
+            self.stream.flush()
+
+
+def _answer(**fields):
+    fields["protocol"] = PROTOCOL
+    return fields
+
+
+def _make(call):
+    ident = call.get("job") or {}
+    entry = _types.get(ident.get("type"))
+    if entry is None:
+        raise LookupError(
+            "unknown job type %r; this program serves: %s"
+            % (ident.get("type"), ", ".join(sorted(_types)) or "none")
+        )
+    return entry[0](ident)
+
+
+def _describe():
+    return _answer(
+        types=[
+            {"type": name, "required": required, "optional": optional}
+            for name, (_, required, optional) in sorted(_types.items())
+        ]
+    )
+
+
+def _create(call):
+    try:
+        made = _make(call)
+        args = call.get("args") or {}
+        made.create(args)
+        data = made.serialize() or b""
+    except Exception as err:  # the job's own error is the create's
+        return _answer(error=str(err) or type(err).__name__)
+    return _answer(args=args, bytes=base64.b64encode(data).decode())
+
+
+def _run(call, lines):
+    data = call.get("data") or {}
+    try:
+        made = _make(call)
+        made.deserialize(base64.b64decode(call.get("bytes") or ""))
+    except Exception as err:
+        return _answer(state=FAIL, exit=1, error="cannot make the job: %s" % err, data=data)
+    if not made.args and call.get("args"):
+        made.args = call["args"]
+    signal.signal(signal.SIGTERM, lambda *_: made.stop())
+    signal.signal(signal.SIGINT, lambda *_: made.stop())
+    done = threading.Event()
+
+    def report():
+        last = ""
+        while not done.wait(STATUS_INTERVAL):
+            try:
+                status = made.status() or ""
+            except Exception:
+                continue
+            if status != last:
+                last = status
+                lines.write({"status": status})
+
+    reporter = threading.Thread(target=report, daemon=True)
+    reporter.start()
+    try:
+        returned = made.run(data)
+        if not isinstance(returned, Return):
+            returned = Return()
+    except Exception as err:
+        traceback.print_exc()
+        returned = Return(FAIL, 1, "%s: %s" % (type(err).__name__, err))
+    finally:
+        done.set()
+        reporter.join()
+    return _answer(state=returned.state, exit=returned.exit, error=returned.error or "", data=data)
+
+
+def serve():
+    """Answers the call Spindle made of this program, then exits."""
+    fd_text = os.environ.get("SPINDLE_JOB_FD", "")
+    if not fd_text.isdigit():
+        sys.stderr.write(
+            "this is a Spindle job program: Spindle runs it for its job types "
+            "(SPINDLE_JOB_FD is %r; expected a descriptor number)\n" % fd_text
+        )
+        sys.exit(2)
+    lines = _Lines(os.fdopen(int(fd_text), "w"))
+    try:
+        call = json.load(sys.stdin)
+    except ValueError as err:
+        lines.write(_answer(error="cannot read the call on stdin: %s" % err))
+        sys.exit(0)
+    if call.get("protocol") != PROTOCOL:
+        lines.write(
+            _answer(
+                error="this Python kit speaks job protocol %d; the call is protocol %r"
+                % (PROTOCOL, call.get("protocol"))
+            )
+        )
+        sys.exit(0)
+    kind = call.get("call")
+    if kind == "describe":
+        answer = _describe()
+    elif kind == "create":
+        answer = _create(call)
+    elif kind == "run":
+        answer = _run(call, lines)
+    else:
+        answer = _answer(error="unknown call %r; expected describe, create or run" % kind)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        lines.write(answer)
+    except (TypeError, ValueError) as err:
+        # Job data (or args) that JSON cannot hold: the call fails, saying so.
+        lines.write(
+            _answer(state=FAIL, exit=1, error="the answer is not JSON: %s" % err, data=call.get("data"))
+            if kind == "run"
+            else _answer(error="the answer is not JSON: %s" % err)
+        )
+    sys.exit(0)
