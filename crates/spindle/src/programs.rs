@@ -23,7 +23,10 @@ pub(crate) fn add(registry: &mut Registry, jobs: &[ProgramConfig]) -> anyhow::Re
 
 /// `registry` with the job programs of the config file at `config`, if any (the
 /// commands that run no server read only its `jobs:`).
-pub(crate) fn with_config(mut registry: Registry, config: Option<&Path>) -> anyhow::Result<Registry> {
+pub(crate) fn with_config(
+    mut registry: Registry,
+    config: Option<&Path>,
+) -> anyhow::Result<Registry> {
     if let Some(path) = config {
         let file = FileConfig::read(path)?;
         add(&mut registry, file.jobs.as_deref().unwrap_or_default())

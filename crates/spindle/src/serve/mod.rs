@@ -195,10 +195,7 @@ async fn finish_serving(
 }
 
 /// `spindle rm`: the Request Manager alone, sending chains to Job Runners over HTTP.
-pub(crate) async fn request_manager(
-    args: &RmArgs,
-    mut registry: Registry,
-) -> anyhow::Result<Exit> {
+pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> anyhow::Result<Exit> {
     let Some(ManagerStart {
         settings,
         specs,
