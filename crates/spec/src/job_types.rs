@@ -59,7 +59,7 @@ fn check_node(seq: &Sequence, node: &Node, job_types: &JobTypes, out: &mut Vec<D
             .map(|near| format!(" (did you mean `{near}`?)"))
             .unwrap_or_default();
         let message = format!(
-            "unknown job type `{}`{hint}; expected one of the job types this binary runs: {}",
+            "unknown job type `{}`{hint}; expected one of the job types this binary runs: {}, or one a job program serves (`jobs:` in the config: docs/job-protocol.md)",
             node_type.value,
             quoted(job_types.types.keys().map(String::as_str))
         );

@@ -955,7 +955,7 @@ fn an_unknown_job_type_is_an_error_at_its_line_with_the_near_miss() {
     assert_eq!(hit.field.as_deref(), Some("type"));
     assert_eq!(
         hit.message,
-        "unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `noop`, `shell-command`, `sleep`"
+        "unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `noop`, `shell-command`, `sleep`, or one a job program serves (`jobs:` in the config: docs/job-protocol.md)"
     );
     // Far from every known type: no guess.
     let found = with_job_types(&bad.replace("slep", "provision-db"));

@@ -93,6 +93,7 @@ pub(crate) fn run(
         return crate::block_on(crate::spinc::stored_graph(client, &args.request, format));
     };
     let request_args = parse_request_args(&args.args)?;
+    let registry = crate::programs::with_config(registry, args.config.as_deref())?;
     // With --preview, job types this binary does not know are shown, not refused.
     let checked = (!args.preview).then_some(&registry);
     let Some(specs_read) = crate::lint::load_specs(specs, checked)? else {

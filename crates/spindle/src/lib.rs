@@ -240,6 +240,10 @@ struct GraphArgs {
     /// they are not run and what they set shows as "computed at create time"
     #[arg(long)]
     run_shell_args: bool,
+    /// A config file whose job programs (`jobs:`) serve job types besides this binary's;
+    /// their `create` runs, as creating the request would
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Options for a stored request (without --specs): where its server is
     #[command(
         flatten,

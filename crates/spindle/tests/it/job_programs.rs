@@ -433,3 +433,40 @@ async fn a_hanging_job_program_times_out_and_lint_knows_described_types() {
         "{wait}"
     );
 }
+
+/// The Go kit's own tests (`sdk/go`: describe, create, run, a panic, another protocol
+/// version, status lines and a stop), and `go vet` over the kit and the example.
+#[test]
+fn the_go_kit_passes_its_own_tests_and_vet() {
+    if !have(
+        "the_go_kit_passes_its_own_tests_and_vet",
+        "go",
+        "version",
+        "SPINDLE_TEST_GO",
+    ) {
+        return;
+    }
+    for (dir, args) in [
+        ("sdk/go", &["test", "./..."][..]),
+        ("sdk/go", &["vet", "./..."][..]),
+        ("examples/go-jobs", &["vet", "./..."][..]),
+    ] {
+        let out = Command::new("go")
+            .args(args)
+            .current_dir(repository().join(dir))
+            .env(
+                "GOCACHE",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build"),
+            )
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOTOOLCHAIN", "local")
+            .output()
+            .expect("go runs");
+        assert!(
+            out.status.success(),
+            "go {args:?} in {dir}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

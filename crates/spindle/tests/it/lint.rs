@@ -415,7 +415,7 @@ fn job_types_are_checked_against_this_binary() {
     let (stdout, _, code) = run(spindle(dir.path()).args(["lint", "typo.yaml"]));
     assert_eq!(code, 1);
     insta::assert_snapshot!(stdout, @r###"
-    typo.yaml:10:15: error: sequence `nap`, node `wait`, field `type`: unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `approval`, `noop`, `shell-args`, `shell-command`, `sleep` [job-type]
+    typo.yaml:10:15: error: sequence `nap`, node `wait`, field `type`: unknown job type `slep` (did you mean `sleep`?); expected one of the job types this binary runs: `approval`, `noop`, `shell-args`, `shell-command`, `sleep`, or one a job program serves (`jobs:` in the config: docs/job-protocol.md) [job-type]
     typo.yaml:14:15: error: sequence `nap`, node `run`, field `args`: job type `shell-command` requires job arg `cmd`, which this node does not pass; expected `- expected: cmd` in `args` (with `given:` to pass another arg under that name) [job-args]
     failed: 1 file, 1 sequence: 2 errors
     "###);
