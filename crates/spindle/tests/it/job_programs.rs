@@ -81,9 +81,12 @@ struct Example {
 
 fn example(language: &str) -> Example {
     let dir = tempfile::tempdir().unwrap();
+    // Each test its own copy of the program, so that its processes are told apart from
+    // those of the tests running beside it.
     let (config, specs, request, program) = match language {
         "go" => {
-            let program = go_program().to_path_buf();
+            let program = dir.path().join("go-jobs");
+            std::fs::copy(go_program(), &program).unwrap();
             (
                 format!(
                     "jobs:\n  - program: {}\n    types: [lookup-primary, use-lease, wait-until-stopped]\n    stop_grace: 5s\n",
@@ -95,10 +98,19 @@ fn example(language: &str) -> Example {
             )
         }
         _ => {
-            let program = repository()
-                .join("examples/python-jobs/jobs.py")
-                .canonicalize()
-                .unwrap();
+            // Laid out as in the repository: the program finds the kit at ../../sdk/python.
+            for (from, to) in [
+                (
+                    "examples/python-jobs/jobs.py",
+                    "examples/python-jobs/jobs.py",
+                ),
+                ("sdk/python/spindle_job.py", "sdk/python/spindle_job.py"),
+            ] {
+                let to = dir.path().join(to);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(repository().join(from), &to).unwrap();
+            }
+            let program = dir.path().join("examples/python-jobs/jobs.py");
             (
                 format!(
                     "jobs:\n  - program: {}\n    stop_grace: 5s\n",
