@@ -65,7 +65,7 @@ macro_rules! store_operations {
             fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> bool;
             fn owned_requests(&self, instance: &str) -> Vec<String>;
             fn recover_request(&self, holder: Holder<'_>, interrupted: &[JobLog], suspended: &SuspendedJobChain, at: DateTime<Utc>) -> ();
-            fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> ();
+            fn insert_try_starts(&self, fence: Option<&Fence>, starts: &[TryStart]) -> ();
             fn try_starts(&self, request_id: &str) -> Vec<StartedTry>;
             fn count_requests(&self, states: &[State]) -> Vec<(State, u64)>;
             fn import_requests(&self, requests: &[ImportedRequest]) -> Vec<String>;
@@ -529,7 +529,9 @@ pub trait Store: Send + Sync + 'static {
     /// request SUSPENDED with a new epoch and no owner, so that it is resumed like a
     /// chain handed back, and nothing more from the runner that had it is accepted. Only
     /// if the request is still as `holder` says (otherwise [`Error::Fenced`] or
-    /// [`Error::State`]).
+    /// [`Error::State`]), and (from a runner) only if no try started that `interrupted`
+    /// does not log: a start stored after the caller read them is [`Error::Fenced`], and
+    /// the caller recovers the request again from what is stored now.
     async fn recover_request(
         &self,
         holder: Holder<'_>,
@@ -538,8 +540,15 @@ pub trait Store: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> Result<(), Error>;
 
-    /// Stores that tries started (a re-sent one is skipped), for `instance`.
-    async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error>;
+    /// Stores that tries started (a re-sent one is skipped). With `fence`, only from the
+    /// requests' owner ([`Error::Fenced`] otherwise), checked with their rows locked in
+    /// the same transaction: a start is stored before a recovery takes the request back
+    /// (which then sees it) or refused after, never both stored and missed.
+    async fn insert_try_starts(
+        &self,
+        fence: Option<&Fence>,
+        starts: &[TryStart],
+    ) -> Result<(), Error>;
 
     /// The started tries of a request that has not finished.
     async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error>;

@@ -1019,7 +1019,7 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
     running(&*store, "run1").await;
     running(&*store, "run2").await;
     store
-        .insert_try_starts("i1", &[try_start("run1", "a", 1)])
+        .insert_try_starts(None, &[try_start("run1", "a", 1)])
         .await
         .unwrap();
     create(&*store, "pend1").await;
@@ -1686,6 +1686,59 @@ fn try_start(request_id: &str, job_id: &str, try_no: u32) -> proto::TryStart {
     }
 }
 
+/// A try that starts while its request is being recovered (after the recovery read the
+/// starts) is either refused (the recovery committed first) or makes the recovery fail,
+/// to be done again: never stored and missed, which ran the job twice under one try
+/// number (seen in the chaos test).
+async fn a_try_started_during_a_recovery_is_never_missed(store: Arc<dyn Store>, _raw: Raw) {
+    store
+        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
+        .await
+        .unwrap();
+    create(&*store, "r1").await;
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch,
+    };
+    store
+        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
+        .await
+        .unwrap();
+    // The recovery read the starts: none. Then the runner's start of a arrives.
+    assert!(store.try_starts("r1").await.unwrap().is_empty());
+    store
+        .insert_try_starts(Some(&owner), &[try_start("r1", "a", 1)])
+        .await
+        .unwrap();
+    let err = store
+        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert_eq!(
+        store.owner("r1").await.unwrap().state,
+        State::Running,
+        "nothing changed"
+    );
+    // Recovered again from what is stored: the start is logged interrupted.
+    let interrupted = JobLog {
+        error: "interrupted".to_owned(),
+        ..log("r1", "a", 1, State::Stopped)
+    };
+    store
+        .recover_request(Holder::Lost("i1"), &[interrupted], &sjc("r1"), at(1, 3))
+        .await
+        .unwrap();
+    // After the recovery, the lost runner's starts are refused.
+    let err = store
+        .insert_try_starts(Some(&owner), &[try_start("r1", "b", 1)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert_eq!(store.try_starts("r1").await.unwrap().len(), 1);
+}
+
 async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: Raw) {
     store
         .register_runner(&registration("i1", "http://jr1"), at(1, 0))
@@ -1702,12 +1755,15 @@ async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: R
         .await
         .unwrap();
     store
-        .insert_try_starts("i1", &[try_start("r1", "a", 1), try_start("r1", "b", 1)])
+        .insert_try_starts(
+            Some(&owner),
+            &[try_start("r1", "a", 1), try_start("r1", "b", 1)],
+        )
         .await
         .unwrap();
     // Sent again: stored once.
     store
-        .insert_try_starts("i1", &[try_start("r1", "b", 1)])
+        .insert_try_starts(Some(&owner), &[try_start("r1", "b", 1)])
         .await
         .unwrap();
     store
@@ -2216,6 +2272,7 @@ suite!(
     runners_register_renew_lapse_and_end,
     hand_overs_are_fenced,
     a_lost_runners_request_is_recovered_once,
+    a_try_started_during_a_recovery_is_never_missed,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,

@@ -38,10 +38,8 @@ impl Manager {
                 start.job_id
             )));
         }
-        self.check_fence(starts.iter().map(|start| start.request_id.as_str()), fence)
-            .await?;
-        let instance = fence.map_or("", |fence| fence.instance.as_str());
-        Ok(self.store.insert_try_starts(instance, &starts).await?)
+        // The fence is checked in the insert's own transaction, the owners' rows locked.
+        Ok(self.store.insert_try_starts(fence, &starts).await?)
     }
 
     /// Job log entries from a Job Runner; a re-sent entry is stored once. Each failed

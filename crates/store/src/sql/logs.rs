@@ -200,11 +200,45 @@ sql_impl! {
         self.latest_states(request_id).await
     }
 
-    pub(super) async fn insert_try_starts(&self, instance: &str, starts: &[TryStart]) -> Result<(), Error> {
+    pub(super) async fn insert_try_starts(&self, fence: Option<&Fence>, starts: &[TryStart]) -> Result<(), Error> {
         if starts.is_empty() {
             return Ok(());
         }
+        let instance = instance_value(fence);
         let mut tx = self.pool.begin().await?;
+        if let Some(fence) = fence {
+            // The owners' rows locked: a recovery of one of them waits for this, or this
+            // sees its new owner and stores nothing.
+            let mut ids: Vec<&str> = starts.iter().map(|start| start.request_id.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for chunk in ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+                let select = Self::requests_in(
+                    "SELECT request_id, state, jr_instance, epoch FROM requests",
+                    chunk.iter().copied(),
+                    DB::LOCK_ROWS,
+                );
+                let rows = select.query::<DB>().fetch_all(&mut *tx).await?;
+                for id in chunk {
+                    let Some(row) = rows
+                        .iter()
+                        .find(|row| row.try_get::<String, _>("request_id").is_ok_and(|r| r == *id))
+                    else {
+                        return Err(Error::not_found("request", id));
+                    };
+                    let owner = Owner {
+                        state: state_of(row.try_get("state")?)?,
+                        instance: row
+                            .try_get::<Option<String>, _>("jr_instance")?
+                            .unwrap_or_default(),
+                        epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
+                    };
+                    if !owner.accepts(fence) {
+                        return Err(owner.refusal(id, fence));
+                    }
+                }
+            }
+        }
         for chunk in starts.chunks(LOG_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
                 "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) VALUES ",

@@ -224,6 +224,32 @@ sql_impl! {
                 Holder::Finished(state) => self.state_error(request_id, state).await,
             });
         }
+        if matches!(holder, Holder::Lost(_) | Holder::Unstarted(_)) {
+            // With the request's row locked: a try that started after the caller read
+            // the starts (and so is not in `interrupted`) would be missed and run twice.
+            let unlogged = Statement::new(
+                "SELECT t.job_id, t.try FROM job_tries t LEFT JOIN job_log l \
+                 ON l.request_id = t.request_id AND l.job_id = t.job_id AND l.try = t.try \
+                 WHERE t.request_id = $1 AND l.request_id IS NULL",
+            )
+            .bind(request_id)
+            .query::<DB>()
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in &unlogged {
+                let job_id: String = row.try_get("job_id")?;
+                let r#try = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+                if !interrupted
+                    .iter()
+                    .any(|entry| entry.job_id == job_id && entry.r#try == r#try)
+                {
+                    return Err(Error::Fenced(format!(
+                        "request {request_id}: try {} of job {job_id} started while it was being recovered; it is recovered again from what is stored",
+                        r#try
+                    )));
+                }
+            }
+        }
         Self::insert_logs_in(&mut tx, interrupted).await?;
         Statement::new(
             "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
