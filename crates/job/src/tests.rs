@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::builtin::arg_env_name;
 use crate::*;
 
-fn args(value: Value) -> JobArgs {
+pub(crate) fn args(value: Value) -> JobArgs {
     match value {
         Value::Object(map) => map.into(),
         _ => panic!("args are an object"),
@@ -26,7 +26,7 @@ fn id(job_type: &str) -> JobId {
     }
 }
 
-fn ctx() -> RunContext {
+pub(crate) fn ctx() -> RunContext {
     RunContext {
         cancel: CancellationToken::new(),
         status: Status::default(),

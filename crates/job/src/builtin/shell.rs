@@ -261,6 +261,23 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i64 {
     }
 }
 
+/// A command that runs `program` under the supervisor when there is one (it takes the
+/// program down if this runner dies), else directly; its arguments come next.
+pub(crate) fn supervised(program: &std::path::Path) -> tokio::process::Command {
+    match crate::supervisor() {
+        Some((supervisor, subcommand)) => {
+            let mut process = tokio::process::Command::new(supervisor);
+            process
+                .arg(subcommand)
+                .arg(std::process::id().to_string())
+                .arg("--")
+                .arg(program);
+            process
+        }
+        None => tokio::process::Command::new(program),
+    }
+}
+
 pub(crate) fn signal_group(pid: Option<u32>, signal: Signal) {
     if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
         // The group may be gone already; nothing to do then.
@@ -298,19 +315,7 @@ impl Job for ShellCommandJob {
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
         let command = &self.command;
         let supervisor = crate::supervisor();
-        let mut process = match supervisor {
-            // The supervisor runs the program and takes it down if this runner dies.
-            Some((program, subcommand)) => {
-                let mut process = tokio::process::Command::new(program);
-                process
-                    .arg(subcommand)
-                    .arg(std::process::id().to_string())
-                    .arg("--")
-                    .arg(&command.cmd);
-                process
-            }
-            None => tokio::process::Command::new(&command.cmd),
-        };
+        let mut process = supervised(std::path::Path::new(&command.cmd));
         process
             .args(&command.args)
             .envs(&command.env)

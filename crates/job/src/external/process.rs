@@ -16,7 +16,9 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::Program;
 use super::wire::{self, Call, Line, PROTOCOL, PROTOCOL_FD};
-use crate::builtin::shell::{Captured, DRAIN_WAIT, capture, exit_code, quote, signal_group};
+use crate::builtin::shell::{
+    Captured, DRAIN_WAIT, capture, exit_code, quote, signal_group, supervised,
+};
 use crate::{Outcome, RunContext};
 
 /// Bytes a program may write on its protocol descriptor in one call; past them the rest
@@ -230,19 +232,7 @@ pub(crate) async fn run_try(
         Err(err) => return (failed(1, err), None),
     };
     let supervisor = crate::supervisor();
-    let mut command = match supervisor {
-        // The supervisor takes the program down if this runner dies.
-        Some((exe, subcommand)) => {
-            let mut command = tokio::process::Command::new(exe);
-            command
-                .arg(subcommand)
-                .arg(std::process::id().to_string())
-                .arg("--")
-                .arg(&program.path);
-            command
-        }
-        None => tokio::process::Command::new(&program.path),
-    };
+    let mut command = supervised(&program.path);
     command
         .args(&program.args)
         .envs(env(call.name()))

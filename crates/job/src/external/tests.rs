@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use proto::{JobArgs, State};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::{Factory as _, Output, Status};
+use crate::Factory as _;
+use crate::tests::{args, ctx};
 
 /// A job program: `script` run by `sh`, in its own temporary directory.
 struct Script {
@@ -35,27 +35,12 @@ fn config(path: &Path, types: Option<&[&str]>) -> ProgramConfig {
     }
 }
 
-fn args(value: Value) -> JobArgs {
-    match value {
-        Value::Object(map) => map.into(),
-        _ => panic!("args are an object"),
-    }
-}
-
 fn id(job_type: &str) -> JobId {
     JobId {
         job_type: job_type.to_owned(),
         name: "step".to_owned(),
         id: "j1ab".to_owned(),
         request_id: "req1".to_owned(),
-    }
-}
-
-fn ctx() -> RunContext {
-    RunContext {
-        cancel: CancellationToken::new(),
-        status: Status::default(),
-        output: Output::discard(),
     }
 }
 

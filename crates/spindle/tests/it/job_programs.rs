@@ -41,6 +41,22 @@ fn have(test: &str, program: &str, version_flag: &str, var: &str) -> bool {
     found
 }
 
+/// `go ARGS` in `dir` (of the repository), with Go's build cache under the target
+/// directory and no toolchain download.
+fn go(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("go")
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "GOCACHE",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build"),
+        )
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("go runs")
+}
+
 /// The Go example's program, built once a test process (Go's build cache under the
 /// target directory keeps the later builds short).
 fn go_program() -> &'static Path {
@@ -48,19 +64,10 @@ fn go_program() -> &'static Path {
     BUILT.get_or_init(|| {
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("go-jobs-{}", std::process::id()));
-        let built = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(repository().join("examples/go-jobs"))
-            .env(
-                "GOCACHE",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build"),
-            )
-            .env("GOFLAGS", "-mod=mod")
-            .env("GOTOOLCHAIN", "local")
-            .output()
-            .expect("go runs");
+        let built = go(
+            &repository().join("examples/go-jobs"),
+            &["build", "-o", out.to_str().unwrap(), "."],
+        );
         assert!(
             built.status.success(),
             "go build of examples/go-jobs: {}",
@@ -463,17 +470,7 @@ fn the_go_kit_passes_its_own_tests_and_vet() {
         ("sdk/go", &["vet", "./..."][..]),
         ("examples/go-jobs", &["vet", "./..."][..]),
     ] {
-        let out = Command::new("go")
-            .args(args)
-            .current_dir(repository().join(dir))
-            .env(
-                "GOCACHE",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build"),
-            )
-            .env("GOFLAGS", "-mod=mod")
-            .env("GOTOOLCHAIN", "local")
-            .output()
-            .expect("go runs");
+        let out = go(&repository().join(dir), args);
         assert!(
             out.status.success(),
             "go {args:?} in {dir}: {}{}",

@@ -4,16 +4,19 @@
 use super::*;
 
 sql_impl! {
+    /// The owners of `request_ids`, read in `tx`; with `lock` (`DB::LOCK_ROWS`) their
+    /// rows stay locked until it ends.
     pub(super) async fn owners_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         request_ids: &[&str],
+        lock: &'static str,
     ) -> Result<HashMap<String, Owner>, Error> {
         let mut owners = HashMap::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let select = Self::requests_in(
                 "SELECT request_id, state, jr_instance, epoch FROM requests",
                 chunk.iter().copied(),
-                "",
+                lock,
             );
             for row in select.query::<DB>().fetch_all(&mut **tx).await? {
                 owners.insert(

@@ -212,30 +212,12 @@ sql_impl! {
             let mut ids: Vec<&str> = starts.iter().map(|start| start.request_id.as_str()).collect();
             ids.sort_unstable();
             ids.dedup();
-            for chunk in ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-                let select = Self::requests_in(
-                    "SELECT request_id, state, jr_instance, epoch FROM requests",
-                    chunk.iter().copied(),
-                    DB::LOCK_ROWS,
-                );
-                let rows = select.query::<DB>().fetch_all(&mut *tx).await?;
-                for id in chunk {
-                    let Some(row) = rows
-                        .iter()
-                        .find(|row| row.try_get::<String, _>("request_id").is_ok_and(|r| r == *id))
-                    else {
-                        return Err(Error::not_found("request", id));
-                    };
-                    let owner = Owner {
-                        state: state_of(row.try_get("state")?)?,
-                        instance: row
-                            .try_get::<Option<String>, _>("jr_instance")?
-                            .unwrap_or_default(),
-                        epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
-                    };
-                    if !owner.accepts(fence) {
-                        return Err(owner.refusal(id, fence));
-                    }
+            let owners = Self::owners_in(&mut tx, &ids, DB::LOCK_ROWS).await?;
+            for id in ids {
+                match owners.get(id) {
+                    None => return Err(Error::not_found("request", id)),
+                    Some(owner) if !owner.accepts(fence) => return Err(owner.refusal(id, fence)),
+                    Some(_) => {}
                 }
             }
         }

@@ -15,7 +15,7 @@ sql_impl! {
             let mut ids: Vec<&str> = fences.iter().map(|(id, _)| *id).collect();
             ids.sort_unstable();
             ids.dedup();
-            let owners = Self::owners_in(&mut tx, &ids).await?;
+            let owners = Self::owners_in(&mut tx, &ids, "").await?;
             for (request_id, fence) in fences {
                 let refusal = match owners.get(request_id) {
                     None => Error::not_found("request", request_id),
