@@ -350,13 +350,20 @@ async fn survives_a_runner_killed(language: &str) {
         .await;
     let request = client.request(&id).await;
     assert_ne!(request["jrURL"].as_str(), Some(owner.as_str()));
+    // Tries 1..n: each before the last interrupted (on a busy machine the other
+    // runner's 1 s lease may lapse too, which interrupts one more), the last COMPLETE.
     let hold = entries(&client, &id, "hold").await;
-    assert_eq!(
-        hold.iter().map(|t| (t.0, t.1)).collect::<Vec<_>>(),
-        [(1, STOPPED), (2, COMPLETE)],
-        "{hold:?}"
-    );
-    assert!(hold[0].2.contains("was lost"), "{hold:?}");
+    let (last, before) = hold.split_last().unwrap();
+    assert!(!before.is_empty() && last.1 == COMPLETE, "{hold:?}");
+    for (at, entry) in hold.iter().enumerate() {
+        assert_eq!(entry.0, at as u64 + 1, "{hold:?}");
+    }
+    for entry in before {
+        assert!(
+            entry.1 == STOPPED && entry.2.contains("was lost"),
+            "{hold:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
