@@ -47,10 +47,8 @@ impl Reporter for Kept {
     }
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
         // The final state carries the entries queued with it (Reporter::finish).
-        self.logs
-            .lock()
-            .unwrap()
-            .extend_from_slice(&finish.job_logs);
+        let mut logs = self.logs.lock().unwrap();
+        logs.extend_from_slice(&finish.job_logs);
         self.finishes.lock().unwrap().push(finish.clone());
         Ok(())
     }

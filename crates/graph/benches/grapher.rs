@@ -73,25 +73,8 @@ const THREE_JOBS: &str = "sequences:
         deps: [b]
 ";
 
-const SECTION_7: &str = "sequences:
-  r:
-    request: true
-    nodes:
-      a:
-        category: job
-        type: noop
-      s:
-        category: sequence
-        type: sub
-        deps: [a]
-        retry: 2
-        retryWait: 10s
-  sub:
-    nodes:
-      b:
-        category: job
-        type: noop
-";
+/// grapher.md section 7's example.
+const SECTION_7: &str = include_str!("../../../fixtures/specs/retried-sequence.yaml");
 
 fn hosts(n: usize) -> JobArgs {
     let list: Vec<Value> = (0..n).map(|i| json!(format!("host-{i}"))).collect();

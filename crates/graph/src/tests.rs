@@ -26,12 +26,7 @@ impl Job for SettingJob {
         }
         Ok(())
     }
-    fn serialize(&self) -> Result<Vec<u8>, job::Error> {
-        Ok(Vec::new())
-    }
-    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
-        Ok(())
-    }
+    job::no_state!();
     async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
         Outcome::complete()
     }
@@ -172,29 +167,11 @@ fn line(chain: &JobChain) -> Vec<&proto::Job> {
     out
 }
 
-const SECTION_7: &str = "sequences:
-  r:
-    request: true
-    nodes:
-      a:
-        category: job
-        type: t
-      s:
-        category: sequence
-        type: sub
-        deps: [a]
-        retry: 2
-        retryWait: 10s
-  sub:
-    nodes:
-      b:
-        category: job
-        type: t
-";
-
 #[test]
 fn grapher_md_section_7_example() {
-    let created = grapher(SECTION_7).create("r", &JobArgs::new()).unwrap();
+    let created = fixture("retried-sequence.yaml")
+        .create("r", &JobArgs::new())
+        .unwrap();
     let chain = &created.job_chain;
     let jobs = line(chain);
     let names: Vec<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
@@ -249,7 +226,7 @@ fn grapher_md_section_7_example() {
 
 #[test]
 fn request_ids_are_unique_time_ordered_and_20_characters() {
-    let grapher = grapher(SECTION_7);
+    let grapher = fixture("retried-sequence.yaml");
     let ids: Vec<String> = (0..50)
         .map(|_| grapher.create("r", &JobArgs::new()).unwrap().request_id)
         .collect();
@@ -848,52 +825,18 @@ fn check_fifteen_built_in_jobs(text: &str, request_type: &str) {
 
 #[test]
 fn shell_args_computes_the_list_a_sequence_expands_over() {
-    let yaml = "sequences:
-  fleet:
-    request: true
-    args:
-      static:
-        - name: lister
-          default: sh
-        - name: listArgs
-          default: [\"-c\", \"echo '{\\\"hosts\\\": [\\\"h1\\\", \\\"h2\\\", \\\"h3\\\"]}'\"]
-    nodes:
-      list:
-        category: job
-        type: shell-args
-        args:
-          - expected: cmd
-            given: lister
-          - expected: args
-            given: listArgs
-        sets: [{arg: hosts}]
-      each-host:
-        category: sequence
-        type: one
-        each: [hosts:host]
-        deps: [list]
-  one:
-    args:
-      required:
-        - name: host
-    nodes:
-      touch:
-        category: job
-        type: noop
-        args: [{expected: host}]
-";
-    let report = spec::lint_str(Path::new("t.yaml"), yaml);
-    assert!(!report.has_errors(), "{:#?}", report.diagnostics);
-    let grapher = Grapher::new(report.specs, Arc::new(Registry::builtin()));
-    let chain = grapher.create("fleet", &JobArgs::new()).unwrap().job_chain;
+    let chain = fixture("fleet-by-zone.yaml")
+        .create("fleet", &args(json!({"zone": "eu"})))
+        .unwrap()
+        .job_chain;
     let mut hosts: Vec<&Value> = chain
         .jobs
         .values()
-        .filter(|j| j.name == "touch")
+        .filter(|j| j.name == "wait")
         .map(|j| &j.args["host"])
         .collect();
     hosts.sort_by_key(|v| v.to_string());
-    assert_eq!(hosts, [&json!("h1"), &json!("h2"), &json!("h3")]);
+    assert_eq!(hosts, [&json!("eu-1"), &json!("eu-2")]);
     check_invariants(&chain);
 }
 

@@ -10,6 +10,7 @@
 mod builtin;
 pub mod external;
 mod registry;
+mod state;
 
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +22,7 @@ pub use builtin::{
     APPROVAL, NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration,
 };
 pub use registry::{Maker, Registry};
+pub use state::{from_json, to_json};
 
 /// What a factory is asked to make.
 #[derive(Debug, Clone, PartialEq, Eq)]

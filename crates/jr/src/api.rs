@@ -87,20 +87,6 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
         .route("/api/v1/job-chains/{id}/unpause", put(unpause))
         .route("/api/v1/job-chains/{id}/jobs/{job}/answer", put(answer))
         .route("/api/v1/status/running", get(running))
-        .route(
-            "/api/v1/openapi.json",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "application/json")],
-                    proto::openapi::JOB_RUNNER,
-                )
-            }),
-        )
-        .route("/version", get(move || async move { version_text }))
-        .route(
-            "/healthz",
-            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
-        )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(
@@ -118,26 +104,10 @@ pub fn router(runner: Arc<Runner>, version: &str) -> Router {
                     format!("Method Not Allowed: {} does not take {method}", uri.path()),
                 )
             },
-        )
-        .layer(axum::middleware::map_response(
-            move |mut response: Response| {
-                let version = version.clone();
-                async move {
-                    response
-                        .headers_mut()
-                        .insert("x-spincycle-version", version);
-                    response
-                }
-            },
-        ));
-    let router = match runner.telemetry().metrics.clone() {
-        Some(metrics) => router.layer(axum::middleware::from_fn_with_state(
-            metrics,
-            telemetry::metrics::track_http,
-        )),
-        None => router,
-    };
-    router.with_state(runner)
+        );
+    let router = telemetry::service::about_routes(router, proto::openapi::JOB_RUNNER, version_text);
+    let metrics = runner.telemetry().metrics.clone();
+    telemetry::service::outer_layers(router, version, metrics).with_state(runner)
 }
 
 /// The metrics in Prometheus' (OpenMetrics) text format; 404 when metrics are off.

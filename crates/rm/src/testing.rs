@@ -45,6 +45,28 @@ impl FakeJr {
             .unwrap_or_else(|| format!("instance-of-{jr_url}"))
     }
 
+    /// Records a hand-over to `jr_url` and, when it is accepted, what `accept` keeps of it.
+    fn hand_over(
+        &self,
+        jr_url: &str,
+        hand_over: &crate::HandOver,
+        accept: impl FnOnce(),
+    ) -> Result<HandedOver, ClientError> {
+        self.paused_at_hand_over
+            .lock()
+            .unwrap()
+            .push(hand_over.paused);
+        let res = self.result(jr_url);
+        if res.is_ok() {
+            accept();
+            self.sent_to
+                .lock()
+                .unwrap()
+                .push((jr_url.to_owned(), hand_over.epoch));
+        }
+        res
+    }
+
     pub fn result(&self, jr_url: &str) -> Result<HandedOver, ClientError> {
         match self.answer.load(Ordering::SeqCst) {
             0 => Ok(HandedOver {
@@ -73,19 +95,10 @@ impl JrClient for FakeJr {
         hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
         let epoch = hand_over.epoch;
-        self.paused_at_hand_over
-            .lock()
-            .unwrap()
-            .push(hand_over.paused);
-        let res = self.result(jr_url);
         let (request_id, jobs) = (job_chain.request_id.clone(), job_chain.jobs.len() as u64);
-        if res.is_ok() {
-            self.chains.lock().unwrap().push(job_chain);
-            self.sent_to
-                .lock()
-                .unwrap()
-                .push((jr_url.to_owned(), epoch));
-        }
+        let res = self.hand_over(jr_url, hand_over, || {
+            self.chains.lock().unwrap().push(job_chain)
+        });
         let manager = self.finish_at_once.lock().unwrap().clone();
         if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
             let finish = final_state(&request_id, State::Complete, jobs);
@@ -103,20 +116,9 @@ impl JrClient for FakeJr {
         suspended: &SuspendedJobChain,
         hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
-        let epoch = hand_over.epoch;
-        self.paused_at_hand_over
-            .lock()
-            .unwrap()
-            .push(hand_over.paused);
-        let res = self.result(jr_url);
-        if res.is_ok() {
-            self.resumed.lock().unwrap().push(suspended.clone());
-            self.sent_to
-                .lock()
-                .unwrap()
-                .push((jr_url.to_owned(), epoch));
-        }
-        res
+        self.hand_over(jr_url, hand_over, || {
+            self.resumed.lock().unwrap().push(suspended.clone())
+        })
     }
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
         self.stopped.lock().unwrap().push(request_id.to_string());

@@ -120,8 +120,12 @@ async fn call_with(
 
 #[test]
 fn every_route_is_in_the_openapi_document_and_every_operation_is_routed() {
-    openapi_check::check_routes(include_str!("api/mod.rs"), proto::openapi::REQUEST_MANAGER)
-        .unwrap();
+    // The routes every service answers about itself are telemetry's (`about_routes`).
+    let source = concat!(
+        include_str!("api/mod.rs"),
+        include_str!("../../telemetry/src/service.rs")
+    );
+    openapi_check::check_routes(source, proto::openapi::REQUEST_MANAGER).unwrap();
 }
 
 #[tokio::test]

@@ -40,13 +40,7 @@ impl Job for PreviewJob {
         Ok(())
     }
 
-    fn serialize(&self) -> Result<Vec<u8>, job::Error> {
-        Ok(Vec::new())
-    }
-
-    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), job::Error> {
-        Ok(())
-    }
+    job::no_state!();
 
     async fn run(&mut self, _data: &mut JobArgs, _ctx: RunContext) -> Outcome {
         Outcome::failed(format!(

@@ -38,10 +38,6 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 impl Backend for MySql {
     const UPDATE_RETURNING: bool = false;
 
-    const LOCK_ROWS: &'static str = " FOR UPDATE";
-
-    const LOCK_ROWS_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-
     /// The lock row of migration 0001: held until the transaction ends; another Request
     /// Manager's retention round skips it (no row) instead of waiting.
     const RETENTION_LOCK_SQL: Option<&'static str> =
@@ -174,9 +170,8 @@ impl SqlStore<MySql> {
         // As PostgreSQL's: wait for a server coming up at start; later a call waits at
         // most ACQUIRE_TIMEOUT for a connection, so that a database that is down makes
         // callers hear "unavailable" (HTTP 503) soon rather than hang.
-        let deadline = tokio::time::Instant::now() + timeout;
-        let pool = loop {
-            let connected = MySqlPoolOptions::new()
+        let pool = crate::sql::connect_within(timeout, || {
+            MySqlPoolOptions::new()
                 .max_connections(16)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .after_connect(|conn, _| {
@@ -194,15 +189,8 @@ impl SqlStore<MySql> {
                     })
                 })
                 .connect_with(options.clone())
-                .await
-                .map_err(Error::from);
-            match connected {
-                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                res => break res?,
-            }
-        };
+        })
+        .await?;
         migrate(&pool).await?;
         Ok(MysqlStore {
             readers: pool.clone(),

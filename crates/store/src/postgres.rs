@@ -17,10 +17,6 @@ pub type PostgresStore = SqlStore<Postgres>;
 impl Backend for Postgres {
     const UPDATE_RETURNING: bool = true;
 
-    const LOCK_ROWS: &'static str = " FOR UPDATE";
-
-    const LOCK_ROWS_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-
     /// Held until the transaction ends; another Request Manager's retention round skips
     /// its turn instead of waiting ("spindle" in ASCII as the key). A transaction's lock,
     /// so that it works through PgBouncer's transaction pooling.
@@ -66,21 +62,13 @@ impl SqlStore<Postgres> {
         // At start, the server may still be coming up: wait for it up to `timeout`. Later
         // a call waits at most ACQUIRE_TIMEOUT for a connection, so that a database that
         // is down makes callers hear "unavailable" (HTTP 503) soon rather than hang.
-        let deadline = tokio::time::Instant::now() + timeout;
-        let pool = loop {
-            let connected = PgPoolOptions::new()
+        let pool = crate::sql::connect_within(timeout, || {
+            PgPoolOptions::new()
                 .max_connections(16)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .connect_with(options.clone())
-                .await
-                .map_err(Error::from);
-            match connected {
-                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                res => break res?,
-            }
-        };
+        })
+        .await?;
         MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
         Ok(PostgresStore {
             readers: pool.clone(),

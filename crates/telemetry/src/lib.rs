@@ -3,6 +3,7 @@
 //! take a [`Telemetry`]; either part may be off.
 
 pub mod metrics;
+pub mod service;
 pub mod traces;
 
 use std::sync::Arc;

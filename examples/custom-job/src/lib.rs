@@ -32,14 +32,9 @@ impl Job for GreetJob {
         Ok(())
     }
 
-    fn serialize(&self) -> Result<Vec<u8>, Error> {
-        serde_json::to_vec(self).map_err(|err| Error::Serialize(err.to_string()))
-    }
-
-    fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
-        Ok(())
-    }
+    // Its stored state is its serde form (JSON): the macro writes `serialize` and
+    // `deserialize`.
+    job::json_state!();
 
     async fn run(&mut self, data: &mut JobArgs, ctx: RunContext) -> Outcome {
         ctx.status.set(format!("greeting {}", self.name));

@@ -161,12 +161,11 @@ impl Job for ApprovalJob {
     }
 
     fn serialize(&self) -> Result<Vec<u8>, Error> {
-        serde_json::to_vec(self).map_err(|err| Error::Serialize(err.to_string()))
+        crate::to_json(self)
     }
 
     fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let stored: ApprovalJob =
-            serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
+        let stored: ApprovalJob = crate::from_json(bytes)?;
         self.message = stored.message;
         Ok(())
     }

@@ -31,13 +31,7 @@ impl Job for NoopJob {
         Ok(())
     }
 
-    fn serialize(&self) -> Result<Vec<u8>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn deserialize(&mut self, _bytes: &[u8]) -> Result<(), Error> {
-        Ok(())
-    }
+    crate::no_state!();
 
     /// Acts only inside the runner: its tries need not be stored before they start.
     fn durable_start(&self) -> bool {
@@ -91,14 +85,7 @@ impl Job for SleepJob {
         Ok(())
     }
 
-    fn serialize(&self) -> Result<Vec<u8>, Error> {
-        serde_json::to_vec(self).map_err(|err| Error::Serialize(err.to_string()))
-    }
-
-    fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
-        Ok(())
-    }
+    crate::json_state!();
 
     /// Acts only inside the runner: its tries need not be stored before they start.
     fn durable_start(&self) -> bool {

@@ -300,12 +300,11 @@ impl Job for ShellCommandJob {
     }
 
     fn serialize(&self) -> Result<Vec<u8>, Error> {
-        serde_json::to_vec(&self.command).map_err(|err| Error::Serialize(err.to_string()))
+        crate::to_json(&self.command)
     }
 
     fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        self.command =
-            serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
+        self.command = crate::from_json(bytes)?;
         Ok(())
     }
 
@@ -617,14 +616,7 @@ impl Job for ShellArgsJob {
         Ok(())
     }
 
-    fn serialize(&self) -> Result<Vec<u8>, Error> {
-        serde_json::to_vec(self).map_err(|err| Error::Serialize(err.to_string()))
-    }
-
-    fn deserialize(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        *self = serde_json::from_slice(bytes).map_err(|err| Error::Deserialize(err.to_string()))?;
-        Ok(())
-    }
+    crate::json_state!();
 
     /// Its program ran when the request was created; running only completes.
     fn durable_start(&self) -> bool {

@@ -148,20 +148,6 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/schedules", get(schedules))
         .route("/api/v1/status/running", get(running))
-        .route(
-            "/api/v1/openapi.json",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "application/json")],
-                    proto::openapi::REQUEST_MANAGER,
-                )
-            }),
-        )
-        .route("/version", get(|| async { proto::version() }))
-        .route(
-            "/healthz",
-            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
-        )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(
@@ -181,26 +167,11 @@ pub fn router(manager: Arc<Manager>) -> Router {
             manager.clone(),
             authenticate,
         ))
-        .layer(axum::middleware::from_fn(same_origin_changes))
-        .layer(axum::middleware::map_response(
-            move |mut response: Response| {
-                let version = version.clone();
-                async move {
-                    response
-                        .headers_mut()
-                        .insert("x-spincycle-version", version);
-                    response
-                }
-            },
-        ));
-    let router = match manager.telemetry().metrics.clone() {
-        Some(metrics) => router.layer(axum::middleware::from_fn_with_state(
-            metrics,
-            telemetry::metrics::track_http,
-        )),
-        None => router,
-    };
-    router.with_state(manager)
+        .layer(axum::middleware::from_fn(same_origin_changes));
+    let openapi = proto::openapi::REQUEST_MANAGER;
+    let router = telemetry::service::about_routes(router, openapi, proto::version());
+    let metrics = manager.telemetry().metrics.clone();
+    telemetry::service::outer_layers(router, version, metrics).with_state(manager)
 }
 
 type Shared = State<Arc<Manager>>;

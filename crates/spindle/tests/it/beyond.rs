@@ -450,18 +450,7 @@ async fn requests_before_and_after_a_spec_reload_keep_their_spec_versions() {
 
 /// Creates a request of `request_type` with `args`; returns its id.
 async fn create(client: &Client, request_type: &str, args: serde_json::Value) -> String {
-    let created = client
-        .http
-        .post(format!("{}/api/v1/requests", client.base))
-        .json(&json!({"type": request_type, "args": args}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    created.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    client.start(request_type, args).await
 }
 
 /// Waits until the request's approval job waits (its status line says so).

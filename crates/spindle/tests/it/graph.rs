@@ -156,8 +156,8 @@ fn examples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs")
 }
 
-#[test]
-fn tree_shows_sequences_expansions_and_states_in_run_order() {
+/// `spindle graph restart-fleet service=web` of the examples, in `format`.
+fn restart_fleet_graph(format: &str) -> String {
     let (stdout, stderr, code) = run(spindle(&examples()).args([
         "graph",
         "restart-fleet",
@@ -165,9 +165,15 @@ fn tree_shows_sequences_expansions_and_states_in_run_order() {
         "--specs",
         ".",
         "--format",
-        "tree",
+        format,
     ]));
     assert_eq!(code, 0, "{stderr}");
+    stdout
+}
+
+#[test]
+fn tree_shows_sequences_expansions_and_states_in_run_order() {
+    let stdout = restart_fleet_graph("tree");
     let mut settings = insta::Settings::clone_current();
     // Job ids are random.
     settings.add_filter(r", [A-Za-z0-9]{4,5}\)", ", ID)");
@@ -191,16 +197,7 @@ fn tree_shows_sequences_expansions_and_states_in_run_order() {
 
 #[test]
 fn dot_labels_expansions_with_their_element_and_fills_jobs_by_state() {
-    let (stdout, stderr, code) = run(spindle(&examples()).args([
-        "graph",
-        "restart-fleet",
-        "service=web",
-        "--specs",
-        ".",
-        "--format",
-        "dot",
-    ]));
-    assert_eq!(code, 0, "{stderr}");
+    let stdout = restart_fleet_graph("dot");
     for host in ["host-a", "host-b", "host-c"] {
         assert!(
             stdout.contains(&format!(
@@ -220,50 +217,12 @@ fn dot_labels_expansions_with_their_element_and_fills_jobs_by_state() {
 #[test]
 fn list_args_and_shell_args_expansion_from_yaml_alone() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("fleet.yaml"),
-        r#"sequences:
-  fleet:
-    request: true
-    args:
-      required:
-        - name: zone
-      static:
-        - name: lister
-          default: sh
-        - name: listArgs
-          default: ["-c", "printf '{\"hosts\": [\"%s-1\", \"%s-2\"]}' \"$SPINDLE_ARG_ZONE\" \"$SPINDLE_ARG_ZONE\""]
-    nodes:
-      list:
-        category: job
-        type: shell-args
-        args:
-          - expected: cmd
-            given: lister
-          - expected: args
-            given: listArgs
-          - expected: zone
-        sets: [{arg: hosts}]
-      per-host:
-        category: sequence
-        type: one-host
-        each: [hosts:host]
-        parallel: 1
-        deps: [list]
-  one-host:
-    args:
-      required:
-        - name: host
-    nodes:
-      wait:
-        category: job
-        type: sleep
-        args:
-          - expected: duration
-            given: host
-"#,
-    )
-    .unwrap();
+    let fleet = std::fs::read_to_string(fixtures().join("fleet-by-zone.yaml")).unwrap();
+    let as_sleep = fleet.replace("type: noop", "type: sleep").replace(
+        "- expected: host",
+        "- expected: duration\n            given: host",
+    );
+    std::fs::write(dir.path().join("fleet.yaml"), as_sleep).unwrap();
     // The sleep job refuses a host name as its duration: an input error naming the node.
     let graph = [
         "graph",
@@ -280,14 +239,7 @@ fn list_args_and_shell_args_expansion_from_yaml_alone() {
         "{stderr}"
     );
 
-    std::fs::write(
-        dir.path().join("fleet.yaml"),
-        std::fs::read_to_string(dir.path().join("fleet.yaml"))
-            .unwrap()
-            .replace("type: sleep", "type: noop")
-            .replace("expected: duration", "expected: host"),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), &fleet).unwrap();
     let (stdout, stderr, code) = run(spindle(dir.path()).args(graph));
     assert_eq!(code, 0, "{stderr}");
     let chain: Value = serde_json::from_str(&stdout).unwrap();

@@ -147,17 +147,9 @@ fn example(language: &str) -> Example {
 }
 
 async fn create(client: &Client, request: &str, hold: &str) -> String {
-    let response = client
-        .http
-        .post(format!("{}/api/v1/requests", client.base))
-        .json(&json!({"type": request, "args": {"cluster": "orders", "hold": hold}}))
-        .send()
+    client
+        .start(request, json!({"cluster": "orders", "hold": hold}))
         .await
-        .unwrap();
-    let status = response.status();
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(status, 201, "{body}");
-    body["id"].as_str().unwrap().to_owned()
 }
 
 /// The request's job log entries of the job named `name`: (try, state, error, stdout).

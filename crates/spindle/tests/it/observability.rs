@@ -50,17 +50,7 @@ fn obs_dir() -> tempfile::TempDir {
 }
 
 async fn create(client: &Client, code: u32) -> String {
-    let response = client
-        .http
-        .post(format!("{}/api/v1/requests", client.base))
-        .json(&json!({"type": "obs", "args": {"code": code}}))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(status, 201, "{body}");
-    body["id"].as_str().unwrap().to_owned()
+    client.start("obs", json!({"code": code})).await
 }
 
 async fn wait_final(client: &Client, id: &str) -> u64 {

@@ -103,6 +103,14 @@ pub(crate) fn running(pid: i32) -> bool {
 }
 
 /// A client of one Request Manager's API.
+/// The id of the request a create answered with 201 (the test fails with the answer if not).
+pub(crate) async fn created_id(response: reqwest::Response) -> String {
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
 pub(crate) struct Client {
     pub(crate) base: String,
     pub(crate) http: reqwest::Client,
@@ -153,9 +161,19 @@ impl Client {
                 }
             }
         };
-        assert_eq!(response.status(), 201);
-        let body: Value = response.json().await.unwrap();
-        body["id"].as_str().unwrap().to_owned()
+        created_id(response).await
+    }
+
+    /// Starts a request of `request_type` with `args`; its id.
+    pub(crate) async fn start(&self, request_type: &str, args: Value) -> String {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/requests", self.base))
+            .json(&json!({"type": request_type, "args": args}))
+            .send()
+            .await
+            .unwrap();
+        created_id(response).await
     }
 
     /// GET of a path; `None` while the Request Manager does not answer or answers 503.

@@ -134,16 +134,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 impl Api {
     async fn create_sleep_chain(&self, args: Value) -> String {
-        let response = self
-            .http
-            .post(format!("{}/api/v1/requests", self.base))
-            .json(&json!({"type": "sleep-chain", "args": args}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 201);
-        let body: Value = response.json().await.unwrap();
-        body["id"].as_str().unwrap().to_owned()
+        self.start("sleep-chain", args).await
     }
 
     async fn state(&self, id: &str) -> u64 {
@@ -816,18 +807,7 @@ async fn a_job_runner_sends_live_output_to_the_request_manager() {
     jr_address.point_at(&jr);
     let api = Api::new(&rm.url);
     let go = dir.path().join("go");
-    let response = api
-        .http
-        .post(format!("{}/api/v1/requests", api.base))
-        .json(&json!({"type": "talk", "args": {"go": go.to_str().unwrap()}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let id = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = api.start("talk", json!({"go": go.to_str().unwrap()})).await;
     let hello = format!("hello from {}\n", go.display());
     let deadline = Instant::now() + Duration::from_secs(30);
     let page = loop {

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-const SPECS: &str = "sequences:
+use crate::recovery::created_id;
+
+const SPECS: &str = concat!(
+    "sequences:
   deploy:
     request: true
     args:
@@ -70,23 +73,9 @@ const SPECS: &str = "sequences:
         category: job
         type: sleep
         args: [{expected: duration, given: long}]
-  talk:
-    request: true
-    args:
-      required:
-        - name: go
-          desc: A file whose creation lets the job end
-      static:
-        - name: sh
-          default: sh
-        - name: script
-          default: [\"-c\", \"echo first line; echo to stderr >&2; while [ ! -e \\\"$SPINDLE_ARG_GO\\\" ]; do sleep 0.05; done; echo last line\"]
-    nodes:
-      chatter:
-        category: job
-        type: shell-command
-        args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
-  gate:
+",
+    include_str!("specs/talk.yaml"),
+    "  gate:
     request: true
     nodes:
       sign-off:
@@ -103,7 +92,8 @@ schedules:
     timezone: Europe/Berlin
     request: naps
     args: {host: <b>db9</b>}
-";
+"
+);
 
 /// Chromium and its driver, from the environment or Debian's paths.
 fn browser_programs(test: &str) -> Option<(PathBuf, PathBuf)> {
@@ -257,9 +247,7 @@ impl Ui {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-        let body: Value = response.json().await.unwrap();
-        body["id"].as_str().unwrap().to_owned()
+        created_id(response).await
     }
 
     async fn request(&self, id: &str) -> Value {
@@ -1048,11 +1036,7 @@ async fn signing_in_with_a_token_and_offering_only_what_the_viewer_may_do() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 201);
-    let id = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = created_id(response).await;
     ui.goto(&format!("/requests/{id}")).await;
     ui.until("RUNNING", &format!("{STATE} === 'RUNNING'"), 20)
         .await;

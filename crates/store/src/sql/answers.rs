@@ -30,13 +30,8 @@ sql_impl! {
     }
 
     pub(super) async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error> {
-        let rows = Statement::new(
-            "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id",
-        )
-        .bind(request_id)
-        .query::<DB>()
-        .fetch_all(&self.readers)
-        .await?;
+        let sql = "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id";
+        let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter()
             .map(|row| {
                 Ok((

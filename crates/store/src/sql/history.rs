@@ -49,13 +49,8 @@ sql_impl! {
     }
 
     pub(super) async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
-        let rows = Statement::new(
-            "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at",
-        )
-        .bind(request_id)
-        .query::<DB>()
-        .fetch_all(&self.readers)
-        .await?;
+        let sql = "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at";
+        let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter()
             .map(|row| {
                 Ok(AuditEvent {

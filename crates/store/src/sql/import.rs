@@ -38,19 +38,16 @@ sql_impl! {
             );
             insert.push_rows(chunk, |import| {
                 let request = &import.request;
-                vec![
-                    request.id.as_str().into(),
-                    request.request_type.as_str().into(),
-                    state_value(request.state).into(),
-                    request.user.as_str().into(),
-                    micros(request.created_at).into(),
+                let mut row = super::requests::request_row_head(request);
+                row.extend([
                     request.started_at.map(micros).into(),
                     request.finished_at.map(micros).into(),
                     count(request.total_jobs).into(),
                     count(request.finished_jobs).into(),
                     1_i64.into(),
                     request.error.as_str().into(),
-                ]
+                ]);
+                row
             });
             insert.query::<DB>().execute(&mut *tx).await?;
         }

@@ -97,14 +97,14 @@ sql_impl! {
         columns: &str,
         request_id: &str,
     ) -> Result<Option<DB::Row>, Error> {
-        if DB::UPDATE_RETURNING {
-            update.push(" RETURNING ").push(columns);
-            return Ok(update.query::<DB>().fetch_optional(&self.pool).await?);
+        if !DB::UPDATE_RETURNING {
+            let mut tx = self.pool.begin().await?;
+            let row = Self::update_request_in(&mut tx, update, columns, request_id).await?;
+            tx.commit().await?;
+            return Ok(row);
         }
-        let mut tx = self.pool.begin().await?;
-        let row = Self::update_request_in(&mut tx, update, columns, request_id).await?;
-        tx.commit().await?;
-        Ok(row)
+        update.push(" RETURNING ").push(columns);
+        Ok(update.query::<DB>().fetch_optional(&self.pool).await?)
     }
 
     /// PENDING → RUNNING for many requests in one statement per chunk; returns, per

@@ -161,11 +161,8 @@ sql_impl! {
     }
 
     pub(super) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
-        let rows = Statement::new("SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try")
-            .bind(request_id)
-            .query::<DB>()
-            .fetch_all(&self.readers)
-            .await?;
+        let sql = "SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try";
+        let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
 

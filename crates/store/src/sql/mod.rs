@@ -48,12 +48,14 @@ pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
     const UPDATE_RETURNING: bool;
 
     /// Appended to a SELECT whose rows the transaction is about to change, to lock them
-    /// (empty where one writer at a time is the rule already: SQLite).
-    const LOCK_ROWS: &'static str;
+    /// (empty where one writer at a time is the rule already: SQLite). PostgreSQL's and
+    /// MySQL's form by default.
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
 
     /// Appended to a SELECT that claims a row another transaction may be claiming: that
-    /// row is skipped rather than waited for.
-    const LOCK_ROWS_SKIP_LOCKED: &'static str;
+    /// row is skipped rather than waited for. PostgreSQL's and MySQL's (MariaDB 10.6+)
+    /// form by default.
+    const LOCK_ROWS_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
 
     /// Run first in a retention transaction: a query that answers a row when this
     /// transaction may delete (PostgreSQL: an advisory lock; MySQL: a lock row), so that
@@ -109,6 +111,28 @@ pub struct SqlStore<DB: Backend> {
     /// connections of their own, so that reads neither wait behind nor delay the one
     /// writer (WAL readers see the last commit and never block it).
     pub(crate) readers: Pool<DB>,
+}
+
+/// A pool from `connect`, tried again every 200 ms while the server cannot be reached
+/// (at start it may still be coming up) until `timeout` has passed.
+pub(crate) async fn connect_within<DB, F, Fut>(
+    timeout: std::time::Duration,
+    mut connect: F,
+) -> Result<Pool<DB>, Error>
+where
+    DB: sqlx::Database,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Pool<DB>, sqlx::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match connect().await.map_err(Error::from) {
+            Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            res => return res,
+        }
+    }
 }
 
 pub(crate) fn micros(time: DateTime<Utc>) -> i64 {
@@ -226,6 +250,19 @@ macro_rules! sql_impl {
     ($($body:tt)*) => {
         sql_impl!(@impl [] [] $($body)*);
     };
+}
+
+sql_impl! {
+    /// The rows `sql` reads (from a reader) of one request: its one param, `$1`, is
+    /// `request_id`.
+    async fn rows_of_request(&self, sql: &'static str, request_id: &str) -> Result<Vec<DB::Row>, Error> {
+        let rows = Statement::new(sql)
+            .bind(request_id)
+            .query::<DB>()
+            .fetch_all(&self.readers)
+            .await?;
+        Ok(rows)
+    }
 }
 
 /// The [`Store`] impl: each operation forwards to the inherent method of the same name

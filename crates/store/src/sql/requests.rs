@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// The columns every new `requests` row starts with: `request_id, type, state, user_name,
+/// created_at`.
+pub(super) fn request_row_head(request: &Request) -> Vec<statement::Param<'_>> {
+    vec![
+        request.id.as_str().into(),
+        request.request_type.as_str().into(),
+        state_value(request.state).into(),
+        request.user.as_str().into(),
+        micros(request.created_at).into(),
+    ]
+}
+
 sql_impl! {
     /// Why a conditional update of `request_id` matched no row.
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
@@ -53,19 +65,16 @@ sql_impl! {
                 "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) VALUES ",
             );
             insert.push_rows(chunk, |(request, _, _)| {
-                vec![
-                    request.id.as_str().into(),
-                    request.request_type.as_str().into(),
-                    state_value(request.state).into(),
-                    request.user.as_str().into(),
-                    micros(request.created_at).into(),
+                let mut row = request_row_head(request);
+                row.extend([
                     count(request.total_jobs).into(),
                     0_i64.into(),
                     1_i64.into(),
                     Some(request.spec_version.as_str())
                         .filter(|version| !version.is_empty())
                         .into(),
-                ]
+                ]);
+                row
             });
             insert.query::<DB>().execute(&mut **tx).await?;
         }
@@ -202,11 +211,8 @@ sql_impl! {
 
     /// Each logged job's highest try and its state.
     pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
-        let rows = Statement::new("SELECT job_id, try, state FROM job_log WHERE request_id = $1")
-            .bind(request_id)
-            .query::<DB>()
-            .fetch_all(&self.readers)
-            .await?;
+        let sql = "SELECT job_id, try, state FROM job_log WHERE request_id = $1";
+        let rows = self.rows_of_request(sql, request_id).await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
             let job_id: String = row.try_get("job_id")?;

@@ -251,14 +251,8 @@ sql_impl! {
             }
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
-        Statement::new(
-            "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
-             VALUES ($1, $2, NULL, $3, $3)",
-        )
-        .bind(request_id)
-        .bind(suspended_json)
-        .bind(micros(at))
-        .query::<DB>()
+        super::suspended::insert_suspended(request_id, suspended_json, at)
+            .query::<DB>()
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// Stores `suspended_json` as the unclaimed suspended chain of `request_id`.
+pub(super) fn insert_suspended<'q>(
+    request_id: &'q str,
+    suspended_json: String,
+    at: DateTime<Utc>,
+) -> Statement<'q> {
+    Statement::new(
+        "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
+         VALUES ($1, $2, NULL, $3, $3)",
+    )
+    .bind(request_id)
+    .bind(suspended_json)
+    .bind(micros(at))
+}
+
 sql_impl! {
     /// Deletes the suspended chain of `request_id` that `host` claimed (the first step of
     /// resuming it or failing it).
@@ -35,16 +50,10 @@ sql_impl! {
         let request_id = suspended.request_id.as_str();
         let suspended_json = to_json("suspended job chain", suspended)?;
         let mut tx = self.pool.begin().await?;
-        let inserted = Statement::new(
-            "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
-             VALUES ($1, $2, NULL, $3, $3)",
-        )
-        .bind(request_id)
-        .bind(suspended_json)
-        .bind(micros(at))
-        .query::<DB>()
-        .execute(&mut *tx)
-        .await;
+        let inserted = insert_suspended(request_id, suspended_json, at)
+            .query::<DB>()
+            .execute(&mut *tx)
+            .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
             Err(Error::Duplicate(_)) => {
