@@ -42,6 +42,17 @@ fn client_error(err: jr::Error) -> ClientError {
     }
 }
 
+/// What the manager hears of a chain `runner` took as `instance`.
+fn handed_over(
+    runner: &jr::Runner,
+    instance: Result<String, jr::Error>,
+) -> Result<HandedOver, ClientError> {
+    Ok(HandedOver {
+        url: runner.base_url().to_owned(),
+        instance: instance.map_err(client_error)?,
+    })
+}
+
 #[async_trait::async_trait]
 impl JrClient for InProcessJr {
     async fn new_chain(
@@ -51,18 +62,8 @@ impl JrClient for InProcessJr {
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
-        let instance = runner
-            .run_chain(
-                job_chain,
-                hand_over.epoch,
-                hand_over.trace,
-                hand_over.paused,
-            )
-            .map_err(client_error)?;
-        Ok(HandedOver {
-            url: runner.base_url().to_owned(),
-            instance,
-        })
+        let (epoch, trace, paused) = (hand_over.epoch, hand_over.trace, hand_over.paused);
+        handed_over(runner, runner.run_chain(job_chain, epoch, trace, paused))
     }
 
     async fn resume(
@@ -72,18 +73,11 @@ impl JrClient for InProcessJr {
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
-        let instance = runner
-            .resume(
-                suspended.clone(),
-                hand_over.epoch,
-                hand_over.trace,
-                hand_over.paused,
-            )
-            .map_err(client_error)?;
-        Ok(HandedOver {
-            url: runner.base_url().to_owned(),
-            instance,
-        })
+        let (epoch, trace, paused) = (hand_over.epoch, hand_over.trace, hand_over.paused);
+        handed_over(
+            runner,
+            runner.resume(suspended.clone(), epoch, trace, paused),
+        )
     }
 
     async fn stop(&self, _jr_url: &str, request_id: &RequestId) -> Result<(), ClientError> {
@@ -137,6 +131,9 @@ pub(crate) struct LocalSettings<'a> {
     /// load).
     pub(crate) store: std::sync::Arc<dyn store::Store>,
     pub(crate) base_url: &'a str,
+    /// What tells this process's Request Manager from others on the database (its
+    /// claims name it): the machine's name and what is unique on it.
+    pub(crate) host: String,
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
     pub(crate) lease: Duration,
@@ -156,6 +153,7 @@ pub(crate) async fn local(
     let LocalSettings {
         store,
         base_url,
+        host,
         interval,
         suspended_ttl,
         lease,
@@ -169,12 +167,7 @@ pub(crate) async fn local(
     let options = rm::Options {
         interval,
         suspended_ttl,
-        // The port too: several servers on one machine may share a database.
-        host: format!(
-            "{}:{}",
-            gethostname::gethostname().to_string_lossy(),
-            base_url.rsplit(':').next().unwrap_or_default()
-        ),
+        host,
         lease,
         stale_claim: crate::serve::stale_claim(lease, interval),
         // The runner in this process takes every chain.
@@ -219,6 +212,11 @@ impl jr::Reporters for ManagerReporters {
     }
 }
 
+/// A report's answer from the manager, as the runner's reporter answers it.
+fn reported(result: Result<(), rm::Error>) -> Result<(), ReportError> {
+    result.map_err(report_error)
+}
+
 fn report_error(err: rm::Error) -> ReportError {
     match err {
         err @ rm::Error::Unavailable { .. } => ReportError::unavailable(err.chain()),
@@ -231,45 +229,30 @@ fn report_error(err: rm::Error) -> ReportError {
 #[async_trait::async_trait]
 impl Reporter for ManagerReporter {
     async fn try_starts(&self, starts: &[TryStart]) -> Result<(), ReportError> {
-        self.manager
-            .add_try_starts(starts.to_vec(), Some(&self.fence))
-            .await
-            .map_err(report_error)
+        let (manager, fence) = (&self.manager, Some(&self.fence));
+        reported(manager.add_try_starts(starts.to_vec(), fence).await)
     }
 
     async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.manager
-            .add_job_logs(entries.to_vec(), Some(&self.fence))
-            .await
-            .map_err(report_error)
+        let (manager, fence) = (&self.manager, Some(&self.fence));
+        reported(manager.add_job_logs(entries.to_vec(), fence).await)
     }
 
     async fn output(&self, chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        self.manager
-            .add_output(chunks.to_vec(), Some(&self.fence))
-            .await
-            .map_err(report_error)
+        let (manager, fence) = (&self.manager, Some(&self.fence));
+        reported(manager.add_output(chunks.to_vec(), fence).await)
     }
 
     async fn progress(&self, progress: &RequestProgress) -> Result<(), ReportError> {
-        self.manager
-            .progress(progress, Some(&self.fence))
-            .await
-            .map_err(report_error)
+        reported(self.manager.progress(progress, Some(&self.fence)).await)
     }
 
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.manager
-            .finish(finish, Some(&self.fence))
-            .await
-            .map_err(report_error)
+        reported(self.manager.finish(finish, Some(&self.fence)).await)
     }
 
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        self.manager
-            .suspend(suspended, Some(&self.fence))
-            .await
-            .map_err(report_error)
+        reported(self.manager.suspend(suspended, Some(&self.fence)).await)
     }
 }
 

@@ -81,6 +81,10 @@ pub(crate) async fn run(
         crate::local::LocalSettings {
             store: opened?,
             base_url: "in-process://spindle-run",
+            host: format!(
+                "{}:spindle-run",
+                gethostname::gethostname().to_string_lossy()
+            ),
             interval: Duration::from_secs(1),
             suspended_ttl: Duration::from_secs(3600),
             lease: Duration::from_secs(10),

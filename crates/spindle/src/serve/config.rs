@@ -15,6 +15,8 @@ pub(crate) struct FileConfig {
     pub(crate) database: Option<String>,
     pub(crate) jr_url: Option<String>,
     pub(crate) rm_url: Option<String>,
+    /// The URL a Job Runner registers, as Request Managers reach it.
+    pub(crate) advertise_url: Option<String>,
     /// Go-style duration: how long a Job Runner has to hand back its chains at shutdown.
     pub(crate) shutdown_timeout: Option<String>,
     /// Go-style duration: how often PENDING requests and suspended chains are retried.
@@ -120,7 +122,7 @@ pub(crate) struct ClientConfig {
 /// Flags every service takes.
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct CommonArgs {
-    /// YAML file with any of: listen, specs, database, jr_url, rm_url, shutdown_timeout,
+    /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, lease, metrics, otlp_endpoint, log_level, auth, token,
     /// client, tls, limits, jobs
     #[arg(long, env = "SPINDLE_CONFIG")]
@@ -215,6 +217,10 @@ pub(crate) struct ServerArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub(crate) manager: ManagerArgs,
+    /// The URL this Job Runner registers, as Request Managers reach it (default: its
+    /// listen address, or this host's name when listening on 0.0.0.0 or ::)
+    #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
+    pub(crate) advertise_url: Option<String>,
     /// How long running chains have to be handed back at shutdown (Go duration)
     #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
     pub(crate) shutdown_timeout: Option<String>,
@@ -248,6 +254,10 @@ pub(crate) struct JrArgs {
     /// commas (whichever answers is used)
     #[arg(long, env = "SPINDLE_RM_URL")]
     pub(crate) rm_url: Option<String>,
+    /// The URL this Job Runner registers, as Request Managers reach it (default: its
+    /// listen address, or this host's name when listening on 0.0.0.0 or ::)
+    #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
+    pub(crate) advertise_url: Option<String>,
     /// How long running chains have to be handed back at shutdown (Go duration)
     #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
     pub(crate) shutdown_timeout: Option<String>,
@@ -263,6 +273,8 @@ pub(crate) struct Settings {
     pub(crate) jr_url: Option<String>,
     /// One or more Request Managers.
     pub(crate) rm_urls: Vec<String>,
+    /// None: the listen address (see [`Settings::runner_url`]).
+    pub(crate) advertise_url: Option<String>,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) interval: Duration,
     pub(crate) suspended_ttl: Duration,
@@ -288,6 +300,22 @@ impl Settings {
     /// `http` or `https`.
     pub(crate) fn scheme(&self) -> &'static str {
         if self.tls.is_some() { "https" } else { "http" }
+    }
+
+    /// The URL a Job Runner listening on `address` registers: `advertise_url`, else the
+    /// address, with this host's name in place of an unspecified IP (0.0.0.0 or ::),
+    /// which no other machine can call.
+    pub(crate) fn runner_url(&self, address: SocketAddr) -> String {
+        match &self.advertise_url {
+            Some(url) => url.clone(),
+            None if address.ip().is_unspecified() => format!(
+                "{}://{}:{}",
+                self.scheme(),
+                gethostname::gethostname().to_string_lossy(),
+                address.port()
+            ),
+            None => format!("{}://{address}", self.scheme()),
+        }
     }
 }
 
@@ -365,6 +393,11 @@ impl FileConfig {
                 .clone()
                 .map(|value| url("jr_url", value))
                 .transpose()?,
+            advertise_url: file
+                .advertise_url
+                .clone()
+                .map(|value| advertised(url("advertise_url", value)?))
+                .transpose()?,
             rm_urls: pick(&file.rm_url, "http://127.0.0.1:32308")
                 .split(',')
                 .map(|value| url("rm_url", value.trim().to_owned()))
@@ -402,6 +435,25 @@ impl FileConfig {
             },
         })
     }
+}
+
+/// An `advertise_url` other machines can call: not an unspecified address.
+fn advertised(url: String) -> anyhow::Result<String> {
+    let parsed = url::Url::parse(&url).with_context(|| {
+        format!("advertise_url: {url:?} is not a URL; expected http://HOST:PORT")
+    })?;
+    let unspecified = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_unspecified(),
+        Some(url::Host::Domain(_)) => false,
+        None => anyhow::bail!("advertise_url: {url:?} names no host; expected http://HOST:PORT"),
+    };
+    if unspecified {
+        anyhow::bail!(
+            "advertise_url: {url:?} is an address to listen on, which no other machine can call; expected this machine's name or address, such as http://jr-1.example.com:32307"
+        );
+    }
+    Ok(url)
 }
 
 /// HTTPS: the certificate and key (both or neither), and the CA of clients' certificates.
@@ -461,6 +513,13 @@ pub(super) fn positive(name: &str, value: Duration) -> anyhow::Result<Duration> 
         anyhow::bail!("{name}: 0s; expected a positive duration such as 10s");
     }
     Ok(value)
+}
+
+/// What tells a Request Manager listening on `port` from the others on its database (its
+/// claims name it): the machine's name, and the port, as several servers on one machine
+/// may share a database.
+pub(crate) fn manager_host(port: u16) -> String {
+    format!("{}:{port}", gethostname::gethostname().to_string_lossy())
 }
 
 /// What a runner in this process registers with beside its URL.

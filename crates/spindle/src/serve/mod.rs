@@ -109,37 +109,32 @@ async fn run_manager(
 
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow::Result<Exit> {
-    let Some(ManagerStart {
-        settings,
-        specs,
-        sources,
-        auth,
-        schedules,
-    }) = manager_start(args, &args.common, &mut registry)?
-    else {
+    let Some(start) = manager_start(args, &args.common, &mut registry)? else {
         return Ok(Exit::Failure);
     };
+    let settings = start.settings;
     let reload_registry = Arc::new(registry.clone());
     let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
-    let base_url = format!("{}://{address}", settings.scheme());
+    let base_url = settings.runner_url(address);
     let telemetry = telemetry(&settings, "spindle-server")?;
     let local = local(
-        specs,
+        start.specs,
         registry,
         crate::local::LocalSettings {
             store: store::open(&settings.database).await?,
             base_url: &base_url,
+            host: manager_host(address.port()),
             interval: settings.interval,
             suspended_ttl: settings.suspended_ttl,
             lease: settings.lease,
             telemetry: telemetry.clone(),
-            auth,
+            auth: start.auth,
             retention: settings.retention,
         },
     )
     .await?;
-    local.manager.set_schedules(schedules);
+    local.manager.set_schedules(start.schedules);
     // What a killed predecessor on this machine ran resumes at once.
     reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
@@ -153,7 +148,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     let (background, router) = run_manager(
         &local.manager,
         &settings,
-        sources,
+        start.sources,
         reload_registry,
         args.manager.watch_specs,
         &stop,
@@ -214,11 +209,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     let options = rm::Options {
         interval: settings.interval,
         suspended_ttl: settings.suspended_ttl,
-        host: format!(
-            "{}:{}",
-            gethostname::gethostname().to_string_lossy(),
-            address.port()
-        ),
+        host: manager_host(address.port()),
         lease: settings.lease,
         jr_url: settings.jr_url.clone(),
         stale_claim: stale_claim(settings.lease, settings.interval),
@@ -268,7 +259,7 @@ pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow:
     crate::programs::add(&mut registry, &settings.jobs)?;
     let (listener, address) = bind("spindle jr", &settings, args.common.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
-    let base_url = format!("{}://{address}", settings.scheme());
+    let base_url = settings.runner_url(address);
     let runner = jr::Runner::new(
         Arc::new(registry),
         Arc::new(rm.clone()),
@@ -515,5 +506,43 @@ mod tests {
         assert_eq!(auth.admin_roles, ["sre"]);
         assert_eq!(auth.proxy.unwrap().trusted, ["10.0.0.5", "10.0.1.0/24"]);
         assert_eq!(secure.limits.header_timeout, Duration::from_secs(30));
+    }
+
+    /// Issue #36: a runner listening on every address registers a URL another machine
+    /// can call: its advertised one, else this host's name; never 0.0.0.0 or ::.
+    #[test]
+    fn a_runner_registers_a_url_other_machines_can_call() {
+        let settings = |yaml: &str| {
+            serde_saphyr::from_str::<FileConfig>(yaml)
+                .unwrap()
+                .settings("127.0.0.1:32307")
+        };
+        let host = gethostname::gethostname().to_string_lossy().into_owned();
+        let defaults = settings("{}").unwrap();
+        let any: SocketAddr = "0.0.0.0:32307".parse().unwrap();
+        assert_eq!(defaults.runner_url(any), format!("http://{host}:32307"));
+        let any6: SocketAddr = "[::]:5000".parse().unwrap();
+        assert_eq!(defaults.runner_url(any6), format!("http://{host}:5000"));
+        let loopback: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        assert_eq!(defaults.runner_url(loopback), "http://127.0.0.1:4000");
+
+        let advertised = settings("advertise_url: https://jr-1.example.com:443\n").unwrap();
+        assert_eq!(
+            advertised.runner_url(any),
+            "https://jr-1.example.com:443",
+            "the advertised URL, whatever the listen address"
+        );
+        for bad in ["http://0.0.0.0:32307", "http://[::]:32307"] {
+            let err = settings(&format!("advertise_url: {bad}\n")).unwrap_err();
+            assert!(
+                err.to_string().contains("no other machine can call"),
+                "{bad}: {err:#}"
+            );
+        }
+        let err = settings("advertise_url: jr-1:32307\n").unwrap_err();
+        assert!(
+            err.to_string().contains("expected http://HOST:PORT"),
+            "{err:#}"
+        );
     }
 }

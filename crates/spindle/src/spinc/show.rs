@@ -244,6 +244,7 @@ pub(crate) async fn schedules(args: &ClientArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     if schedules.is_empty() {
+        super::eprintln_line("no schedules (a spec's `schedules:` adds them)")?;
         return Ok(Exit::Success);
     }
     out!(
@@ -371,15 +372,25 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
 pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<Exit> {
     let filter = find_filter(words)?;
     let client = args.client()?;
-    let requests = match client.find(&filter).await {
+    // One more than shown, to know whether more match.
+    let mut asked = filter.clone();
+    if filter.limit > 0 {
+        asked.limit = filter.limit.saturating_add(1);
+    }
+    let mut requests = match client.find(&asked).await {
         Ok(requests) => requests,
         Err(err) => return Ok(fail(&err)),
     };
+    let more = filter.limit > 0 && requests.len() as u64 > filter.limit;
+    if more {
+        requests.truncate(usize::try_from(filter.limit).unwrap_or(usize::MAX));
+    }
     if args.output() == Output::Json {
         print_json(&requests)?;
         return Ok(Exit::Success);
     }
     if requests.is_empty() {
+        super::eprintln_line("no requests match")?;
         return Ok(Exit::Success);
     }
     out!(
@@ -405,6 +416,12 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
             request.finished_jobs,
             request.total_jobs
         );
+    }
+    if more {
+        super::eprintln_line(&format!(
+            "more requests match: the next with offset={}, all with limit=0",
+            filter.offset + filter.limit
+        ))?;
     }
     Ok(Exit::Success)
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const SPECS: &str = "sequences:
+const SPECS: &str = concat!(
+    "sequences:
   greet:
     request: true
     args:
@@ -50,23 +51,9 @@ const SPECS: &str = "sequences:
         type: sleep
         each: [hosts:host]
         args: [{expected: duration, given: ms}]
-  talk:
-    request: true
-    args:
-      required:
-        - name: go
-          desc: A file whose creation lets the job end
-      static:
-        - name: sh
-          default: sh
-        - name: script
-          default: [\"-c\", \"echo first line; echo to stderr >&2; while [ ! -e \\\"$SPINDLE_ARG_GO\\\" ]; do sleep 0.05; done; echo last line\"]
-    nodes:
-      chatter:
-        category: job
-        type: shell-command
-        args: [{expected: cmd, given: sh}, {expected: args, given: script}, {expected: go}]
-";
+",
+    include_str!("specs/talk.yaml"),
+);
 
 struct Server {
     /// Kills the server when the test ends.
@@ -235,10 +222,36 @@ fn list_help_start_status_info_find_log() {
         lines[1].contains(" greet ") && lines[1].ends_with("5 / 5"),
         "{found}"
     );
+    // Issue #36: none, or more than shown, is said (on stderr: stdout stays a table).
+    let none = server.run(&["find", "type=nap"]);
+    assert_eq!(none.status.code(), Some(0));
+    assert!(none.stdout.is_empty(), "no rows, not even the header");
+    assert_eq!(String::from_utf8_lossy(&none.stderr), "no requests match\n");
+    let first = server.run(&[
+        "find",
+        "type=greet",
+        "states=complete,running,pending",
+        "limit=1",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&first.stdout).lines().count(), 2);
     assert_eq!(
-        server.stdout(&["find", "type=nap"]),
-        "",
-        "no results print nothing"
+        String::from_utf8_lossy(&first.stderr),
+        "more requests match: the next with offset=1, all with limit=0\n"
+    );
+    let both = server.run(&[
+        "find",
+        "type=greet",
+        "states=complete,running,pending",
+        "limit=2",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&both.stdout).lines().count(), 3);
+    assert!(both.stderr.is_empty(), "all shown: no hint");
+    let schedules = server.run(&["schedules"]);
+    assert_eq!(schedules.status.code(), Some(0));
+    assert!(schedules.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&schedules.stderr).starts_with("no schedules"),
+        "{schedules:?}"
     );
     let by_arg = server.stdout(&["find", "arg=who=bob", "state=COMPLETE"]);
     assert_eq!(by_arg.lines().count(), 2, "{by_arg}");

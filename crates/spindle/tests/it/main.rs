@@ -8,6 +8,7 @@ mod import;
 mod job_programs;
 mod lint;
 mod observability;
+mod operators;
 mod own_db;
 mod recovery;
 mod security;

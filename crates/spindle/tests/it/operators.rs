@@ -1,0 +1,42 @@
+//! Issue #36: what an operator meets first — the address a runner registers, listings and
+//! messages.
+
+use std::time::Duration;
+
+use crate::recovery::Client;
+use crate::{Service, jr_args, rm_args, run, spindle};
+
+/// A Job Runner registers its advertised URL, not the address it listens on; one that
+/// would advertise an address to listen on is refused at start, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_registers_its_advertised_url() {
+    let dir = crate::recovery::work_dir();
+    let rm = Service::start(dir.path(), &rm_args("sqlite://spindle.db", "2s", &[]));
+    let advertised = "http://jr-1.example.com:4321";
+    let _jr = Service::start_env(
+        dir.path(),
+        &jr_args(&rm.url, "2s", &[]),
+        &[("SPINDLE_ADVERTISE_URL", advertised)],
+    );
+    let client = Client::new(&rm.url);
+    crate::eventually(
+        "the runner registered",
+        Duration::from_secs(10),
+        async || {
+            let runners = client.get("/api/v1/job-runners").await;
+            runners[0]["url"] == advertised
+        },
+    )
+    .await;
+
+    let (_, stderr, code) = run(spindle(dir.path()).args(jr_args(
+        &rm.url,
+        "2s",
+        &["--advertise-url", "http://0.0.0.0:32307"],
+    )));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("advertise_url: \"http://0.0.0.0:32307\" is an address to listen on"),
+        "{stderr}"
+    );
+}
