@@ -28,12 +28,7 @@ impl JobTypes {
 
     /// The known type closest to `name`, if it is a near miss (a typo).
     fn near(&self, name: &str) -> Option<&str> {
-        self.types
-            .keys()
-            .map(|known| (strsim::damerau_levenshtein(name, known), known))
-            .filter(|(distance, known)| *distance <= 2.min(known.len() / 2).max(1))
-            .min()
-            .map(|(_, known)| known.as_str())
+        crate::near::nearest(name, self.types.keys().map(String::as_str))
     }
 }
 

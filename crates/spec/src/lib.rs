@@ -14,6 +14,7 @@ mod graph;
 mod job_types;
 mod load;
 mod model;
+pub mod near;
 pub mod schedule;
 mod yaml;
 

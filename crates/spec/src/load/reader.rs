@@ -110,7 +110,8 @@ impl Reader<'_> {
             let path = || format!("{field_prefix}{name}");
             let Some(&known_name) = known.iter().find(|k| **k == name) else {
                 let message = format!(
-                    "unknown field `{name}` in {what}; expected one of: {}",
+                    "unknown field `{name}` in {what}{}; expected one of: {}",
+                    crate::near::did_you_mean(name, known.iter().copied()),
                     known.join(", ")
                 );
                 self.push(

@@ -71,6 +71,7 @@ fn manager_start(
         return Ok(None);
     };
     warn_if_no_request_types(&report.specs, &settings.specs);
+    warn_of_diagnostics(&report);
     let auth = build_auth(&settings, &report.specs, crate::custom_authenticators())?;
     let schedules = schedules_of(&report.specs);
     Ok(Some(ManagerStart {

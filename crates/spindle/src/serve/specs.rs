@@ -13,6 +13,19 @@ pub(super) fn warn_if_no_request_types(specs: &spec::Specs, path: &std::path::Pa
     }
 }
 
+/// Logs each warning of the specs a Request Manager loads (at start and at every
+/// reload): a misspelt field (`retrys:`), which Spin Cycle ignored and so does a
+/// loaded spec, must not be lost without a word.
+pub(super) fn warn_of_diagnostics(report: &spec::Report) {
+    for warning in report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == spec::Severity::Warning)
+    {
+        tracing::warn!(code = warning.code, "spec: {warning}");
+    }
+}
+
 /// The specs' `schedules:`, ready to fire (the linter accepted them).
 pub(super) fn schedules_of(specs: &spec::Specs) -> Vec<spec::schedule::Fires> {
     specs
@@ -138,6 +151,7 @@ pub(super) async fn keep_specs(
             }
             continue;
         }
+        warn_of_diagnostics(&report);
         let acls = acls_of(&report.specs);
         let schedules = schedules_of(&report.specs);
         let grapher = graph::Grapher::new(report.specs, registry.clone());

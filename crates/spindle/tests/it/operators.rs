@@ -40,3 +40,40 @@ async fn a_runner_registers_its_advertised_url() {
         "{stderr}"
     );
 }
+
+/// A misspelt spec field is not lost in silence: the linter asks "did you mean", and a
+/// server that loads the spec (Spin Cycle ignored unknown fields, so it still starts)
+/// logs the warning at start.
+#[test]
+fn a_misspelt_spec_field_is_named_with_its_near_miss_and_the_server_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(
+        dir.path().join("specs/typo.yaml"),
+        "sequences:
+  typo:
+    request: true
+    nodes:
+      flaky:
+        category: job
+        type: noop
+        retrys: 2
+",
+    )
+    .unwrap();
+    let (stdout, stderr, code) = run(spindle(dir.path()).args(["lint", "specs"]));
+    assert_eq!(code, 0, "a warning: {stdout}{stderr}");
+    assert!(
+        stdout.contains("unknown field `retrys` in a node (did you mean `retry`?)"),
+        "{stdout}"
+    );
+    let server = Service::start(
+        dir.path(),
+        &crate::service_args("server", "sqlite://typo.db", &[]),
+    );
+    let logged = server.stderr();
+    assert!(
+        logged.contains("WARN") && logged.contains("(did you mean `retry`?)"),
+        "{logged}"
+    );
+}
