@@ -6,7 +6,11 @@
 pub enum Error {
     #[error("Type is empty, must be a request name")]
     EmptyType,
-    #[error("unknown request type `{name}`; expected one of: {}", list(known))]
+    #[error(
+        "unknown request type `{name}`{}; expected one of: {}",
+        spec::near::did_you_mean(name, known.iter().map(String::as_str)),
+        list(known)
+    )]
     UnknownRequest { name: String, known: Vec<String> },
     #[error(
         "`{name}` is a sequence but not a request (it has no `request: true`); expected one of: {}",

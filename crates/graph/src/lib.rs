@@ -201,7 +201,8 @@ impl Grapher {
         for name in args.keys() {
             if !seq.arg_names().any(|declared| declared == name) {
                 problems.push(format!(
-                    "`{name}` is not an arg of request `{request_type}`"
+                    "`{name}` is not an arg of request `{request_type}`{}",
+                    spec::near::did_you_mean(name, seq.arg_names())
                 ));
             }
         }

@@ -613,7 +613,7 @@ fn bad_requests_are_input_errors_that_list_what_is_accepted() {
     let err = grapher.create("stop-hots", &JobArgs::new()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "unknown request type `stop-hots`; expected one of: stop-host"
+        "unknown request type `stop-hots` (did you mean `stop-host`?); expected one of: stop-host"
     );
     let err = grapher.create("helper", &JobArgs::new()).unwrap_err();
     assert!(
@@ -624,12 +624,12 @@ fn bad_requests_are_input_errors_that_list_what_is_accepted() {
     let err = grapher
         .create(
             "stop-host",
-            &args(json!({"force": "x", "colour": "red", "argv": []})),
+            &args(json!({"force": "x", "colour": "red", "argv": [], "hostnme": "h"})),
         )
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid args for request `stop-host`: missing required arg `hostname`; `argv` is a static arg, fixed by the spec; it cannot be given; `colour` is not an arg of request `stop-host`; it takes: hostname (required): Host to stop; force (optional, default \"no\"): Force stop"
+        "invalid args for request `stop-host`: missing required arg `hostname`; `argv` is a static arg, fixed by the spec; it cannot be given; `colour` is not an arg of request `stop-host`; `hostnme` is not an arg of request `stop-host` (did you mean `hostname`?); it takes: hostname (required): Host to stop; force (optional, default \"no\"): Force stop"
     );
     for err in [
         grapher.create("", &JobArgs::new()).unwrap_err(),

@@ -260,7 +260,7 @@ async fn bad_input_is_400_with_a_message() {
         (r#"{"args": {}}"#, "Type is empty, must be a request name"),
         (
             r#"{"type": "deplo"}"#,
-            "unknown request type `deplo`; expected one of: deploy",
+            "unknown request type `deplo` (did you mean `deploy`?); expected one of: deploy",
         ),
         (
             r#"{"type": "deploy", "args": {"hots": "x"}}"#,

@@ -1040,7 +1040,7 @@ schedules:
   missing-arg:
     cron: "0 2 * * *"
     request: backup
-    args: {colour: blue}
+    args: {colour: blue, hots: db1}
   bad-policy:
     cron: "0 2 * * *"
     request: backup
@@ -1075,10 +1075,14 @@ schedules:
     has("schedules.missing-arg.args", "requires `host`");
     has("schedules.missing-arg.args", "has no arg `colour`");
     has(
+        "schedules.missing-arg.args",
+        "has no arg `hots` (did you mean `host`?)",
+    );
+    has(
         "schedules.bad-policy.overlap",
         "\"sometimes\"; expected skip or start",
     );
-    assert_eq!(errors.len(), 6, "{errors:#?}");
+    assert_eq!(errors.len(), 7, "{errors:#?}");
     let schedules = report.specs.schedules();
     assert_eq!(schedules.len(), 7);
     let nightly = schedules[0].fires().unwrap();

@@ -67,8 +67,9 @@ fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diag
             request.pos,
             "request",
             format!(
-                "`{}` is not a request type; expected one of: {}",
+                "`{}` is not a request type{}; expected one of: {}",
                 request.value,
+                crate::near::did_you_mean(&request.value, known.iter().copied()),
                 quoted(known)
             ),
         );
@@ -99,8 +100,12 @@ fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diag
                 schedule.pos,
                 "args",
                 format!(
-                    "request `{}` has no arg `{name}`; expected one of: {}",
+                    "request `{}` has no arg `{name}`{}; expected one of: {}",
                     request.value,
+                    crate::near::did_you_mean(
+                        name,
+                        required.iter().chain(&optional).map(String::as_str)
+                    ),
                     quoted(required.iter().chain(&optional).map(String::as_str))
                 ),
             );

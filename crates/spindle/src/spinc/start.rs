@@ -109,8 +109,9 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
     };
     let Some(spec) = specs.iter().find(|spec| spec.name == start.request) else {
         crate::exit::eprintln_failure(&format!(
-            "unknown request type `{}`; run `spindle` to list request types",
-            start.request
+            "unknown request type `{}`{}; run `spindle` to list request types",
+            start.request,
+            spec::near::did_you_mean(&start.request, specs.iter().map(|s| s.name.as_str()))
         ));
         return Ok(Exit::NotFound);
     };
@@ -119,7 +120,13 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         .filter(|name| !spec.args.iter().any(|a| &a.name == *name))
         .collect();
     if !unknown.is_empty() {
-        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        let names: Vec<String> = unknown
+            .iter()
+            .map(|name| {
+                let known = spec.args.iter().map(|a| a.name.as_str());
+                format!("{name}{}", spec::near::did_you_mean(name, known))
+            })
+            .collect();
         crate::exit::eprintln_failure(&format!(
             "unknown request args: {}; run `spindle help {}` to list its args",
             names.join(", "),

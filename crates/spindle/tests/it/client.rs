@@ -483,6 +483,21 @@ fn failures_have_one_line_and_their_own_exit_code() {
     let output = server.run(&["start", "greet", "who=x", "size=9", "--yes"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown request args: size"));
+    // Issue #36: a near miss is named.
+    let output = server.run(&["start", "greet", "whom=x", "--yes"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("unknown request args: whom (did you mean `who`?)"),
+        "{output:?}"
+    );
+    let output = server.run(&["start", "gret", "who=x", "--yes"]);
+    assert_eq!(output.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("unknown request type `gret` (did you mean `greet`?)"),
+        "{output:?}"
+    );
     let help = server.stdout(&["--help"]);
     assert!(
         help.contains("5  the Request Manager cannot be reached"),
