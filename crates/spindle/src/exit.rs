@@ -7,7 +7,7 @@
 pub(crate) enum Exit {
     Success,
     /// Something was found wrong: lint errors, a chain that cannot be built, a request
-    /// that failed (run, watch), specs with errors (server, rm), not running (running).
+    /// that failed (run, watch), specs with errors (run, server, rm), not running (running).
     Failure,
     /// The command line or its input is wrong: a usage error, a path that cannot be read,
     /// an arg the request does not take or lacks.
@@ -57,7 +57,7 @@ pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0  success (lint: no errors; run: the request completed)
   1  lint found errors (or warnings, with --strict); graph could not build the chain;
-     run, watch: the request failed; server, rm: the specs have errors
+     run, watch: the request failed; run, server, rm: the specs have errors
   2  usage error, a path that cannot be read, or bad input (an arg the request does not
      take or lacks)
   3  watch, start --watch: the request was STOPPED

@@ -73,7 +73,8 @@ pub(crate) async fn run(
             "the specs in {} have errors; fix them first",
             args.specs.display()
         ));
-        return Ok(Exit::Usage);
+        // As `lint`, `server` and `rm` end on the same specs.
+        return Ok(Exit::Failure);
     };
     let local = local(
         specs,

@@ -15,13 +15,14 @@ use crate::model::{Acl, ArgDecl, Node, NodeArg, NodeSet, Sequence, SequenceArgs,
 use crate::yaml::{self, Value};
 use crate::{Diagnostic, Pos, Severity};
 
-/// A path given to the linter that cannot be read at all.
+/// A path given to the linter that cannot be read at all. Its message holds the
+/// operating system's reason, so it is not also its `source` (a printed chain would say
+/// it twice).
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read {}: {source}", path.display())]
+#[error("cannot read {}: {reason}", path.display())]
 pub struct LoadError {
     pub path: PathBuf,
-    #[source]
-    pub source: std::io::Error,
+    pub reason: std::io::Error,
 }
 
 /// Specs read from files, with the diagnostics found while reading them.
@@ -70,9 +71,9 @@ fn spec_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), Load
     let mut files = Vec::new();
     let mut diagnostics = Vec::new();
     for path in paths {
-        let metadata = std::fs::metadata(path).map_err(|source| LoadError {
+        let metadata = std::fs::metadata(path).map_err(|reason| LoadError {
             path: path.clone(),
-            source,
+            reason,
         })?;
         if !metadata.is_dir() {
             files.push(path.clone());

@@ -115,6 +115,8 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     };
     let settings = start.settings;
     let reload_registry = Arc::new(registry.clone());
+    // The database first: "listening on" means ready to serve.
+    let store = store::open(&settings.database).await?;
     let (listener, address) = bind("spindle server", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle server");
     let base_url = settings.runner_url(address);
@@ -123,7 +125,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
         start.specs,
         registry,
         crate::local::LocalSettings {
-            store: store::open(&settings.database).await?,
+            store,
             base_url: &base_url,
             host: manager_host(address.port()),
             interval: settings.interval,
@@ -202,9 +204,10 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     else {
         return Ok(Exit::Failure);
     };
+    // The database first: "listening on" means ready to serve.
+    let store = store::open(&settings.database).await?;
     let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;
     warn_if_open(&settings, "spindle rm");
-    let store = store::open(&settings.database).await?;
     let registry = Arc::new(registry);
     let grapher = graph::Grapher::new(specs, registry.clone());
     let options = rm::Options {

@@ -366,7 +366,11 @@ fn sequences_defined_twice_name_both_files() {
 fn usage_errors_and_unreadable_paths_exit_2() {
     let (_, stderr, code) = run(spindle(&fixtures()).args(["lint", "no-such-dir"]));
     assert_eq!(code, 2);
-    assert!(stderr.contains("cannot read no-such-dir"), "{stderr}");
+    // Issue #36: the cause once, not again as its own source.
+    assert_eq!(
+        stderr,
+        "error: cannot read no-such-dir: No such file or directory (os error 2)\n"
+    );
     let (_, _, code) = run(spindle(&fixtures()).args(["lint", "--format", "xml"]));
     assert_eq!(code, 2);
     let (_, _, code) = run(spindle(&fixtures()).args(["lint", "--bogus"]));
@@ -436,6 +440,17 @@ fn job_types_are_checked_against_this_binary() {
         stderr.contains("the specs have errors; not starting"),
         "{stderr}"
     );
+    // Issue #36: `run` ends on the same specs as `server` does.
+    let (_, stderr, code) = run(spindle(dir.path()).args([
+        "run",
+        "--specs",
+        "typo.yaml",
+        "--database",
+        "sqlite://r.db",
+        "nap",
+    ]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("have errors; fix them first"), "{stderr}");
     // `graph` says so, and points at --preview when only job types are wrong.
     let (_, stderr, code) =
         run(spindle(dir.path()).args(["graph", "--specs", "typo.yaml", "nap", "ms=1"]));

@@ -77,3 +77,20 @@ fn a_misspelt_spec_field_is_named_with_its_near_miss_and_the_server_says_so() {
         "{logged}"
     );
 }
+
+/// "listening on" means ready to serve: a service whose database cannot be opened says
+/// so and nothing else.
+#[test]
+fn a_database_that_cannot_be_opened_is_refused_before_listening() {
+    let dir = crate::recovery::work_dir();
+    for command in ["server", "rm"] {
+        let args = crate::service_args(command, "sqlite://no-such-dir/spindle.db", &[]);
+        let (_, stderr, code) = run(spindle(dir.path()).args(args));
+        assert_ne!(code, 0, "{stderr}");
+        assert!(!stderr.contains("listening on"), "{command}: {stderr}");
+        assert!(
+            stderr.contains("no-such-dir/spindle.db") && stderr.contains("No such file"),
+            "{command}: {stderr}"
+        );
+    }
+}
