@@ -378,7 +378,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Help {
                 topic: Some(topic),
                 client,
-            } => match Cli::command().find_subcommand_mut(&topic) {
+            } => match built_command().find_subcommand_mut(&topic) {
                 Some(command) => command
                     .print_long_help()
                     .map(|()| Exit::Success)
@@ -460,6 +460,14 @@ fn version() {
     );
 }
 
+/// The command line's definition with every subcommand's full name known, so that a
+/// subcommand's help reads `Usage: spindle start`, not `Usage: start`.
+fn built_command() -> clap::Command {
+    let mut command = Cli::command();
+    command.build();
+    command
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
@@ -471,11 +479,21 @@ mod tests {
     }
 
     fn help_of(command: &str) -> String {
-        super::Cli::command()
+        super::built_command()
             .find_subcommand_mut(command)
             .unwrap()
             .render_long_help()
             .to_string()
+    }
+
+    /// Issue #36: `spindle help start` names the command as it is typed.
+    #[test]
+    fn a_commands_help_shows_its_full_usage() {
+        let help = help_of("start");
+        assert!(
+            help.contains("Usage: spindle start [OPTIONS] <REQUEST> [ARGS]..."),
+            "{help}"
+        );
     }
 
     /// Issue #35: the client flags are shown only where they apply.
