@@ -30,9 +30,36 @@ pub(crate) fn failed_jobs(job_log: &[JobLog]) -> Vec<&JobLog> {
     failed
 }
 
+/// Where the whole job log can be read: the commands the explanation points to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WholeLog<'a> {
+    /// From the Request Manager this command talks to: `spindle log`.
+    Server,
+    /// From the database `spindle run` stored it in, once a server serves it.
+    Stored {
+        specs: &'a std::path::Path,
+        database: &'a str,
+    },
+}
+
+impl WholeLog<'_> {
+    /// The command(s) that print the log of `request_id` (of one job, or all).
+    fn command(self, request_id: &str, job_id: Option<&str>) -> String {
+        let job = job_id.map(|id| format!(" --job {id}")).unwrap_or_default();
+        match self {
+            WholeLog::Server => format!("spindle log {request_id}{job}"),
+            WholeLog::Stored { specs, database } => format!(
+                "spindle server --specs {} --database {}, then spindle log {request_id}{job}",
+                specs.display(),
+                store::redacted(database)
+            ),
+        }
+    }
+}
+
 /// The explanation of a failed request, one line per item, ending with a newline; empty
 /// when no job failed (a request can fail before any job ran).
-pub(crate) fn explain(request_id: &str, job_log: &[JobLog]) -> String {
+pub(crate) fn explain(request_id: &str, job_log: &[JobLog], whole: WholeLog<'_>) -> String {
     let failed = failed_jobs(job_log);
     let mut text = String::new();
     for entry in failed.iter().take(JOBS_SHOWN) {
@@ -59,14 +86,15 @@ pub(crate) fn explain(request_id: &str, job_log: &[JobLog]) -> String {
             }
         }
         text.push_str(&format!(
-            "  the whole log: spindle log {request_id} --job {}\n",
-            entry.job_id
+            "  the whole log: {}\n",
+            whole.command(request_id, Some(&entry.job_id))
         ));
     }
     if failed.len() > JOBS_SHOWN {
         text.push_str(&format!(
-            "and {} more failed jobs: spindle log {request_id}\n",
-            failed.len() - JOBS_SHOWN
+            "and {} more failed jobs: {}\n",
+            failed.len() - JOBS_SHOWN,
+            whole.command(request_id, None)
         ));
     }
     text
@@ -105,7 +133,7 @@ mod tests {
             entry("aaaa", 2, State::Complete, ""),
             entry("bbbb", 1, State::Fail, "1\n2\n3\n4\n5\n6\n7\n"),
         ];
-        insta::assert_snapshot!(super::explain("r1", &log), @r"
+        insta::assert_snapshot!(super::explain("r1", &log, super::WholeLog::Server), @r"
         job `job-bbbb` (shell-command, id bbbb) failed on try 1 with exit 3: exit status 3
           last 5 lines of stderr:
           | 3
@@ -115,6 +143,17 @@ mod tests {
           | 7
           the whole log: spindle log r1 --job bbbb
         ");
-        assert_eq!(super::explain("r1", &log[..2]), "");
+        assert_eq!(super::explain("r1", &log[..2], super::WholeLog::Server), "");
+        // `spindle run` has no server: its hint starts one on the run's database.
+        let stored = super::WholeLog::Stored {
+            specs: std::path::Path::new("specs"),
+            database: "postgres://ann:secret@db/spindle",
+        };
+        assert!(
+            super::explain("r1", &log, stored).contains(
+                "the whole log: spindle server --specs specs --database postgres://ann:****@db/spindle, then spindle log r1 --job bbbb\n"
+            ),
+            "the password is not shown"
+        );
     }
 }

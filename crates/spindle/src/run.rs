@@ -124,7 +124,7 @@ pub(crate) async fn run(
     let final_request = follow(&local, &request).await?;
     stop_lease.cancel();
     let _ = lease.await;
-    print_end(&local, &final_request, output).await?;
+    print_end(&local, &final_request, output, args).await?;
     Ok(match final_request.state {
         State::Complete => Exit::Success,
         State::Stopped => Exit::Interrupted,
@@ -195,6 +195,7 @@ async fn print_end(
     local: &crate::local::Local,
     final_request: &proto::Request,
     output: Output,
+    args: &RunArgs,
 ) -> anyhow::Result<()> {
     let mut stdout = anstream::stdout().lock();
     match output {
@@ -204,7 +205,12 @@ async fn print_end(
             stdout.flush()?;
             if final_request.state == State::Fail {
                 let job_log = local.manager.job_log(&final_request.id).await?;
-                crate::spinc::eprint_block(&crate::explain::explain(&final_request.id, &job_log))?;
+                let whole = crate::explain::WholeLog::Stored {
+                    specs: &args.specs,
+                    database: &args.database,
+                };
+                let explained = crate::explain::explain(&final_request.id, &job_log, whole);
+                crate::spinc::eprint_block(&explained)?;
             }
             let took = match (final_request.started_at, final_request.finished_at) {
                 (Some(started), Some(finished)) => (finished - started)

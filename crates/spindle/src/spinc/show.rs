@@ -53,7 +53,7 @@ async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()>
         out!("\n  reason: {}", request.error);
     }
     if let Ok(job_log) = client.job_log(&request.id).await {
-        let text = crate::explain::explain(&request.id, &job_log);
+        let text = crate::explain::explain(&request.id, &job_log, crate::explain::WholeLog::Server);
         if !text.is_empty() {
             out!("\n{}", text.trim_end());
         }

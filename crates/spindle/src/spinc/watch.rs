@@ -48,7 +48,11 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         if request.state == State::Fail
             && let Ok(job_log) = client.job_log(&request.id).await
         {
-            eprint_block(&crate::explain::explain(&request.id, &job_log))?;
+            eprint_block(&crate::explain::explain(
+                &request.id,
+                &job_log,
+                crate::explain::WholeLog::Server,
+            ))?;
         }
     }
     Ok(match request.state {

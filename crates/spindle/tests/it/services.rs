@@ -653,7 +653,7 @@ fn a_failed_request_explains_itself() {
             text.contains("job `boom` (shell-command, id ")
                 && text.contains(") failed on try 1 with exit 3: ")
                 && text.contains("  | first\n  | it broke\n")
-                && text.contains("the whole log: spindle log "),
+                && text.contains("the whole log: spindle "),
             "{text}"
         );
     };
@@ -681,6 +681,32 @@ fn a_failed_request_explains_itself() {
         stderr.contains("FAIL: 2 of 5 jobs complete in "),
         "{stderr}"
     );
+    // Issue #36: the hint works as printed (`run` has no server: it says how to start
+    // one on its database); here on a port of the system's choosing.
+    let hint = stderr
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("the whole log: "))
+        .unwrap();
+    let (serve, log) = hint.split_once(", then ").unwrap();
+    assert_eq!(
+        serve,
+        "spindle server --specs breaks.yaml --database sqlite://run.db"
+    );
+    let mut serve: Vec<&str> = serve.split_whitespace().skip(1).collect();
+    serve.extend(["--listen", "127.0.0.1:0"]);
+    let stored = Service::start(dir.path(), &serve);
+    let log = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["--addr", &stored.url])
+        .args(log.split_whitespace().skip(1))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(log.status.code(), Some(0), "{log:?}");
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("it broke"),
+        "{log:?}"
+    );
+    drop(stored);
 
     let server = Service::start(
         dir.path(),
