@@ -576,8 +576,15 @@ fn value_error(seq: &Sequence, node: &Node, message: String) -> Error {
     }
 }
 
+/// How a list arg may be given, as errors say it.
+const LIST_FORMS: &str =
+    r#"a list: JSON such as ["a","b"], or items separated by commas such as a,b"#;
+
 /// The lists a node expands over (`each:`), all of one length, and that length (1 for a
 /// node without `each:`).
+///
+/// A list arg is a JSON list, or a string of items separated by commas (as a command
+/// line or a form gives it).
 fn expansion<'n>(
     seq: &Sequence,
     node: &'n Node,
@@ -590,16 +597,26 @@ fn expansion<'n>(
                 return Err(value_error(
                     seq,
                     node,
-                    format!("`each: {list}:{element}`: arg `{list}` is not set; expected a list"),
+                    format!(
+                        "`each: {list}:{element}`: arg `{list}` is not set; expected {LIST_FORMS}"
+                    ),
                 ));
             }
             Some(Value::Array(items)) => lists.push((list, element, items.clone())),
+            // A list typed on a command line or in a form: `a,b`.
+            Some(Value::String(text)) if !text.trim().is_empty() => {
+                let items = text
+                    .split(',')
+                    .map(|item| Value::String(item.trim().to_owned()))
+                    .collect();
+                lists.push((list, element, items));
+            }
             Some(other) => {
                 return Err(value_error(
                     seq,
                     node,
                     format!(
-                        "`each: {list}:{element}`: arg `{list}` is {}, expected a list",
+                        "`each: {list}:{element}`: arg `{list}` is {}; expected {LIST_FORMS}",
                         proto::json_kind(other)
                     ),
                 ));

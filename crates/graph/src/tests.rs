@@ -379,14 +379,30 @@ fn expansion_over_an_empty_list_and_over_one_element() {
 #[test]
 fn each_errors() {
     let grapher = grapher(EXPANSION);
-    let err = grapher
-        .create("r", &args(json!({"hosts": "a,b"})))
-        .unwrap_err();
+    // Issue #36: a list typed as `a,b` (a command line's, a form's) is the list [a, b].
+    let typed = grapher
+        .create("r", &args(json!({"hosts": "a, b"})))
+        .unwrap()
+        .job_chain;
+    let listed = grapher
+        .create("r", &args(json!({"hosts": ["a", "b"]})))
+        .unwrap()
+        .job_chain;
+    assert_eq!(render(&typed), render(&listed));
+    let err = grapher.create("r", &args(json!({"hosts": 7}))).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "in sequence `r`, node `x`: `each: hosts:host`: arg `hosts` is a string, expected a list"
+        r#"in sequence `r`, node `x`: `each: hosts:host`: arg `hosts` is a number; expected a list: JSON such as ["a","b"], or items separated by commas such as a,b"#
     );
     assert!(err.is_input());
+    let err = grapher
+        .create("r", &args(json!({"hosts": " "})))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("arg `hosts` is a string; expected a list: JSON"),
+        "{err}"
+    );
     let two_lists = EXPANSION
         .replace("        - name: hosts\n", "        - name: hosts\n        - name: ports\n")
         .replace("each: [hosts:host]", "each: [hosts:host, ports:port]")
