@@ -2074,6 +2074,7 @@ schedules:
     overlap: start
     missed: start
 ";
+    let created = chrono::Utc::now();
     let env = env_specs(
         Options {
             jr_url: Some("http://jr1:32307".to_owned()),
@@ -2109,7 +2110,8 @@ schedules:
             .await
             .unwrap();
     }
-    let round = chrono::Utc::now();
+    // Runs fall due after the manager started (every second).
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     env.manager.run_schedules().await;
     let started = |name: &'static str| {
         let store = Arc::clone(store);
@@ -2121,14 +2123,12 @@ schedules:
                 .collect::<Vec<_>>()
         }
     };
-    let grace = chrono::Duration::seconds(2);
     let skipping = started("skipping").await;
     assert!(!skipping.is_empty() && skipping.len() <= 3, "{skipping:?}");
+    // Issue #36: `missed: skip` at start: nothing due before the manager started.
     assert!(
-        skipping
-            .iter()
-            .all(|at| *at >= round - grace - chrono::Duration::seconds(1)),
-        "only recent runs: {skipping:?}"
+        skipping.iter().all(|at| *at >= created),
+        "only runs due since the manager started ({created}): {skipping:?}"
     );
     let catching_up = started("catching-up").await;
     assert_eq!(
@@ -2163,6 +2163,62 @@ schedules:
     users.dedup();
     assert_eq!(users.len(), n, "one request per run");
     assert!(n >= before, "{n} {before}");
+}
+
+/// Issue #36: a scheduled run starts when it falls due, not at the next background
+/// round (here a minute apart).
+#[tokio::test]
+async fn scheduled_runs_start_on_time_whatever_the_interval() {
+    let specs = "sequences:
+  tick:
+    request: true
+    nodes:
+      beat:
+        category: job
+        type: noop
+schedules:
+  every-second:
+    cron: \"* * * * * *\"
+    request: tick
+    overlap: start
+";
+    let env = env_specs(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            interval: std::time::Duration::from_secs(60),
+            ..Options::default()
+        },
+        specs,
+    )
+    .await;
+    let report = spec::lint_str(std::path::Path::new("specs.yaml"), specs);
+    let fires = report.specs.schedules()[0].fires().unwrap();
+    env.manager.set_schedules(vec![fires]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let background = tokio::spawn(env.manager.clone().run_background(stop.clone()));
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    stop.cancel();
+    background.await.unwrap();
+    let store = env.manager.store();
+    let runs = store.schedule_runs("every-second", 100).await.unwrap();
+    let started: Vec<_> = runs
+        .iter()
+        .filter(|run| !run.request_id.is_empty())
+        .collect();
+    assert!(
+        started.len() >= 2,
+        "a run each second, not one a minute: {runs:?}"
+    );
+    for run in started {
+        let request = store.get_request(&run.request_id, false).await.unwrap();
+        let late = request.created_at - run.due_at;
+        // Generous for a loaded machine; a round a minute apart would be up to 60 s late.
+        assert!(
+            late < chrono::Duration::seconds(2),
+            "run due at {} started {late} late",
+            run.due_at
+        );
+    }
 }
 
 /// A hand-over that reached a runner, which ran jobs, but was never recorded (the

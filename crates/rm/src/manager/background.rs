@@ -178,14 +178,21 @@ impl Manager {
 
     /// Runs the background loops until `cancel` fires: the first round at once (a
     /// restarted Request Manager resumes what waits without delay), then every
-    /// `interval`.
+    /// `interval`; and the schedules' runs when they fall due, not at the next round
+    /// (the wait is at most an interval, so that reloaded specs' schedules are seen).
     pub async fn run_background(self: Arc<Self>, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let next_run = self
+                .until_next_schedule()
+                .map_or(self.options.interval, |wait| {
+                    wait.min(self.options.interval)
+                });
             tokio::select! {
                 () = cancel.cancelled() => return,
                 _ = tick.tick() => self.background_round().await,
+                () = tokio::time::sleep(next_run) => self.run_schedules().await,
             }
         }
     }

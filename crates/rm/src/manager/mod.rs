@@ -146,6 +146,9 @@ pub struct Manager {
     /// The Job Runners (by URL) that refused this Request Manager's credentials, logged
     /// once each until one takes a chain again.
     refused_by: Mutex<HashSet<String>>,
+    /// When this Request Manager was made: a scheduled run due before it started was
+    /// missed (by this one; another that ran then started it).
+    started_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -239,6 +242,7 @@ impl Manager {
             watching: Arc::new(AtomicBool::new(false)),
             unheld: Mutex::default(),
             refused_by: Mutex::default(),
+            started_at: chrono::Utc::now(),
         }
     }
 

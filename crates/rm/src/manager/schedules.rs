@@ -28,8 +28,9 @@ impl Manager {
 
     /// Starts the runs of every schedule that fell due since its last run (claimed in
     /// the store, so that of several Request Managers one starts each). A run missed by
-    /// more than a round or two (no Request Manager ran) is skipped, or with `missed:
-    /// start` started late, the latest one only. With `overlap: skip`, a run due while
+    /// more than a round or two, or due before this Request Manager started (no Request
+    /// Manager ran), is skipped, or with `missed: start` started late, the latest one
+    /// only. With `overlap: skip`, a run due while
     /// the previous one still goes starts nothing and says so.
     pub async fn run_schedules(&self) {
         let schedules = Arc::clone(&self.read_loaded().schedules);
@@ -52,12 +53,16 @@ impl Manager {
         grace: chrono::Duration,
     ) -> Result<(), Error> {
         let recent = self.store.schedule_runs(&fires.name, 20).await?;
-        // A new schedule begins now; one that ran goes on from its last run.
-        let after = recent.first().map_or(now - grace, |run| run.due_at);
+        // Runs due before this: missed. A round may come `grace` late, but a run due
+        // before this Request Manager started was missed all the same (`missed: skip`
+        // is honoured at start).
+        let cutoff = (now - grace).max(self.started_at);
+        // A new schedule begins at the cutoff; one that ran goes on from its last run.
+        let after = recent.first().map_or(cutoff, |run| run.due_at);
         let mut due = fires.due(after, now);
-        let late: Vec<_> = due.iter().copied().filter(|at| *at < now - grace).collect();
+        let late: Vec<_> = due.iter().copied().filter(|at| *at < cutoff).collect();
         if !late.is_empty() {
-            due.retain(|at| *at >= now - grace);
+            due.retain(|at| *at >= cutoff);
             if fires.missed == spec::schedule::Missed::Start {
                 due.insert(0, *late.last().expect("not empty"));
             }
@@ -131,5 +136,16 @@ impl Manager {
             }
         }
         Ok(())
+    }
+
+    /// How long until the next run of a loaded schedule falls due (a few milliseconds
+    /// after it, so that it is due when the clock is read again); `None` without
+    /// schedules.
+    pub(super) fn until_next_schedule(&self) -> Option<std::time::Duration> {
+        let schedules = Arc::clone(&self.read_loaded().schedules);
+        let now = Utc::now();
+        let next = schedules.iter().filter_map(|fires| fires.next(now)).min()?;
+        let wait = (next - now).to_std().unwrap_or_default();
+        Some(wait + std::time::Duration::from_millis(5))
     }
 }
