@@ -59,17 +59,31 @@ impl WholeLog<'_> {
 
 /// The explanation of a failed request, one line per item, ending with a newline; empty
 /// when no job failed (a request can fail before any job ran).
-pub(crate) fn explain(request_id: &str, job_log: &[JobLog], whole: WholeLog<'_>) -> String {
+///
+/// With the request's chain, each job is named with its expansion element (`[host=web-37]`),
+/// which tells the iterations of a fan-out apart.
+pub(crate) fn explain(
+    request_id: &str,
+    job_log: &[JobLog],
+    chain: Option<&proto::JobChain>,
+    whole: WholeLog<'_>,
+) -> String {
     let failed = failed_jobs(job_log);
     let mut text = String::new();
     for entry in failed.iter().take(JOBS_SHOWN) {
+        let each = chain
+            .and_then(|chain| chain.jobs.get(&entry.job_id))
+            .map(|job| crate::spinc::each_text(&job.each))
+            .filter(|each| !each.is_empty())
+            .map(|each| format!(" [{each}]"))
+            .unwrap_or_default();
         let error = if entry.error.is_empty() {
             "no error message".to_owned()
         } else {
             entry.error.trim_end().to_owned()
         };
         text.push_str(&format!(
-            "job `{}` ({}, id {}) failed on try {} with exit {}: {error}\n",
+            "job `{}`{each} ({}, id {}) failed on try {} with exit {}: {error}\n",
             entry.name, entry.job_type, entry.job_id, entry.r#try, entry.exit
         ));
         let lines: Vec<&str> = entry.stderr.trim_end().lines().collect();
@@ -133,7 +147,7 @@ mod tests {
             entry("aaaa", 2, State::Complete, ""),
             entry("bbbb", 1, State::Fail, "1\n2\n3\n4\n5\n6\n7\n"),
         ];
-        insta::assert_snapshot!(super::explain("r1", &log, super::WholeLog::Server), @r"
+        insta::assert_snapshot!(super::explain("r1", &log, None, super::WholeLog::Server), @r"
         job `job-bbbb` (shell-command, id bbbb) failed on try 1 with exit 3: exit status 3
           last 5 lines of stderr:
           | 3
@@ -143,14 +157,32 @@ mod tests {
           | 7
           the whole log: spindle log r1 --job bbbb
         ");
-        assert_eq!(super::explain("r1", &log[..2], super::WholeLog::Server), "");
+        assert_eq!(
+            super::explain("r1", &log[..2], None, super::WholeLog::Server),
+            ""
+        );
+        // Issue #36: with the chain, the job is named with its expansion element.
+        let mut chain = proto::JobChain::default();
+        chain.jobs.insert(
+            "bbbb".to_owned(),
+            proto::Job {
+                each: [("host".to_owned(), serde_json::json!("web-37"))]
+                    .into_iter()
+                    .collect(),
+                ..proto::Job::default()
+            },
+        );
+        assert!(
+            super::explain("r1", &log, Some(&chain), super::WholeLog::Server)
+                .starts_with("job `job-bbbb` [host=web-37] (shell-command, id bbbb) failed"),
+        );
         // `spindle run` has no server: its hint starts one on the run's database.
         let stored = super::WholeLog::Stored {
             specs: std::path::Path::new("specs"),
             database: "postgres://ann:secret@db/spindle",
         };
         assert!(
-            super::explain("r1", &log, stored).contains(
+            super::explain("r1", &log, None, stored).contains(
                 "the whole log: spindle server --specs specs --database postgres://ann:****@db/spindle, then spindle log r1 --job bbbb\n"
             ),
             "the password is not shown"

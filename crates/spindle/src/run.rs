@@ -209,7 +209,9 @@ async fn print_end(
                     specs: &args.specs,
                     database: &args.database,
                 };
-                let explained = crate::explain::explain(&final_request.id, &job_log, whole);
+                let chain = local.manager.job_chain(&final_request.id).await.ok();
+                let explained =
+                    crate::explain::explain(&final_request.id, &job_log, chain.as_ref(), whole);
                 crate::spinc::eprint_block(&explained)?;
             }
             let took = match (final_request.started_at, final_request.finished_at) {

@@ -155,15 +155,28 @@ fn user_config() -> anyhow::Result<UserConfig> {
         .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))
 }
 
-/// Running jobs for a progress bar's message: `name: status line, ...`.
+/// A job's expansion element(s), such as `host=db2` (`name=value,...`); empty for a job
+/// outside any `each:`.
+pub(crate) fn each_text(each: &proto::JobArgs) -> String {
+    graph::structure::each_text(each, ",")
+}
+
+/// Running jobs for a progress bar's message: `name [host=db2]: status line, ...` (the
+/// expansion element tells the iterations of a fan-out apart).
 pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
     let parts: Vec<String> = jobs
         .iter()
         .map(|job| {
-            if job.status.is_empty() {
+            let each = each_text(&job.each);
+            let name = if each.is_empty() {
                 job.name.clone()
             } else {
-                format!("{}: {}", job.name, job.status)
+                format!("{} [{each}]", job.name)
+            };
+            if job.status.is_empty() {
+                name
+            } else {
+                format!("{name}: {}", job.status)
             }
         })
         .collect();

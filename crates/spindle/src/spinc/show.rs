@@ -53,7 +53,9 @@ async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()>
         out!("\n  reason: {}", request.error);
     }
     if let Ok(job_log) = client.job_log(&request.id).await {
-        let text = crate::explain::explain(&request.id, &job_log, crate::explain::WholeLog::Server);
+        let chain = client.job_chain(&request.id).await.ok();
+        let whole = crate::explain::WholeLog::Server;
+        let text = crate::explain::explain(&request.id, &job_log, chain.as_ref(), whole);
         if !text.is_empty() {
             out!("\n{}", text.trim_end());
         }
@@ -150,21 +152,17 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
     if status.jobs.is_empty() {
         return Ok(Exit::Success);
     }
-    // The EACH column (an expansion's element, such as host=db2) only when a job has one.
-    let each_text = |job: &proto::JobStatus| {
-        job.each
-            .iter()
-            .map(|(name, value)| match value {
-                Value::String(text) => format!("{name}={text}"),
-                other => format!("{name}={other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let with_each = status.jobs.iter().any(|job| !job.each.is_empty());
+    // The EACH column (an expansion's element, such as host=db2) only when a job has one,
+    // as wide as its widest value: the value tells iterations apart, so it is never cut.
+    let each_width = status
+        .jobs
+        .iter()
+        .map(|job| each_text(&job.each).chars().count())
+        .max()
+        .unwrap_or(0);
     let each_column = |text: &str| {
-        if with_each {
-            format!(" {:<20}", squeeze(text, 20))
+        if each_width > 0 {
+            format!(" {text:<width$}", width = each_width.max(4))
         } else {
             String::new()
         }
@@ -208,7 +206,7 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
             job.r#try,
             job.job_id,
             squeeze(&job.name, 22),
-            each_column(&each_text(job)),
+            each_column(&each_text(&job.each)),
             job.status
         );
     }

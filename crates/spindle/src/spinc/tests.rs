@@ -31,3 +31,30 @@ fn the_documented_user_config_is_valid() {
     let config: super::UserConfig = serde_saphyr::from_str(text).unwrap();
     assert_eq!(config.addr.as_deref(), Some("rm.example.com:32308"));
 }
+
+/// Issue #36: `watch`'s running jobs name their expansion element, so that the jobs of a
+/// 50-host fan-out are told apart.
+#[test]
+fn running_jobs_name_their_expansion_element() {
+    let job = |name: &str, host: Option<&str>, status: &str| proto::JobStatus {
+        name: name.to_owned(),
+        status: status.to_owned(),
+        each: host
+            .map(|host| {
+                [("host".to_owned(), serde_json::json!(host))]
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..proto::JobStatus::default()
+    };
+    let line = super::running_line(&[
+        job("drain", Some("web-37"), "sleeping 1.5s"),
+        job("drain", Some("web-38"), ""),
+        job("check", None, "running sh"),
+    ]);
+    assert_eq!(
+        line,
+        "drain [host=web-37]: sleeping 1.5s, drain [host=web-38], check: running sh"
+    );
+}

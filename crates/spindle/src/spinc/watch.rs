@@ -48,9 +48,11 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         if request.state == State::Fail
             && let Ok(job_log) = client.job_log(&request.id).await
         {
+            let chain = client.job_chain(&request.id).await.ok();
             eprint_block(&crate::explain::explain(
                 &request.id,
                 &job_log,
+                chain.as_ref(),
                 crate::explain::WholeLog::Server,
             ))?;
         }

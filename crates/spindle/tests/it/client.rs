@@ -40,9 +40,10 @@ const SPECS: &str = concat!(
   naps:
     request: true
     args:
-      static:
+      optional:
         - name: hosts
           default: [db1, db2]
+      static:
         - name: ms
           default: \"60000\"
     nodes:
@@ -423,6 +424,26 @@ fn ps_stop_watch_and_running() {
         .collect();
     assert_eq!(ids.len(), 2, "{ps}");
     assert!(ids.iter().all(|id| id.len() >= 4), "{ps}");
+    server.stdout(&["stop", &naps]);
+    // Issue #36: long elements are shown whole (they tell the iterations apart).
+    let long = "web-01.eu-west-1.example.com";
+    let naps = server.start(&[
+        "naps",
+        &format!("hosts={long},web-02.eu-west-1.example.com"),
+    ]);
+    let ps = loop {
+        let ps = server.stdout(&["ps", &naps]);
+        if ps.matches("sleeping").count() == 2 {
+            break ps;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the long naps never showed in ps"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(ps.contains(&format!(" host={long} ")), "{ps}");
+    assert!(ps.contains(" host=web-02.eu-west-1.example.com "), "{ps}");
     server.stdout(&["stop", &naps]);
     let stopped = server.stdout(&["stop", &id]);
     assert_eq!(stopped.trim(), format!("OK, stopped {id}"));
