@@ -33,6 +33,10 @@ struct Pending {
     bytes: Vec<u8>,
     /// Ended: once sent, the entry goes.
     closed: bool,
+    /// When its waiting bytes began to gather (the hub's write count then): chunks are
+    /// sent in that order, so that a job's last line goes before the output of a job
+    /// that started after it (`log --follow` prints in the order things happened).
+    since: u64,
 }
 
 /// (job, try, stream).
@@ -48,6 +52,8 @@ pub(crate) struct Hub {
     gathered: std::sync::atomic::AtomicUsize,
     /// Whether any try wrote anything (until then, ending a try costs no lock).
     written: std::sync::atomic::AtomicBool,
+    /// Writes so far (under `pending`'s lock), which orders the chunks.
+    writes: std::sync::atomic::AtomicU64,
     wake: Notify,
 }
 
@@ -70,7 +76,13 @@ impl Hub {
         self.written
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let write = self
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let entry = pending.entry(key).or_default();
+        if entry.bytes.is_empty() {
+            entry.since = write;
+        }
         entry.bytes.extend_from_slice(bytes);
         let mut added = bytes.len();
         if entry.bytes.len() > PENDING_CAP {
@@ -107,7 +119,7 @@ impl Hub {
     /// character (the rest waits for its end, unless the stream is closed).
     fn take(&self, request_id: &str) -> Vec<OutputChunk> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let mut chunks = Vec::new();
+        let mut chunks: Vec<(u64, OutputChunk)> = Vec::new();
         let jobs = &self.jobs;
         pending.retain(|(idx, try_no, stream), entry| {
             let cut = if entry.closed {
@@ -117,16 +129,21 @@ impl Hub {
             };
             if cut > 0 {
                 let bytes: Vec<u8> = entry.bytes.drain(..cut).collect();
-                chunks.push(OutputChunk {
-                    seq: 0,
-                    request_id: request_id.to_owned(),
-                    job_id: jobs.get(*idx).map(|job| job.id.clone()).unwrap_or_default(),
-                    r#try: *try_no,
-                    stream: *stream,
-                    offset: entry.offset,
-                    data: String::from_utf8_lossy(&bytes).into_owned(),
-                });
+                chunks.push((
+                    entry.since,
+                    OutputChunk {
+                        seq: 0,
+                        request_id: request_id.to_owned(),
+                        job_id: jobs.get(*idx).map(|job| job.id.clone()).unwrap_or_default(),
+                        r#try: *try_no,
+                        stream: *stream,
+                        offset: entry.offset,
+                        data: String::from_utf8_lossy(&bytes).into_owned(),
+                    },
+                ));
                 entry.offset += cut as u64;
+                // What is left (a character's start) gathers from now.
+                entry.since = self.writes.load(std::sync::atomic::Ordering::Relaxed);
             }
             !(entry.closed && entry.bytes.is_empty())
         });
@@ -134,8 +151,8 @@ impl Hub {
             pending.values().map(|entry| entry.bytes.len()).sum(),
             std::sync::atomic::Ordering::Relaxed,
         );
-        chunks.sort_by(|a, b| (&a.job_id, a.r#try, a.stream).cmp(&(&b.job_id, b.r#try, b.stream)));
-        chunks
+        chunks.sort_by_key(|(since, _)| *since);
+        chunks.into_iter().map(|(_, chunk)| chunk).collect()
     }
 }
 
@@ -210,6 +227,33 @@ mod tests {
 
     fn key(stream: Stream) -> Key {
         (JobIdx::from_raw(0), 1, stream)
+    }
+
+    /// Issue #36: a batch is in the order its output began to gather, not by job id: a
+    /// job's last line goes before the output of the job that started after it.
+    #[test]
+    fn a_batch_keeps_the_order_output_was_written_in() {
+        let job = |id: &str| {
+            Arc::new(crate::incoming::RunJob {
+                id: id.to_owned(),
+                ..Default::default()
+            })
+        };
+        // `z-dump` sorts after `a-verify` by id.
+        let hub = Hub::new([job("z-dump"), job("a-verify")].into_iter().collect());
+        let dump = (JobIdx::from_raw(0), 1, Stream::Stdout);
+        let verify = (JobIdx::from_raw(1), 1, Stream::Stdout);
+        hub.write(dump, b"part 3 of 3\n");
+        hub.close(JobIdx::from_raw(0), 1);
+        hub.write(verify, b"verifying\n");
+        let chunks = hub.take("r");
+        let order: Vec<&str> = chunks.iter().map(|c| c.job_id.as_str()).collect();
+        assert_eq!(order, ["z-dump", "a-verify"]);
+        // Once sent, what gathers next is ordered from then.
+        hub.write(verify, b"verified\n");
+        hub.write((JobIdx::from_raw(0), 2, Stream::Stderr), b"retry\n");
+        let order: Vec<String> = hub.take("r").into_iter().map(|c| c.job_id).collect();
+        assert_eq!(order, ["a-verify", "z-dump"]);
     }
 
     #[test]
