@@ -2872,3 +2872,38 @@ async fn an_end_that_races_the_start_record_is_stored() {
     let request = manager.store().get_request(&id, false).await.unwrap();
     assert_eq!(request.state, State::Complete);
 }
+
+/// Issue #36: a `spindle run` process's runner (no URL anyone could call) is not listed
+/// once it stopped; a server's runner that stopped is, for a while.
+#[tokio::test]
+async fn a_stopped_in_process_runner_is_not_listed() {
+    let env = env().await;
+    for (instance, url) in [
+        ("run-1", "in-process://spindle-run"),
+        ("jr-1", "http://jr-1:32307"),
+    ] {
+        env.manager
+            .register_runner(proto::RunnerRegistration {
+                instance_id: instance.to_owned(),
+                url: url.to_owned(),
+                lease: "10s".to_owned(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let listed = |runners: Vec<proto::JobRunner>| {
+        let mut ids: Vec<String> = runners.into_iter().map(|r| r.instance_id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        listed(env.manager.job_runners().await.unwrap()),
+        ["jr-1", "run-1"],
+        "live, both"
+    );
+    for instance in ["run-1", "jr-1"] {
+        env.manager.end_runner(instance).await.unwrap();
+    }
+    assert_eq!(listed(env.manager.job_runners().await.unwrap()), ["jr-1"]);
+}

@@ -127,12 +127,22 @@ impl Manager {
     }
 
     /// The registered runners: live, lost and recently ended.
+    ///
+    /// A runner no Request Manager could call (not at an `http(s)://` URL: the one in a
+    /// `spindle run` process) is left out once it stopped cleanly: it ran its own request
+    /// and left nothing behind. Lost, it is listed, as its requests are recovered.
     pub async fn job_runners(&self) -> Result<Vec<JobRunner>, Error> {
         let now = Utc::now();
-        Ok(self
+        let mut runners = self
             .store
             .job_runners(now, now - ENDED_RUNNERS_LISTED)
-            .await?)
+            .await?;
+        runners.retain(|runner| {
+            runner.state != proto::RunnerState::Stopped
+                || runner.url.starts_with("http://")
+                || runner.url.starts_with("https://")
+        });
+        Ok(runners)
     }
 
     /// Declares a runner lost now (its process is known to be gone) and recovers its
