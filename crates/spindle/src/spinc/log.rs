@@ -14,6 +14,10 @@ pub(crate) struct LogArgs {
     /// it, and each try's entry when it ends
     #[arg(long, short = 'f')]
     follow: bool,
+    /// Also the entries of the noop jobs the grapher adds around sequences and
+    /// expansions (`*_begin`, `*_end`); JSON output always has them
+    #[arg(long)]
+    all: bool,
 }
 
 /// `streamed`: the try's output was printed live already, so it is not printed again.
@@ -160,12 +164,17 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
     };
     let wanted = |job_id: &str| jobs.as_ref().is_none_or(|ids| ids.contains(job_id));
     let json = args.output() == Output::Json;
+    // The grapher's wrapper jobs say nothing a person reads a log for.
+    let shown = |entry: &proto::JobLog| {
+        wanted(&entry.job_id)
+            && (log.all || json || !graph::names::is_wrapper(&entry.name, &entry.job_type))
+    };
     if !log.follow {
         let mut entries = match client.job_log(&log.id).await {
             Ok(entries) => entries,
             Err(err) => return Ok(fail(&err)),
         };
-        entries.retain(|e| wanted(&e.job_id));
+        entries.retain(|e| shown(e));
         entries.sort_by_key(|e| (e.finished_at, e.job_id.clone(), e.r#try));
         if json {
             print_json(&entries)?;
@@ -207,7 +216,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
             Ok(entries) => entries,
             Err(err) => return Ok(fail(&err)),
         };
-        entries.retain(|e| wanted(&e.job_id));
+        entries.retain(|e| shown(e));
         entries.sort_by_key(|e| (e.finished_at, e.job_id.clone(), e.r#try));
         for entry in entries {
             if followed.entries.insert((entry.job_id.clone(), entry.r#try)) {

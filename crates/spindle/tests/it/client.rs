@@ -275,8 +275,15 @@ fn list_help_start_status_info_find_log() {
         .trim()
         .to_owned();
     assert_eq!(server.stdout(&["log", &id, "--job", &job_id]), by_name);
+    let all = server.stdout(&["log", &id, "--all"]);
+    assert_eq!(all.matches("\n--\n").count(), 5, "{all}");
+    // Issue #36: without --all, not the grapher's begin and end jobs.
     let log = server.stdout(&["log", &id]);
-    assert_eq!(log.matches("\n--\n").count(), 5, "{log}");
+    assert!(
+        all.contains("_begin\n") && !log.contains("_begin\n"),
+        "{log}"
+    );
+    assert_eq!(log.matches("\n--\n").count(), 1, "{log}");
     assert!(
         log.contains("job name: hello\njob type: noop\nstate:    COMPLETE"),
         "{log}"
@@ -591,8 +598,8 @@ fn log_follow_prints_tries_until_the_request_ends_and_version() {
     let log = String::from_utf8(output.stdout).unwrap();
     assert_eq!(
         log.matches("\n--\n").count(),
-        5,
-        "every job's try, once each: {log}"
+        1,
+        "every job's try, once each, not the grapher's begin and end jobs: {log}"
     );
     assert!(
         log.contains("job name: sleep\njob type: sleep\nstate:    COMPLETE"),
