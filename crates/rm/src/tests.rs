@@ -2052,11 +2052,11 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
     assert_eq!(actions, [("create", "bob"), ("approve", "ann")]);
 }
 
-/// Issue #16: runs missed while no Request Manager ran are skipped, or (`missed:
-/// start`) the latest is started late, once; a run is started once, whoever claims it.
-#[tokio::test]
-async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
-    let specs = "sequences:
+/// A manager (its background round every `interval`) with the request type `tick` (one
+/// noop) and `schedules`, the entries of a `schedules:` section, loaded.
+async fn schedule_env(schedules: &str, interval: std::time::Duration) -> Env {
+    let specs = format!(
+        "sequences:
   tick:
     request: true
     nodes:
@@ -2064,7 +2064,29 @@ async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
         category: job
         type: noop
 schedules:
-  skipping:
+{schedules}"
+    );
+    let options = Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        interval,
+        ..Options::default()
+    };
+    let env = env_specs(options, &specs).await;
+    let report = spec::lint_str(std::path::Path::new("specs.yaml"), &specs);
+    let fires = report.specs.schedules().iter();
+    env.manager
+        .set_schedules(fires.map(|schedule| schedule.fires().unwrap()).collect());
+    env
+}
+
+/// Issue #16: runs missed while no Request Manager ran are skipped, or (`missed:
+/// start`) the latest is started late, once; a run is started once, whoever claims it.
+#[tokio::test]
+async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
+    let created = chrono::Utc::now();
+    // Two rounds, at least 2 s: runs older than that were missed.
+    let env = schedule_env(
+        "  skipping:
     cron: \"* * * * * *\"
     request: tick
     overlap: start
@@ -2073,26 +2095,10 @@ schedules:
     request: tick
     overlap: start
     missed: start
-";
-    let created = chrono::Utc::now();
-    let env = env_specs(
-        Options {
-            jr_url: Some("http://jr1:32307".to_owned()),
-            // Two rounds, at least 2 s: runs older than that were missed.
-            interval: std::time::Duration::from_millis(500),
-            ..Options::default()
-        },
-        specs,
+",
+        std::time::Duration::from_millis(500),
     )
     .await;
-    let report = spec::lint_str(std::path::Path::new("specs.yaml"), specs);
-    let fires: Vec<_> = report
-        .specs
-        .schedules()
-        .iter()
-        .map(|s| s.fires().unwrap())
-        .collect();
-    env.manager.set_schedules(fires);
     let store = env.manager.store();
     // Both last ran a minute ago; nothing ran since.
     let long_ago = chrono::Utc::now() - chrono::Duration::seconds(60);
@@ -2169,31 +2175,15 @@ schedules:
 /// round (here a minute apart).
 #[tokio::test]
 async fn scheduled_runs_start_on_time_whatever_the_interval() {
-    let specs = "sequences:
-  tick:
-    request: true
-    nodes:
-      beat:
-        category: job
-        type: noop
-schedules:
-  every-second:
+    let env = schedule_env(
+        "  every-second:
     cron: \"* * * * * *\"
     request: tick
     overlap: start
-";
-    let env = env_specs(
-        Options {
-            jr_url: Some("http://jr1:32307".to_owned()),
-            interval: std::time::Duration::from_secs(60),
-            ..Options::default()
-        },
-        specs,
+",
+        std::time::Duration::from_secs(60),
     )
     .await;
-    let report = spec::lint_str(std::path::Path::new("specs.yaml"), specs);
-    let fires = report.specs.schedules()[0].fires().unwrap();
-    env.manager.set_schedules(vec![fires]);
     let stop = tokio_util::sync::CancellationToken::new();
     let background = tokio::spawn(env.manager.clone().run_background(stop.clone()));
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
@@ -2878,20 +2868,16 @@ async fn an_end_that_races_the_start_record_is_stored() {
 #[tokio::test]
 async fn a_stopped_in_process_runner_is_not_listed() {
     let env = env().await;
-    for (instance, url) in [
-        ("run-1", "in-process://spindle-run"),
-        ("jr-1", "http://jr-1:32307"),
-    ] {
-        env.manager
-            .register_runner(proto::RunnerRegistration {
-                instance_id: instance.to_owned(),
-                url: url.to_owned(),
-                lease: "10s".to_owned(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
+    let register = |instance: &str, url: &str| {
+        env.manager.register_runner(proto::RunnerRegistration {
+            instance_id: instance.to_owned(),
+            url: url.to_owned(),
+            lease: "10s".to_owned(),
+            ..Default::default()
+        })
+    };
+    register("run-1", "in-process://spindle-run").await.unwrap();
+    register("jr-1", "http://jr-1:32307").await.unwrap();
     let listed = |runners: Vec<proto::JobRunner>| {
         let mut ids: Vec<String> = runners.into_iter().map(|r| r.instance_id).collect();
         ids.sort();

@@ -228,25 +228,17 @@ fn list_help_start_status_info_find_log() {
     assert_eq!(none.status.code(), Some(0));
     assert!(none.stdout.is_empty(), "no rows, not even the header");
     assert_eq!(String::from_utf8_lossy(&none.stderr), "no requests match\n");
-    let first = server.run(&[
-        "find",
-        "type=greet",
-        "states=complete,running,pending",
-        "limit=1",
-    ]);
-    assert_eq!(String::from_utf8_lossy(&first.stdout).lines().count(), 2);
-    assert_eq!(
-        String::from_utf8_lossy(&first.stderr),
-        "more requests match: the next with offset=1, all with limit=0\n"
-    );
-    let both = server.run(&[
-        "find",
-        "type=greet",
-        "states=complete,running,pending",
-        "limit=2",
-    ]);
-    assert_eq!(String::from_utf8_lossy(&both.stdout).lines().count(), 3);
-    assert!(both.stderr.is_empty(), "all shown: no hint");
+    // (rows with the header, what stderr says) of the greet requests, `limit` at most.
+    let greets = |limit: &str| {
+        let limit = format!("limit={limit}");
+        let out = server.run(&["find", "type=greet", "states=complete", &limit]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (String::from_utf8_lossy(&out.stdout).lines().count(), stderr)
+    };
+    let hint = "more requests match: the next with offset=1, all with limit=0\n";
+    assert_eq!(greets("1"), (2, hint.to_owned()));
+    let both = greets("2");
+    assert_eq!(both, (3, String::new()), "all shown: no hint");
     let schedules = server.run(&["schedules"]);
     assert_eq!(schedules.status.code(), Some(0));
     assert!(schedules.stdout.is_empty());
@@ -512,20 +504,23 @@ fn failures_have_one_line_and_their_own_exit_code() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown request args: size"));
     // Issue #36: a near miss is named.
-    let output = server.run(&["start", "greet", "whom=x", "--yes"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&output.stderr)
-            .contains("unknown request args: whom (did you mean `who`?)"),
-        "{output:?}"
-    );
-    let output = server.run(&["start", "gret", "who=x", "--yes"]);
-    assert_eq!(output.status.code(), Some(4));
-    assert!(
-        String::from_utf8_lossy(&output.stderr)
-            .contains("unknown request type `gret` (did you mean `greet`?)"),
-        "{output:?}"
-    );
+    for (start, code, said) in [
+        (
+            ["greet", "whom=x"],
+            2,
+            "unknown request args: whom (did you mean `who`?)",
+        ),
+        (
+            ["gret", "who=x"],
+            4,
+            "unknown request type `gret` (did you mean `greet`?)",
+        ),
+    ] {
+        let output = server.run(&["start", start[0], start[1], "--yes"]);
+        assert_eq!(output.status.code(), Some(code));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(said), "{stderr}");
+    }
     let help = server.stdout(&["--help"]);
     assert!(
         help.contains("5  the Request Manager cannot be reached"),

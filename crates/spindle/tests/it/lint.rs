@@ -441,14 +441,15 @@ fn job_types_are_checked_against_this_binary() {
         "{stderr}"
     );
     // Issue #36: `run` ends on the same specs as `server` does.
-    let (_, stderr, code) = run(spindle(dir.path()).args([
+    let run_nap = [
         "run",
         "--specs",
         "typo.yaml",
         "--database",
         "sqlite://r.db",
         "nap",
-    ]));
+    ];
+    let (_, stderr, code) = run(spindle(dir.path()).args(run_nap));
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("have errors; fix them first"), "{stderr}");
     // `graph` says so, and points at --preview when only job types are wrong.

@@ -46,8 +46,8 @@ async fn a_runner_registers_its_advertised_url() {
 /// logs the warning at start.
 #[test]
 fn a_misspelt_spec_field_is_named_with_its_near_miss_and_the_server_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    // Beside the recovery tests' specs, which lint clean.
+    let dir = crate::recovery::work_dir();
     std::fs::write(
         dir.path().join("specs/typo.yaml"),
         "sequences:

@@ -695,17 +695,13 @@ fn a_failed_request_explains_itself() {
     let mut serve: Vec<&str> = serve.split_whitespace().skip(1).collect();
     serve.extend(["--listen", "127.0.0.1:0"]);
     let stored = Service::start(dir.path(), &serve);
-    let log = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut log_command = crate::spindle(dir.path());
+    log_command
         .args(["--addr", &stored.url])
-        .args(log.split_whitespace().skip(1))
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(log.status.code(), Some(0), "{log:?}");
-    assert!(
-        String::from_utf8_lossy(&log.stdout).contains("it broke"),
-        "{log:?}"
-    );
+        .args(log.split_whitespace().skip(1));
+    let (stdout, stderr, code) = crate::run(&mut log_command);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("it broke"), "{stdout}");
     drop(stored);
 
     let server = Service::start(
