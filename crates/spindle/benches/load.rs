@@ -237,6 +237,9 @@ fn main() {
     common::runtime().block_on(run(args));
 }
 
+// Long because it is the benchmark's script in the order it runs: the services started,
+// the load offered, what was measured gathered and printed; split, each step would take
+// most of the others' state as arguments.
 async fn run(args: Args) {
     let dir = tempfile::tempdir().unwrap();
     let specs = match &args.specs {

@@ -281,6 +281,8 @@ fn metrics_overhead(dir: &Path) {
     });
 }
 
+// Long because it is the benchmark's script in order: each measurement set up, run and
+// printed in turn, as BENCHMARKS.md lists them.
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let specs = dir.path().join("specs");

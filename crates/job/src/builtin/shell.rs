@@ -177,6 +177,23 @@ impl Command {
     }
 }
 
+/// A thread that reads `pipe` to its end into `sink`.
+pub(crate) fn drain_thread(
+    pipe: Option<Box<dyn std::io::Read + Send>>,
+    sink: Captured,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let Some(mut pipe) = pipe else { return };
+        let mut chunk = vec![0u8; 64 * 1024];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.push(&chunk[..n]);
+        }
+    })
+}
+
 /// Bytes read from a pipe: the first [`proto::OUTPUT_HEAD_BYTES`] and the last
 /// [`proto::OUTPUT_TAIL_BYTES`], so that memory stays bounded however much a program
 /// prints. Shared, so that what was read so far can be taken even if the pipe never
@@ -499,18 +516,7 @@ impl ShellArgsJob {
         .into_iter()
         .map(|pipe| {
             let captured = Captured::default();
-            let sink = captured.clone();
-            let handle = std::thread::spawn(move || {
-                let Some(mut pipe) = pipe else { return };
-                let mut chunk = vec![0u8; 64 * 1024];
-                while let Ok(n) = pipe.read(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    sink.push(&chunk[..n]);
-                }
-            });
-            (captured, handle)
+            (captured.clone(), drain_thread(pipe, captured))
         })
         .collect();
         let timeout = command.timeout().unwrap_or(SHELL_ARGS_DEFAULT_TIMEOUT);

@@ -108,34 +108,16 @@ pub(crate) fn call_blocking(
         }
     });
     let stderr = Captured::default();
-    let mut drains = Vec::new();
-    for (pipe, sink) in [
-        (
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    let drains = [
+        crate::builtin::shell::drain_thread(
+            child.stdout.take().map(|p| Box::new(p) as _),
             Captured::default(),
         ),
-        (
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        crate::builtin::shell::drain_thread(
+            child.stderr.take().map(|p| Box::new(p) as _),
             stderr.clone(),
         ),
-    ] {
-        drains.push(std::thread::spawn(move || {
-            let Some(mut pipe) = pipe else { return };
-            let mut chunk = vec![0u8; 16 * 1024];
-            while let Ok(n) = pipe.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.push(&chunk[..n]);
-            }
-        }));
-    }
+    ];
     let (lines_tx, lines_rx) = mpsc::channel();
     let lines = std::thread::spawn(move || {
         let mut reader = BufReader::new(reader.take(PROTOCOL_BYTES));
@@ -318,61 +300,100 @@ pub(crate) async fn run_try(
             Ok(None)
         }
     };
-    let (stdout, stderr) = (stdout.text(), stderr.text());
-    let nonzero = if exit == 0 { 1 } else { exit };
-    let (outcome, data) = match verdict.and_then(|answer| answer.map(|a| wire::ran(&a)).transpose())
-    {
-        Ok(Some(ran)) => (
-            Outcome {
-                state: ran.state,
-                exit: ran.exit,
-                error: ran.error,
-                ..Outcome::default()
-            },
-            ran.data,
-        ),
-        Ok(None) if stopped => (
-            Outcome {
-                exit,
-                ..Outcome::stopped()
-            },
-            None,
-        ),
-        Ok(None) => {
-            let said = stderr.lines().next().unwrap_or_default();
-            let error = if supervisor.is_some()
-                && exit == 127
-                && said.starts_with(crate::SUPERVISOR_CANNOT_START)
-            {
-                format!(
-                    "cannot start {}",
-                    said.trim_start_matches(crate::SUPERVISOR_CANNOT_START)
-                )
-            } else {
-                format!(
-                    "job program `{name}` exited with status {exit} without its answer (a last line {{\"protocol\": {PROTOCOL}, \"state\": ...}} on descriptor {PROTOCOL_FD}){}",
-                    stderr_note(&stderr)
-                )
-            };
-            (
+    let ended = Ended {
+        verdict,
+        stopped,
+        exit,
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        supervised: supervisor.is_some(),
+    };
+    ended.outcome(&name)
+}
+
+/// How a try's program ended: what it answered on its descriptor, whether it was
+/// stopped, its exit status and output.
+struct Ended {
+    verdict: Lines,
+    stopped: bool,
+    exit: i64,
+    stdout: String,
+    stderr: String,
+    /// Started by the supervisor, which says so when it could not start the program.
+    supervised: bool,
+}
+
+impl Ended {
+    /// The try's outcome and, when the program said it, the job data after it.
+    fn outcome(self, name: &str) -> (Outcome, Option<JobArgs>) {
+        let Ended {
+            verdict,
+            stopped,
+            exit,
+            stdout,
+            stderr,
+            supervised,
+        } = self;
+        let failed = |exit: i64, error: String| Outcome {
+            exit,
+            ..Outcome::failed(format!("job program `{name}`: {error}"))
+        };
+        let nonzero = if exit == 0 { 1 } else { exit };
+        let (outcome, data) = match verdict
+            .and_then(|answer| answer.map(|a| wire::ran(&a)).transpose())
+        {
+            Ok(Some(ran)) => (
                 Outcome {
-                    exit: nonzero,
-                    ..Outcome::failed(error)
+                    state: ran.state,
+                    exit: ran.exit,
+                    error: ran.error,
+                    ..Outcome::default()
+                },
+                ran.data,
+            ),
+            Ok(None) if stopped => (
+                Outcome {
+                    exit,
+                    ..Outcome::stopped()
                 },
                 None,
-            )
-        }
-        Err(err) => (failed(nonzero, err), None),
-    };
-    let outcome = Outcome {
-        state: if outcome.state == State::Unknown {
-            State::Fail
-        } else {
-            outcome.state
-        },
-        stdout,
-        stderr,
-        ..outcome
-    };
-    (outcome, data)
+            ),
+            Ok(None) => {
+                let said = stderr.lines().next().unwrap_or_default();
+                let error = if supervised
+                    && exit == 127
+                    && said.starts_with(crate::SUPERVISOR_CANNOT_START)
+                {
+                    format!(
+                        "cannot start {}",
+                        said.trim_start_matches(crate::SUPERVISOR_CANNOT_START)
+                    )
+                } else {
+                    format!(
+                        "job program `{name}` exited with status {exit} without its answer (a last line {{\"protocol\": {PROTOCOL}, \"state\": ...}} on descriptor {PROTOCOL_FD}){}",
+                        stderr_note(&stderr)
+                    )
+                };
+                (
+                    Outcome {
+                        exit: nonzero,
+                        ..Outcome::failed(error)
+                    },
+                    None,
+                )
+            }
+            Err(err) => (failed(nonzero, err), None),
+        };
+        let outcome = Outcome {
+            state: if outcome.state == State::Unknown {
+                State::Fail
+            } else {
+                outcome.state
+            },
+            stdout,
+            stderr,
+            ..outcome
+        };
+        (outcome, data)
+    }
 }
