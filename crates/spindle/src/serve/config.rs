@@ -208,6 +208,19 @@ pub(crate) struct ManagerArgs {
     pub(crate) watch_specs: bool,
 }
 
+/// Flags of the services that hold a Job Runner, under their own heading in `--help`.
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Job Runner")]
+pub(crate) struct RunnerArgs {
+    /// The URL this Job Runner registers, as Request Managers reach it (default: its
+    /// listen address, or this host's name when listening on 0.0.0.0 or ::)
+    #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
+    pub(crate) advertise_url: Option<String>,
+    /// How long running chains have to be handed back at shutdown (Go duration)
+    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
+    pub(crate) shutdown_timeout: Option<String>,
+}
+
 /// `spindle server`: a Request Manager and a Job Runner in one process.
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct ServerArgs {
@@ -217,13 +230,9 @@ pub(crate) struct ServerArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub(crate) manager: ManagerArgs,
-    /// The URL this Job Runner registers, as Request Managers reach it (default: its
-    /// listen address, or this host's name when listening on 0.0.0.0 or ::)
-    #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
-    pub(crate) advertise_url: Option<String>,
-    /// How long running chains have to be handed back at shutdown (Go duration)
-    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
-    pub(crate) shutdown_timeout: Option<String>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) runner: RunnerArgs,
 }
 
 /// `spindle rm`: the Request Manager alone.
@@ -254,13 +263,9 @@ pub(crate) struct JrArgs {
     /// commas (whichever answers is used)
     #[arg(long, env = "SPINDLE_RM_URL")]
     pub(crate) rm_url: Option<String>,
-    /// The URL this Job Runner registers, as Request Managers reach it (default: its
-    /// listen address, or this host's name when listening on 0.0.0.0 or ::)
-    #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
-    pub(crate) advertise_url: Option<String>,
-    /// How long running chains have to be handed back at shutdown (Go duration)
-    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
-    pub(crate) shutdown_timeout: Option<String>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) runner: RunnerArgs,
 }
 
 /// Validated settings.
