@@ -40,6 +40,13 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
     if matches!(request.state, State::Pending | State::Suspended) && !request.error.is_empty() {
         out!("\n  {}", request.error);
     }
+    // What runs now, with each job's status line: a waiting approval says so.
+    if request.state == State::Running
+        && let Ok(running) = client.running(Some(&request.id)).await
+        && !running.jobs.is_empty()
+    {
+        out!(" running: {}", super::running_line(&running.jobs));
+    }
     print_failure(&client, &request).await?;
     Ok(Exit::Success)
 }

@@ -491,6 +491,12 @@ async fn an_approval_survives_a_sigkill_of_its_runner_and_completes_once_approve
     let client = Client::new(&server.url);
     until_waiting(&client, &id).await;
     assert!(executions(&marks).is_empty());
+    // Issue #36: `status` says what the request waits on.
+    let status = cli(dir.path(), &server.url, &["status", &id]);
+    assert!(
+        status.contains(" running: gate: waiting for approval: ship it?"),
+        "{status}"
+    );
 
     let said = cli(
         dir.path(),
