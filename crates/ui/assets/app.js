@@ -610,19 +610,21 @@
       }
       for (const [groupId, counts] of Object.entries(data.groups || {})) {
         const found = groupNodes.get(groupId);
-        if (!found || !found.countsNode) continue;
+        if (!found) continue;
+        // Coloured by the worst state inside, open or closed.
+        const worst = ["FAIL", "RUNNING", "STOPPED", "PENDING", "COMPLETE"].find((n) => counts[n]);
+        found.g.dataset.state = worst || "";
+        if (!found.countsNode) continue;
         found.countsNode.textContent = countsText(counts);
         const label = `${found.node.label || `${found.node.items} more`}: ${countsLabel(counts)}${found.node.kind === "group" ? "; press to open" : ""}`;
         found.g.setAttribute("aria-label", label);
         found.titleNode.textContent = label;
-        const worst = ["FAIL", "RUNNING", "STOPPED", "PENDING", "COMPLETE"].find((n) => counts[n]);
-        found.g.dataset.state = worst || "";
       }
       clear(failedBox);
       if (data.failed && data.failed.length) {
         const more = data.failedTotal > data.failed.length ? ` (first ${data.failed.length} of ${data.failedTotal})` : "";
         failedBox.append(h("h2", {}, `Failed jobs${more}`), h("ul", { class: "failed-list" }, data.failed.map((f) =>
-          h("li", {}, h("button", { type: "button", onclick: () => revealJob(f) }, f.name), ` after ${f.tries} ${f.tries === 1 ? "try" : "tries"}`))));
+          h("li", {}, h("button", { type: "button", onclick: () => revealJob(f) }, f.each ? `${f.name} [${f.each}]` : f.name), ` after ${f.tries} ${f.tries === 1 ? "try" : "tries"}`))));
       }
     }
 

@@ -132,6 +132,9 @@ pub struct Drawing {
     /// Closed groups drawn, by index (for their counts).
     #[serde(skip)]
     pub closed: Vec<u32>,
+    /// Open groups drawn, by index (for the worst state inside, which colours them).
+    #[serde(skip)]
+    pub opened: Vec<u32>,
     /// Each more node's id and the items it stands for, in its group.
     #[serde(skip)]
     pub more: Vec<(String, Vec<Item>)>,
@@ -213,6 +216,7 @@ impl Structure {
             edges: Vec::new(),
             jobs: Vec::new(),
             closed: Vec::new(),
+            opened: Vec::new(),
             more: Vec::new(),
         };
         let root = self.place_group(0, &open, &mut drawing);
@@ -296,6 +300,7 @@ impl Structure {
                 Item::Group(child) => {
                     let sub = &self.groups[child as usize];
                     if open[child as usize] {
+                        drawing.opened.push(child);
                         let inner = self.place_group(child, open, drawing);
                         Placed {
                             node: group_node(sub, true, inner.w, inner.h),

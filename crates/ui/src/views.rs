@@ -157,6 +157,10 @@ struct Failed {
     id: String,
     name: String,
     tries: u32,
+    /// The `each:` elements of the groups holding it (`host=web-2`), which tell a
+    /// fan-out's iterations apart; empty outside any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    each: String,
     /// The groups holding it, outermost first, by id: what to open to see it.
     groups: Vec<String>,
 }
@@ -168,7 +172,7 @@ struct Poll {
     request: Request,
     /// The drawn jobs' states, by id.
     jobs: BTreeMap<String, JobNow>,
-    /// The drawn closed groups' and more nodes' counts, by id and state name.
+    /// The drawn groups' (closed and open) and more nodes' counts, by id and state name.
     groups: BTreeMap<String, BTreeMap<&'static str, u32>>,
     /// The whole request's counts, by state name.
     counts: BTreeMap<&'static str, u32>,
@@ -218,10 +222,16 @@ async fn states(
                     .map(|g| structure.groups[g as usize].id.clone())
                     .collect();
                 groups.reverse();
+                let each: Vec<&str> = structure
+                    .ancestors(j as u32)
+                    .map(|g| structure.groups[g as usize].each.as_str())
+                    .filter(|each| !each.is_empty())
+                    .collect();
                 failed.push(Failed {
                     id: structure.job_ids[j].clone(),
                     name: structure.label(j as u32).to_owned(),
                     tries: *tries,
+                    each: each.into_iter().rev().collect::<Vec<_>>().join(", "),
                     groups,
                 });
             }
@@ -263,6 +273,7 @@ async fn states(
     let mut groups: BTreeMap<String, BTreeMap<&'static str, u32>> = drawing
         .closed
         .iter()
+        .chain(&drawing.opened)
         .map(|&g| {
             (
                 structure.groups[g as usize].id.clone(),

@@ -75,6 +75,7 @@ const SPECS: &str = concat!(
         args: [{expected: duration, given: long}]
 ",
     include_str!("specs/talk.yaml"),
+    include_str!("specs/fleet.yaml"),
     "  gate:
     request: true
     nodes:
@@ -505,6 +506,55 @@ async fn a_jobs_output_is_followed_while_it_runs() {
     assert_eq!(stdout, "first line\nlast line\n");
     ui.until("COMPLETE", &format!("{STATE} === 'COMPLETE'"), 30)
         .await;
+    ui.close().await;
+}
+
+/// Issue #36: a group box is coloured by the worst state inside it: the iteration that
+/// failed, and the fan-out around it, are red, open or closed; one that completed is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_iteration_colours_its_groups() {
+    let Some(ui) = ui("a_failed_iteration").await else {
+        return;
+    };
+    let hosts = json!(["web-1", "web-2", "web-3"]);
+    let id = ui.create("fleet", json!({ "hosts": hosts })).await;
+    ui.goto(&format!("/requests/{id}")).await;
+    ui.until("FAIL", &format!("{STATE} === 'FAIL'"), 30).await;
+    // The stroke of each group box, by its state.
+    let strokes = ui
+        .until(
+            "the groups coloured",
+            "const gs = [...document.querySelectorAll('svg.chain .grp[data-state]')].filter(g => g.dataset.state); \
+             return gs.length >= 2 && gs.some(g => g.dataset.state === 'FAIL') && gs.some(g => g.dataset.state === 'COMPLETE') && \
+             gs.map(g => [g.dataset.state, getComputedStyle(g.querySelector(':scope > rect')).stroke])",
+            20,
+        )
+        .await;
+    let fail_fg = ui
+        .js("const b = document.createElement('span'); b.className = 's-FAIL'; document.body.append(b); const c = getComputedStyle(b).color; b.remove(); return c")
+        .await;
+    let strokes = strokes.as_array().unwrap();
+    for pair in strokes {
+        let (state, stroke) = (&pair[0], &pair[1]);
+        if state == "FAIL" {
+            assert_eq!(
+                stroke, &fail_fg,
+                "a group with a failed job is red: {strokes:?}"
+            );
+        } else {
+            assert_ne!(stroke, &fail_fg, "only failed groups are red: {strokes:?}");
+        }
+    }
+    // The failed-jobs list names the iteration.
+    let listed = ui
+        .until(
+            "the failed job listed",
+            "const b = document.querySelector('.failed-list button'); return b && b.textContent",
+            10,
+        )
+        .await;
+    assert_eq!(listed, "ping [host=web-2]");
+    ui.screenshot("failed-iteration").await;
     ui.close().await;
 }
 
