@@ -546,13 +546,9 @@ async fn a_failed_iteration_colours_its_groups() {
         }
     }
     // The failed-jobs list names the iteration.
-    let listed = ui
-        .until(
-            "the failed job listed",
-            "const b = document.querySelector('.failed-list button'); return b && b.textContent",
-            10,
-        )
-        .await;
+    let first_failed =
+        "const b = document.querySelector('.failed-list button'); return b && b.textContent";
+    let listed = ui.until("the failed job listed", first_failed, 10).await;
     assert_eq!(listed, "ping [host=web-2]");
     ui.screenshot("failed-iteration").await;
     ui.close().await;
