@@ -638,8 +638,14 @@
           changed = true;
         }
       }
-      if (changed) loadGraph().then(() => openJob(failed.id));
-      else openJob(failed.id);
+      const show = () => {
+        openJob(failed.id);
+        // Into view, inside the drawing's scroll box and the page.
+        const node = jobNodes.get(failed.id);
+        if (node) node.g.scrollIntoView({ block: "center", inline: "center" });
+      };
+      if (changed) loadGraph().then(show);
+      else show();
     }
 
     async function refreshStates() {

@@ -509,17 +509,23 @@ async fn a_jobs_output_is_followed_while_it_runs() {
     ui.close().await;
 }
 
-/// Issue #36: a group box is coloured by the worst state inside it: the iteration that
-/// failed, and the fan-out around it, are red, open or closed; one that completed is not.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_failed_iteration_colours_its_groups() {
-    let Some(ui) = ui("a_failed_iteration").await else {
-        return;
-    };
-    let hosts = json!(["web-1", "web-2", "web-3"]);
+/// Starts a `fleet` request over `hosts` (the one named web-2 fails) and opens its page
+/// once it has failed.
+async fn failed_fleet(ui: &Ui, hosts: Value) {
     let id = ui.create("fleet", json!({ "hosts": hosts })).await;
     ui.goto(&format!("/requests/{id}")).await;
     ui.until("FAIL", &format!("{STATE} === 'FAIL'"), 30).await;
+}
+
+/// Issue #36: a group box is coloured by the worst state inside it: the iteration that
+/// failed, and the fan-out around it, are red, open or closed; one that completed is not.
+/// The failed-jobs list names the iteration, and its button brings the job into view.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_iteration_is_red_and_one_click_away() {
+    let Some(ui) = ui("a_failed_iteration").await else {
+        return;
+    };
+    failed_fleet(&ui, json!(["web-1", "web-2", "web-3"])).await;
     // The stroke of each group box, by its state.
     let strokes = ui
         .until(
@@ -551,6 +557,31 @@ async fn a_failed_iteration_colours_its_groups() {
     let listed = ui.until("the failed job listed", first_failed, 10).await;
     assert_eq!(listed, "ping [host=web-2]");
     ui.screenshot("failed-iteration").await;
+
+    // In a 40-host fan-out (closed at first: a large expansion), the failed iteration is
+    // one click away in the failed-jobs list: the click opens its groups and brings the
+    // job into view. The one that fails (web-2) comes last.
+    let mut hosts: Vec<String> = (1..40).map(|n| format!("db-{n:02}")).collect();
+    hosts.push("web-2".to_owned());
+    failed_fleet(&ui, json!(hosts)).await;
+    ui.until(
+        "the failed job listed",
+        "return document.querySelector('.failed-list button')",
+        10,
+    )
+    .await;
+    ui.click(".failed-list button").await;
+    let seen = ui
+        .until(
+            "the failed job in view",
+            "const j = document.querySelector('svg.chain .job.selected'); if (!j) return false; \
+             const r = j.getBoundingClientRect(), w = document.querySelector('.graph-wrap').getBoundingClientRect(); \
+             return r.top >= w.top && r.bottom <= w.bottom && r.top >= 0 && r.bottom <= innerHeight && j.dataset.state",
+            20,
+        )
+        .await;
+    assert_eq!(seen, "FAIL");
+    ui.screenshot("big-fan-out-failed").await;
     ui.close().await;
 }
 
