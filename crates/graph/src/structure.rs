@@ -47,7 +47,7 @@ pub struct Group {
     pub items: Vec<Item>,
     /// Between items (their indices in `items`), once each.
     pub edges: Vec<(u32, u32)>,
-    /// Jobs inside, at any depth.
+    /// Jobs inside, at any depth, not counting the grapher's begin and end wrappers.
     pub jobs: u32,
 }
 
@@ -274,19 +274,20 @@ fn depths(groups: &mut [Group]) {
 }
 
 /// Each group's items in run order (a group's place is its first job's), its count of
-/// jobs, and each item's slot in its group.
-fn items(groups: &mut [Group], job_group: &[u32]) -> HashMap<Item, u32> {
+/// jobs (its own: not the begin and end wrappers, which `wrappers` marks), and each item's
+/// slot in its group.
+fn items(groups: &mut [Group], job_group: &[u32], wrappers: &[bool]) -> HashMap<Item, u32> {
     let mut first_job: Vec<u32> = vec![u32::MAX; groups.len()];
     for (j, &g) in job_group.iter().enumerate() {
         let mut at = Some(g);
         while let Some(group) = at {
             let slot = &mut first_job[group as usize];
             *slot = (*slot).min(j as u32);
-            groups[group as usize].jobs += u32::from(group != 0);
+            groups[group as usize].jobs += u32::from(group != 0 && !wrappers[j]);
             at = groups[group as usize].parent;
         }
     }
-    groups[0].jobs = job_group.len() as u32;
+    groups[0].jobs = wrappers.iter().filter(|wrapper| !**wrapper).count() as u32;
     let mut items: Vec<Vec<(u32, Item)>> = vec![Vec::new(); groups.len()];
     for (j, &g) in job_group.iter().enumerate() {
         items[g as usize].push((j as u32, Item::Job(j as u32)));
@@ -447,15 +448,15 @@ impl Structure {
             })
             .collect();
         depths(&mut groups);
-        let slot_of = items(&mut groups, &job_group);
-        edges(&mut groups, &job_group, &ordered.succs, &slot_of);
-        sequence_labels(chain, &mut groups);
         let jobs: Vec<&proto::Job> = ordered.ids.iter().map(|id| &chain.jobs[*id]).collect();
-        let labels = job_labels(&jobs, &job_group, &groups, chain);
-        let wrappers = jobs
+        let wrappers: Vec<bool> = jobs
             .iter()
             .map(|job| names::is_wrapper(&job.name, &job.job_type))
             .collect();
+        let slot_of = items(&mut groups, &job_group, &wrappers);
+        edges(&mut groups, &job_group, &ordered.succs, &slot_of);
+        sequence_labels(chain, &mut groups);
+        let labels = job_labels(&jobs, &job_group, &groups, chain);
         let light = jobs
             .iter()
             .map(|job| proto::Job {

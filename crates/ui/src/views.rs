@@ -210,8 +210,11 @@ async fn states(
     for (j, (state, tries)) in states.iter().enumerate() {
         let s = slot(*state);
         counts[s] += 1;
-        for g in structure.ancestors(j as u32) {
-            per_group[g as usize][s] += 1;
+        // A group's counts are of its own jobs, not the grapher's begin and end wrappers.
+        if !structure.is_wrapper(j as u32) {
+            for g in structure.ancestors(j as u32) {
+                per_group[g as usize][s] += 1;
+            }
         }
         if *state == State::Fail {
             failed_total += 1;
@@ -285,6 +288,7 @@ async fn states(
         let mut sum = [0u32; 8];
         for item in items {
             match *item {
+                Item::Job(j) if structure.is_wrapper(j) => {}
                 Item::Job(j) => sum[slot(states[j as usize].0)] += 1,
                 Item::Group(g) => {
                     for (total, n) in sum.iter_mut().zip(per_group[g as usize]) {

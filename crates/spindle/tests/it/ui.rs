@@ -926,7 +926,7 @@ async fn a_25000_job_request_page_opens() {
     assert!(more.as_str().unwrap().contains("+4800 more"), "{more}");
     ui.until(
         "the counts of the iterations drawn",
-        "const c = [...document.querySelectorAll('svg.chain .grp.closed .counts-text')]; return c.length === 200 && c.every(t => t.textContent === '✓7')",
+        "const c = [...document.querySelectorAll('svg.chain .grp.closed .counts-text')]; return c.length === 200 && c.every(t => t.textContent === '✓3')",
         30,
     )
     .await;
