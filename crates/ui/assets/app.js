@@ -535,9 +535,9 @@
         if (node.kind === "group" && node.open) {
           const g = s("g", { class: `grp open ${node.group} d-${node.depth % 2 ? "odd" : "even"}`, "data-group": node.id },
             s("rect", { x: node.x, y: node.y, width: node.w, height: node.h, rx: 8 }));
-          const head = s("g", { class: "head", "aria-expanded": "true", "aria-label": `${node.label}: ${node.jobs} jobs, open; press to close` },
+          const head = s("g", { class: "head", "aria-expanded": "true", "aria-label": `${node.label}: ${node.jobs} ${node.jobs === 1 ? "job" : "jobs"}, open; press to close` },
             s("rect", { x: node.x, y: node.y, width: node.w, height: 24, rx: 8 }),
-            s("text", { x: node.x + 10, y: node.y + 17 }, `▾ ${truncate(node.label, Math.max(8, Math.floor(node.w / 7.5) - 12))}`, s("tspan", { class: "muted", dx: 6 }, `${node.jobs} jobs`)));
+            s("text", { x: node.x + 10, y: node.y + 17 }, `▾ ${truncate(node.label, Math.max(8, Math.floor(node.w / 7.5) - 12))}`, s("tspan", { class: "muted", dx: 6 }, `${node.jobs} ${node.jobs === 1 ? "job" : "jobs"}`)));
           activate(head, () => toggle(node.id, true));
           g.append(head);
           groupsLayer.append(g);

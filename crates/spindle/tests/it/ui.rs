@@ -551,6 +551,11 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
             assert_ne!(stroke, &fail_fg, "only failed groups are red: {strokes:?}");
         }
     }
+    // An iteration of one job says so, its wrappers not counted.
+    let header = ui
+        .js("return [...document.querySelectorAll('svg.chain .grp.open .head')].map(h => h.textContent).find(t => t.includes('host=web-2'))")
+        .await;
+    assert_eq!(header, "▾ host=web-21 job");
     // The failed-jobs list names the iteration.
     let first_failed =
         "const b = document.querySelector('.failed-list button'); return b && b.textContent";
