@@ -416,22 +416,26 @@
     const pauseButton = h("button", { type: "button", id: "pause", title: "Running jobs finish; nothing new starts until it is resumed", onclick: () => setPaused(true) }, "Pause");
     const resumeButton = h("button", { type: "button", id: "resume", onclick: () => setPaused(false) }, "Resume");
 
-    function renderRequest(r) {
+    // `counts`: the request's own jobs by state (not the grapher's wrappers, which the
+    // request's totalJobs and finishedJobs count), when the page has them.
+    function renderRequest(r, counts) {
       const state = stateName(r.state);
+      const total = counts ? Object.values(counts).reduce((a, b) => a + b, 0) : r.totalJobs || 0;
+      const done = counts ? counts.COMPLETE || 0 : r.finishedJobs || 0;
       clear(header);
       header.append(badge(state));
       if (r.paused) header.append(" ", h("span", { class: "badge paused", id: "paused" }, "‖ paused"));
       header.dataset.state = state;
       header.dataset.paused = r.paused ? "true" : "false";
-      const pct = r.totalJobs ? Math.round((100 * r.finishedJobs) / r.totalJobs) : 0;
-      const bar = h("span", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": r.totalJobs || 0, "aria-valuenow": r.finishedJobs || 0 }, h("span", {}));
+      const pct = total ? Math.round((100 * done) / total) : 0;
+      const bar = h("span", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done }, h("span", {}));
       bar.firstChild.style.width = `${pct}%`;
       clear(summary);
       const row = (label, ...value) => h("div", {}, h("dt", {}, label), h("dd", {}, ...value));
       append(summary, [
         row("Type", r.type),
         row("State", h("span", { id: "state" }, state), r.paused ? " (paused: nothing new starts until it is resumed)" : ""),
-        row("Progress", bar, ` ${r.finishedJobs || 0} of ${r.totalJobs || 0} jobs (${pct}%)`),
+        row("Progress", bar, ` ${done} of ${total} jobs (${pct}%)`),
         row("Caller", r.user || h("span", { class: "muted" }, "—")),
         row("Created", time(r.createdAt)),
         row("Started", time(r.startedAt)),
@@ -665,7 +669,7 @@
           const mine = await whoAmI(request.type);
           if (mine.may) may = mine.may;
         }
-        renderRequest(request);
+        renderRequest(request, data.counts);
         if (drawing) applyStates(data);
         if (!performance.getEntriesByName("spindle:state-shown").length) performance.mark("spindle:state-shown");
         return !FINISHED.has(stateName(request.state));

@@ -174,7 +174,7 @@ struct Poll {
     jobs: BTreeMap<String, JobNow>,
     /// The drawn groups' (closed and open) and more nodes' counts, by id and state name.
     groups: BTreeMap<String, BTreeMap<&'static str, u32>>,
-    /// The whole request's counts, by state name.
+    /// The whole request's counts of its own jobs (not the wrappers), by state name.
     counts: BTreeMap<&'static str, u32>,
     failed: Vec<Failed>,
     /// Failed jobs in all.
@@ -209,9 +209,10 @@ async fn states(
     let mut failed_total = 0;
     for (j, (state, tries)) in states.iter().enumerate() {
         let s = slot(*state);
-        counts[s] += 1;
-        // A group's counts are of its own jobs, not the grapher's begin and end wrappers.
+        // The request's and its groups' counts are of their own jobs, not the grapher's
+        // begin and end wrappers.
         if !structure.is_wrapper(j as u32) {
+            counts[s] += 1;
             for g in structure.ancestors(j as u32) {
                 per_group[g as usize][s] += 1;
             }

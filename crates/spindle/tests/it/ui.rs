@@ -551,6 +551,11 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
             assert_ne!(stroke, &fail_fg, "only failed groups are red: {strokes:?}");
         }
     }
+    // The progress is of the request's own jobs: two of the three pings completed.
+    let summary = "return document.querySelector('.summary').textContent";
+    let progress = ui.js(summary).await;
+    let progress = progress.as_str().unwrap();
+    assert!(progress.contains("2 of 3 jobs (67%)"), "{progress}");
     // An iteration of one job says so, its wrappers not counted.
     let header = ui
         .js("return [...document.querySelectorAll('svg.chain .grp.open .head')].map(h => h.textContent).find(t => t.includes('host=web-2'))")
