@@ -82,10 +82,7 @@ pub(crate) async fn run(
         crate::local::LocalSettings {
             store: opened?,
             base_url: "in-process://spindle-run",
-            host: format!(
-                "{}:spindle-run",
-                gethostname::gethostname().to_string_lossy()
-            ),
+            host: crate::serve::manager_host("spindle-run"),
             interval: Duration::from_secs(1),
             suspended_ttl: Duration::from_secs(3600),
             lease: Duration::from_secs(10),

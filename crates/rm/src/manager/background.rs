@@ -184,15 +184,18 @@ impl Manager {
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let next_run = self
-                .until_next_schedule()
-                .map_or(self.options.interval, |wait| {
-                    wait.min(self.options.interval)
-                });
+            // Without schedules, nothing to wake for but the round.
+            let next_run = self.until_next_schedule();
+            let schedule_due = async {
+                match next_run {
+                    Some(wait) => tokio::time::sleep(wait.min(self.options.interval)).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => return,
                 _ = tick.tick() => self.background_round().await,
-                () = tokio::time::sleep(next_run) => self.run_schedules().await,
+                () = schedule_due => self.run_schedules().await,
             }
         }
     }

@@ -520,11 +520,11 @@ pub(super) fn positive(name: &str, value: Duration) -> anyhow::Result<Duration> 
     Ok(value)
 }
 
-/// What tells a Request Manager listening on `port` from the others on its database (its
-/// claims name it): the machine's name, and the port, as several servers on one machine
-/// may share a database.
-pub(crate) fn manager_host(port: u16) -> String {
-    format!("{}:{port}", gethostname::gethostname().to_string_lossy())
+/// What tells a Request Manager from the others on its database (its claims name it):
+/// the machine's name and what is unique to the process there (a server's port, as
+/// several servers on one machine may share a database; `spindle-run`).
+pub(crate) fn manager_host(unique: impl std::fmt::Display) -> String {
+    format!("{}:{unique}", gethostname::gethostname().to_string_lossy())
 }
 
 /// What a runner in this process registers with beside its URL.

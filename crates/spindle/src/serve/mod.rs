@@ -24,7 +24,7 @@ mod wiring;
 
 use config::*;
 pub(crate) use config::{
-    FileConfig, JrArgs, RmArgs, ServerArgs, Settings, lease_settings, stale_claim,
+    FileConfig, JrArgs, RmArgs, ServerArgs, Settings, lease_settings, manager_host, stale_claim,
 };
 use logging::*;
 pub(crate) use process::{reap_dead_local_runners, shutdown_signal};
