@@ -477,6 +477,14 @@
       if (toggles.closed.size) q.set("closed", [...toggles.closed].join(","));
       return q.toString();
     }
+    // The room the drawing has, less a scroll bar and its margin: a fan-out taller than
+    // the frame is wrapped into rows that fit it.
+    function frameSize() {
+      const width = graphWrap.clientWidth - 24;
+      const height = Math.round(window.innerHeight * 0.75) - 24;
+      return { width: Math.max(160, width), height: Math.max(160, height) };
+    }
+    let drawnFor = null;
     function toggle(groupId, isOpen) {
       if (isOpen) {
         toggles.open.delete(groupId);
@@ -510,7 +518,9 @@
     async function loadGraph(focusGroup) {
       let data;
       try {
-        data = await api("GET", `/ui/api/requests/${enc(id)}/graph?${viewQuery()}`);
+        const frame = frameSize();
+        drawnFor = frame;
+        data = await api("GET", `/ui/api/requests/${enc(id)}/graph?${viewQuery()}&width=${frame.width}&height=${frame.height}`);
       } catch (err) {
         clear(graphWrap);
         graphWrap.append(h("p", { class: "error" }, `The chain cannot be drawn: ${err.message}`));
@@ -547,11 +557,13 @@
           groupsLayer.append(g);
           groupNodes.set(node.id, { node, g, head });
         } else if (node.kind === "group") {
-          const countsNode = s("text", { x: node.x + 10, y: node.y + 42, class: "counts-text" }, "…");
+          // A fan-out's iteration is a small tile; other groups have room for more.
+          const tile = node.h < 50;
+          const countsNode = s("text", { x: node.x + 10, y: node.y + (tile ? 29 : 42), class: "counts-text" }, "…");
           const titleNode = s("title", {}, node.label);
-          const g = s("g", { class: `grp closed ${node.group}`, "data-group": node.id, "aria-expanded": "false" }, titleNode,
-            s("rect", { x: node.x, y: node.y, width: node.w, height: node.h, rx: 8 }),
-            s("text", { x: node.x + 10, y: node.y + 20 }, `▸ ${truncate(node.label, 23)}`),
+          const g = s("g", { class: `grp closed ${node.group}${tile ? " tile" : ""}`, "data-group": node.id, "aria-expanded": "false" }, titleNode,
+            s("rect", { x: node.x, y: node.y, width: node.w, height: node.h, rx: tile ? 6 : 8 }),
+            s("text", { x: node.x + 10, y: node.y + (tile ? 14 : 20) }, `▸ ${truncate(node.label, Math.floor((node.w - 24) / 7))}`),
             countsNode);
           activate(g, () => toggle(node.id, false));
           nodeLayer.append(g);
@@ -642,8 +654,9 @@
           changed = true;
         }
       }
+      // The panel first, so that the drawing is laid out for the room beside it.
+      openJob(failed.id);
       const show = () => {
-        openJob(failed.id);
         // Into view, inside the drawing's scroll box and the page.
         const node = jobNodes.get(failed.id);
         if (node) node.g.scrollIntoView({ block: "center", inline: "center" });
@@ -792,10 +805,34 @@
       return { try: tryNo, node, stop };
     }
 
+    // The frame resized (the window, or the job panel opened or closed): the drawing is
+    // laid out again when it no longer fits, or when a wrapped fan-out has more room.
+    let resizing = null;
+    const onResize = () => {
+      clearTimeout(resizing);
+      resizing = setTimeout(() => {
+        if (!drawing || !drawnFor) return;
+        const frame = frameSize();
+        const overflows = drawing.width > frame.width + 1 && frame.width < drawnFor.width;
+        const roomier = drawing.wrapped && (frame.width - drawnFor.width > 60 || Math.abs(frame.height - drawnFor.height) > 60);
+        if (overflows || roomier) {
+          loadGraph().then(() => {
+            if (selected && jobNodes.has(selected)) jobNodes.get(selected).g.scrollIntoView({ block: "nearest", inline: "nearest" });
+          });
+        }
+      }, 150);
+    };
+    const frameWatch = new ResizeObserver(onResize);
+    frameWatch.observe(graphWrap);
+    window.addEventListener("resize", onResize);
     loadGraph().then(() => {
       stopPoll = poll(1000, refreshStates);
     });
-    return () => stopPoll && stopPoll();
+    return () => {
+      window.removeEventListener("resize", onResize);
+      frameWatch.disconnect();
+      if (stopPoll) stopPoll();
+    };
   }
 
   // ---- the start form ----

@@ -10,7 +10,9 @@
 //! innermost group holding both (a chain enters a sequence only through its begin job
 //! and leaves it through its end job, so nothing is lost). Large groups start closed
 //! and show counts by state; an open group shows at most [`ITEM_CAP`] items, the rest
-//! as one "more" node.
+//! as one "more" node. A fan-out taller than the [`Frame`] it is shown in is wrapped
+//! into rows (its iterations as small tiles) no wider than the room beside it, so that
+//! 50 hosts fit on a screen with the way in and out in view.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -33,6 +35,11 @@ const GAP_X: f64 = 30.0;
 const GAP_Y: f64 = 14.0;
 const PAD: f64 = 12.0;
 const HEADER: f64 = 26.0;
+/// A closed iteration of a fan-out: a tile, so that many fit in a row.
+const TILE_W: f64 = 130.0;
+const TILE_H: f64 = 36.0;
+/// Between the tiles of a wrapped fan-out, across and down.
+const TILE_GAP: f64 = 8.0;
 
 pub use graph::structure::{Group, GroupKind, Item};
 
@@ -76,6 +83,21 @@ impl Toggles {
             closed: split(closed),
         }
     }
+}
+
+/// The box a drawing is shown in (the page's drawing frame), in pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Frame {
+    pub width: f64,
+    pub height: f64,
+}
+
+impl Frame {
+    /// A laptop's screen, for a caller that does not say.
+    pub const DEFAULT: Frame = Frame {
+        width: 1200.0,
+        height: 700.0,
+    };
 }
 
 /// One drawn node.
@@ -122,6 +144,9 @@ pub enum Node {
 pub struct Drawing {
     pub width: f64,
     pub height: f64,
+    /// Whether a fan-out was wrapped into rows to fit the frame (so that a larger frame
+    /// would change the layout).
+    pub wrapped: bool,
     /// Open groups first (outermost first), then closed groups, jobs and more nodes.
     pub nodes: Vec<Node>,
     /// `[x1, y1, x2, y2]`: from the right middle of one node to the left middle of another.
@@ -138,6 +163,31 @@ pub struct Drawing {
     /// Each more node's id and the items it stands for, in its group.
     #[serde(skip)]
     pub more: Vec<(String, Vec<Item>)>,
+}
+
+impl Drawing {
+    fn empty() -> Drawing {
+        Drawing {
+            width: 0.0,
+            height: 0.0,
+            wrapped: false,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            jobs: Vec::new(),
+            closed: Vec::new(),
+            opened: Vec::new(),
+            more: Vec::new(),
+        }
+    }
+}
+
+/// One pass of the layout: which groups are open, which fan-outs are wrapped into rows
+/// (by group index, at most how wide, padding included), and each open fan-out's size.
+struct Pass<'a> {
+    open: &'a [bool],
+    wrap: HashMap<u32, f64>,
+    /// `(group, width, height)` of each open expansion as laid out.
+    expansions: Vec<(u32, f64, f64)>,
 }
 
 /// A placed box of the layout, relative to its group's content.
@@ -206,20 +256,39 @@ impl Structure {
         open
     }
 
-    /// Lays out what `toggles` show.
+    /// Lays out what `toggles` show, every fan-out in one column.
     pub fn draw(&self, toggles: &Toggles) -> Drawing {
+        self.draw_in(toggles, None)
+    }
+
+    /// Lays out what `toggles` show for a `frame`: an open fan-out taller than the
+    /// frame is wrapped into rows sharing the width the drawing leaves free (nothing
+    /// wraps when the drawing is already as wide as the frame).
+    pub fn draw_in(&self, toggles: &Toggles, frame: Option<Frame>) -> Drawing {
         let open = self.open_groups(toggles);
-        let mut drawing = Drawing {
-            width: 0.0,
-            height: 0.0,
-            nodes: Vec::new(),
-            edges: Vec::new(),
-            jobs: Vec::new(),
-            closed: Vec::new(),
-            opened: Vec::new(),
-            more: Vec::new(),
+        let mut pass = Pass {
+            open: &open,
+            wrap: HashMap::new(),
+            expansions: Vec::new(),
         };
-        let root = self.place_group(0, &open, &mut drawing);
+        let mut drawing = Drawing::empty();
+        let mut root = self.place_group(0, &mut pass, &mut drawing);
+        if let Some(frame) = frame {
+            let tall: Vec<(u32, f64)> = pass
+                .expansions
+                .iter()
+                .filter(|(_, _, h)| *h > frame.height)
+                .map(|&(g, w, _)| (g, w))
+                .collect();
+            let slack = frame.width - root.w;
+            if !tall.is_empty() && slack >= 0.0 {
+                let share = slack / tall.len() as f64;
+                pass.wrap = tall.into_iter().map(|(g, w)| (g, w + share)).collect();
+                drawing = Drawing::empty();
+                root = self.place_group(0, &mut pass, &mut drawing);
+                drawing.wrapped = true;
+            }
+        }
         drawing.width = root.w;
         drawing.height = root.h;
         let mut groups = Vec::new();
@@ -240,7 +309,7 @@ impl Structure {
 
     /// An open group's content, laid out in layers; its size includes padding and, but
     /// for the root, a header.
-    fn place_group(&self, g: u32, open: &[bool], drawing: &mut Drawing) -> Placed {
+    fn place_group(&self, g: u32, pass: &mut Pass, drawing: &mut Drawing) -> Placed {
         let group = &self.groups[g as usize];
         // What is shown: the first ITEM_CAP items, then one more node for the rest.
         let shown = group.items.len().min(ITEM_CAP);
@@ -253,10 +322,20 @@ impl Structure {
             .collect();
         edges.sort_unstable();
         edges.dedup();
-        let placed = self.place_items(group, shown, open, drawing);
+        let placed = self.place_items(group, shown, pass, drawing);
         let (mut columns, preds) = layers(placed.len(), &edges);
-        order_layers(&mut columns, &preds, placed.len());
-        arrange(g, placed, &columns, &edges)
+        let placed = match pass.wrap.get(&g) {
+            // A fan-out's iterations have no edges between them: one layer.
+            Some(&limit) if columns.len() == 1 && edges.is_empty() => arrange_rows(placed, limit),
+            _ => {
+                order_layers(&mut columns, &preds, placed.len());
+                arrange(g, placed, &columns, &edges)
+            }
+        };
+        if group.kind == GroupKind::Expansion {
+            pass.expansions.push((g, placed.w, placed.h));
+        }
+        placed
     }
 
     /// The shown items of a group, sized (an open group laid out inside), and a "more"
@@ -265,7 +344,7 @@ impl Structure {
         &self,
         group: &Group,
         shown: usize,
-        open: &[bool],
+        pass: &mut Pass,
         drawing: &mut Drawing,
     ) -> Vec<Placed> {
         let hidden = &group.items[shown..];
@@ -299,21 +378,27 @@ impl Structure {
                 }
                 Item::Group(child) => {
                     let sub = &self.groups[child as usize];
-                    if open[child as usize] {
+                    if pass.open[child as usize] {
                         drawing.opened.push(child);
-                        let inner = self.place_group(child, open, drawing);
+                        let inner = self.place_group(child, pass, drawing);
                         Placed {
                             node: group_node(sub, true, inner.w, inner.h),
                             ..inner
                         }
                     } else {
                         drawing.closed.push(child);
+                        // A fan-out's iterations are tiles; other groups show more.
+                        let (w, h) = if group.kind == GroupKind::Expansion {
+                            (TILE_W, TILE_H)
+                        } else {
+                            (CLOSED_W, CLOSED_H)
+                        };
                         Placed {
-                            node: group_node(sub, false, CLOSED_W, CLOSED_H),
+                            node: group_node(sub, false, w, h),
                             inner: Vec::new(),
                             inner_edges: Vec::new(),
-                            w: CLOSED_W,
-                            h: CLOSED_H,
+                            w,
+                            h,
                         }
                     }
                 }
@@ -427,6 +512,52 @@ fn arrange(g: u32, placed: Vec<Placed>, columns: &[Vec<u32>], edges: &[(u32, u32
     }
     let w = (x - GAP_X + PAD).max(if g == 0 { 0.0 } else { CLOSED_W });
     let h = top + content_h + PAD;
+    placed_at(placed, at, edges, w, h)
+}
+
+/// Coordinates of a wrapped fan-out: its items (with no edges between them) in rows
+/// left to right, top to bottom, each row at most `limit` wide with the group's padding.
+fn arrange_rows(placed: Vec<Placed>, limit: f64) -> Placed {
+    let room = limit - 2.0 * PAD;
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut row_w = 0.0;
+    for (i, item) in placed.iter().enumerate() {
+        let row = rows.last_mut().expect("one row at least");
+        let wider = row_w + TILE_GAP + item.w;
+        if row.is_empty() || wider <= room {
+            row_w = if row.is_empty() { item.w } else { wider };
+            row.push(i);
+        } else {
+            rows.push(vec![i]);
+            row_w = item.w;
+        }
+    }
+    let mut at = vec![(0f64, 0f64); placed.len()];
+    let mut y = HEADER + PAD / 2.0;
+    let mut content_w = 0f64;
+    for row in &rows {
+        let row_h = row.iter().map(|&i| placed[i].h).fold(0.0, f64::max);
+        let mut x = PAD;
+        for &i in row {
+            at[i] = (x, y + (row_h - placed[i].h) / 2.0);
+            x += placed[i].w + TILE_GAP;
+        }
+        content_w = content_w.max(x - TILE_GAP - PAD);
+        y += row_h + TILE_GAP;
+    }
+    let w = (content_w + 2.0 * PAD).max(CLOSED_W);
+    let h = y - TILE_GAP + PAD;
+    placed_at(placed, at, &[], w, h)
+}
+
+/// A group's content placed at `at`, with the edges between its items.
+fn placed_at(
+    placed: Vec<Placed>,
+    at: Vec<(f64, f64)>,
+    edges: &[(u32, u32)],
+    w: f64,
+    h: f64,
+) -> Placed {
     let inner_edges = edges
         .iter()
         .filter(|(a, b)| a < b)

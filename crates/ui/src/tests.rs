@@ -257,6 +257,105 @@ fn a_moderate_expansion_opens_all_its_iterations_or_none() {
     }
 }
 
+/// Issue #36: a 50-host fan-out, opened, fits a laptop's drawing frame: its iterations
+/// are tiles in rows as wide as the frame allows, the way in and out beside them; a
+/// fan-out that fits stays one column, and a frame too narrow for rows changes nothing.
+#[test]
+fn a_tall_fan_out_is_wrapped_into_rows_that_fit_the_frame() {
+    use crate::layout::Frame;
+    let s = Structure::of(&chain(50));
+    let expansion = s
+        .groups
+        .iter()
+        .find(|g| g.kind == GroupKind::Expansion)
+        .unwrap()
+        .id
+        .clone();
+    let toggles = Toggles::parse(&expansion, "");
+    let tiles = |d: &crate::layout::Drawing| -> Vec<(f64, f64, f64, f64)> {
+        d.nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Group {
+                    label,
+                    open: false,
+                    x,
+                    y,
+                    w,
+                    h,
+                    ..
+                } if label.starts_with("host=") => Some((*x, *y, *w, *h)),
+                _ => None,
+            })
+            .collect()
+    };
+    // A 1280×1000 window's frame (75% of its height).
+    let frame = Frame {
+        width: 1240.0,
+        height: 750.0,
+    };
+    let wrapped = s.draw_in(&toggles, Some(frame));
+    check_geometry(&wrapped.nodes);
+    let placed = tiles(&wrapped);
+    assert_eq!(placed.len(), 50);
+    assert!(wrapped.width <= frame.width, "{} wide", wrapped.width);
+    assert!(wrapped.height <= frame.height, "{} high", wrapped.height);
+    let rows: std::collections::BTreeSet<u64> = placed.iter().map(|t| t.1 as u64).collect();
+    assert!(rows.len() > 1 && rows.len() < 50, "{} rows", rows.len());
+    // In order, left to right then down: db0 is first, db1 beside it.
+    assert!(placed[0].0 < placed[1].0 && placed[0].1 == placed[1].1);
+    // The way in and out (the fan-out's begin and end wrappers) are beside the rows.
+    let wrappers: Vec<(f64, f64)> = wrapped
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            Node::Job {
+                wrapper: true,
+                x,
+                y,
+                ..
+            } => Some((*x, *y)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        wrappers
+            .iter()
+            .all(|(x, y)| *x < wrapped.width && *y < wrapped.height)
+    );
+    // Without a frame (or in a frame already full) it is one column, as tall as 50 tiles.
+    for column in [
+        s.draw(&toggles),
+        s.draw_in(
+            &toggles,
+            Some(Frame {
+                width: 900.0,
+                height: 700.0,
+            }),
+        ),
+    ] {
+        let placed = tiles(&column);
+        assert!(placed.iter().all(|t| t.0 == placed[0].0), "one column");
+        assert!(column.height > 50.0 * 36.0);
+    }
+    // A fan-out that fits the frame's height stays a column.
+    let small = Structure::of(&chain(4));
+    let iterations: Vec<String> = small
+        .groups
+        .iter()
+        .filter(|g| {
+            g.parent
+                .is_some_and(|p| small.groups[p as usize].kind == GroupKind::Expansion)
+        })
+        .map(|g| g.id.clone())
+        .collect();
+    let toggles = Toggles::parse("", &iterations.join(","));
+    let drawn = small.draw_in(&toggles, Some(frame));
+    let placed = tiles(&drawn);
+    assert_eq!(placed.len(), 4);
+    assert!(placed.iter().all(|t| t.0 == placed[0].0), "{placed:?}");
+}
+
 #[test]
 fn html_is_escaped() {
     assert_eq!(

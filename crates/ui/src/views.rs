@@ -14,7 +14,7 @@ use proto::{JobLog, JobStatus, Request, State};
 use rm::{Error, Manager};
 use serde::{Deserialize, Serialize};
 
-use crate::layout::{Drawing, Item, Structure, Toggles};
+use crate::layout::{Drawing, Frame, Item, Structure, Toggles};
 
 /// Chains whose structure is kept in memory.
 pub const CACHED: usize = 32;
@@ -118,6 +118,24 @@ struct ViewQuery {
     /// `args=0`: leave the request's args out (a page has them from its first poll).
     #[serde(default)]
     args: Option<String>,
+    /// The drawing frame's size in pixels, which a tall fan-out is wrapped to fit.
+    width: Option<f64>,
+    height: Option<f64>,
+}
+
+impl ViewQuery {
+    /// The frame asked for, each side within reason ([`Frame::DEFAULT`]'s where unsaid).
+    fn frame(&self) -> Frame {
+        let side = |asked: Option<f64>, default: f64| {
+            asked
+                .filter(|v| v.is_finite())
+                .map_or(default, |v| v.clamp(160.0, 20_000.0))
+        };
+        Frame {
+            width: side(self.width, Frame::DEFAULT.width),
+            height: side(self.height, Frame::DEFAULT.height),
+        }
+    }
 }
 
 type Shared = Extract<Arc<Views>>;
@@ -138,7 +156,7 @@ async fn graph(
 ) -> Result<Json<Drawing>, Error> {
     let structure = views.structure(&id).await?;
     let toggles = Toggles::parse(&query.open, &query.closed);
-    Ok(Json(structure.draw(&toggles)))
+    Ok(Json(structure.draw_in(&toggles, Some(query.frame()))))
 }
 
 /// A job's state as a poll names it.

@@ -568,10 +568,10 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
     assert_eq!(listed, "ping [host=web-2]");
     ui.screenshot("failed-iteration").await;
 
-    // In a 40-host fan-out (closed at first: a large expansion), the failed iteration is
+    // In a 50-host fan-out (closed at first: a large expansion), the failed iteration is
     // one click away in the failed-jobs list: the click opens its groups and brings the
-    // job into view. The one that fails (web-2) comes last.
-    let mut hosts: Vec<String> = (1..40).map(|n| format!("db-{n:02}")).collect();
+    // job into view, nothing to scroll sideways. The one that fails (web-2) comes last.
+    let mut hosts: Vec<String> = (1..50).map(|n| format!("db-{n:02}")).collect();
     hosts.push("web-2".to_owned());
     failed_fleet(&ui, json!(hosts)).await;
     ui.until(
@@ -586,12 +586,40 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
             "the failed job in view",
             "const j = document.querySelector('svg.chain .job.selected'); if (!j) return false; \
              const r = j.getBoundingClientRect(), w = document.querySelector('.graph-wrap').getBoundingClientRect(); \
-             return r.top >= w.top && r.bottom <= w.bottom && r.top >= 0 && r.bottom <= innerHeight && j.dataset.state",
+             return r.top >= w.top && r.bottom <= w.bottom && r.left >= w.left && r.right <= w.right && r.top >= 0 && r.bottom <= innerHeight && j.dataset.state",
             20,
         )
         .await;
     assert_eq!(seen, "FAIL");
+    let sideways = "const w = document.querySelector('.graph-wrap'); return [w.scrollWidth, w.clientWidth, w.scrollLeft]";
+    let sizes = ui.js(sideways).await;
+    let [scroll_width, client_width, scroll_left] = [0, 1, 2].map(|i| sizes[i].as_f64().unwrap());
+    assert!(
+        scroll_width <= client_width && scroll_left == 0.0,
+        "the drawing scrolls sideways: {scroll_width} in {client_width}, at {scroll_left}"
+    );
     ui.screenshot("big-fan-out-failed").await;
+    // With the job panel closed, the drawing is laid out again for the wider frame: all 50
+    // iterations fit it at once, and so do the fan-out's way in and out (the wrappers).
+    ui.click("#close-job").await;
+    let outside = ui
+        .until(
+            "50 iterations in view",
+            "const w = document.querySelector('.graph-wrap'); w.scrollTop = 0; const f = w.getBoundingClientRect(); \
+             const inside = (e) => { const r = e.getBoundingClientRect(); return r.top >= f.top && r.bottom <= f.bottom && r.left >= f.left && r.right <= f.right; }; \
+             const iterations = [...document.querySelectorAll('svg.chain .grp')].filter(g => (g.querySelector('title') || g.querySelector('.head text') || {}).textContent?.includes('host=')); \
+             const wrappers = [...document.querySelectorAll('svg.chain .job.wrapper')]; \
+             const counts = [iterations.length, iterations.filter(g => !inside(g)).length, wrappers.filter(g => !inside(g)).length]; \
+             return counts[1] === 0 && counts[2] === 0 ? counts : false",
+            20,
+        )
+        .await;
+    ui.screenshot("big-fan-out").await;
+    assert_eq!(
+        outside,
+        json!([50, 0, 0]),
+        "[iterations, out of view, wrappers out of view]"
+    );
     ui.close().await;
 }
 
