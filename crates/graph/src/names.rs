@@ -36,9 +36,7 @@ pub fn end(place: &str) -> String {
 }
 
 /// Whether a job is a begin or end wrapper: a noop that only joins.
-pub fn is_wrapper(name: &str, job_type: &str) -> bool {
-    job_type == "noop" && (name.ends_with("_begin") || name.ends_with("_end"))
-}
+pub use proto::is_wrapper;
 
 /// The node whose iterations a `repeat_<node>_begin` job opens; `None` for other jobs.
 pub fn expansion_of(name: &str) -> Option<&str> {

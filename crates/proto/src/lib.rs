@@ -26,7 +26,7 @@ pub use types::{
     Answer, CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
     OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
     RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, ScheduleRun,
-    ScheduleStatus, SpecFile, SpecVersion, Stream, SuspendedJobChain, json_kind,
+    ScheduleStatus, SpecFile, SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.

@@ -231,6 +231,8 @@ mod tests {
             job_chain: Some(chain.clone()),
             total_jobs: 2,
             finished_jobs: 1,
+            own_jobs: 1,
+            own_finished_jobs: 1,
             jr_url: "http://127.0.0.1:32307".to_owned(),
             error: "the request's deadline passed".to_owned(),
             paused: true,

@@ -41,6 +41,15 @@ pub struct Request {
     pub total_jobs: u64,
     #[serde(default)]
     pub finished_jobs: u64,
+    /// Spindle's addition: the request's own jobs, without the begin and end wrappers
+    /// the grapher adds around every sequence (which `totalJobs` counts, as Spin Cycle's
+    /// does); omitted when not known (a request stored before Spindle counted them).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub own_jobs: u64,
+    /// Spindle's addition: how many of the request's own jobs are complete now (their
+    /// latest try); omitted with `ownJobs`.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub own_finished_jobs: u64,
     /// Base URL of the Job Runner running the request; empty when none does.
     #[serde(rename = "jrURL", default, skip_serializing_if = "String::is_empty")]
     pub jr_url: String,
@@ -188,6 +197,22 @@ pub struct RequestSpec {
     pub args: Vec<RequestArg>,
 }
 
+/// Whether a job is one of the begin or end wrappers the grapher adds around every
+/// sequence (a noop that only joins), not one of the request's own jobs.
+pub fn is_wrapper(name: &str, job_type: &str) -> bool {
+    job_type == "noop" && (name.ends_with("_begin") || name.ends_with("_end"))
+}
+
+impl JobChain {
+    /// The request's own jobs: those that are not [wrappers](is_wrapper).
+    pub fn own_jobs(&self) -> u64 {
+        self.jobs
+            .values()
+            .filter(|job| !is_wrapper(&job.name, &job.job_type))
+            .count() as u64
+    }
+}
+
 /// A request's immutable DAG of jobs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -297,6 +322,10 @@ pub struct Job {
         skip_serializing_if = "JobArgs::is_empty"
     )]
     pub each: JobArgs,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -773,6 +773,90 @@ async fn job_runner_reports_log_progress_and_finish() {
     );
 }
 
+/// Issue #36: people are shown the request's own jobs: `ownJobs` leaves out the
+/// grapher's begin and end wrappers (which Spin Cycle's `totalJobs` counts), and
+/// `ownFinishedJobs` counts the own jobs whose latest try completed, in a get and a find.
+#[tokio::test]
+async fn a_request_counts_its_own_jobs_apart_from_the_wrappers() {
+    let env = env().await;
+    let id = create(&env).await;
+    let (_, chain, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}/job-chain"),
+        None,
+    )
+    .await;
+    let job_id = |name: &str| -> String {
+        let jobs = chain["jobs"].as_object().unwrap();
+        jobs.iter()
+            .find(|(_, job)| job["name"] == name)
+            .map(|(id, _)| id.clone())
+            .unwrap_or_else(|| panic!("no job {name} in {chain}"))
+    };
+    let entry = |job: &str, name: &str, job_type: &str| json!({"requestId": id, "jobId": job_id(job), "try": 1, "name": name, "type": job_type, "state": 3});
+    let counts = async || {
+        let (_, got, _) = call(
+            &env.router,
+            Method::GET,
+            &format!("/api/v1/requests/{id}"),
+            None,
+        )
+        .await;
+        let (_, found, _) = call(&env.router, Method::GET, "/api/v1/requests?limit=5", None).await;
+        let listed = found
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .cloned()
+            .unwrap();
+        let of = |r: &Value| {
+            [
+                &r["totalJobs"],
+                &r["finishedJobs"],
+                &r["ownJobs"],
+                &r["ownFinishedJobs"],
+            ]
+            .map(Value::clone)
+        };
+        assert_eq!(of(&got), of(&listed), "a get and a find agree");
+        of(&got)
+    };
+    assert_eq!(counts().await, [json!(5), json!(0), json!(1), Value::Null]);
+    // The begin wrapper completed (none of the own job), then the own job.
+    for (entries, finished) in [
+        (
+            json!([entry(
+                "request_deploy_begin",
+                "request_deploy_begin",
+                "noop"
+            )]),
+            1,
+        ),
+        (json!([entry("pause", "pause", "sleep")]), 2),
+    ] {
+        let (status, _, _) = call(
+            &env.router,
+            Method::POST,
+            "/api/v1/job-logs",
+            Some(&entries.to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED);
+        let progress = json!({"finishedJobs": finished}).to_string();
+        let (status, _, _) = call(
+            &env.router,
+            Method::PUT,
+            &format!("/api/v1/requests/{id}/progress"),
+            Some(&progress),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(counts().await, [json!(5), json!(2), json!(1), json!(1)]);
+}
+
 #[tokio::test]
 async fn stop_asks_the_job_runner_that_runs_the_request() {
     let env = env().await;

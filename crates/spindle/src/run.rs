@@ -134,7 +134,8 @@ async fn follow(
     local: &crate::local::Local,
     request: &proto::Request,
 ) -> anyhow::Result<proto::Request> {
-    let bar = ProgressBar::new(request.total_jobs);
+    let (_, all) = crate::spinc::job_counts(request);
+    let bar = ProgressBar::new(all);
     bar.set_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} jobs  {wide_msg}",
@@ -143,11 +144,18 @@ async fn follow(
     );
     bar.println(format!("request {} ({})", request.id, request.request_type));
     let mut interrupted = false;
+    // The own jobs complete are counted from the job log: once a second, for a bar shown.
+    let mut counted = std::time::Instant::now();
     let final_request = loop {
-        let current = local.manager.get(&request.id, false).await?;
-        bar.set_position(current.finished_jobs);
+        let mut current = local.manager.get(&request.id, false).await?;
         if current.state.is_finished() {
+            local.manager.count_own_finished(&mut current).await?;
             break current;
+        }
+        if !bar.is_hidden() && counted.elapsed() >= Duration::from_secs(1) {
+            counted = std::time::Instant::now();
+            local.manager.count_own_finished(&mut current).await?;
+            bar.set_position(crate::spinc::job_counts(&current).0);
         }
         // The line shows a few of the running jobs: describing every one of a large
         // fan-out's at each tick would cost more than running them.
@@ -217,9 +225,11 @@ async fn print_end(
                     .map_or_else(|_| "0s".to_owned(), proto::duration::format),
                 _ => "0s".to_owned(),
             };
+            let (complete, all) = crate::spinc::job_counts(final_request);
             crate::spinc::eprint_block(&format!(
-                "{}: {} of {} jobs complete in {took}\n",
-                final_request.state, final_request.finished_jobs, final_request.total_jobs
+                "{}: {complete} of {all} {} complete in {took}\n",
+                final_request.state,
+                if all == 1 { "job" } else { "jobs" }
             ))?;
         }
         Output::Json => {

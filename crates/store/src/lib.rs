@@ -253,6 +253,9 @@ pub struct JobState {
     pub job_id: String,
     pub tries: u32,
     pub state: State,
+    /// One of the grapher's begin and end wrappers ([`proto::is_wrapper`]), not one of
+    /// the request's own jobs.
+    pub wrapper: bool,
 }
 
 /// A try that started, with the runner instance that started it.

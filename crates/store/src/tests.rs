@@ -86,6 +86,8 @@ fn request(
         job_chain: Some(chain(id)),
         total_jobs: 3,
         finished_jobs: 0,
+        own_jobs: 3,
+        own_finished_jobs: 0,
         jr_url: String::new(),
         error: String::new(),
         paused: false,
@@ -375,6 +377,19 @@ async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Ra
         latest,
         [("a", 1, State::Complete), ("b", 2, State::Complete)]
     );
+    // A grapher's wrapper (a noop named `…_begin` or `…_end`) is told from the own jobs.
+    let wrapper = JobLog {
+        name: "sequence_deploy_begin".to_owned(),
+        ..log("r1", "w", 1, State::Complete)
+    };
+    store.insert_job_logs(&[wrapper]).await.unwrap();
+    let mut latest = store.job_states("r1").await.unwrap();
+    latest.sort_by(|x, y| x.job_id.cmp(&y.job_id));
+    let wrappers: Vec<(&str, bool)> = latest
+        .iter()
+        .map(|s| (s.job_id.as_str(), s.wrapper))
+        .collect();
+    assert_eq!(wrappers, [("a", false), ("b", false), ("w", true)]);
     // Large batches go in several statements of one transaction.
     let many: Vec<JobLog> = (1..=2500).map(|n| log("r1", "c", n, State::Fail)).collect();
     store.insert_job_logs(&many).await.unwrap();
@@ -2504,7 +2519,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 10);
+    assert_eq!(migrations, 11);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await

@@ -288,7 +288,9 @@
       const rows = (found || []).slice(0, PAGE);
       clear(table);
       for (const r of rows) {
-        const progress = r.totalJobs ? `${r.finishedJobs}/${r.totalJobs}` : "—";
+        // The request's own jobs (ownJobs: not the grapher's wrappers) when known.
+        const [done, all] = r.ownJobs ? [r.ownFinishedJobs || 0, r.ownJobs] : [r.finishedJobs, r.totalJobs];
+        const progress = all ? `${done}/${all}` : "—";
         table.append(h("tr", { "data-id": r.id },
           h("td", { class: "mono" }, h("a", { href: `/requests/${enc(r.id)}` }, r.id)),
           h("td", {}, r.type),
@@ -420,8 +422,8 @@
     // request's totalJobs and finishedJobs count), when the page has them.
     function renderRequest(r, counts) {
       const state = stateName(r.state);
-      const total = counts ? Object.values(counts).reduce((a, b) => a + b, 0) : r.totalJobs || 0;
-      const done = counts ? counts.COMPLETE || 0 : r.finishedJobs || 0;
+      const total = counts ? Object.values(counts).reduce((a, b) => a + b, 0) : r.ownJobs || r.totalJobs || 0;
+      const done = counts ? counts.COMPLETE || 0 : r.ownJobs ? r.ownFinishedJobs || 0 : r.finishedJobs || 0;
       clear(header);
       header.append(badge(state));
       if (r.paused) header.append(" ", h("span", { class: "badge paused", id: "paused" }, "‖ paused"));

@@ -74,7 +74,11 @@ pub(super) async fn find(
         .collect();
     let filter = RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|err| Error::BadRequest(err.to_string()))?;
-    Ok(Json(manager.find(&filter).await?).into_response())
+    let mut found = manager.find(&filter).await?;
+    for request in &mut found {
+        manager.count_own_finished(request).await?;
+    }
+    Ok(Json(found).into_response())
 }
 
 /// `?chain=true` asks for the job chain too (Spin Cycle always sent it; Spindle only
@@ -100,7 +104,7 @@ pub(super) async fn get_request(
             err.body_text()
         ))
     })?;
-    let request = match &query.wait {
+    let mut request = match &query.wait {
         None => manager.get(&id, query.chain).await?,
         Some(wait) => {
             let wait = proto::duration::parse(wait).map_err(|err| {
@@ -111,6 +115,7 @@ pub(super) async fn get_request(
             manager.wait_for_end(&id, query.chain, wait).await?
         }
     };
+    manager.count_own_finished(&mut request).await?;
     Ok(Json(request).into_response())
 }
 

@@ -52,6 +52,8 @@ impl Manager {
             finished_at: None,
             total_jobs: created.job_chain.jobs.len() as u64,
             finished_jobs: 0,
+            own_jobs: created.job_chain.own_jobs(),
+            own_finished_jobs: 0,
             job_chain: Some(created.job_chain),
             jr_url: String::new(),
             error: String::new(),

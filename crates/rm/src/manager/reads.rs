@@ -53,6 +53,25 @@ impl Manager {
         Ok(self.store.find_requests(filter).await?)
     }
 
+    /// Fills in how many of the request's own jobs (not the grapher's wrappers) are
+    /// complete: none before any job finished, all once every job did, else counted from
+    /// the job log (each job's latest try). What people are shown; `finishedJobs` stays
+    /// Spin Cycle's count.
+    pub async fn count_own_finished(&self, request: &mut Request) -> Result<(), Error> {
+        request.own_finished_jobs = if request.own_jobs == 0 || request.finished_jobs == 0 {
+            0
+        } else if request.finished_jobs >= request.total_jobs {
+            request.own_jobs
+        } else {
+            let states = self.store.job_states(&request.id).await?;
+            states
+                .iter()
+                .filter(|job| !job.wrapper && job.state == State::Complete)
+                .count() as u64
+        };
+        Ok(())
+    }
+
     /// Every try of one job, oldest first.
     pub async fn job_tries_log(
         &self,
@@ -107,8 +126,11 @@ impl Manager {
         let mut requests = BTreeMap::new();
         for job in &jobs {
             if !requests.contains_key(&job.request_id)
-                && let Ok(request) = self.store.get_request(&job.request_id, false).await
+                && let Ok(mut request) = self.store.get_request(&job.request_id, false).await
             {
+                if let Err(err) = self.count_own_finished(&mut request).await {
+                    tracing::warn!(request_id = %request.id, error = %err, "own jobs not counted");
+                }
                 requests.insert(
                     job.request_id.clone(),
                     Request {

@@ -318,6 +318,8 @@ fn request(row: &MySqlRow, rows: Rows, policy: Policy) -> Result<Read, BadRow> {
     })?;
     let (create_request, args, chain) = archive_row(&archive).map_err(bad("request_archives"))?;
     request.args = args;
+    // Its own jobs, as Spindle counts them for people (Spin Cycle's total has wrappers).
+    request.own_jobs = chain.own_jobs();
     request.job_chain = Some(chain);
     let job_logs = rows
         .logs
@@ -394,6 +396,8 @@ fn request_row(row: &MySqlRow) -> Result<Request, String> {
         job_chain: None,
         total_jobs: count("total_jobs")?,
         finished_jobs: count("finished_jobs")?,
+        own_jobs: 0,
+        own_finished_jobs: 0,
         jr_url: String::new(),
         error: String::new(),
         paused: false,

@@ -273,14 +273,22 @@ fn request_state(request: &Request) -> String {
     }
 }
 
+/// `(complete, all)` of the request's own jobs, without the grapher's wrappers (Spin
+/// Cycle's counts, wrappers and all, for a request stored before Spindle counted them).
+pub(crate) fn job_counts(request: &Request) -> (u64, u64) {
+    if request.own_jobs > 0 {
+        (request.own_finished_jobs, request.own_jobs)
+    } else {
+        (request.finished_jobs, request.total_jobs)
+    }
+}
+
 fn progress(request: &Request) -> String {
-    if request.total_jobs == 0 {
+    let (complete, all) = job_counts(request);
+    if all == 0 {
         return "0%".to_owned();
     }
-    format!(
-        "{:.0}%",
-        request.finished_jobs as f64 * 100.0 / request.total_jobs as f64
-    )
+    format!("{:.0}%", complete as f64 * 100.0 / all as f64)
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -107,8 +107,8 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         ago(request.finished_at),
         request_state(&request),
         request.jr_url,
-        request.total_jobs,
-        request.finished_jobs,
+        super::job_counts(&request).1,
+        super::job_counts(&request).0,
         args_text.join(" ")
     );
     if !request.spec_version.is_empty() {
@@ -180,7 +180,7 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
         "ID",
         "PRG",
         "USER",
-        "RUNTIME",
+        "JOB TIME",
         "TRY",
         "JOBID",
         "JOB",
@@ -418,8 +418,8 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
             time(Some(request.created_at)),
             time(request.started_at),
             time(request.finished_at),
-            request.finished_jobs,
-            request.total_jobs
+            super::job_counts(request).0,
+            super::job_counts(request).1
         );
     }
     if more {

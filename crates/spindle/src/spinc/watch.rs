@@ -21,8 +21,9 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
                 return Ok(fail(&err));
             }
         };
-        bar.set_length(request.total_jobs);
-        bar.set_position(request.finished_jobs);
+        let (complete, all) = super::job_counts(&request);
+        bar.set_length(all);
+        bar.set_position(complete);
         if request.state.is_finished() {
             break request;
         }

@@ -206,7 +206,7 @@ fn list_help_start_status_info_find_log() {
     finished: [TIME] ([AGO])
        state: COMPLETE
         host: 
-        jobs: 5 (5 complete)
+        jobs: 1 (1 complete)
         args: who=bob times=1
        specs: [VERSION] (spindle's GET /api/v1/requests/[ID]/spec has their text)
        audit:
@@ -220,7 +220,7 @@ fn list_help_start_status_info_find_log() {
         "{found}"
     );
     assert!(
-        lines[1].contains(" greet ") && lines[1].ends_with("5 / 5"),
+        lines[1].contains(" greet ") && lines[1].ends_with("1 / 1"),
         "{found}"
     );
     // Issue #36: none, or more than shown, is said (on stderr: stdout stays a table).
@@ -656,7 +656,7 @@ fn find_and_log_snapshots() {
     let _guard = settings.bind_to_scope();
     insta::assert_snapshot!(server.stdout(&["find"]), @r"
     ID                   REQUEST                                  USER             STATE     CREATED                 STARTED                 FINISHED                JOBS
-    [ID] greet                                    ann              COMPLETE  [TIME] [TIME] [TIME] 5 / 5
+    [ID] greet                                    ann              COMPLETE  [TIME] [TIME] [TIME] 1 / 1
     ");
     let hello = server.stdout(&["log", &id]);
     let entry = hello

@@ -34,7 +34,7 @@ sql_impl! {
             .collect();
         for chunk in new.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
-                "INSERT INTO requests (request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, epoch, error) VALUES ",
+                "INSERT INTO requests (request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, epoch, error) VALUES ",
             );
             insert.push_rows(chunk, |import| {
                 let request = &import.request;
@@ -43,6 +43,7 @@ sql_impl! {
                     request.started_at.map(micros).into(),
                     request.finished_at.map(micros).into(),
                     count(request.total_jobs).into(),
+                    count(request.own_jobs).into(),
                     count(request.finished_jobs).into(),
                     1_i64.into(),
                     request.error.as_str().into(),

@@ -179,7 +179,7 @@ sql_impl! {
                 tx,
                 update,
                 "request_id, type, state, user_name, created_at, started_at, finished_at, \
-                 total_jobs, finished_jobs, jr_url, error, paused, spec_version",
+                 total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version",
             )
             .await?;
             for row in rows {

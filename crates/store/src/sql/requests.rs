@@ -62,12 +62,13 @@ sql_impl! {
     ) -> Result<(), Error> {
         for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
-                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, finished_jobs, epoch, spec_version) VALUES ",
+                "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, own_jobs, finished_jobs, epoch, spec_version) VALUES ",
             );
             insert.push_rows(chunk, |(request, _, _)| {
                 let mut row = request_row_head(request);
                 row.extend([
                     count(request.total_jobs).into(),
+                    count(request.own_jobs).into(),
                     0_i64.into(),
                     1_i64.into(),
                     Some(request.spec_version.as_str())
@@ -187,6 +188,9 @@ sql_impl! {
             job_chain: None,
             total_jobs: u64::try_from(row.try_get::<i64, _>("total_jobs")?).unwrap_or(0),
             finished_jobs: u64::try_from(row.try_get::<i64, _>("finished_jobs")?).unwrap_or(0),
+            own_jobs: u64::try_from(row.try_get::<i64, _>("own_jobs")?).unwrap_or(0),
+            // Counted from the job log when asked for (`Store::own_finished_jobs`).
+            own_finished_jobs: 0,
             jr_url: row
                 .try_get::<Option<String>, _>("jr_url")?
                 .unwrap_or_default(),
@@ -211,7 +215,7 @@ sql_impl! {
 
     /// Each logged job's highest try and its state.
     pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
-        let sql = "SELECT job_id, try, state FROM job_log WHERE request_id = $1";
+        let sql = "SELECT job_id, try, state, name, type FROM job_log WHERE request_id = $1";
         let rows = self.rows_of_request(sql, request_id).await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -225,12 +229,15 @@ sql_impl! {
                     known.state = state;
                 }
                 None => {
+                    let name: String = row.try_get("name")?;
+                    let job_type: String = row.try_get("type")?;
                     latest.insert(
                         job_id.clone(),
                         JobState {
                             job_id,
                             tries,
                             state,
+                            wrapper: proto::is_wrapper(&name, &job_type),
                         },
                     );
                 }
@@ -265,7 +272,7 @@ sql_impl! {
     pub(super) async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
         let row = Statement::new(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
-             r.total_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
+             r.total_jobs, r.own_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
              FROM requests r LEFT JOIN request_archives a ON a.request_id = r.request_id \
              WHERE r.request_id = $1",
         )
@@ -312,7 +319,7 @@ sql_impl! {
 
     pub(super) async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         let mut query = Statement::build(
-            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, finished_jobs, jr_url, error, paused, spec_version \
+            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version \
              FROM requests WHERE 1 = 1",
         );
         if let Some(request_type) = &filter.request_type {
