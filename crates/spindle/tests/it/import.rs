@@ -403,6 +403,8 @@ async fn imports_into(test: &str, target: &str) {
         "2024-05-01T10:00:09.250+00:00"
     );
     assert_eq!((request.total_jobs, request.finished_jobs), (3, 2));
+    // Its own jobs counted from the chain (which has no grapher's wrappers here).
+    assert_eq!(request.own_jobs, 3);
     assert_eq!(request.args.len(), 2);
     assert_eq!(request.args[0].value, json!(hosts()));
     let imported_chain = request.job_chain.unwrap();
