@@ -75,6 +75,17 @@ fn chain(hosts: usize) -> JobChain {
     grapher().create("deploy", &args).unwrap().job_chain
 }
 
+/// The id of the chain's (first) `each:` expansion group.
+fn expansion_id(structure: &Structure) -> String {
+    structure
+        .groups
+        .iter()
+        .find(|g| g.kind == GroupKind::Expansion)
+        .expect("an expansion")
+        .id
+        .clone()
+}
+
 fn named(structure: &Structure, kind: GroupKind) -> Vec<String> {
     structure
         .groups
@@ -201,13 +212,7 @@ fn a_small_chain_is_drawn_whole_left_to_right() {
     assert!(x_of("prep") < x_of("stop") && x_of("stop") < x_of("start"));
     assert!(x_of("start") < x_of("ping") && x_of("ping") < x_of("done"));
     // Closing the expansion draws it as one node, and none of its jobs.
-    let expansion = s
-        .groups
-        .iter()
-        .find(|g| g.kind == GroupKind::Expansion)
-        .unwrap()
-        .id
-        .clone();
+    let expansion = expansion_id(&s);
     let toggles = Toggles::parse("", &expansion);
     let closed = s.draw(&toggles);
     assert_eq!(closed.closed.len(), 1);
@@ -264,13 +269,7 @@ fn a_moderate_expansion_opens_all_its_iterations_or_none() {
 fn a_tall_fan_out_is_wrapped_into_rows_that_fit_the_frame() {
     use crate::layout::Frame;
     let s = Structure::of(&chain(50));
-    let expansion = s
-        .groups
-        .iter()
-        .find(|g| g.kind == GroupKind::Expansion)
-        .unwrap()
-        .id
-        .clone();
+    let expansion = expansion_id(&s);
     let toggles = Toggles::parse(&expansion, "");
     let tiles = |d: &crate::layout::Drawing| -> Vec<(f64, f64, f64, f64)> {
         d.nodes
