@@ -25,7 +25,8 @@ pub use graph::SequenceGraph;
 pub use job_types::JobTypes;
 pub use load::{Fingerprint, LoadError, fingerprint};
 pub use model::{
-    Acl, ArgDecl, Category, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
+    Acl, ArgDecl, Category, Lock, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
+    WhenTaken,
 };
 pub use schedule::Schedule;
 

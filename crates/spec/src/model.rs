@@ -108,6 +108,8 @@ pub struct Sequence {
     /// Spindle: a Go duration bounding every run of the sequence (on a request sequence,
     /// the request's deadline).
     pub timeout: Option<Spanned<String>>,
+    /// Spindle: the locks a request of this type holds while it runs (issue #34).
+    pub locks: Vec<Lock>,
     /// Positions of the fields written, by field name.
     pub field_pos: BTreeMap<&'static str, Pos>,
 }
@@ -182,6 +184,57 @@ pub struct ArgDecl {
 impl ArgDecl {
     pub fn name(&self) -> Option<&str> {
         self.name.as_ref().map(|name| name.value.as_str())
+    }
+}
+
+/// What a request does when a lock it declares is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenTaken {
+    /// Wait in the lock's queue (the default).
+    Queue,
+    /// Fail at once, naming the holder.
+    Skip,
+    /// Stop the holders, then take the lock when they have ended.
+    CancelInProgress,
+}
+
+impl WhenTaken {
+    pub const NAMES: [&'static str; 3] = ["queue", "skip", "cancel-in-progress"];
+
+    pub fn parse(text: &str) -> Option<WhenTaken> {
+        match text {
+            "queue" => Some(WhenTaken::Queue),
+            "skip" => Some(WhenTaken::Skip),
+            "cancel-in-progress" => Some(WhenTaken::CancelInProgress),
+            _ => None,
+        }
+    }
+}
+
+/// A lock a request type holds while a request of it runs: one per value of its `key`
+/// arg (one for all without a key), held by at most `limit` requests at once, shared by
+/// every type that names it.
+#[derive(Debug, Clone)]
+pub struct Lock {
+    pub name: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub limit: Option<Spanned<u32>>,
+    pub when_taken: Option<Spanned<String>>,
+    pub pos: Pos,
+}
+
+impl Lock {
+    /// At most this many holders at once (1, a mutex, when not written).
+    pub fn limit(&self) -> u32 {
+        self.limit.as_ref().map_or(1, |limit| limit.value)
+    }
+
+    /// The policy written, `queue` when none (or one the linter refuses).
+    pub fn when_taken(&self) -> WhenTaken {
+        self.when_taken
+            .as_ref()
+            .and_then(|w| WhenTaken::parse(&w.value))
+            .unwrap_or(WhenTaken::Queue)
     }
 }
 

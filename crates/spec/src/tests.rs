@@ -1138,3 +1138,133 @@ fn a_fingerprint_moves_with_the_spec_files_and_only_with_them() {
     assert_ne!(crate::fingerprint(&paths).unwrap(), first, "a file changed");
     assert!(crate::fingerprint(&[dir.path().join("missing")]).is_err());
 }
+
+/// A request type `failover` (required `cluster`) with the given `locks:` body, and a
+/// second request type `drain` with `other` as its locks.
+fn lock_spec(locks: &str, other: &str) -> String {
+    format!(
+        "sequences:
+  failover:
+    request: true
+    args:
+      required:
+        - name: cluster
+    locks:
+{locks}
+    nodes:
+      a:
+        category: job
+        type: t
+  drain:
+    request: true
+    args:
+      required:
+        - name: cluster
+    locks:
+{other}
+    nodes:
+      a:
+        category: job
+        type: t
+"
+    )
+}
+
+const GOOD_LOCK: &str =
+    "      - name: cluster-ops\n        key: cluster\n        limit: 1\n        when_taken: queue";
+
+#[test]
+fn l1_to_l7_locks() {
+    use Severity::Error;
+    case(
+        "L1",
+        Error,
+        &lock_spec("      - key: cluster #!", GOOD_LOCK),
+        &lock_spec(GOOD_LOCK, GOOD_LOCK),
+    );
+    case(
+        "L2",
+        Error,
+        &lock_spec(
+            "      - name: cluster-ops\n        key: clustr #!",
+            GOOD_LOCK,
+        ),
+        &lock_spec(GOOD_LOCK, GOOD_LOCK),
+    );
+    case(
+        "L3",
+        Error,
+        &lock_spec("      - name: cluster-ops\n        limit: 0 #!", GOOD_LOCK),
+        &lock_spec(GOOD_LOCK, GOOD_LOCK),
+    );
+    case(
+        "L4",
+        Error,
+        &lock_spec(
+            "      - name: cluster-ops\n        when_taken: wait #!",
+            GOOD_LOCK,
+        ),
+        &lock_spec(
+            "      - name: cluster-ops\n        when_taken: cancel-in-progress",
+            GOOD_LOCK,
+        ),
+    );
+    case(
+        "L6",
+        Error,
+        &lock_spec(
+            GOOD_LOCK,
+            "      - name: cluster-ops\n        key: cluster\n        limit: 3 #!",
+        ),
+        // Without a limit, a lock is a mutex: the same limit as GOOD_LOCK's.
+        &lock_spec(GOOD_LOCK, "      - name: cluster-ops\n        key: cluster"),
+    );
+    case(
+        "L7",
+        Error,
+        &lock_spec(
+            &format!("{GOOD_LOCK}\n      - name: cluster-ops #!"),
+            GOOD_LOCK,
+        ),
+        &lock_spec(
+            &format!("{GOOD_LOCK}\n      - name: api-quota\n        limit: 5"),
+            GOOD_LOCK,
+        ),
+    );
+    // A "did you mean" for a mistyped key and policy.
+    let found = lint(&lock_spec(
+        "      - name: cluster-ops\n        key: clustr\n        when_taken: skipp",
+        GOOD_LOCK,
+    ));
+    let text: Vec<&str> = found.iter().map(|d| d.message.as_str()).collect();
+    assert!(
+        text.iter().any(|m| m.contains("(did you mean `cluster`?)"))
+            && text.iter().any(|m| m.contains("(did you mean `skip`?)")),
+        "{text:#?}"
+    );
+    // Locks on a sequence that is not a request type.
+    let found = lint(
+        "sequences:
+  helper:
+    args: {}
+    locks:
+      - name: x
+    nodes:
+      a:
+        category: job
+        type: t
+",
+    );
+    assert!(found.iter().any(|d| d.code == "L5"), "{found:#?}");
+    // An unknown field of a lock.
+    let found = lint(&lock_spec(
+        "      - name: cluster-ops\n        limt: 2",
+        GOOD_LOCK,
+    ));
+    assert!(
+        found
+            .iter()
+            .any(|d| d.message.contains("limt") && d.message.contains("did you mean `limit`")),
+        "{found:#?}"
+    );
+}

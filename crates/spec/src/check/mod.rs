@@ -1,6 +1,6 @@
 //! Static checks (specs.md section 4): every sequence and every node on its own, plus the
 //! sequences its nodes call. Codes are Spin Cycle's check numbers: S1-S11 and SW1 for
-//! sequences, N1-N23 and NW1-NW5 for nodes.
+//! sequences, N1-N23 and NW1-NW5 for nodes; Spindle's L1-L7 for locks.
 
 use proto::RequestArgType;
 use std::collections::{HashMap, HashSet};
@@ -20,6 +20,7 @@ pub(crate) fn check(specs: &Specs) -> Vec<Diagnostic> {
             checker.node(sequence, node);
         }
     }
+    locks::lock_limits_agree(&mut checker);
     for schedule in specs.schedules() {
         schedule_checks(specs, schedule, &mut checker.out);
     }
@@ -139,6 +140,7 @@ struct Checker<'s> {
     out: Vec<Diagnostic>,
 }
 
+mod locks;
 mod node;
 mod sequence;
 

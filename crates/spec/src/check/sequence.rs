@@ -7,6 +7,7 @@ impl Checker<'_> {
         self.sequence_timeout(seq);
         self.sequence_args(seq);
         self.sequence_acls(seq);
+        self.sequence_locks(seq);
         self.unique_arg_names(seq);
         self.has_nodes(seq);
         self.single_setters(seq);

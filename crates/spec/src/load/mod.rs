@@ -11,7 +11,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde_json::Value as Json;
 
-use crate::model::{Acl, ArgDecl, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs};
+use crate::model::{
+    Acl, ArgDecl, Lock, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
+};
 use crate::yaml::{self, Value};
 use crate::{Diagnostic, Pos, Severity};
 

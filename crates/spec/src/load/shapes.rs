@@ -5,7 +5,8 @@ use super::*;
 
 const TOP_FIELDS: &[&str] = &["sequences", "schedules"];
 const SCHEDULE_FIELDS: &[&str] = &["cron", "timezone", "request", "args", "overlap", "missed"];
-const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes", "timeout"];
+const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes", "timeout", "locks"];
+const LOCK_FIELDS: &[&str] = &["name", "key", "limit", "when_taken"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
 const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
 const ACL_FIELDS: &[&str] = &["role", "admin", "ops"];
@@ -130,6 +131,7 @@ impl Reader<'_> {
             acl: Vec::new(),
             nodes: Vec::new(),
             timeout: None,
+            locks: Vec::new(),
             field_pos: BTreeMap::new(),
         };
         let seq_name = sequence.name.clone();
@@ -174,6 +176,13 @@ impl Reader<'_> {
                     }
                 }
                 "timeout" => sequence.timeout = self.string(value, place, "timeout"),
+                "locks" => {
+                    let items = self.list(value, place, "locks", "a list of locks");
+                    sequence.locks = items
+                        .iter()
+                        .filter_map(|item| self.lock(item, place))
+                        .collect();
+                }
                 _ => unreachable!("field {field} is in SEQUENCE_FIELDS"),
             }
         }
@@ -253,6 +262,38 @@ impl Reader<'_> {
             }
         }
         Some(decl)
+    }
+
+    pub(super) fn lock(&mut self, item: &yaml::Node, place: Place<'_>) -> Option<Lock> {
+        let mut lock = Lock {
+            name: None,
+            key: None,
+            limit: None,
+            when_taken: None,
+            pos: item.pos,
+        };
+        match item.value {
+            Value::Map(_) => {}
+            Value::Null => return Some(lock),
+            _ => {
+                let expected = "a lock (`name:`, `key:`, `limit:`, `when_taken:`)";
+                self.type_error(item, place, "locks", expected);
+                return None;
+            }
+        }
+        let fields = self.fields(item, place, "a lock", "locks.", LOCK_FIELDS);
+        for (&name, &(_, value)) in &fields {
+            match name {
+                "name" => lock.name = self.string(value, place, "locks.name"),
+                "key" => lock.key = self.string(value, place, "locks.key"),
+                "limit" => {
+                    let meaning = "how many requests may hold it at once";
+                    lock.limit = self.uint(value, place, "locks.limit", meaning);
+                }
+                _ => lock.when_taken = self.string(value, place, "locks.when_taken"),
+            }
+        }
+        Some(lock)
     }
 
     pub(super) fn acl(&mut self, item: &yaml::Node, place: Place<'_>) -> Option<Acl> {
