@@ -69,6 +69,9 @@ macro_rules! store_operations {
             fn try_starts(&self, request_id: &str) -> Vec<StartedTry>;
             fn count_requests(&self, states: &[State]) -> Vec<(State, u64)>;
             fn import_requests(&self, requests: &[ImportedRequest]) -> Vec<String>;
+            fn take_locks(&self, request_id: &str, claims: &[LockClaim], priority: i32, now: DateTime<Utc>) -> LockTake;
+            fn lock_claims(&self) -> Vec<(LockClaim, LockHolder)>;
+            fn lock_waiters(&self, limit: u32) -> Vec<String>;
         }
     };
 }
@@ -245,6 +248,47 @@ pub struct Removed {
     pub requests: u64,
     pub job_log_entries: u64,
     pub job_runners: u64,
+}
+
+/// One lock a request claims (issue #34): the lock's name, the value of its key arg
+/// (empty for a lock without a key), and how many requests may hold it at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockClaim {
+    pub name: String,
+    pub key: String,
+    pub limit: u32,
+}
+
+/// A request that holds or waits for a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockHolder {
+    pub request_id: String,
+    pub request_type: String,
+    pub user: String,
+    pub priority: i32,
+    /// When it joined the queue: the request's creation.
+    pub queued_at: DateTime<Utc>,
+    /// Since when it holds the lock; `None` while it waits.
+    pub held_since: Option<DateTime<Utc>>,
+}
+
+/// What [`Store::take_locks`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockTake {
+    /// Every claim is held.
+    Granted,
+    /// None is held (the claims are queued): the first lock that is taken.
+    Waiting(LockWait),
+}
+
+/// A lock a request waits for: who holds it and how many wait before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockWait {
+    pub name: String,
+    pub key: String,
+    pub limit: u32,
+    pub holders: Vec<LockHolder>,
+    pub ahead: u32,
 }
 
 /// A job's latest logged try and that try's state ([`Store::job_states`]).
@@ -429,6 +473,26 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every entry of one job of a request, by try (empty when it has none).
     async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error>;
+
+    /// Takes a PENDING request's `claims` in one transaction (each lock's `lock_keys` row
+    /// locked, in one order): recorded as queued if not yet (by `priority`, then the
+    /// request's creation), then all held if every lock has room for it after the
+    /// claims queued before it, else none ([`LockTake::Waiting`] names the first lock
+    /// that is taken). Claims are released by the UPDATE that ends the request.
+    /// [`Error::State`] when the request is not PENDING.
+    async fn take_locks(
+        &self,
+        request_id: &str,
+        claims: &[LockClaim],
+        priority: i32,
+        now: DateTime<Utc>,
+    ) -> Result<LockTake, Error>;
+
+    /// Every claim of every lock, by lock (name, key), holders first, then in queue order.
+    async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error>;
+
+    /// Up to `limit` requests with a claim waiting, first served first.
+    async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error>;
 
     /// Each logged job's latest try and its state, without the entries' texts: what a
     /// view of a running request polls. Jobs without an entry are left out.

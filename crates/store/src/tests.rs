@@ -2224,6 +2224,121 @@ async fn a_pending_request_says_why_it_waits_and_database_errors_their_cause(
     );
 }
 
+/// Issue #34: a request's lock claims are taken together or queued (by priority, then
+/// creation), are held up to each lock's limit, and are released by the request's end.
+async fn locks_are_taken_in_queue_order_and_released_at_the_end(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::{LockClaim, LockTake};
+    let claim = |key: &str, limit: u32| LockClaim {
+        name: "cluster-ops".to_owned(),
+        key: key.to_owned(),
+        limit,
+    };
+    for (n, id) in ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]
+        .iter()
+        .enumerate()
+    {
+        let (request, create) = request(id, "failover", "ann", at(1, n as u32), "db1");
+        store.create_request(&request, &create, None).await.unwrap();
+    }
+    let take = async |id: &str, claims: &[LockClaim], priority: i32| {
+        store
+            .take_locks(id, claims, priority, at(2, 0))
+            .await
+            .unwrap()
+    };
+    let waits = |taken: LockTake| -> (Vec<String>, u32) {
+        match taken {
+            LockTake::Waiting(wait) => (
+                wait.holders.into_iter().map(|h| h.request_id).collect(),
+                wait.ahead,
+            ),
+            LockTake::Granted => panic!("granted, expected to wait"),
+        }
+    };
+    let db7 = [claim("db-7", 1)];
+    assert_eq!(take("r1", &db7, 0).await, LockTake::Granted);
+    assert_eq!(
+        take("r1", &db7, 0).await,
+        LockTake::Granted,
+        "taken again: held already"
+    );
+    assert_eq!(waits(take("r2", &db7, 0).await), (vec!["r1".to_owned()], 0));
+    assert_eq!(waits(take("r3", &db7, 0).await), (vec!["r1".to_owned()], 1));
+    // Another key is another lock.
+    assert_eq!(take("r4", &[claim("db-8", 1)], 0).await, LockTake::Granted);
+    // All or none: r5 could have db-9 but not db-7, so it holds neither, and keeps its
+    // place in both queues: r6, queued after it, waits for db-9 too.
+    let both = [claim("db-9", 1), claim("db-7", 1)];
+    assert_eq!(
+        waits(take("r5", &both, 0).await),
+        (vec!["r1".to_owned()], 2)
+    );
+    assert_eq!(waits(take("r6", &[claim("db-9", 1)], 0).await), (vec![], 1));
+    // The listing: each lock's holders, then its queue.
+    let listed: Vec<(String, String, bool)> = store
+        .lock_claims()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(claim, holder)| (claim.key, holder.request_id, holder.held_since.is_some()))
+        .collect();
+    let row = |key: &str, id: &str, held: bool| (key.to_owned(), id.to_owned(), held);
+    assert_eq!(
+        listed,
+        [
+            row("db-7", "r1", true),
+            row("db-7", "r2", false),
+            row("db-7", "r3", false),
+            row("db-7", "r5", false),
+            row("db-8", "r4", true),
+            row("db-9", "r5", false),
+            row("db-9", "r6", false),
+        ]
+    );
+    assert_eq!(
+        store.lock_waiters(10).await.unwrap(),
+        ["r2", "r3", "r5", "r6"]
+    );
+    // r1 ends: its lock is released by the same UPDATE; r2 is served before r3.
+    store.fail_pending("r1", at(3, 0)).await.unwrap();
+    assert_eq!(waits(take("r3", &db7, 0).await), (vec![], 1));
+    assert_eq!(take("r2", &db7, 0).await, LockTake::Granted);
+    assert!(matches!(
+        store.take_locks("r1", &db7, 0, at(3, 1)).await,
+        Err(Error::State { .. })
+    ));
+    // A limit of 2: two hold it, the third waits.
+    for (id, granted) in [("r7", true), ("r8", true), ("r9", false)] {
+        let api = [LockClaim {
+            name: "api".to_owned(),
+            key: String::new(),
+            limit: 2,
+        }];
+        assert_eq!(
+            take(id, &api, 0).await == LockTake::Granted,
+            granted,
+            "{id}"
+        );
+    }
+    // A higher priority goes before the queue: r11 (priority 9, the last to come) is
+    // served before r3, r5 and r10 when r2 ends.
+    for id in ["r10", "r11"] {
+        let (request, create) = request(id, "failover", "bob", at(5, 0), "db1");
+        store.create_request(&request, &create, None).await.unwrap();
+    }
+    assert_eq!(
+        waits(take("r10", &db7, 0).await),
+        (vec!["r2".to_owned()], 2)
+    );
+    assert_eq!(
+        waits(take("r11", &db7, 9).await),
+        (vec!["r2".to_owned()], 0)
+    );
+    store.fail_pending("r2", at(5, 1)).await.unwrap();
+    assert_eq!(waits(take("r3", &db7, 0).await), (vec![], 1));
+    assert_eq!(take("r11", &db7, 9).await, LockTake::Granted);
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -2295,6 +2410,7 @@ suite!(
     schedule_runs_are_claimed_once,
     requests_are_counted_by_state_and_operations_timed,
     the_ended_among_many_are_found_in_one_read,
+    locks_are_taken_in_queue_order_and_released_at_the_end,
 );
 
 fn postgres_url() -> String {
@@ -2519,7 +2635,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 11);
+    assert_eq!(migrations, 12);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -2540,9 +2656,11 @@ async fn postgres_migrates_an_empty_schema_once() {
             "job_output",
             "job_runners",
             "job_tries",
+            "lock_keys",
             "request_archives",
             "request_args",
             "request_audit",
+            "request_locks",
             "requests",
             "schedule_runs",
             "spec_versions",

@@ -12,8 +12,8 @@ use proto::{
 };
 
 use crate::{
-    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, Owner, Removed, StartedTry,
-    Store, WriteBatch,
+    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
+    LockTake, Owner, Removed, StartedTry, Store, WriteBatch,
 };
 
 /// Told how long each store operation took, by the operation's name (the [`Store`]

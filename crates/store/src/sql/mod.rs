@@ -25,8 +25,8 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type
 pub(crate) use statement::{Rendered, Statement, ValuesUpdate, positional};
 
 use crate::{
-    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, Owner, Removed, StartRequest,
-    StartedTry, Store, WriteBatch,
+    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
+    LockTake, Owner, Removed, StartRequest, StartedTry, Store, WriteBatch,
 };
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
@@ -286,6 +286,7 @@ mod answers;
 mod history;
 mod import;
 mod lifecycle;
+mod locks;
 mod logs;
 mod requests;
 mod retention;
