@@ -9,6 +9,7 @@ pub mod args;
 pub mod duration;
 mod filter;
 mod id;
+mod locks;
 pub mod openapi;
 mod runners;
 mod state;
@@ -17,6 +18,7 @@ mod types;
 
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
+pub use locks::{LockClaimant, LockStatus};
 pub use runners::{
     AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
     RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,

@@ -19,6 +19,8 @@ pub use error::Error;
 pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options, spec_version};
 
+#[cfg(test)]
+mod lock_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]

@@ -32,10 +32,10 @@ const SPECS: &str = "sequences:
         args: [{expected: duration, given: wait}]
 ";
 
-struct Env {
-    manager: Arc<Manager>,
-    jr: Arc<FakeJr>,
-    router: axum::Router,
+pub(crate) struct Env {
+    pub(crate) manager: Arc<Manager>,
+    pub(crate) jr: Arc<FakeJr>,
+    pub(crate) router: axum::Router,
     _dir: tempfile::TempDir,
 }
 
@@ -52,7 +52,7 @@ async fn env_with(options: Options) -> Env {
     env_specs(options, SPECS).await
 }
 
-async fn env_specs(options: Options, specs: &str) -> Env {
+pub(crate) async fn env_specs(options: Options, specs: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
         store::SqliteStore::open(&dir.path().join("rm.db"))
@@ -74,7 +74,7 @@ async fn env_specs(options: Options, specs: &str) -> Env {
 }
 
 /// Sends a request; returns status, the body as JSON (null when empty) and the headers.
-async fn call(
+pub(crate) async fn call(
     router: &axum::Router,
     method: Method,
     uri: &str,

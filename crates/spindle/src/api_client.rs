@@ -182,6 +182,11 @@ impl Client {
             .await
     }
 
+    /// Every lock held or waited for.
+    pub(crate) async fn locks(&self) -> Result<Vec<proto::LockStatus>, ClientError> {
+        self.get("/api/v1/locks").await
+    }
+
     /// The server's schedules.
     pub(crate) async fn schedules(&self) -> Result<Vec<proto::ScheduleStatus>, ClientError> {
         self.get("/api/v1/schedules").await

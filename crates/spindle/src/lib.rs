@@ -139,6 +139,11 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
+    /// Every lock held or waited for: its holders and its queue
+    Locks {
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Approve an approval job of a request (the one that waits, or JOB)
     Approve {
         #[command(flatten)]
@@ -399,6 +404,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             }
             Command::Rerun { id, client } => block_on(spinc::rerun(&client.or(&top), &id)),
             Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),
+            Command::Locks { client } => block_on(spinc::locks(&client.or(&top))),
             Command::Approve { answer, client } => {
                 block_on(spinc::answer(&client.or(&top), &answer, true))
             }

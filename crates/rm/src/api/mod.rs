@@ -147,6 +147,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/job-output", post(add_output))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/schedules", get(schedules))
+        .route("/api/v1/locks", get(locks))
         .route("/api/v1/status/running", get(running))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

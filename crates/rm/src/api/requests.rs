@@ -382,6 +382,11 @@ pub(super) async fn schedules(State(manager): Shared) -> Result<Response, Error>
     Ok(Json(manager.schedules().await?).into_response())
 }
 
+/// Every lock held or waited for, with its holders and its queue (Spindle, issue #34).
+pub(super) async fn locks(State(manager): Shared) -> Result<Response, Error> {
+    Ok(Json(manager.locks().await?).into_response())
+}
+
 /// The spec files the request was built from (Spindle's spec history).
 pub(super) async fn request_spec(
     State(manager): Shared,

@@ -22,10 +22,10 @@ impl Manager {
                 continue;
             };
             match self
-                .hand_over(&request_id, job_chain, false, request.paused)
+                .hand_over(&request_id, &request, job_chain, false)
                 .await
             {
-                Ok(Handed::Done) => {}
+                Ok(Handed::Done | Handed::Waiting) => {}
                 // Another may run (or the same may later have) what this one lacks.
                 Ok(Handed::Later(
                     ClientError::AlreadyRunning(_) | ClientError::MissingJobTypes(_),
@@ -196,6 +196,7 @@ impl Manager {
                 () = cancel.cancelled() => return,
                 _ = tick.tick() => self.background_round().await,
                 () = schedule_due => self.run_schedules().await,
+                () = self.lock_released.notified() => self.offer_lock_waiters().await,
             }
         }
     }

@@ -51,12 +51,19 @@ impl Manager {
     pub(super) async fn hand_over(
         &self,
         request_id: &RequestId,
+        request: &Request,
         mut job_chain: JobChain,
         first: bool,
-        paused: bool,
     ) -> Result<Handed, Error> {
+        let paused = request.paused;
         if !first && self.took_back_begun(request_id, &job_chain).await? {
             return Ok(Handed::Done);
+        }
+        // Its locks first (issue #34): nothing of it runs before it holds them all.
+        match self.take_locks(request).await? {
+            locks::Locked::Held => {}
+            locks::Locked::NotYet => return Ok(Handed::Waiting),
+            locks::Locked::Moved => return Ok(Handed::Done),
         }
         let url = match self.target().await {
             Ok(url) => url,
@@ -226,12 +233,15 @@ impl Manager {
     pub(super) async fn send_to_jr(
         &self,
         request_id: &RequestId,
+        request: &Request,
         job_chain: JobChain,
         first: bool,
-        paused: bool,
     ) -> Result<(), Error> {
-        match self.hand_over(request_id, job_chain, first, paused).await? {
-            Handed::Done => Ok(()),
+        match self
+            .hand_over(request_id, request, job_chain, first)
+            .await?
+        {
+            Handed::Done | Handed::Waiting => Ok(()),
             // Logged once per runner where it was refused.
             Handed::Later(ClientError::Unauthorized(_)) => Ok(()),
             Handed::Later(err @ ClientError::MissingJobTypes(_)) => {

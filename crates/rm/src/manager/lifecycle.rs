@@ -41,6 +41,8 @@ impl Manager {
                 message: "building the job chain failed".to_owned(),
                 source: Some(Box::new(err)),
             })??;
+        // A key arg whose value cannot name a lock is refused before anything is stored.
+        let locked = self.lock_claims(&create_request.request_type, &created.args)?;
         let request = Request {
             id: created.request_id.clone(),
             request_type: create_request.request_type.clone(),
@@ -105,8 +107,16 @@ impl Manager {
         );
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
-        self.send_to_jr(&RequestId::new(request.id.clone()), job_chain, true, false)
+        let request_id = RequestId::new(request.id.clone());
+        self.send_to_jr(&request_id, &request, job_chain, true)
             .await?;
+        // Waiting for a lock (or failed for one) says so in the answer.
+        if !locked.is_empty() {
+            let stored = self.store.get_request(&request_id, false).await?;
+            request.state = stored.state;
+            request.error = stored.error;
+            request.finished_at = stored.finished_at;
+        }
         Ok(request)
     }
 
@@ -121,7 +131,7 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, job_chain, false, request.paused)
+        self.send_to_jr(request_id, &request, job_chain, false)
             .await
     }
 

@@ -43,6 +43,10 @@ impl Manager {
     /// A request reached its final state: counted, and its trace's root span emitted
     /// (from its creation to now). Called once per request, by whoever stored the end.
     pub(super) fn request_ended(&self, request: &Request) {
+        // Its locks were released with its end: the next in their queues may go.
+        if self.locks_declared() {
+            self.lock_released.notify_one();
+        }
         let waiting = self
             .waiting
             .lock()

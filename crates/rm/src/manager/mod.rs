@@ -24,9 +24,9 @@ use chrono::Utc;
 use graph::Grapher;
 use proto::{
     CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, OutputChunk,
-    OutputPage, OutputQuery, Request, RequestFilter, RequestId, RequestProgress, RequestSpec,
-    RunnerRegistration, RunnerState, RunningStatus, SpecVersion, State, SuspendedJobChain,
-    TryStart,
+    OutputPage, OutputQuery, Request, RequestArg, RequestFilter, RequestId, RequestProgress,
+    RequestSpec, RunnerRegistration, RunnerState, RunningStatus, SpecVersion, State,
+    SuspendedJobChain, TryStart,
 };
 use store::{Batcher, Holder, Store};
 use telemetry::{Span, Telemetry, traces};
@@ -38,6 +38,7 @@ use wait::Waiting;
 mod background;
 mod hand_over;
 mod lifecycle;
+mod locks;
 mod metrics;
 mod reads;
 mod reports;
@@ -146,6 +147,9 @@ pub struct Manager {
     /// The Job Runners (by URL) that refused this Request Manager's credentials, logged
     /// once each until one takes a chain again.
     refused_by: Mutex<HashSet<String>>,
+    /// Told when this Request Manager stores a request's end while the specs declare
+    /// locks: the background loop offers the requests waiting for one at once.
+    lock_released: tokio::sync::Notify,
     /// When this Request Manager was made: a scheduled run due before it started was
     /// missed (by this one; another that ran then started it).
     started_at: chrono::DateTime<chrono::Utc>,
@@ -195,6 +199,8 @@ enum Handed {
     Later(ClientError),
     /// The Job Runner refused the chain as invalid.
     Refused(ClientError),
+    /// It waits for a lock (or was failed for one): not handed over.
+    Waiting,
 }
 
 impl std::fmt::Debug for Manager {
@@ -243,6 +249,7 @@ impl Manager {
             unheld: Mutex::default(),
             refused_by: Mutex::default(),
             started_at: chrono::Utc::now(),
+            lock_released: tokio::sync::Notify::new(),
         }
     }
 

@@ -319,12 +319,14 @@ fn eprintln_line(text: &str) -> anyhow::Result<()> {
 }
 
 mod act;
+mod locks;
 mod log;
 mod show;
 mod start;
 mod watch;
 
 pub(crate) use act::{AnswerArgs, answer, pause, rerun, retry, stop};
+pub(crate) use locks::locks;
 pub(crate) use log::{LogArgs, log};
 pub(crate) use show::{find, info, ps, running, schedules, status};
 pub(crate) use start::{StartArgs, help_request, list, start};

@@ -7,6 +7,7 @@ mod graph;
 mod import;
 mod job_programs;
 mod lint;
+mod locks;
 mod observability;
 mod operators;
 mod own_db;

@@ -1,0 +1,236 @@
+//! Locks through the Request Manager's API (issue #34): a request whose lock is taken
+//! waits PENDING with the reason and is handed over when the holder ends; `skip` fails
+//! it; `cancel-in-progress` stops the holder; `GET /api/v1/locks` lists holders and
+//! queues. (The store's suite checks the grants themselves on every backend.)
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::Options;
+use crate::tests::{Env, call, env_specs};
+
+const SPECS: &str = "sequences:
+  failover:
+    request: true
+    args:
+      required:
+        - name: cluster
+    locks:
+      - name: cluster-ops
+        key: cluster
+    nodes:
+      switch:
+        category: job
+        type: noop
+  drain:
+    request: true
+    args:
+      required:
+        - name: cluster
+    locks:
+      - name: cluster-ops
+        key: cluster
+        when_taken: skip
+    nodes:
+      drain:
+        category: job
+        type: noop
+  rebuild:
+    request: true
+    args:
+      required:
+        - name: cluster
+    locks:
+      - name: cluster-ops
+        key: cluster
+        when_taken: cancel-in-progress
+    nodes:
+      build:
+        category: job
+        type: noop
+";
+
+fn options() -> Options {
+    Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        ..Options::default()
+    }
+}
+
+async fn start(env: &Env, request_type: &str, cluster: &str) -> Value {
+    let body = json!({"type": request_type, "args": {"cluster": cluster}, "user": "ann"});
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(&body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn get(env: &Env, path: &str) -> Value {
+    let (status, body, _) = call(&env.router, Method::GET, path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+async fn finish(env: &Env, id: &str) {
+    let finish = json!({"state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 3});
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+fn handed(env: &Env) -> Vec<String> {
+    env.jr
+        .chains
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|chain| chain.request_id.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_request_waits_for_its_lock_and_goes_when_the_holder_ends() {
+    let env = env_specs(options(), SPECS).await;
+    let first = start(&env, "failover", "db-7").await;
+    let first = first["id"].as_str().unwrap().to_owned();
+    let second = start(&env, "failover", "db-7").await;
+    let second_id = second["id"].as_str().unwrap().to_owned();
+    // The second waits, PENDING, and says for what and behind whom.
+    assert_eq!(second["state"], 1, "{second}");
+    let why = second["error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("waiting for lock cluster-ops[cluster=db-7], held by request ")
+            && why.contains(&format!("{first} of ann since "))
+            && why.ends_with(", 0 ahead in the queue"),
+        "{why}"
+    );
+    // Another cluster is another lock.
+    let other = start(&env, "failover", "db-8").await;
+    let other = other["id"].as_str().unwrap().to_owned();
+    assert_eq!(handed(&env), [first.clone(), other.clone()]);
+    // The locks, their holders and queues.
+    let locks = get(&env, "/api/v1/locks").await;
+    let summary: Vec<(String, Vec<String>, Vec<String>)> = locks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| {
+            let ids = |list: &Value| -> Vec<String> {
+                list.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["requestId"].as_str().unwrap().to_owned())
+                    .collect()
+            };
+            (
+                lock["key"].as_str().unwrap().to_owned(),
+                ids(&lock["holders"]),
+                ids(&lock["waiters"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "db-7".to_owned(),
+                vec![first.clone()],
+                vec![second_id.clone()]
+            ),
+            ("db-8".to_owned(), vec![other.clone()], vec![]),
+        ]
+    );
+    // Offered again while the lock is held, it still waits.
+    env.manager.offer_lock_waiters().await;
+    assert_eq!(handed(&env).len(), 2);
+    // The holder ends: its lock is released, and the waiter is handed over and runs,
+    // its reason cleared.
+    finish(&env, &first).await;
+    env.manager.offer_lock_waiters().await;
+    assert_eq!(handed(&env), [first, other, second_id.clone()]);
+    let second = get(&env, &format!("/api/v1/requests/{second_id}")).await;
+    assert_eq!(second["state"], 2, "{second}");
+    assert!(second.get("error").is_none(), "{second}");
+    let locks = get(&env, "/api/v1/locks").await;
+    assert_eq!(locks[0]["holders"][0]["requestId"], second_id.as_str());
+}
+
+#[tokio::test]
+async fn skip_fails_at_once_and_cancel_in_progress_stops_the_holder() {
+    let env = env_specs(options(), SPECS).await;
+    let holder = start(&env, "failover", "db-7").await;
+    let holder = holder["id"].as_str().unwrap().to_owned();
+    // `skip`: failed at once, naming the holder.
+    let skipped = start(&env, "drain", "db-7").await;
+    assert_eq!(skipped["state"], 4, "{skipped}");
+    let why = skipped["error"].as_str().unwrap();
+    assert!(
+        why.starts_with("lock cluster-ops[cluster=db-7] is taken (held by request ")
+            && why.contains(&holder)
+            && why.ends_with("its type says `when_taken: skip`"),
+        "{why}"
+    );
+    // `cancel-in-progress`: the holder is asked to stop, and this one waits for its end.
+    let rebuild = start(&env, "rebuild", "db-7").await;
+    assert_eq!(rebuild["state"], 1, "{rebuild}");
+    assert!(
+        rebuild["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("stopping the holders (`when_taken: cancel-in-progress`)"),
+        "{rebuild}"
+    );
+    assert_eq!(*env.jr.stopped.lock().unwrap(), std::slice::from_ref(&holder));
+    finish(&env, &holder).await;
+    env.manager.offer_lock_waiters().await;
+    let rebuild_id = rebuild["id"].as_str().unwrap();
+    assert_eq!(handed(&env), [holder, rebuild_id.to_owned()]);
+}
+
+#[tokio::test]
+async fn a_key_that_cannot_name_a_lock_is_bad_input() {
+    let env = env_specs(options(), SPECS).await;
+    let body = json!({"type": "failover", "args": {"cluster": ["a", "b"]}});
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(&body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("lock `cluster-ops` is keyed by arg `cluster`, whose value is a list")
+            && message.contains("expected a string, a number or true/false"),
+        "{message}"
+    );
+    let long = "x".repeat(501);
+    let body = json!({"type": "failover", "args": {"cluster": long}});
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(&body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected at most 500")
+    );
+    // Nothing was stored.
+    assert_eq!(get(&env, "/api/v1/requests").await, json!([]));
+}
