@@ -190,7 +190,10 @@ async fn skip_fails_at_once_and_cancel_in_progress_stops_the_holder() {
             .ends_with("stopping the holders (`when_taken: cancel-in-progress`)"),
         "{rebuild}"
     );
-    assert_eq!(*env.jr.stopped.lock().unwrap(), std::slice::from_ref(&holder));
+    assert_eq!(
+        *env.jr.stopped.lock().unwrap(),
+        std::slice::from_ref(&holder)
+    );
     finish(&env, &holder).await;
     env.manager.offer_lock_waiters().await;
     let rebuild_id = rebuild["id"].as_str().unwrap();

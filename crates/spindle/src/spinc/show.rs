@@ -237,6 +237,16 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit>
     }
 }
 
+/// After a PENDING request's row in `find`: what it waits for, to the first comma
+/// (`  waiting for lock cluster-ops[cluster=db-7]`; `status` has the whole reason).
+fn waits(request: &Request) -> String {
+    if request.state != State::Pending || request.error.is_empty() {
+        return String::new();
+    }
+    let short = request.error.split(", ").next().unwrap_or_default();
+    format!("  {short}")
+}
+
 /// `schedules`: each schedule with its next and last runs.
 pub(crate) async fn schedules(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
@@ -410,7 +420,7 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
     );
     for request in &requests {
         out!(
-            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {} / {}",
+            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {} / {}{}",
             squeeze(&request.id, 20),
             squeeze(&request.request_type, 40),
             squeeze(&request.user, 16),
@@ -419,7 +429,8 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
             time(request.started_at),
             time(request.finished_at),
             super::job_counts(request).0,
-            super::job_counts(request).1
+            super::job_counts(request).1,
+            waits(request)
         );
     }
     if more {

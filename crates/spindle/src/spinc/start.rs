@@ -214,6 +214,10 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         print_json(&request)?;
     } else {
         out!("OK, started {} request {}", start.request, request.id);
+        // Created, but waiting (for a lock its type declares) or failed for one.
+        if !request.error.is_empty() {
+            eprintln_line(&format!("  {}: {}", request.state, request.error))?;
+        }
         eprintln_line(&format!("\n  spindle status {}\n", request.id))?;
     }
     if start.watch {

@@ -27,7 +27,10 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         if request.state.is_finished() {
             break request;
         }
-        if let Ok(status) = client.running(Some(id)).await {
+        // What a PENDING request waits for (a lock its type declares, a runner).
+        if request.state == State::Pending && !request.error.is_empty() {
+            bar.set_message(request.error.clone());
+        } else if let Ok(status) = client.running(Some(id)).await {
             let line = running_line(&status.jobs);
             bar.set_message(if request.paused {
                 format!("paused (spindle resume {id}) {line}")

@@ -75,7 +75,28 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
     };
     let status = |id: &str| stdout(dir, addr, &["status", id]);
     let holder = start("db-7");
-    let waiter = start("db-7");
+    // Started, and told at once that it waits, and for what.
+    let started = run(dir, addr, &["start", "failover", "cluster=db-7", "--yes"]);
+    let said = String::from_utf8_lossy(&started.stderr);
+    assert!(
+        said.contains("  PENDING: waiting for lock cluster-ops[cluster=db-7], held by request "),
+        "{said}"
+    );
+    let waiter = String::from_utf8_lossy(&started.stdout)
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_owned();
+    // `find` says what a PENDING request waits for.
+    let found = stdout(dir, addr, &["find", "states=PENDING"]);
+    assert!(
+        found
+            .lines()
+            .nth(1)
+            .is_some_and(|line| line.starts_with(&waiter)
+                && line.ends_with("  waiting for lock cluster-ops[cluster=db-7]")),
+        "{found}"
+    );
     let status_text = status(&waiter);
     assert!(status_text.contains("state: PENDING"), "{status_text}");
     assert!(
