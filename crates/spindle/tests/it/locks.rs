@@ -146,3 +146,130 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
         "no lock is held or waited for (a request type's `locks:` declares them)"
     );
 }
+
+const CONTENDED: &str = "sequences:
+  failover:
+    request: true
+    args:
+      required:
+        - name: cluster
+      static:
+        - name: wait
+          default: 100ms
+    locks:
+      - name: cluster-ops
+        key: cluster
+    nodes:
+      switch:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: wait}]
+  migrate:
+    request: true
+    args:
+      static:
+        - name: wait
+          default: 300ms
+    locks:
+      - name: schema-changes
+        limit: 3
+    nodes:
+      change:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: wait}]
+";
+
+/// Each request's job's (start, end) in nanoseconds, from the job log.
+async fn job_times(client: &crate::recovery::Client, id: &str) -> (i64, i64) {
+    let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
+    let entry = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "sleep")
+        .unwrap_or_else(|| panic!("no sleep job logged for {id}: {log}"))
+        .clone();
+    (
+        entry["startedAt"].as_i64().unwrap(),
+        entry["finishedAt"].as_i64().unwrap(),
+    )
+}
+
+/// The most intervals that overlap at one instant.
+fn most_at_once(mut times: Vec<(i64, i64)>) -> usize {
+    let mut events: Vec<(i64, i32)> = Vec::new();
+    for (start, end) in times.drain(..) {
+        events.push((start, 1));
+        events.push((end, -1));
+    }
+    // An end before a start at the same instant: touching is not overlapping.
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in events {
+        now += step;
+        most = most.max(now);
+    }
+    usize::try_from(most).unwrap()
+}
+
+/// Issue #34: two Request Managers and three Job Runners on one PostgreSQL: 50 requests
+/// on 5 clusters (a mutex each) never overlap on a cluster and all complete; 12 on a lock
+/// of limit 3 reach 3 at once and never 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_never_grant_a_lock_twice() {
+    let test = "two_managers_never_grant_a_lock_twice";
+    let Some(database) = crate::services::NewDatabase::create(test).await else {
+        return;
+    };
+    let url = database.url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/locks.yaml"), CONTENDED).unwrap();
+    let rm_args = crate::rm_args(&url, "3s", &[]);
+    let rm1 = crate::Service::start(dir.path(), &rm_args);
+    let rm2 = crate::Service::start(dir.path(), &rm_args);
+    let rm_urls = format!("{},{}", rm1.url, rm2.url);
+    let runners: Vec<crate::Service> = (0..3)
+        .map(|_| crate::Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[])))
+        .collect();
+    let clients = [
+        crate::recovery::Client::new(&rm1.url),
+        crate::recovery::Client::new(&rm2.url),
+    ];
+    let mut by_cluster: Vec<Vec<String>> = vec![Vec::new(); 5];
+    for n in 0..50 {
+        let cluster = n % 5;
+        let id = clients[n % 2]
+            .start(
+                "failover",
+                serde_json::json!({"cluster": format!("db-{cluster}")}),
+            )
+            .await;
+        by_cluster[cluster].push(id);
+    }
+    let mut migrations = Vec::new();
+    for n in 0..12 {
+        migrations.push(clients[n % 2].start("migrate", serde_json::json!({})).await);
+    }
+    let every = by_cluster.iter().flatten().chain(&migrations);
+    for id in every {
+        clients[0].wait_state(id, 3, Duration::from_secs(120)).await;
+    }
+    for (cluster, ids) in by_cluster.iter().enumerate() {
+        let mut times = Vec::new();
+        for id in ids {
+            times.push(job_times(&clients[1], id).await);
+        }
+        assert_eq!(most_at_once(times.clone()), 1, "db-{cluster}: {times:?}");
+    }
+    let mut times = Vec::new();
+    for id in &migrations {
+        times.push(job_times(&clients[0], id).await);
+    }
+    assert_eq!(most_at_once(times.clone()), 3, "schema-changes: {times:?}");
+    // Every lock released with its holder's end.
+    assert_eq!(clients[1].get("/api/v1/locks").await, serde_json::json!([]));
+    drop((rm1, rm2, runners));
+    database.remove().await;
+}
