@@ -188,6 +188,19 @@ fn create_request_keys_match_case_insensitively() {
     );
     let err = serde_json::from_value::<CreateRequest>(json!({"args": ["a"]})).unwrap_err();
     assert!(err.to_string().contains("field Args"), "{err}");
+    // Spindle's priority: a whole number, sent only when given.
+    let urgent: CreateRequest =
+        serde_json::from_value(json!({"type": "failover", "priority": -3})).unwrap();
+    assert_eq!(urgent.priority, Some(-3));
+    assert_eq!(serde_json::to_value(&urgent).unwrap()["Priority"], -3);
+    for bad in [json!(1.5), json!("high"), json!(4_000_000_000_i64)] {
+        let err = serde_json::from_value::<CreateRequest>(json!({"priority": bad})).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field Priority: expected a whole number from"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

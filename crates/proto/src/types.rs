@@ -475,6 +475,10 @@ pub struct CreateRequest {
     pub args: JobArgs,
     /// Ignored by the server, which uses the authenticated caller's name.
     pub user: String,
+    /// Spindle's addition: the request's place in the queues of the locks its type
+    /// declares (higher is served first; the type's `priority:` when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 impl<'de> Deserialize<'de> for CreateRequest {
@@ -513,6 +517,24 @@ impl<'de> Deserialize<'de> for CreateRequest {
         }
         if let Some(Value::String(user)) = find("User") {
             create_request.user = user.clone();
+        }
+        match find("Priority") {
+            None | Some(Value::Null) => {}
+            Some(value) => {
+                let priority = value.as_i64().and_then(|n| i32::try_from(n).ok());
+                let Some(priority) = priority else {
+                    return Err(D::Error::custom(format!(
+                        "field Priority: expected a whole number from {} to {} (higher is served first in a lock's queue), got {}",
+                        i32::MIN,
+                        i32::MAX,
+                        match value {
+                            Value::Number(n) => format!("the number {n}"),
+                            other => json_kind(other).to_owned(),
+                        }
+                    )));
+                };
+                create_request.priority = Some(priority);
+            }
         }
         Ok(create_request)
     }

@@ -22,6 +22,19 @@ const SPECS: &str = "sequences:
       switch:
         category: job
         type: noop
+  urgent-failover:
+    request: true
+    priority: 10
+    args:
+      required:
+        - name: cluster
+    locks:
+      - name: cluster-ops
+        key: cluster
+    nodes:
+      switch:
+        category: job
+        type: noop
   drain:
     request: true
     args:
@@ -236,4 +249,58 @@ async fn a_key_that_cannot_name_a_lock_is_bad_input() {
     );
     // Nothing was stored.
     assert_eq!(get(&env, "/api/v1/requests").await, json!([]));
+}
+
+/// A higher priority is served first: the creator's (`priority`), else the type's.
+#[tokio::test]
+async fn priorities_overtake_the_queue() {
+    let env = env_specs(options(), SPECS).await;
+    let holder = start(&env, "failover", "db-7").await;
+    let holder = holder["id"].as_str().unwrap().to_owned();
+    let first = start(&env, "failover", "db-7").await;
+    let body = json!({"type": "failover", "args": {"cluster": "db-7"}, "priority": 5});
+    let (status, asked, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(&body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{asked}");
+    let urgent = start(&env, "urgent-failover", "db-7").await;
+    // In the queue: the type's 10, then the caller's 5, then the first come.
+    let locks = get(&env, "/api/v1/locks").await;
+    let queue: Vec<&str> = locks[0]["waiters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["requestId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        queue,
+        [
+            urgent["id"].as_str().unwrap(),
+            asked["id"].as_str().unwrap(),
+            first["id"].as_str().unwrap()
+        ]
+    );
+    assert_eq!(locks[0]["waiters"][0]["priority"], 10);
+    assert!(
+        first["error"]
+            .as_str()
+            .unwrap()
+            .ends_with(", 0 ahead in the queue")
+    );
+    let first_now = get(
+        &env,
+        &format!("/api/v1/requests/{}", first["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(first_now["state"], 1);
+    finish(&env, &holder).await;
+    env.manager.offer_lock_waiters().await;
+    assert_eq!(
+        handed(&env),
+        [holder, urgent["id"].as_str().unwrap().to_owned()]
+    );
 }

@@ -110,6 +110,9 @@ pub struct Sequence {
     pub timeout: Option<Spanned<String>>,
     /// Spindle: the locks a request of this type holds while it runs (issue #34).
     pub locks: Vec<Lock>,
+    /// Spindle: a request's place in its locks' queues unless its creator gives one
+    /// (higher is served first; 0 when not written).
+    pub priority: Option<Spanned<i32>>,
     /// Positions of the fields written, by field name.
     pub field_pos: BTreeMap<&'static str, Pos>,
 }

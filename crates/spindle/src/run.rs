@@ -109,6 +109,7 @@ pub(crate) async fn run(
         request_type: args.request.clone(),
         args: request_args,
         user: user.clone(),
+        priority: None,
     };
     let request = match local.manager.create(create_request, &user, "").await {
         Ok(request) => request,

@@ -99,6 +99,7 @@ fn request(
         request_type: request_type.to_owned(),
         args: create_args,
         user: user.to_owned(),
+        priority: None,
     };
     (request, create)
 }

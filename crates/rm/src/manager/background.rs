@@ -22,7 +22,7 @@ impl Manager {
                 continue;
             };
             match self
-                .hand_over(&request_id, &request, job_chain, false)
+                .hand_over(&request_id, &request, job_chain, false, None)
                 .await
             {
                 Ok(Handed::Done | Handed::Waiting) => {}

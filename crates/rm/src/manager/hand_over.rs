@@ -54,13 +54,14 @@ impl Manager {
         request: &Request,
         mut job_chain: JobChain,
         first: bool,
+        priority: Option<i32>,
     ) -> Result<Handed, Error> {
         let paused = request.paused;
         if !first && self.took_back_begun(request_id, &job_chain).await? {
             return Ok(Handed::Done);
         }
         // Its locks first (issue #34): nothing of it runs before it holds them all.
-        match self.take_locks(request).await? {
+        match self.take_locks(request, priority).await? {
             locks::Locked::Held => {}
             locks::Locked::NotYet => return Ok(Handed::Waiting),
             locks::Locked::Moved => return Ok(Handed::Done),
@@ -236,9 +237,10 @@ impl Manager {
         request: &Request,
         job_chain: JobChain,
         first: bool,
+        priority: Option<i32>,
     ) -> Result<(), Error> {
         match self
-            .hand_over(request_id, request, job_chain, first)
+            .hand_over(request_id, request, job_chain, first, priority)
             .await?
         {
             Handed::Done | Handed::Waiting => Ok(()),

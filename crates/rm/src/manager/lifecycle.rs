@@ -43,6 +43,7 @@ impl Manager {
             })??;
         // A key arg whose value cannot name a lock is refused before anything is stored.
         let locked = self.lock_claims(&create_request.request_type, &created.args)?;
+        let priority = create_request.priority;
         let request = Request {
             id: created.request_id.clone(),
             request_type: create_request.request_type.clone(),
@@ -108,7 +109,7 @@ impl Manager {
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
         let request_id = RequestId::new(request.id.clone());
-        self.send_to_jr(&request_id, &request, job_chain, true)
+        self.send_to_jr(&request_id, &request, job_chain, true, priority)
             .await?;
         // Waiting for a lock (or failed for one) says so in the answer.
         if !locked.is_empty() {
@@ -131,7 +132,7 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, &request, job_chain, false)
+        self.send_to_jr(request_id, &request, job_chain, false, None)
             .await
     }
 

@@ -111,8 +111,14 @@ impl Manager {
     }
 
     /// Takes a PENDING request's locks before its hand-over (`request` as stored; its
-    /// args are read when it lacks them and its type has locks).
-    pub(super) async fn take_locks(&self, request: &Request) -> Result<Locked, Error> {
+    /// args are read when it lacks them and its type has locks). `priority` is its
+    /// creator's (else its type's `priority:`, else 0); it counts when the request first
+    /// joins its locks' queues, and then keeps its place.
+    pub(super) async fn take_locks(
+        &self,
+        request: &Request,
+        priority: Option<i32>,
+    ) -> Result<Locked, Error> {
         if !self.locks_declared() {
             return Ok(Locked::Held);
         }
@@ -125,9 +131,10 @@ impl Manager {
             claims = self.lock_claims(&stored.request_type, &stored.args)?;
         }
         let wanted: Vec<LockClaim> = claims.iter().map(|c| c.claim.clone()).collect();
+        let priority = priority.unwrap_or_else(|| self.type_priority(&request.request_type));
         let taken = match self
             .store
-            .take_locks(&request.id, &wanted, 0, Utc::now())
+            .take_locks(&request.id, &wanted, priority, Utc::now())
             .await
         {
             Ok(taken) => taken,
@@ -185,6 +192,16 @@ impl Manager {
         Ok(Locked::NotYet)
     }
 
+    /// A request type's `priority:` (0 when it has none).
+    fn type_priority(&self, request_type: &str) -> i32 {
+        self.read_loaded()
+            .grapher
+            .specs()
+            .get(request_type)
+            .and_then(|sequence| sequence.priority.as_ref())
+            .map_or(0, |priority| priority.value)
+    }
+
     /// Offers the requests waiting for locks (first served first) to a Job Runner
     /// again: one of them may take a lock released since.
     pub async fn offer_lock_waiters(&self) {
@@ -204,7 +221,7 @@ impl Manager {
                 continue;
             };
             let id = RequestId::new(request_id);
-            if let Err(err) = self.send_to_jr(&id, &request, job_chain, false).await {
+            if let Err(err) = self.send_to_jr(&id, &request, job_chain, false, None).await {
                 tracing::warn!(request_id = %id, error = %err, "offering a request waiting for a lock failed");
             }
         }

@@ -118,6 +118,7 @@ impl Manager {
                 request_type: fires.request.clone(),
                 args: fires.args.clone(),
                 user: user.clone(),
+                priority: None,
             };
             match self.create(create, &user, "").await {
                 Ok(request) => {

@@ -276,6 +276,25 @@ impl Reader<'_> {
         value.map(|value| Spanned::new(value, node.pos))
     }
 
+    /// A whole number that may be negative (a priority).
+    pub(super) fn int(
+        &mut self,
+        node: &yaml::Node,
+        place: Place<'_>,
+        field: &str,
+    ) -> Option<Spanned<i32>> {
+        let value = match &node.value {
+            Value::Null => return None,
+            Value::Scalar { text, .. } => text.parse::<i32>().ok(),
+            _ => None,
+        };
+        if value.is_none() {
+            let expected = "a whole number (higher is served first in a lock's queue)";
+            self.type_error(node, place, field, expected);
+        }
+        value.map(|value| Spanned::new(value, node.pos))
+    }
+
     pub(super) fn string_list(
         &mut self,
         node: &yaml::Node,

@@ -5,7 +5,9 @@ use super::*;
 
 const TOP_FIELDS: &[&str] = &["sequences", "schedules"];
 const SCHEDULE_FIELDS: &[&str] = &["cron", "timezone", "request", "args", "overlap", "missed"];
-const SEQUENCE_FIELDS: &[&str] = &["request", "args", "acl", "nodes", "timeout", "locks"];
+const SEQUENCE_FIELDS: &[&str] = &[
+    "request", "args", "acl", "nodes", "timeout", "locks", "priority",
+];
 const LOCK_FIELDS: &[&str] = &["name", "key", "limit", "when_taken"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
 const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
@@ -132,6 +134,7 @@ impl Reader<'_> {
             nodes: Vec::new(),
             timeout: None,
             locks: Vec::new(),
+            priority: None,
             field_pos: BTreeMap::new(),
         };
         let seq_name = sequence.name.clone();
@@ -176,6 +179,7 @@ impl Reader<'_> {
                     }
                 }
                 "timeout" => sequence.timeout = self.string(value, place, "timeout"),
+                "priority" => sequence.priority = self.int(value, place, "priority"),
                 "locks" => {
                     let items = self.list(value, place, "locks", "a list of locks");
                     sequence.locks = items

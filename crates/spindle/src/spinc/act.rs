@@ -79,6 +79,7 @@ pub(crate) async fn rerun(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         request_type: first.request_type.clone(),
         args: given,
         user: crate::api_client::caller(),
+        priority: None,
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,

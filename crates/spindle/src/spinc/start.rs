@@ -93,6 +93,10 @@ pub(crate) struct StartArgs {
     /// Then watch it until it ends (exit code as for `watch`)
     #[arg(long)]
     watch: bool,
+    /// Its place in the queues of the locks its type declares: higher is served first
+    /// (default: the type's `priority:`, else 0)
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
 }
 
 /// `start <request> [name=value ...]`: prompts for missing args on a terminal, confirms,
@@ -205,6 +209,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         request_type: start.request.clone(),
         args: given,
         user: crate::api_client::caller(),
+        priority: start.priority,
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,
