@@ -66,6 +66,7 @@ const SPECS: &str = "sequences:
 fn options() -> Options {
     Options {
         jr_url: Some("http://jr1:32307".to_owned()),
+        telemetry: telemetry::Telemetry::with_metrics(),
         ..Options::default()
     }
 }
@@ -162,6 +163,20 @@ async fn a_request_waits_for_its_lock_and_goes_when_the_holder_ends() {
             ),
             ("db-8".to_owned(), vec![other.clone()], vec![]),
         ]
+    );
+    // The metrics: holders and waiters by lock name, and how long takers waited.
+    let (status, scrape, _) = call(&env.router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let scrape = scrape.as_str().unwrap().to_owned();
+    let at = |series: &str| {
+        telemetry::metrics::sample(&scrape, series)
+            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+    };
+    assert_eq!(at(r#"spindle_lock_holders{lock="cluster-ops"}"#), 2.0);
+    assert_eq!(at(r#"spindle_lock_waiters{lock="cluster-ops"}"#), 1.0);
+    assert_eq!(
+        at(r#"spindle_lock_wait_seconds_count{lock="cluster-ops"}"#),
+        2.0
     );
     // Offered again while the lock is held, it still waits.
     env.manager.offer_lock_waiters().await;

@@ -65,6 +65,12 @@ pub struct StateLabel {
     pub state: String,
 }
 
+/// A lock's name (not its key: one series per lock name, whatever the values).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LockLabel {
+    pub lock: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: String,
@@ -111,6 +117,11 @@ pub struct Metrics {
     pub tries_interrupted: Counter,
     /// Registered Job Runners by state (live, lost), read from the store at a scrape.
     pub job_runners: Family<StateLabel, Gauge>,
+    /// Requests holding, and waiting for, each lock (read from the database at a scrape).
+    pub lock_holders: Family<LockLabel, Gauge>,
+    pub lock_waiters: Family<LockLabel, Gauge>,
+    /// From a request's creation to its taking a lock.
+    pub lock_wait: Histograms<LockLabel>,
     pub store_query_duration: Histograms<OperationLabel>,
     pub store_query_errors: Family<OperationLabel, Counter>,
     // The Job Runner's.
@@ -161,6 +172,9 @@ impl Metrics {
             requests: Family::default(),
             tries_interrupted: Counter::default(),
             job_runners: Family::default(),
+            lock_holders: Family::default(),
+            lock_waiters: Family::default(),
+            lock_wait: histograms(duration_histogram),
             store_query_duration: histograms(query_histogram),
             store_query_errors: Family::default(),
             job_tries: Family::default(),
@@ -216,6 +230,22 @@ impl Metrics {
             "job_runners",
             "Registered job runners by state, live or lost (read from the database at each scrape)",
             m.job_runners.clone(),
+        );
+        r.register(
+            "lock_holders",
+            "Requests holding each lock, by lock name (read from the database at each scrape)",
+            m.lock_holders.clone(),
+        );
+        r.register(
+            "lock_waiters",
+            "Requests waiting for each lock, by lock name (read from the database at each scrape)",
+            m.lock_waiters.clone(),
+        );
+        r.register_with_unit(
+            "lock_wait",
+            "From a request's creation to its taking a lock, by lock name",
+            Unit::Seconds,
+            m.lock_wait.clone(),
         );
         r.register_with_unit(
             "store_query_duration",
@@ -341,6 +371,27 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    /// Sets the lock gauges to exactly these counts, `(lock name, holders, waiters)`: a
+    /// lock no longer held or waited for shows no series.
+    pub fn set_locks(&self, counts: &[(String, i64, i64)]) {
+        self.lock_holders.clear();
+        self.lock_waiters.clear();
+        for (lock, holders, waiters) in counts {
+            let label = LockLabel { lock: lock.clone() };
+            self.lock_holders.get_or_create(&label).set(*holders);
+            self.lock_waiters.get_or_create(&label).set(*waiters);
+        }
+    }
+
+    /// A request took a lock `waited` after its creation.
+    pub fn lock_taken(&self, lock: &str, waited: Duration) {
+        self.lock_wait
+            .get_or_create(&LockLabel {
+                lock: lock.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
     }
 
     /// Sets a gauge family to exactly these values: every state listed, zero for those

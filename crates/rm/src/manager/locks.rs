@@ -143,6 +143,14 @@ impl Manager {
         };
         let wait = match taken {
             LockTake::Granted => {
+                if let Some(metrics) = &self.options.telemetry.metrics {
+                    let waited = (Utc::now() - request.created_at)
+                        .to_std()
+                        .unwrap_or_default();
+                    for claim in &claims {
+                        metrics.lock_taken(&claim.claim.name, waited);
+                    }
+                }
                 if request.error.starts_with("waiting for lock") {
                     self.store.set_waiting(&request.id, "").await?;
                 }

@@ -38,6 +38,22 @@ impl Manager {
             ];
             telemetry::Metrics::set_states(&metrics.job_runners, &["live", "lost"], &counts);
         }
+        if let Ok(claims) = self.store.lock_claims().await {
+            // By lock name: holders and waiters (a request counted once per key it claims).
+            let mut counts: Vec<(String, i64, i64)> = Vec::new();
+            for (claim, holder) in claims {
+                if counts.last().is_none_or(|(name, _, _)| *name != claim.name) {
+                    counts.push((claim.name.clone(), 0, 0));
+                }
+                let last = counts.last_mut().expect("pushed above");
+                if holder.held_since.is_some() {
+                    last.1 += 1;
+                } else {
+                    last.2 += 1;
+                }
+            }
+            metrics.set_locks(&counts);
+        }
     }
 
     /// A request reached its final state: counted, and its trace's root span emitted
