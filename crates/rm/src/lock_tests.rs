@@ -35,6 +35,19 @@ const SPECS: &str = "sequences:
       switch:
         category: job
         type: noop
+  api-call:
+    request: true
+    args:
+      optional:
+        - name: endpoint
+          default: /v1
+    locks:
+      - name: api
+        fair_by: user
+    nodes:
+      call:
+        category: job
+        type: noop
   drain:
     request: true
     args:
@@ -318,4 +331,43 @@ async fn priorities_overtake_the_queue() {
         handed(&env),
         [holder, urgent["id"].as_str().unwrap().to_owned()]
     );
+}
+
+/// A fair lock serves its callers round robin: one caller's ten waiting requests do not
+/// keep another's one waiting behind them.
+#[tokio::test]
+async fn a_fair_lock_lets_a_small_caller_through_a_big_ones_queue() {
+    let env = env_specs(options(), SPECS).await;
+    let create = async |user: &str| -> String {
+        let body = json!({"type": "api-call", "args": {}, "user": user});
+        let (status, body, _) = call(
+            &env.router,
+            Method::POST,
+            "/api/v1/requests",
+            Some(&body.to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().unwrap().to_owned()
+    };
+    let holder = create("ops").await;
+    let mut big = Vec::new();
+    for _ in 0..10 {
+        big.push(create("big").await);
+    }
+    let small = create("small").await;
+    // Served next: big's first, then small's one (queued last), then big's others.
+    let locks = get(&env, "/api/v1/locks").await;
+    let queue: Vec<&str> = locks[0]["waiters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["requestId"].as_str().unwrap())
+        .collect();
+    assert_eq!(queue[..2], [big[0].as_str(), small.as_str()], "{queue:?}");
+    finish(&env, &holder).await;
+    env.manager.offer_lock_waiters().await;
+    finish(&env, &big[0]).await;
+    env.manager.offer_lock_waiters().await;
+    assert_eq!(handed(&env), [holder, big[0].clone(), small]);
 }

@@ -223,6 +223,9 @@ pub struct Lock {
     pub key: Option<Spanned<String>>,
     pub limit: Option<Spanned<u32>>,
     pub when_taken: Option<Spanned<String>>,
+    /// Waiters of one priority are served round robin over this: `user` (the caller)
+    /// or an arg of the type (a team); first come first served without it.
+    pub fair_by: Option<Spanned<String>>,
     pub pos: Pos,
 }
 

@@ -1174,7 +1174,7 @@ const GOOD_LOCK: &str =
     "      - name: cluster-ops\n        key: cluster\n        limit: 1\n        when_taken: queue";
 
 #[test]
-fn l1_to_l7_locks() {
+fn l1_to_l8_locks() {
     use Severity::Error;
     case(
         "L1",
@@ -1228,6 +1228,18 @@ fn l1_to_l7_locks() {
         ),
         &lock_spec(
             &format!("{GOOD_LOCK}\n      - name: api-quota\n        limit: 5"),
+            GOOD_LOCK,
+        ),
+    );
+    case(
+        "L8",
+        Error,
+        &lock_spec(
+            "      - name: cluster-ops\n        fair_by: team #!",
+            GOOD_LOCK,
+        ),
+        &lock_spec(
+            "      - name: cluster-ops\n        fair_by: user",
             GOOD_LOCK,
         ),
     );

@@ -257,6 +257,9 @@ pub struct LockClaim {
     pub name: String,
     pub key: String,
     pub limit: u32,
+    /// Its fairness key (the caller, or a team arg's value): a lock's waiters of one
+    /// priority are served round robin over these. Empty when the lock is not fair.
+    pub fair_key: String,
 }
 
 /// A request that holds or waits for a lock.
@@ -268,6 +271,8 @@ pub struct LockHolder {
     pub priority: i32,
     /// When it joined the queue: the request's creation.
     pub queued_at: DateTime<Utc>,
+    /// Its fairness key ([`LockClaim::fair_key`]).
+    pub fair_key: String,
     /// Since when it holds the lock; `None` while it waits.
     pub held_since: Option<DateTime<Utc>>,
 }
@@ -491,7 +496,8 @@ pub trait Store: Send + Sync + 'static {
     /// Every claim of every lock, by lock (name, key), holders first, then in queue order.
     async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error>;
 
-    /// Up to `limit` requests with a claim waiting, first served first.
+    /// Up to `limit` PENDING requests whose claims are at the head of a lock's queue
+    /// (within its free places), first served first.
     async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error>;
 
     /// Each logged job's latest try and its state, without the entries' texts: what a

@@ -2233,6 +2233,7 @@ async fn locks_are_taken_in_queue_order_and_released_at_the_end(store: Arc<dyn S
         name: "cluster-ops".to_owned(),
         key: key.to_owned(),
         limit,
+        fair_key: String::new(),
     };
     for (n, id) in ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]
         .iter()
@@ -2296,10 +2297,8 @@ async fn locks_are_taken_in_queue_order_and_released_at_the_end(store: Arc<dyn S
             row("db-9", "r6", false),
         ]
     );
-    assert_eq!(
-        store.lock_waiters(10).await.unwrap(),
-        ["r2", "r3", "r5", "r6"]
-    );
+    // What to offer: none while db-7 is full and r5 heads db-9's queue (r6 behind it).
+    assert_eq!(store.lock_waiters(10).await.unwrap(), ["r5"]);
     // r1 ends: its lock is released by the same UPDATE; r2 is served before r3.
     store.fail_pending("r1", at(3, 0)).await.unwrap();
     assert_eq!(waits(take("r3", &db7, 0).await), (vec![], 1));
@@ -2314,6 +2313,7 @@ async fn locks_are_taken_in_queue_order_and_released_at_the_end(store: Arc<dyn S
             name: "api".to_owned(),
             key: String::new(),
             limit: 2,
+            fair_key: String::new(),
         }];
         assert_eq!(
             take(id, &api, 0).await == LockTake::Granted,
@@ -2338,6 +2338,65 @@ async fn locks_are_taken_in_queue_order_and_released_at_the_end(store: Arc<dyn S
     store.fail_pending("r2", at(5, 1)).await.unwrap();
     assert_eq!(waits(take("r3", &db7, 0).await), (vec![], 1));
     assert_eq!(take("r11", &db7, 9).await, LockTake::Granted);
+}
+
+/// Issue #34: a fair lock's waiters (one priority) are served round robin over their
+/// fairness keys: one caller's many requests do not starve another's one.
+async fn a_fair_lock_serves_its_callers_round_robin(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::{LockClaim, LockTake};
+    let claim = |caller: &str| {
+        [LockClaim {
+            name: "api".to_owned(),
+            key: String::new(),
+            limit: 1,
+            fair_key: caller.to_owned(),
+        }]
+    };
+    let ids = ["h", "big1", "big2", "big3", "small1", "big4"];
+    for (n, id) in ids.iter().enumerate() {
+        let (request, create) = request(id, "call", "ann", at(1, n as u32), "db1");
+        store.create_request(&request, &create, None).await.unwrap();
+    }
+    let take = async |id: &str, caller: &str| {
+        store
+            .take_locks(id, &claim(caller), 0, at(2, 0))
+            .await
+            .unwrap()
+    };
+    assert_eq!(take("h", "ops").await, LockTake::Granted);
+    for id in ["big1", "big2", "big3", "small1", "big4"] {
+        let caller = if id.starts_with("big") {
+            "big"
+        } else {
+            "small"
+        };
+        assert!(matches!(take(id, caller).await, LockTake::Waiting(_)));
+    }
+    // small1, queued fourth, is second: each caller's first, then each one's second, …
+    let waiting: Vec<String> = store
+        .lock_claims()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(_, h)| h.held_since.is_none())
+        .map(|(_, h)| h.request_id)
+        .collect();
+    assert_eq!(waiting, ["big1", "small1", "big2", "big3", "big4"]);
+    match take("small1", "small").await {
+        LockTake::Waiting(wait) => assert_eq!(wait.ahead, 1),
+        LockTake::Granted => panic!("granted while held"),
+    }
+    assert!(
+        store.lock_waiters(10).await.unwrap().is_empty(),
+        "no room while held"
+    );
+    store.fail_pending("h", at(3, 0)).await.unwrap();
+    assert_eq!(store.lock_waiters(10).await.unwrap(), ["big1"]);
+    assert_eq!(take("big1", "big").await, LockTake::Granted);
+    store.fail_pending("big1", at(3, 1)).await.unwrap();
+    assert!(matches!(take("big2", "big").await, LockTake::Waiting(_)));
+    assert_eq!(store.lock_waiters(10).await.unwrap(), ["small1"]);
+    assert_eq!(take("small1", "small").await, LockTake::Granted);
 }
 
 macro_rules! suite {
@@ -2412,6 +2471,7 @@ suite!(
     requests_are_counted_by_state_and_operations_timed,
     the_ended_among_many_are_found_in_one_read,
     locks_are_taken_in_queue_order_and_released_at_the_end,
+    a_fair_lock_serves_its_callers_round_robin,
 );
 
 fn postgres_url() -> String {
@@ -2658,6 +2718,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "job_runners",
             "job_tries",
             "lock_keys",
+            "lock_turns",
             "request_archives",
             "request_args",
             "request_audit",

@@ -42,7 +42,7 @@ impl Manager {
                 source: Some(Box::new(err)),
             })??;
         // A key arg whose value cannot name a lock is refused before anything is stored.
-        let locked = self.lock_claims(&create_request.request_type, &created.args)?;
+        let locked = self.lock_claims(&create_request.request_type, &created.args, user)?;
         let priority = create_request.priority;
         let request = Request {
             id: created.request_id.clone(),

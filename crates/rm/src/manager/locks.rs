@@ -11,6 +11,8 @@ use store::{LockClaim, LockTake, LockWait};
 
 /// The longest value of a lock's key arg: it must fit the databases' index entries.
 pub const LOCK_KEY_MAX: usize = 500;
+/// The characters of a fairness key (a caller's name, a team) a lock's queue tells apart.
+pub const FAIR_KEY_MAX: usize = 64;
 
 /// A lock a request claims, with how its type declared it.
 #[derive(Debug, Clone)]
@@ -59,6 +61,7 @@ impl Manager {
         &self,
         request_type: &str,
         args: &[RequestArg],
+        user: &str,
     ) -> Result<Vec<Claim>, Error> {
         let loaded = self.loaded();
         let Some(sequence) = loaded.grapher.specs().get(request_type) else {
@@ -97,11 +100,26 @@ impl Manager {
                     (key_arg.value.clone(), key)
                 }
             };
+            // Round robin over the caller, or over an arg's values (a team).
+            let fair_key: String = match lock.fair_by.as_ref().map(|f| f.value.as_str()) {
+                None => String::new(),
+                Some("user") => user.to_owned(),
+                Some(arg_name) => match args.iter().find(|arg| arg.name == arg_name) {
+                    Some(RequestArg {
+                        value: Value::String(text),
+                        ..
+                    }) => text.clone(),
+                    Some(arg) => arg.value.to_string(),
+                    None => String::new(),
+                },
+            };
             claims.push(Claim {
                 claim: LockClaim {
                     name: name.value.clone(),
                     key,
                     limit: lock.limit(),
+                    // What the databases index: the first characters of a long one.
+                    fair_key: fair_key.chars().take(FAIR_KEY_MAX).collect(),
                 },
                 key_arg,
                 when_taken: lock.when_taken(),
@@ -122,13 +140,13 @@ impl Manager {
         if !self.locks_declared() {
             return Ok(Locked::Held);
         }
-        let mut claims = self.lock_claims(&request.request_type, &request.args)?;
+        let mut claims = self.lock_claims(&request.request_type, &request.args, &request.user)?;
         if claims.is_empty() {
             return Ok(Locked::Held);
         }
         if request.args.is_empty() {
             let stored = self.store.get_request(&request.id, false).await?;
-            claims = self.lock_claims(&stored.request_type, &stored.args)?;
+            claims = self.lock_claims(&stored.request_type, &stored.args, &stored.user)?;
         }
         let wanted: Vec<LockClaim> = claims.iter().map(|c| c.claim.clone()).collect();
         let priority = priority.unwrap_or_else(|| self.type_priority(&request.request_type));

@@ -1,12 +1,13 @@
 //! The checks of a request type's `locks:` (issue #34): each names a lock, keys it by one
 //! of the type's args, allows at least one holder and a policy that exists; a lock is
-//! named once per type, and every type naming it agrees on its limit.
+//! named once per type, every type naming it agrees on its limit, and a fair lock is fair
+//! by the caller or by an arg.
 
 use super::*;
 use crate::model::WhenTaken;
 
 impl Checker<'_> {
-    /// L1-L5, L7: one type's lock declarations.
+    /// L1-L5, L7, L8: one type's lock declarations.
     pub(super) fn sequence_locks(&mut self, seq: &Sequence) {
         if !seq.locks.is_empty() && !seq.request {
             let message = format!(
@@ -54,6 +55,29 @@ impl Checker<'_> {
                     quoted(args.iter().copied())
                 );
                 self.push(Error, "L2", seq, None, "locks.key", key.pos, message);
+            }
+            if let Some(fair_by) = &lock.fair_by
+                && fair_by.value != "user"
+                && !args.contains(&fair_by.value.as_str())
+            {
+                let choices = std::iter::once("user").chain(args.iter().copied());
+                let message = format!(
+                    "lock `{}` is fair by `{}`, which is neither `user` nor an arg of `{}`{}; expected `user` (the caller) or one of its args: {}",
+                    name.value,
+                    fair_by.value,
+                    seq.name,
+                    crate::near::did_you_mean(&fair_by.value, choices.clone()),
+                    quoted(choices)
+                );
+                self.push(
+                    Error,
+                    "L8",
+                    seq,
+                    None,
+                    "locks.fair_by",
+                    fair_by.pos,
+                    message,
+                );
             }
             if let Some(limit) = lock.limit.as_ref().filter(|limit| limit.value < 1) {
                 let message = format!(

@@ -8,7 +8,7 @@ const SCHEDULE_FIELDS: &[&str] = &["cron", "timezone", "request", "args", "overl
 const SEQUENCE_FIELDS: &[&str] = &[
     "request", "args", "acl", "nodes", "timeout", "locks", "priority",
 ];
-const LOCK_FIELDS: &[&str] = &["name", "key", "limit", "when_taken"];
+const LOCK_FIELDS: &[&str] = &["name", "key", "limit", "when_taken", "fair_by"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
 const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
 const ACL_FIELDS: &[&str] = &["role", "admin", "ops"];
@@ -274,13 +274,14 @@ impl Reader<'_> {
             key: None,
             limit: None,
             when_taken: None,
+            fair_by: None,
             pos: item.pos,
         };
         match item.value {
             Value::Map(_) => {}
             Value::Null => return Some(lock),
             _ => {
-                let expected = "a lock (`name:`, `key:`, `limit:`, `when_taken:`)";
+                let expected = "a lock (`name:`, `key:`, `limit:`, `when_taken:`, `fair_by:`)";
                 self.type_error(item, place, "locks", expected);
                 return None;
             }
@@ -294,6 +295,7 @@ impl Reader<'_> {
                     let meaning = "how many requests may hold it at once";
                     lock.limit = self.uint(value, place, "locks.limit", meaning);
                 }
+                "fair_by" => lock.fair_by = self.string(value, place, "locks.fair_by"),
                 _ => lock.when_taken = self.string(value, place, "locks.when_taken"),
             }
         }

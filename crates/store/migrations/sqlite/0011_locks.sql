@@ -1,8 +1,9 @@
 -- Locks (issue #34). A request of a type that declares locks claims each (its name, the
 -- value of its key arg) when it is offered to a Job Runner; a claim is held
--- (`held_since`) or waits in the lock's queue (by priority, then `queued_at`, the
--- request's creation). Claims are taken in one transaction that locks the lock's
--- `lock_keys` row, and deleted by the UPDATE that ends the request.
+-- (`held_since`) or waits in the lock's queue (by priority; then, for a fair lock,
+-- round robin over `fair_key`; then `queued_at`, the request's creation). Claims are
+-- taken in one transaction that locks the lock's `lock_keys` row, and deleted by the
+-- UPDATE that ends the request.
 CREATE TABLE request_locks (
     request_id TEXT NOT NULL,
     name       TEXT NOT NULL,
@@ -10,6 +11,7 @@ CREATE TABLE request_locks (
     lock_limit INTEGER NOT NULL,
     priority   INTEGER NOT NULL DEFAULT 0,
     queued_at  INTEGER NOT NULL,
+    fair_key   TEXT NOT NULL DEFAULT '',
     held_since INTEGER,
     PRIMARY KEY (request_id, name, lock_key)
 );
@@ -21,6 +23,16 @@ CREATE TABLE lock_keys (
     name     TEXT NOT NULL,
     lock_key TEXT NOT NULL,
     PRIMARY KEY (name, lock_key)
+);
+
+-- When each fairness key (a caller, a team) last took each lock: a fair lock's waiters
+-- of one priority are served round robin, the key served longest ago first.
+CREATE TABLE lock_turns (
+    name      TEXT NOT NULL,
+    lock_key  TEXT NOT NULL,
+    fair_key  TEXT NOT NULL,
+    served_at INTEGER NOT NULL,
+    PRIMARY KEY (name, lock_key, fair_key)
 );
 
 CREATE TRIGGER requests_end_releases_locks AFTER UPDATE OF state ON requests

@@ -56,8 +56,8 @@ sql_impl! {
                 .fetch_one(&mut *tx)
                 .await?;
             Statement::new(
-                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(request_id)
             .bind(claim.name.as_str())
@@ -65,53 +65,47 @@ sql_impl! {
             .bind(i32::try_from(claim.limit).unwrap_or(i32::MAX))
             .bind(priority)
             .bind(queued_at)
+            .bind(claim.fair_key.as_str())
             .skip_duplicates("request_id, name, lock_key")
             .query::<DB>()
             .execute(&mut *tx)
             .await?;
         }
         for claim in &claims {
-            let mine = Statement::new(
-                "SELECT priority, queued_at, held_since FROM request_locks \
-                 WHERE request_id = $1 AND name = $2 AND lock_key = $3",
+            let rows = Statement::new(
+                "SELECT request_id, priority, queued_at, fair_key, held_since FROM request_locks \
+                 WHERE name = $1 AND lock_key = $2",
             )
-            .bind(request_id)
             .bind(claim.name.as_str())
             .bind(claim.key.as_str())
             .query::<DB>()
-            .fetch_one(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
-            if mine.try_get::<Option<i64>, _>("held_since")?.is_some() {
+            let mut held = 0u32;
+            let mut queue: Vec<Queued> = Vec::new();
+            for row in &rows {
+                let id: String = row.try_get("request_id")?;
+                if row.try_get::<Option<i64>, _>("held_since")?.is_some() {
+                    if id == request_id {
+                        held = u32::MAX;
+                        break;
+                    }
+                    held += 1;
+                } else {
+                    queue.push(Queued {
+                        request_id: id,
+                        priority: row.try_get("priority")?,
+                        queued_at: row.try_get("queued_at")?,
+                        fair_key: row.try_get("fair_key")?,
+                    });
+                }
+            }
+            if held == u32::MAX {
                 continue;
             }
-            let (mine_priority, mine_queued): (i32, i64) = (mine.try_get("priority")?, mine.try_get("queued_at")?);
-            let held: i64 = Statement::new(
-                "SELECT COUNT(*) AS n FROM request_locks \
-                 WHERE name = $1 AND lock_key = $2 AND held_since IS NOT NULL",
-            )
-            .bind(claim.name.as_str())
-            .bind(claim.key.as_str())
-            .query::<DB>()
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-            // Waiting claims served before this one: a higher priority, or the same one
-            // and queued first (the request id breaks a tie).
-            let ahead: i64 = Statement::new(
-                "SELECT COUNT(*) AS n FROM request_locks \
-                 WHERE name = $1 AND lock_key = $2 AND held_since IS NULL AND request_id <> $3 \
-                 AND (priority > $4 OR (priority = $4 AND (queued_at < $5 OR (queued_at = $5 AND request_id < $3))))",
-            )
-            .bind(claim.name.as_str())
-            .bind(claim.key.as_str())
-            .bind(request_id)
-            .bind(mine_priority)
-            .bind(mine_queued)
-            .query::<DB>()
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-            if held + ahead >= i64::from(claim.limit) {
+            let turns = Self::turns_in(&mut tx, &claim.name, &claim.key).await?;
+            let ahead = ahead_of(queue, &turns, request_id);
+            if held.saturating_add(ahead) >= claim.limit {
                 let holders = Self::holders_in(&mut tx, &claim.name, &claim.key).await?;
                 tx.commit().await?;
                 return Ok(LockTake::Waiting(LockWait {
@@ -119,9 +113,29 @@ sql_impl! {
                     key: claim.key.clone(),
                     limit: claim.limit,
                     holders,
-                    ahead: u32::try_from(ahead).unwrap_or(u32::MAX),
+                    ahead,
                 }));
             }
+        }
+        // A fair lock's turn: when this request's fairness key took it.
+        for claim in claims.iter().filter(|claim| !claim.fair_key.is_empty()) {
+            Statement::new("INSERT INTO lock_turns (name, lock_key, fair_key, served_at) VALUES ($1, $2, $3, $4)")
+                .bind(claim.name.as_str())
+                .bind(claim.key.as_str())
+                .bind(claim.fair_key.as_str())
+                .bind(micros(now))
+                .skip_duplicates("name, lock_key, fair_key")
+                .query::<DB>()
+                .execute(&mut *tx)
+                .await?;
+            Statement::new("UPDATE lock_turns SET served_at = $4 WHERE name = $1 AND lock_key = $2 AND fair_key = $3")
+                .bind(claim.name.as_str())
+                .bind(claim.key.as_str())
+                .bind(claim.fair_key.as_str())
+                .bind(micros(now))
+                .query::<DB>()
+                .execute(&mut *tx)
+                .await?;
         }
         Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND held_since IS NULL")
             .bind(request_id)
@@ -133,6 +147,23 @@ sql_impl! {
         Ok(LockTake::Granted)
     }
 
+    /// When each fairness key last took a lock.
+    async fn turns_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        name: &str,
+        key: &str,
+    ) -> Result<HashMap<String, i64>, Error> {
+        let rows = Statement::new("SELECT fair_key, served_at FROM lock_turns WHERE name = $1 AND lock_key = $2")
+            .bind(name)
+            .bind(key)
+            .query::<DB>()
+            .fetch_all(&mut **tx)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("fair_key")?, row.try_get("served_at")?)))
+            .collect()
+    }
+
     /// The requests that hold a lock, first taken first.
     async fn holders_in(
         tx: &mut sqlx::Transaction<'_, DB>,
@@ -140,7 +171,7 @@ sql_impl! {
         key: &str,
     ) -> Result<Vec<LockHolder>, Error> {
         let rows = Statement::new(
-            "SELECT l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.held_since \
+            "SELECT l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
              FROM request_locks l JOIN requests r ON r.request_id = l.request_id \
              WHERE l.name = $1 AND l.lock_key = $2 AND l.held_since IS NOT NULL \
              ORDER BY l.held_since, l.request_id",
@@ -157,7 +188,7 @@ sql_impl! {
     /// holders first).
     pub(super) async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error> {
         let rows = Statement::new(
-            "SELECT l.name, l.lock_key, l.lock_limit, l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.held_since \
+            "SELECT l.name, l.lock_key, l.lock_limit, l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
              FROM request_locks l JOIN requests r ON r.request_id = l.request_id \
              ORDER BY l.name, l.lock_key, CASE WHEN l.held_since IS NULL THEN 1 ELSE 0 END, \
              l.priority DESC, l.queued_at, l.request_id",
@@ -165,33 +196,62 @@ sql_impl! {
         .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
-        rows.iter()
+        let claims = rows
+            .iter()
             .map(|row| {
                 let claim = LockClaim {
                     name: row.try_get("name")?,
                     key: row.try_get("lock_key")?,
                     limit: u32::try_from(row.try_get::<i32, _>("lock_limit")?).unwrap_or(1),
+                    fair_key: String::new(),
                 };
                 Ok((claim, Self::holder_of(row)?))
             })
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()?;
+        let turn_rows = Statement::new("SELECT name, lock_key, fair_key, served_at FROM lock_turns")
+            .query::<DB>()
+            .fetch_all(&self.readers)
+            .await?;
+        let mut turns: HashMap<(String, String), HashMap<String, i64>> = HashMap::new();
+        for row in &turn_rows {
+            turns
+                .entry((row.try_get("name")?, row.try_get("lock_key")?))
+                .or_default()
+                .insert(row.try_get("fair_key")?, row.try_get("served_at")?);
+        }
+        Ok(in_served_order(claims, &turns))
     }
 
-    /// The PENDING requests with a claim waiting, first queued first: what to offer a
-    /// Job Runner again when a lock is released.
+    /// Up to `limit` PENDING requests whose claims are at the head of a queue (within
+    /// the lock's free places), first served first across locks: what to offer a Job
+    /// Runner again when a lock may have been released.
     pub(super) async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error> {
-        let rows = Statement::new(
-            "SELECT request_id, MAX(priority) AS priority, MIN(queued_at) AS queued_at FROM request_locks \
-             WHERE held_since IS NULL GROUP BY request_id \
-             ORDER BY MAX(priority) DESC, MIN(queued_at), request_id LIMIT $1",
-        )
-        .bind(i64::from(limit))
-        .query::<DB>()
-        .fetch_all(&self.readers)
-        .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get("request_id")?))
-            .collect()
+        let claims = self.lock_claims().await?;
+        let mut heads: Vec<(i32, DateTime<Utc>, String)> = Vec::new();
+        let mut at = 0;
+        while at < claims.len() {
+            let (lock, _) = &claims[at];
+            let end = claims[at..]
+                .iter()
+                .position(|(c, _)| c.name != lock.name || c.key != lock.key)
+                .map_or(claims.len(), |n| at + n);
+            let rows = &claims[at..end];
+            let held = rows.iter().filter(|(_, h)| h.held_since.is_some()).count();
+            let free = (lock.limit as usize).saturating_sub(held);
+            for (_, waiter) in rows.iter().filter(|(_, h)| h.held_since.is_none()).take(free) {
+                heads.push((waiter.priority, waiter.queued_at, waiter.request_id.clone()));
+            }
+            at = end;
+        }
+        heads.sort_by(|a, b| (std::cmp::Reverse(a.0), a.1, &a.2).cmp(&(std::cmp::Reverse(b.0), b.1, &b.2)));
+        let mut ids: Vec<String> = Vec::new();
+        for (_, _, id) in heads {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids.truncate(limit as usize);
+        Ok(ids)
     }
 
     fn holder_of(row: &DB::Row) -> Result<LockHolder, Error> {
@@ -201,7 +261,142 @@ sql_impl! {
             user: row.try_get("user_name")?,
             priority: row.try_get("priority")?,
             queued_at: from_micros(row.try_get("queued_at")?),
+            fair_key: row.try_get("fair_key")?,
             held_since: row.try_get::<Option<i64>, _>("held_since")?.map(from_micros),
         })
     }
+}
+
+/// A waiting claim on one lock.
+struct Queued {
+    request_id: String,
+    priority: i32,
+    queued_at: i64,
+    fair_key: String,
+}
+
+/// The request ids of one lock's waiting claims in the order they are served: by
+/// priority (higher first); within one, round robin over the fairness keys, the key
+/// served longest ago (`turns`: when each last took the lock; never, first) going next
+/// with its oldest waiter (one key for all when the lock is not fair: first created,
+/// first served; the request id breaks a tie).
+fn served_order<'a>(
+    queue: impl IntoIterator<Item = (&'a str, i32, i64, &'a str)>,
+    turns: &HashMap<String, i64>,
+) -> Vec<&'a str> {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeMap, VecDeque};
+    // By priority (highest first), then by fairness key: its waiters, oldest first.
+    let mut levels: BTreeMap<Reverse<i32>, BTreeMap<&str, Vec<(i64, &str)>>> = BTreeMap::new();
+    for (id, priority, queued_at, fair_key) in queue {
+        levels
+            .entry(Reverse(priority))
+            .or_default()
+            .entry(fair_key)
+            .or_default()
+            .push((queued_at, id));
+    }
+    // Turns given in this ordering come after every recorded one.
+    let mut clock = turns.values().copied().max().unwrap_or(0);
+    let mut last: HashMap<&str, Option<i64>> = HashMap::new();
+    let mut order = Vec::new();
+    for (_, keys) in levels {
+        let mut keys: Vec<(&str, VecDeque<(i64, &str)>)> = keys
+            .into_iter()
+            .map(|(key, mut waiters)| {
+                waiters.sort_unstable();
+                (key, waiters.into())
+            })
+            .collect();
+        loop {
+            // The key served longest ago (never served first), then its oldest waiter.
+            let next = keys
+                .iter()
+                .enumerate()
+                .filter_map(|(n, (key, waiters))| {
+                    let served = *last.entry(key).or_insert_with(|| turns.get(*key).copied());
+                    waiters.front().map(|&front| (served, front, n))
+                })
+                .min();
+            let Some((_, _, n)) = next else { break };
+            let (key, waiters) = &mut keys[n];
+            let (_, id) = waiters.pop_front().expect("it has a waiter");
+            clock += 1;
+            last.insert(key, Some(clock));
+            order.push(id);
+        }
+    }
+    order
+}
+
+/// How many waiting claims of one lock are served before `request_id`'s.
+fn ahead_of(queue: Vec<Queued>, turns: &HashMap<String, i64>, request_id: &str) -> u32 {
+    let order = served_order(
+        queue.iter().map(|q| {
+            (
+                q.request_id.as_str(),
+                q.priority,
+                q.queued_at,
+                q.fair_key.as_str(),
+            )
+        }),
+        turns,
+    );
+    let at = order
+        .iter()
+        .position(|id| *id == request_id)
+        .unwrap_or(order.len());
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
+/// Every claim, each lock's holders first (first taken first), then its waiters in the
+/// order they are served.
+pub(super) fn in_served_order(
+    claims: Vec<(LockClaim, LockHolder)>,
+    turns: &HashMap<(String, String), HashMap<String, i64>>,
+) -> Vec<(LockClaim, LockHolder)> {
+    let mut by_lock: Vec<((String, String), Vec<(LockClaim, LockHolder)>)> = Vec::new();
+    for (claim, holder) in claims {
+        let lock = (claim.name.clone(), claim.key.clone());
+        match by_lock.last_mut() {
+            Some((last, rows)) if *last == lock => rows.push((claim, holder)),
+            _ => by_lock.push((lock, vec![(claim, holder)])),
+        }
+    }
+    let mut out = Vec::new();
+    let none = HashMap::new();
+    for (lock, rows) in by_lock {
+        let turns = turns.get(&lock).unwrap_or(&none);
+        let (mut held, waiting): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|(_, h)| h.held_since.is_some());
+        held.sort_by(|a, b| {
+            (a.1.held_since, &a.1.request_id).cmp(&(b.1.held_since, &b.1.request_id))
+        });
+        let order: Vec<String> = served_order(
+            waiting.iter().map(|(_, h)| {
+                (
+                    h.request_id.as_str(),
+                    h.priority,
+                    h.queued_at.timestamp_micros(),
+                    h.fair_key.as_str(),
+                )
+            }),
+            turns,
+        )
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        let mut waiting: Vec<Option<(LockClaim, LockHolder)>> =
+            waiting.into_iter().map(Some).collect();
+        out.extend(held);
+        for id in order {
+            if let Some(slot) = waiting
+                .iter_mut()
+                .find(|w| w.as_ref().is_some_and(|(_, h)| h.request_id == id))
+            {
+                out.extend(slot.take());
+            }
+        }
+    }
+    out
 }
