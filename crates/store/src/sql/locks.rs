@@ -287,7 +287,9 @@ fn served_order<'a>(
     use std::cmp::Reverse;
     use std::collections::{BTreeMap, VecDeque};
     // By priority (highest first), then by fairness key: its waiters, oldest first.
-    let mut levels: BTreeMap<Reverse<i32>, BTreeMap<&str, Vec<(i64, &str)>>> = BTreeMap::new();
+    // By fairness key: its waiters as (queued at, request id).
+    type ByKey<'k> = BTreeMap<&'k str, Vec<(i64, &'k str)>>;
+    let mut levels: BTreeMap<Reverse<i32>, ByKey<'a>> = BTreeMap::new();
     for (id, priority, queued_at, fair_key) in queue {
         levels
             .entry(Reverse(priority))
@@ -355,7 +357,8 @@ pub(super) fn in_served_order(
     claims: Vec<(LockClaim, LockHolder)>,
     turns: &HashMap<(String, String), HashMap<String, i64>>,
 ) -> Vec<(LockClaim, LockHolder)> {
-    let mut by_lock: Vec<((String, String), Vec<(LockClaim, LockHolder)>)> = Vec::new();
+    type Rows = Vec<(LockClaim, LockHolder)>;
+    let mut by_lock: Vec<((String, String), Rows)> = Vec::new();
     for (claim, holder) in claims {
         let lock = (claim.name.clone(), claim.key.clone());
         match by_lock.last_mut() {
