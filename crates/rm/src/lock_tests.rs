@@ -9,72 +9,8 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::tests::{Env, call, env_specs};
 
-const SPECS: &str = "sequences:
-  failover:
-    request: true
-    args:
-      required:
-        - name: cluster
-    locks:
-      - name: cluster-ops
-        key: cluster
-    nodes:
-      switch:
-        category: job
-        type: noop
-  urgent-failover:
-    request: true
-    priority: 10
-    args:
-      required:
-        - name: cluster
-    locks:
-      - name: cluster-ops
-        key: cluster
-    nodes:
-      switch:
-        category: job
-        type: noop
-  api-call:
-    request: true
-    args:
-      optional:
-        - name: endpoint
-          default: /v1
-    locks:
-      - name: api
-        fair_by: user
-    nodes:
-      call:
-        category: job
-        type: noop
-  drain:
-    request: true
-    args:
-      required:
-        - name: cluster
-    locks:
-      - name: cluster-ops
-        key: cluster
-        when_taken: skip
-    nodes:
-      drain:
-        category: job
-        type: noop
-  rebuild:
-    request: true
-    args:
-      required:
-        - name: cluster
-    locks:
-      - name: cluster-ops
-        key: cluster
-        when_taken: cancel-in-progress
-    nodes:
-      build:
-        category: job
-        type: noop
-";
+/// Request types holding locks (`fixtures/specs/locks.yaml`).
+const SPECS: &str = include_str!("../../../fixtures/specs/locks.yaml");
 
 fn options() -> Options {
     Options {
@@ -84,8 +20,8 @@ fn options() -> Options {
     }
 }
 
-async fn start(env: &Env, request_type: &str, cluster: &str) -> Value {
-    let body = json!({"type": request_type, "args": {"cluster": cluster}, "user": "ann"});
+/// Creates a request (`body` as the API takes it); its answer.
+async fn create(env: &Env, body: Value) -> Value {
     let (status, body, _) = call(
         &env.router,
         Method::POST,
@@ -95,6 +31,24 @@ async fn start(env: &Env, request_type: &str, cluster: &str) -> Value {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     body
+}
+
+async fn start(env: &Env, request_type: &str, cluster: &str) -> Value {
+    create(
+        env,
+        json!({"type": request_type, "args": {"cluster": cluster}, "user": "ann"}),
+    )
+    .await
+}
+
+/// The request ids of the first lock's waiters, in the order they are served.
+fn waiters(locks: &Value) -> Vec<String> {
+    locks[0]["waiters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["requestId"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 async fn get(env: &Env, path: &str) -> Value {
@@ -244,37 +198,26 @@ async fn skip_fails_at_once_and_cancel_in_progress_stops_the_holder() {
 #[tokio::test]
 async fn a_key_that_cannot_name_a_lock_is_bad_input() {
     let env = env_specs(options(), SPECS).await;
-    let body = json!({"type": "failover", "args": {"cluster": ["a", "b"]}});
-    let (status, body, _) = call(
-        &env.router,
-        Method::POST,
-        "/api/v1/requests",
-        Some(&body.to_string()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let message = body["message"].as_str().unwrap();
+    let refused = async |cluster: Value| -> String {
+        let body = json!({"type": "failover", "args": {"cluster": cluster}});
+        let (status, body, _) = call(
+            &env.router,
+            Method::POST,
+            "/api/v1/requests",
+            Some(&body.to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        body["message"].as_str().unwrap().to_owned()
+    };
+    let message = refused(json!(["a", "b"])).await;
     assert!(
         message.contains("lock `cluster-ops` is keyed by arg `cluster`, whose value is a list")
             && message.contains("expected a string, a number or true/false"),
         "{message}"
     );
-    let long = "x".repeat(501);
-    let body = json!({"type": "failover", "args": {"cluster": long}});
-    let (status, body, _) = call(
-        &env.router,
-        Method::POST,
-        "/api/v1/requests",
-        Some(&body.to_string()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("expected at most 500")
-    );
+    let message = refused(json!("x".repeat(501))).await;
+    assert!(message.contains("expected at most 500"), "{message}");
     // Nothing was stored.
     assert_eq!(get(&env, "/api/v1/requests").await, json!([]));
 }
@@ -286,26 +229,16 @@ async fn priorities_overtake_the_queue() {
     let holder = start(&env, "failover", "db-7").await;
     let holder = holder["id"].as_str().unwrap().to_owned();
     let first = start(&env, "failover", "db-7").await;
-    let body = json!({"type": "failover", "args": {"cluster": "db-7"}, "priority": 5});
-    let (status, asked, _) = call(
-        &env.router,
-        Method::POST,
-        "/api/v1/requests",
-        Some(&body.to_string()),
+    let asked = create(
+        &env,
+        json!({"type": "failover", "args": {"cluster": "db-7"}, "priority": 5}),
     )
     .await;
-    assert_eq!(status, StatusCode::CREATED, "{asked}");
     let urgent = start(&env, "urgent-failover", "db-7").await;
     // In the queue: the type's 10, then the caller's 5, then the first come.
     let locks = get(&env, "/api/v1/locks").await;
-    let queue: Vec<&str> = locks[0]["waiters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["requestId"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        queue,
+        waiters(&locks),
         [
             urgent["id"].as_str().unwrap(),
             asked["id"].as_str().unwrap(),
@@ -339,15 +272,7 @@ async fn priorities_overtake_the_queue() {
 async fn a_fair_lock_lets_a_small_caller_through_a_big_ones_queue() {
     let env = env_specs(options(), SPECS).await;
     let create = async |user: &str| -> String {
-        let body = json!({"type": "api-call", "args": {}, "user": user});
-        let (status, body, _) = call(
-            &env.router,
-            Method::POST,
-            "/api/v1/requests",
-            Some(&body.to_string()),
-        )
-        .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let body = create(&env, json!({"type": "api-call", "args": {}, "user": user})).await;
         body["id"].as_str().unwrap().to_owned()
     };
     let holder = create("ops").await;
@@ -358,13 +283,8 @@ async fn a_fair_lock_lets_a_small_caller_through_a_big_ones_queue() {
     let small = create("small").await;
     // Served next: big's first, then small's one (queued last), then big's others.
     let locks = get(&env, "/api/v1/locks").await;
-    let queue: Vec<&str> = locks[0]["waiters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["requestId"].as_str().unwrap())
-        .collect();
-    assert_eq!(queue[..2], [big[0].as_str(), small.as_str()], "{queue:?}");
+    let queue = waiters(&locks);
+    assert_eq!(queue[..2], [big[0].clone(), small.clone()], "{queue:?}");
     finish(&env, &holder).await;
     env.manager.offer_lock_waiters().await;
     finish(&env, &big[0]).await;

@@ -64,20 +64,7 @@ struct Server {
 }
 
 fn server() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let service = crate::Service::start(
-        dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs.yaml",
-            "--database",
-            "sqlite://s.db",
-        ],
-    );
+    let (dir, service) = crate::sqlite_server(SPECS);
     Server {
         addr: service.url.clone(),
         _service: service,

@@ -5,26 +5,10 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const SPECS: &str = "sequences:
-  failover:
-    request: true
-    args:
-      required:
-        - name: cluster
-          desc: The database cluster
-      static:
-        - name: wait
-          default: 60s
-    locks:
-      - name: cluster-ops
-        key: cluster
-    nodes:
-      # The holder sleeps long enough to be seen holding the lock.
-      switch:
-        category: job
-        type: sleep
-        args: [{expected: duration, given: wait}]
-";
+/// Request types holding locks (Spindle's fixture `locks.yaml`).
+fn specs() -> String {
+    std::fs::read_to_string(crate::fixtures().join("locks.yaml")).unwrap()
+}
 
 fn run(dir: &std::path::Path, addr: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spindle"))
@@ -50,33 +34,24 @@ fn stdout(dir: &std::path::Path, addr: &str, args: &[&str]) -> String {
 
 #[test]
 fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), SPECS).unwrap();
-    let service = crate::Service::start(
-        dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs.yaml",
-            "--database",
-            "sqlite://s.db",
-        ],
-    );
+    let (dir, service) = crate::sqlite_server(&specs());
     let (dir, addr) = (dir.path(), service.url.as_str());
-    let start = |cluster: &str| -> String {
+    let status = |id: &str| stdout(dir, addr, &["status", id]);
+    // The holder switches over for a minute: long enough to be seen holding the lock.
+    let holder = {
         let out = stdout(
             dir,
             addr,
-            &["start", "failover", &format!("cluster={cluster}"), "--yes"],
+            &["start", "failover", "cluster=db-7", "wait=60s", "--yes"],
         );
         out.split_whitespace().last().unwrap().to_owned()
     };
-    let status = |id: &str| stdout(dir, addr, &["status", id]);
-    let holder = start("db-7");
     // Started, and told at once that it waits, and for what.
-    let started = run(dir, addr, &["start", "failover", "cluster=db-7", "--yes"]);
+    let started = run(
+        dir,
+        addr,
+        &["start", "failover", "cluster=db-7", "wait=60s", "--yes"],
+    );
     let said = String::from_utf8_lossy(&started.stderr);
     assert!(
         said.contains("  PENDING: waiting for lock cluster-ops[cluster=db-7], held by request "),
@@ -147,39 +122,6 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
     );
 }
 
-const CONTENDED: &str = "sequences:
-  failover:
-    request: true
-    args:
-      required:
-        - name: cluster
-      static:
-        - name: wait
-          default: 100ms
-    locks:
-      - name: cluster-ops
-        key: cluster
-    nodes:
-      switch:
-        category: job
-        type: sleep
-        args: [{expected: duration, given: wait}]
-  migrate:
-    request: true
-    args:
-      static:
-        - name: wait
-          default: 300ms
-    locks:
-      - name: schema-changes
-        limit: 3
-    nodes:
-      change:
-        category: job
-        type: sleep
-        args: [{expected: duration, given: wait}]
-";
-
 /// Each request's job's (start, end) in nanoseconds, from the job log.
 async fn job_times(client: &crate::recovery::Client, id: &str) -> (i64, i64) {
     let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
@@ -225,7 +167,7 @@ async fn two_managers_never_grant_a_lock_twice() {
     let url = database.url.clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("specs")).unwrap();
-    std::fs::write(dir.path().join("specs/locks.yaml"), CONTENDED).unwrap();
+    std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
     let rm_args = crate::rm_args(&url, "3s", &[]);
     let rm1 = crate::Service::start(dir.path(), &rm_args);
     let rm2 = crate::Service::start(dir.path(), &rm_args);

@@ -140,6 +140,26 @@ pub(crate) fn service_args<'a>(
     args
 }
 
+/// `spindle server` on port 0 in a new directory with `specs` as `specs.yaml` and an
+/// SQLite database there; the directory and the server (killed when dropped).
+pub(crate) fn sqlite_server(specs: &str) -> (tempfile::TempDir, Service) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("specs.yaml"), specs).unwrap();
+    let service = Service::start(
+        dir.path(),
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--specs",
+            "specs.yaml",
+            "--database",
+            "sqlite://s.db",
+        ],
+    );
+    (dir, service)
+}
+
 /// `spindle rm` on port 0 with the specs in `specs`, retrying every 200 ms, with this
 /// lease, then `extra`.
 pub(crate) fn rm_args<'a>(database: &'a str, lease: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
