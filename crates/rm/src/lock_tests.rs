@@ -7,7 +7,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::Options;
-use crate::tests::{Env, call, env_specs};
+use crate::tests::{Env, call, env_specs, send_json};
 
 /// Request types holding locks (`fixtures/specs/locks.yaml`).
 const SPECS: &str = include_str!("../../../fixtures/specs/locks.yaml");
@@ -22,15 +22,14 @@ fn options() -> Options {
 
 /// Creates a request (`body` as the API takes it); its answer.
 async fn create(env: &Env, body: Value) -> Value {
-    let (status, body, _) = call(
-        &env.router,
+    send_json(
+        env,
         Method::POST,
         "/api/v1/requests",
-        Some(&body.to_string()),
+        &body,
+        StatusCode::CREATED,
     )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body
+    .await
 }
 
 async fn start(env: &Env, request_type: &str, cluster: &str) -> Value {
@@ -59,14 +58,8 @@ async fn get(env: &Env, path: &str) -> Value {
 
 async fn finish(env: &Env, id: &str) {
     let finish = json!({"state": 3, "finishedAt": chrono::Utc::now(), "finishedJobs": 3});
-    let (status, body, _) = call(
-        &env.router,
-        Method::PUT,
-        &format!("/api/v1/requests/{id}/finish"),
-        Some(&finish.to_string()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let uri = format!("/api/v1/requests/{id}/finish");
+    send_json(env, Method::PUT, &uri, &finish, StatusCode::OK).await;
 }
 
 fn handed(env: &Env) -> Vec<String> {
@@ -200,15 +193,15 @@ async fn a_key_that_cannot_name_a_lock_is_bad_input() {
     let env = env_specs(options(), SPECS).await;
     let refused = async |cluster: Value| -> String {
         let body = json!({"type": "failover", "args": {"cluster": cluster}});
-        let (status, body, _) = call(
-            &env.router,
+        let answer = send_json(
+            &env,
             Method::POST,
             "/api/v1/requests",
-            Some(&body.to_string()),
+            &body,
+            StatusCode::BAD_REQUEST,
         )
         .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        body["message"].as_str().unwrap().to_owned()
+        answer["message"].as_str().unwrap().to_owned()
     };
     let message = refused(json!(["a", "b"])).await;
     assert!(

@@ -83,6 +83,20 @@ pub(crate) async fn call(
     call_with(router, method, uri, body, &[]).await
 }
 
+/// Sends `body` as JSON with `method` to `uri`; asserts the answer's status is
+/// `expected`; the answer's body.
+pub(crate) async fn send_json(
+    env: &Env,
+    method: Method,
+    uri: &str,
+    body: &Value,
+    expected: StatusCode,
+) -> Value {
+    let (status, answer, _) = call(&env.router, method.clone(), uri, Some(&body.to_string())).await;
+    assert_eq!(status, expected, "{method} {uri}: {answer}");
+    answer
+}
+
 /// [`call`] with request headers.
 async fn call_with(
     router: &axum::Router,
@@ -1214,15 +1228,14 @@ async fn register(env: &Env, instance: &str, url: &str) -> Value {
         .unwrap()
         .insert(url.to_owned(), instance.to_owned());
     let body = serde_json::json!({"instanceId": instance, "url": url, "lease": "10s", "host": "h", "pid": 7});
-    let (status, body, _) = call(
-        &env.router,
+    send_json(
+        env,
         Method::POST,
         "/api/v1/job-runners",
-        Some(&body.to_string()),
+        &body,
+        StatusCode::CREATED,
     )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body
+    .await
 }
 
 #[tokio::test]
