@@ -437,13 +437,16 @@
       append(summary, [
         row("Type", r.type),
         row("State", h("span", { id: "state" }, state), r.paused ? " (paused: nothing new starts until it is resumed)" : ""),
-        row("Progress", bar, ` ${done} of ${total} jobs (${pct}%)`),
+        row("Progress", bar, ` ${done} of ${total} ${total === 1 ? "job" : "jobs"} (${pct}%)`),
         row("Caller", r.user || h("span", { class: "muted" }, "—")),
         row("Created", time(r.createdAt)),
         row("Started", time(r.startedAt)),
         row("Finished", time(r.finishedAt)),
         row("Runtime", runtime(r)),
-        r.error ? row(r.state === "PENDING" || r.state === "SUSPENDED" ? "Waiting" : "Failure", h("span", { class: "error", id: "failure" }, r.error)) : null,
+        // Why it waits (a lock, a runner) is not an error; why it failed is.
+        r.error ? (state === "PENDING" || state === "SUSPENDED"
+          ? row("Waiting", h("span", { class: "waiting", id: "failure" }, r.error))
+          : row("Failure", h("span", { class: "error", id: "failure" }, r.error))) : null,
         r.jrURL ? row("Job Runner", h("span", { class: "mono" }, r.jrURL)) : null,
         r.specVersion ? row("Specs", h("a", { class: "mono", id: "spec-version", href: `/api/v1/requests/${enc(r.id)}/spec`, title: "The spec files this request was built from" }, r.specVersion)) : null,
       ].filter(Boolean));

@@ -158,11 +158,13 @@ async fn ui_prepared(
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("specs")).unwrap();
     std::fs::write(dir.path().join("specs/ui.yaml"), SPECS).unwrap();
-    std::fs::copy(
-        crate::fixtures().join("wide.yaml"),
-        dir.path().join("specs/wide.yaml"),
-    )
-    .unwrap();
+    for fixture in ["wide.yaml", "locks.yaml"] {
+        std::fs::copy(
+            crate::fixtures().join(fixture),
+            dir.path().join("specs").join(fixture),
+        )
+        .unwrap();
+    }
     let extra = prepare(dir.path());
     let mut args = vec![
         "server",
@@ -620,6 +622,73 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
         json!([50, 0, 0]),
         "[iterations, out of view, wrappers out of view]"
     );
+    ui.close().await;
+}
+
+/// Issue #34: a request waiting for a lock says so on its page, and runs once the holder
+/// has ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_waiting_for_a_lock_says_for_which_and_behind_whom() {
+    let Some(ui) = ui("waiting_for_a_lock").await else {
+        return;
+    };
+    let holder = ui
+        .create("failover", json!({"cluster": "db-7", "wait": "60s"}))
+        .await;
+    let waiter = ui
+        .create("failover", json!({"cluster": "db-7", "wait": "60s"}))
+        .await;
+    ui.goto(&format!("/requests/{waiter}")).await;
+    let said = ui
+        .until(
+            "the waiting reason",
+            "const f = document.getElementById('failure'); return f && f.textContent",
+            20,
+        )
+        .await;
+    assert_eq!(
+        said.as_str()
+            .unwrap()
+            .split(", ")
+            .take(2)
+            .collect::<Vec<_>>(),
+        [
+            "waiting for lock cluster-ops[cluster=db-7]".to_owned(),
+            format!("held by request {holder} of ann since ")
+                .as_str()
+                .to_owned()
+                + said
+                    .as_str()
+                    .unwrap()
+                    .split(" since ")
+                    .nth(1)
+                    .unwrap()
+                    .split(',')
+                    .next()
+                    .unwrap(),
+        ]
+    );
+    let label = ui
+        .js("return document.getElementById('failure').closest('div').querySelector('dt').textContent")
+        .await;
+    assert_eq!(label, "Waiting");
+    ui.screenshot("waiting-for-lock").await;
+    // The holder stopped: the waiter runs, and its page says nothing more of waiting.
+    let stopped = ui
+        .http
+        .put(ui.url(&format!("/api/v1/requests/{holder}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert!(stopped.status().is_success(), "{}", stopped.status());
+    ui.until("RUNNING", &format!("{STATE} === 'RUNNING'"), 30)
+        .await;
+    ui.until(
+        "no waiting reason",
+        "return !document.getElementById('failure')",
+        10,
+    )
+    .await;
     ui.close().await;
 }
 
