@@ -284,3 +284,64 @@ async fn a_fair_lock_lets_a_small_caller_through_a_big_ones_queue() {
     env.manager.offer_lock_waiters().await;
     assert_eq!(handed(&env), [holder, big[0].clone(), small]);
 }
+
+/// A stopped waiter leaves the queue (STOPPED at once, never run); a paused holder keeps
+/// its lock; a failed holder retried takes it again.
+#[tokio::test]
+async fn a_stopped_waiter_leaves_the_queue_and_a_retry_takes_the_lock_again() {
+    let env = env_specs(options(), SPECS).await;
+    let holder = start(&env, "failover", "db-7").await;
+    let holder = holder["id"].as_str().unwrap().to_owned();
+    let waiter = start(&env, "failover", "db-7").await;
+    let waiter = waiter["id"].as_str().unwrap().to_owned();
+    let put = async |id: &str, action: &str| {
+        let uri = format!("/api/v1/requests/{id}/{action}");
+        send_json(&env, Method::PUT, &uri, &Value::Null, StatusCode::OK).await
+    };
+    put(&waiter, "stop").await;
+    let stopped = get(&env, &format!("/api/v1/requests/{waiter}")).await;
+    assert_eq!(stopped["state"], 6, "{stopped}");
+    let locks = get(&env, "/api/v1/locks").await;
+    assert!(waiters(&locks).is_empty(), "{locks}");
+    // Paused, the holder keeps its lock.
+    put(&holder, "pause").await;
+    let locks = get(&env, "/api/v1/locks").await;
+    assert_eq!(locks[0]["holders"][0]["requestId"], holder.as_str());
+    // Failed, it lets go; retried, it takes the lock again.
+    let fail = json!({"state": 4, "finishedAt": chrono::Utc::now(), "finishedJobs": 1});
+    let uri = format!("/api/v1/requests/{holder}/finish");
+    send_json(&env, Method::PUT, &uri, &fail, StatusCode::OK).await;
+    assert_eq!(get(&env, "/api/v1/locks").await, json!([]));
+    // Retried while another holds the lock, it waits (SUSPENDED, its chain kept) ...
+    let other = start(&env, "failover", "db-7").await;
+    let other = other["id"].as_str().unwrap().to_owned();
+    put(&holder, "retry").await;
+    let retried = get(&env, &format!("/api/v1/requests/{holder}")).await;
+    assert_eq!(retried["state"], 7, "{retried}");
+    let why = retried["error"].as_str().unwrap();
+    assert!(
+        why.starts_with(&format!(
+            "waiting for lock cluster-ops[cluster=db-7], held by request {other}"
+        )),
+        "{why}"
+    );
+    // ... and resumes, holding it, once the other has ended.
+    finish(&env, &other).await;
+    env.manager.offer_lock_waiters().await;
+    let locks = get(&env, "/api/v1/locks").await;
+    assert_eq!(
+        locks[0]["holders"][0]["requestId"],
+        holder.as_str(),
+        "{locks}"
+    );
+    // Its chain resumed (a retry runs the chain it had, from its failure).
+    let resumed: Vec<String> = env
+        .jr
+        .resumed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|chain| chain.request_id.clone())
+        .collect();
+    assert_eq!(resumed, [holder]);
+}

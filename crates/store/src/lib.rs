@@ -33,6 +33,7 @@ macro_rules! store_operations {
             fn spec_version(&self, version: &str) -> SpecVersion;
             fn owner(&self, request_id: &str) -> Owner;
             fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
+            fn stop_pending(&self, request_id: &str, at: DateTime<Utc>) -> ();
             fn set_waiting(&self, request_id: &str, why: &str) -> ();
             fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;
             fn write_batch(&self, batch: &WriteBatch) -> BatchWritten;
@@ -413,6 +414,10 @@ pub trait Store: Send + Sync + 'static {
     /// PENDING → FAIL (starting it failed).
     async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error>;
 
+    /// Marks a PENDING request STOPPED (withdrawn before it started: one waiting for a
+    /// lock), which releases its locks; [`Error::State`] when it is not PENDING.
+    async fn stop_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error>;
+
     /// Why a PENDING or SUSPENDED request waits (kept in its `error`, which its start or
     /// resume clears); a suspended chain that waits so never expires. A request in
     /// another state is left as it is, without an error.
@@ -479,12 +484,12 @@ pub trait Store: Send + Sync + 'static {
     /// Every entry of one job of a request, by try (empty when it has none).
     async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error>;
 
-    /// Takes a PENDING request's `claims` in one transaction (each lock's `lock_keys` row
+    /// Takes a PENDING (or SUSPENDED) request's `claims` in one transaction (each lock's `lock_keys` row
     /// locked, in one order): recorded as queued if not yet (by `priority`, then the
     /// request's creation), then all held if every lock has room for it after the
     /// claims queued before it, else none ([`LockTake::Waiting`] names the first lock
     /// that is taken). Claims are released by the UPDATE that ends the request.
-    /// [`Error::State`] when the request is not PENDING.
+    /// [`Error::State`] when the request is neither PENDING nor SUSPENDED.
     async fn take_locks(
         &self,
         request_id: &str,

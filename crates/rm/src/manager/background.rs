@@ -53,6 +53,8 @@ impl Manager {
     // failure is answered there: release the claim, fail the request, or try later.
     pub async fn resume_suspended(&self) {
         let host = &self.options.host;
+        // Claimed here and waiting for a lock: released once every other is tried.
+        let mut waiting: Vec<RequestId> = Vec::new();
         loop {
             if self.shutting_down.load(Ordering::SeqCst) {
                 return;
@@ -68,10 +70,28 @@ impl Manager {
             let request_id = RequestId::new(suspended.request_id.clone());
             let request = self.store.get_request(&request_id, false).await;
             let paused = request.as_ref().is_ok_and(|r| r.paused);
-            if !matches!(request.map(|r| r.state), Ok(State::Suspended)) {
-                // Resumed already, or gone on: only the chain is left to delete.
-                let _ = self.store.resumed(&request_id, host, "", None).await;
-                continue;
+            let request = match request {
+                Ok(request) if request.state == State::Suspended => request,
+                _ => {
+                    // Resumed already, or gone on: only the chain is left to delete.
+                    let _ = self.store.resumed(&request_id, host, "", None).await;
+                    continue;
+                }
+            };
+            // Its locks (a retried request's, released at its end; a recovered one
+            // holds them still).
+            match self.take_locks(&request, None).await {
+                Ok(locks::Locked::Held) => {}
+                Ok(locks::Locked::NotYet) => {
+                    waiting.push(request_id);
+                    continue;
+                }
+                Ok(locks::Locked::Moved) => continue,
+                Err(err) => {
+                    tracing::warn!(%request_id, error = %err, "taking the locks of a suspended chain failed; trying again later");
+                    waiting.push(request_id);
+                    continue;
+                }
             }
             let target = self.target().await;
             let tried = target.as_ref().ok().cloned();
@@ -152,6 +172,9 @@ impl Manager {
                     break;
                 }
             }
+        }
+        for request_id in waiting {
+            let _ = self.store.unclaim(&request_id, host).await;
         }
         let now = Utc::now();
         if let Err(err) = self

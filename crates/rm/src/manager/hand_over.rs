@@ -110,6 +110,17 @@ impl Manager {
                             .await;
                         Ok(Handed::Done)
                     }
+                    // Stopped while it was being handed over (withdrawn from a lock's
+                    // queue as its lock was granted): its runner stops the chain.
+                    Err(store::Error::State {
+                        actual: State::Stopped,
+                        ..
+                    }) => {
+                        if let Err(err) = self.jr.stop(&url, request_id).await {
+                            tracing::warn!(%request_id, jr_url = url, error = %err, "stopping a chain handed over as its request was stopped failed");
+                        }
+                        Ok(Handed::Done)
+                    }
                     // The chain may have finished (or been started by another loop) already.
                     Err(store::Error::State { .. } | store::Error::Fenced(_)) => Ok(Handed::Done),
                     Err(err) => Err(err.into()),

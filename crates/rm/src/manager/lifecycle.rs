@@ -138,14 +138,30 @@ impl Manager {
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.
     pub async fn stop(&self, request_id: &RequestId) -> Result<(), Error> {
-        let request = self.store.get_request(request_id, false).await?;
+        let mut request = self.store.get_request(request_id, false).await?;
+        // One that has not started (waiting for a lock, or for a runner) is withdrawn:
+        // STOPPED at once, which leaves its locks' queues.
+        if request.state == State::Pending {
+            match self.store.stop_pending(request_id, Utc::now()).await {
+                Ok(()) => {
+                    tracing::info!(%request_id, "request stopped before it started");
+                    self.ended(request_id).await;
+                    return Ok(());
+                }
+                // Started meanwhile: stopped on its runner below.
+                Err(store::Error::State { .. }) => {
+                    request = self.store.get_request(request_id, false).await?;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
         if request.state != State::Running {
             let why = match request.state {
                 State::Complete | State::Fail | State::Stopped => "it has finished",
                 State::Suspended => {
                     "it is suspended and will be resumed by another Job Runner; stop it then"
                 }
-                _ => "it has not started",
+                _ => "it is being handed to a Job Runner; try again in a moment",
             };
             return Err(Error::Conflict(format!(
                 "request {request_id} in state {}, expected state RUNNING: {why}",

@@ -194,8 +194,16 @@ impl Manager {
                     claim.label(),
                     holders_text(&wait)
                 );
-                self.store.set_waiting(&request.id, &why).await?;
-                self.store.fail_pending(&request.id, Utc::now()).await?;
+                if request.state == State::Suspended {
+                    // A retried one, its chain claimed by this manager to resume.
+                    let host = &self.options.host;
+                    self.store
+                        .fail_suspended(&RequestId::new(request.id.clone()), host, &why, Utc::now())
+                        .await?;
+                } else {
+                    self.store.set_waiting(&request.id, &why).await?;
+                    self.store.fail_pending(&request.id, Utc::now()).await?;
+                }
                 tracing::info!(request_id = %request.id, reason = why, "request failed: its lock is taken");
                 self.ended(&request.id).await;
             }
@@ -238,9 +246,15 @@ impl Manager {
                 return;
             }
         };
+        let mut suspended = false;
         for request_id in waiters {
             let request = match self.store.get_request(&request_id, false).await {
                 Ok(request) if request.state == State::Pending => request,
+                // A retried request resumes its chain: through the suspended chains.
+                Ok(request) if request.state == State::Suspended => {
+                    suspended = true;
+                    continue;
+                }
                 _ => continue,
             };
             let Ok(job_chain) = self.store.job_chain(&request_id).await else {
@@ -250,6 +264,9 @@ impl Manager {
             if let Err(err) = self.send_to_jr(&id, &request, job_chain, false, None).await {
                 tracing::warn!(request_id = %id, error = %err, "offering a request waiting for a lock failed");
             }
+        }
+        if suspended {
+            self.resume_suspended().await;
         }
     }
 

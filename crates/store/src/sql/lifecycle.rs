@@ -302,13 +302,22 @@ sql_impl! {
     }
 
     pub(super) async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+        self.end_pending(request_id, State::Fail, at).await
+    }
+
+    pub(super) async fn stop_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+        self.end_pending(request_id, State::Stopped, at).await
+    }
+
+    /// Ends a PENDING request in `state` (FAIL or STOPPED), which releases its locks.
+    async fn end_pending(&self, request_id: &str, state: State, at: DateTime<Utc>) -> Result<(), Error> {
         let query = Statement::new(
             "UPDATE requests SET state = $3, finished_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
              jr_url = NULL WHERE request_id = $1 AND state = $4",
         )
         .bind(request_id)
         .bind(micros(at))
-        .bind(state_value(State::Fail))
+        .bind(state_value(state))
         .bind(state_value(State::Pending));
         self.update_request(query, request_id, State::Pending).await
     }

@@ -32,7 +32,9 @@ sql_impl! {
             .await?
             .ok_or_else(|| Error::not_found("request", request_id))?;
         let state = state_of(request.try_get("state")?)?;
-        if state != State::Pending {
+        // PENDING: before its first hand-over; SUSPENDED: retried (its locks were
+        // released at its end) or recovered (it holds them still).
+        if !matches!(state, State::Pending | State::Suspended) {
             return Err(Error::State {
                 request_id: request_id.to_owned(),
                 actual: state,
