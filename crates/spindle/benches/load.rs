@@ -17,7 +17,8 @@
 //! jobs (a start, 13 in parallel, an end); `--specs DIR --type T --arg K=V` loads others,
 //! such as Spin Cycle's `test` request (`--specs ../shared/fixtures/spincycle --type test
 //! --arg sleepTime=0`). With `--url`, `--pid` names the server's processes for the CPU
-//! figure.
+//! figure. `--lock LIMIT:KEYS` makes `load15` hold a lock of that limit keyed by an arg
+//! that takes KEYS values in turn (the cost of locks, issue #34).
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
@@ -89,6 +90,10 @@ struct Args {
     /// Poll each request (GET after 1 ms, doubling to 50 ms) instead of one waiting GET
     #[arg(long)]
     poll: bool,
+    /// LIMIT:KEYS: `load15` holds a lock of this limit keyed by an arg that takes KEYS
+    /// values in turn (issue #34's cost of locks; with the generated specs only)
+    #[arg(long, value_parser = parse_lock)]
+    lock: Option<(u32, usize)>,
     /// The server's process ids, for the CPU figure (with --url)
     #[arg(long)]
     pid: Vec<u32>,
@@ -97,11 +102,29 @@ struct Args {
     bench: bool,
 }
 
-/// `load15`: a start, 13 no-op jobs in parallel, an end.
-fn load15() -> String {
-    let mut out = String::from(
-        "sequences:\n  load15:\n    request: true\n    nodes:\n      start:\n        category: job\n        type: noop\n",
-    );
+fn parse_lock(text: &str) -> Result<(u32, usize), String> {
+    let parsed = text
+        .split_once(':')
+        .and_then(|(limit, keys)| Some((limit.parse().ok()?, keys.parse().ok()?)));
+    match parsed {
+        Some((limit, keys)) if limit >= 1 && keys >= 1 => Ok((limit, keys)),
+        _ => Err(format!(
+            "{text:?}: expected LIMIT:KEYS, two whole numbers of at least 1, such as 50:100"
+        )),
+    }
+}
+
+/// `load15`: a start, 13 no-op jobs in parallel, an end; with `lock`, holding a lock of
+/// that limit keyed by its `key` arg.
+fn load15(lock: Option<(u32, usize)>) -> String {
+    let mut out = String::from("sequences:\n  load15:\n    request: true\n");
+    if let Some((limit, _)) = lock {
+        let _ = write!(
+            out,
+            "    args:\n      required:\n        - name: key\n    locks:\n      - name: load\n        key: key\n        limit: {limit}\n"
+        );
+    }
+    out.push_str("    nodes:\n      start:\n        category: job\n        type: noop\n");
     let middle: Vec<String> = (0..13).map(|i| format!("j{i}")).collect();
     for name in &middle {
         let _ = write!(
@@ -151,10 +174,11 @@ struct Sample {
 async fn client(
     http: reqwest::Client,
     base: String,
-    body: Value,
+    mut body: Value,
     budget: Arc<AtomicUsize>,
     deadline: Option<Instant>,
     poll: bool,
+    keys: Option<(usize, Arc<AtomicUsize>)>,
 ) -> Vec<Sample> {
     let until_end = if poll { "" } else { "?wait=30s" };
     let mut samples = Vec::new();
@@ -168,6 +192,11 @@ async fn client(
                 .is_err()
         {
             break;
+        }
+        // The lock's key: the next of its values, in turn across the clients.
+        if let Some((keys, next)) = &keys {
+            let key = next.fetch_add(1, Ordering::Relaxed) % keys;
+            body["args"]["key"] = json!(format!("k{key}"));
         }
         let started = Instant::now();
         let response = http
@@ -253,7 +282,7 @@ async fn run(args: Args) {
         None => {
             let specs = dir.path().join("specs");
             std::fs::create_dir(&specs).unwrap();
-            std::fs::write(specs.join("load15.yaml"), load15()).unwrap();
+            std::fs::write(specs.join("load15.yaml"), load15(args.lock)).unwrap();
             specs
         }
     };
@@ -409,6 +438,7 @@ async fn run(args: Args) {
     let started = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
     let bases: Vec<String> = std::iter::once(base.clone()).chain(more_bases).collect();
+    let next_key = Arc::new(AtomicUsize::new(0));
     for i in 0..args.clients {
         clients.spawn(client(
             http.clone(),
@@ -417,6 +447,7 @@ async fn run(args: Args) {
             Arc::clone(&budget),
             deadline,
             poll,
+            args.lock.map(|(_, keys)| (keys, Arc::clone(&next_key))),
         ));
     }
     let mut samples = Vec::new();
