@@ -241,10 +241,12 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 .collect();
             let mut started = written.started;
             let mut finished = written.finished;
+            let mut locked = written.locked.into_iter();
             for write in pending {
                 match write {
                     Pending::Create(reply) => {
-                        let new = creates.next().expect("one create per pending create");
+                        let mut new = creates.next().expect("one create per pending create");
+                        new.locked = locked.next().flatten();
                         let _ = reply.send(Ok(Box::new(new)));
                     }
                     Pending::Start(at, reply) => {
@@ -343,10 +345,16 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
     for write in pending {
         match write {
             Pending::Create(reply) => {
-                let new = creates.next().expect("one create per pending create");
-                let res = store
+                let mut new = creates.next().expect("one create per pending create");
+                let mut res = store
                     .create_request(&new.request, &new.create_request, new.created.as_ref())
                     .await;
+                if res.is_ok() && !new.locks.is_empty() {
+                    let taken = store
+                        .take_locks(&new.request.id, &new.locks, new.priority, Utc::now())
+                        .await;
+                    res = taken.map(|taken| new.locked = Some(taken));
+                }
                 let _ = reply.send(res.map(|()| Box::new(new)));
             }
             Pending::Start(at, reply) => {

@@ -118,6 +118,12 @@ pub struct NewRequest {
     pub create_request: CreateRequest,
     /// The audit trail's first event.
     pub created: Option<AuditEvent>,
+    /// The locks its type declares, taken ([`Store::take_locks`]) in the transaction
+    /// that stores it, at this priority.
+    pub locks: Vec<LockClaim>,
+    pub priority: i32,
+    /// Set by the [`Batcher`] once stored: what taking `locks` did (`None` without any).
+    pub locked: Option<LockTake>,
 }
 
 /// A request from another system's history, as it ended there
@@ -197,6 +203,8 @@ pub struct BatchWritten {
     pub finished: Vec<Option<Request>>,
     /// The (request, fence) pairs that were refused, with why.
     pub refused: Vec<(String, Fence, Error)>,
+    /// One per create, in order: what taking its locks did (`None` without any).
+    pub locked: Vec<Option<LockTake>>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty

@@ -279,6 +279,9 @@ mod tests {
                 request,
                 create_request,
                 created: None,
+                locks: Vec::new(),
+                priority: 0,
+                locked: None,
             }
         };
         let (a, b) = tokio::join!(

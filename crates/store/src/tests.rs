@@ -1058,6 +1058,9 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
                 user: "ann".to_owned(),
                 address: "127.0.0.1".to_owned(),
             }),
+            locks: Vec::new(),
+            priority: 0,
+            locked: None,
         }
     };
     let start = |id: &str, fence: Option<&Fence>| StartRequest {
@@ -1266,6 +1269,9 @@ async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Store>, _raw: 
             request,
             create_request,
             created: None,
+            locks: Vec::new(),
+            priority: 0,
+            locked: None,
         }
     };
     let (good, taken) = tokio::join!(

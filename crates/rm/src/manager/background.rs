@@ -22,7 +22,13 @@ impl Manager {
                 continue;
             };
             match self
-                .hand_over(&request_id, &request, job_chain, false, None)
+                .hand_over(
+                    &request_id,
+                    &request,
+                    job_chain,
+                    false,
+                    locks::LockStep::Take(None),
+                )
                 .await
             {
                 Ok(Handed::Done | Handed::Waiting) => {}

@@ -54,17 +54,19 @@ impl Manager {
         request: &Request,
         mut job_chain: JobChain,
         first: bool,
-        priority: Option<i32>,
+        locks: locks::LockStep,
     ) -> Result<Handed, Error> {
         let paused = request.paused;
         if !first && self.took_back_begun(request_id, &job_chain).await? {
             return Ok(Handed::Done);
         }
         // Its locks first (issue #34): nothing of it runs before it holds them all.
-        match self.take_locks(request, priority).await? {
-            locks::Locked::Held => {}
-            locks::Locked::NotYet => return Ok(Handed::Waiting),
-            locks::Locked::Moved => return Ok(Handed::Done),
+        if let locks::LockStep::Take(priority) = locks {
+            match self.take_locks(request, priority).await? {
+                locks::Locked::Held => {}
+                locks::Locked::NotYet => return Ok(Handed::Waiting),
+                locks::Locked::Moved => return Ok(Handed::Done),
+            }
         }
         let url = match self.target().await {
             Ok(url) => url,
@@ -248,10 +250,10 @@ impl Manager {
         request: &Request,
         job_chain: JobChain,
         first: bool,
-        priority: Option<i32>,
+        locks: locks::LockStep,
     ) -> Result<(), Error> {
         match self
-            .hand_over(request_id, request, job_chain, first, priority)
+            .hand_over(request_id, request, job_chain, first, locks)
             .await?
         {
             Handed::Done | Handed::Waiting => Ok(()),

@@ -42,8 +42,10 @@ impl Manager {
                 source: Some(Box::new(err)),
             })??;
         // A key arg whose value cannot name a lock is refused before anything is stored.
-        let locked = self.lock_claims(&create_request.request_type, &created.args, user)?;
-        let priority = create_request.priority;
+        let claims = self.lock_claims(&create_request.request_type, &created.args, user)?;
+        let priority = create_request
+            .priority
+            .unwrap_or_else(|| self.type_priority(&create_request.request_type));
         let request = Request {
             id: created.request_id.clone(),
             request_type: create_request.request_type.clone(),
@@ -75,14 +77,19 @@ impl Manager {
         };
         // Group-committed with every other create, start, finish and report meanwhile:
         // durable once this returns, one commit for all of them.
-        let request = {
+        // Its locks are taken in the same transaction (issue #34).
+        let (request, locked) = {
             let new = store::NewRequest {
                 request,
                 create_request: stored,
                 created: Some(created),
+                locks: claims.iter().map(|c| c.claim.clone()).collect(),
+                priority,
+                locked: None,
             };
             // Moved to the batcher and back, not copied.
-            self.batcher.create_request(new).await?.request
+            let stored = self.batcher.create_request(new).await?;
+            (stored.request, stored.locked)
         };
         let telemetry = &self.options.telemetry;
         if let Some(metrics) = &telemetry.metrics {
@@ -109,10 +116,21 @@ impl Manager {
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
         let request_id = RequestId::new(request.id.clone());
-        self.send_to_jr(&request_id, &request, job_chain, true, priority)
+        let held = match locked {
+            None => locks::Locked::Held,
+            Some(taken) => self.locks_taken(&request, &claims, taken).await?,
+        };
+        if let locks::Locked::Held = held {
+            self.send_to_jr(
+                &request_id,
+                &request,
+                job_chain,
+                true,
+                locks::LockStep::Held,
+            )
             .await?;
-        // Waiting for a lock (or failed for one) says so in the answer.
-        if !locked.is_empty() {
+        } else {
+            // Waiting for a lock (or failed for one) says so in the answer.
             let stored = self.store.get_request(&request_id, false).await?;
             request.state = stored.state;
             request.error = stored.error;
@@ -132,8 +150,14 @@ impl Manager {
             )));
         }
         let job_chain = self.store.job_chain(request_id).await?;
-        self.send_to_jr(request_id, &request, job_chain, false, None)
-            .await
+        self.send_to_jr(
+            request_id,
+            &request,
+            job_chain,
+            false,
+            locks::LockStep::Take(None),
+        )
+        .await
     }
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.

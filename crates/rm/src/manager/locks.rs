@@ -34,6 +34,15 @@ impl Claim {
     }
 }
 
+/// Whether a hand-over takes the request's locks first.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum LockStep {
+    /// Takes them (at the creator's priority, else its type's).
+    Take(Option<i32>),
+    /// Its create's transaction took them already.
+    Held,
+}
+
 /// What taking a request's locks came to.
 pub(super) enum Locked {
     /// Every lock is held (or it declares none): hand it over.
@@ -159,13 +168,24 @@ impl Manager {
             Err(store::Error::State { .. }) => return Ok(Locked::Moved),
             Err(err) => return Err(err.into()),
         };
+        self.locks_taken(request, &claims, taken).await
+    }
+
+    /// What follows taking a request's locks (`taken`, the store's answer): metrics and
+    /// its waiting reason cleared when it holds them; its type's `when_taken` when not.
+    pub(super) async fn locks_taken(
+        &self,
+        request: &Request,
+        claims: &[Claim],
+        taken: LockTake,
+    ) -> Result<Locked, Error> {
         let wait = match taken {
             LockTake::Granted => {
                 if let Some(metrics) = &self.options.telemetry.metrics {
                     let waited = (Utc::now() - request.created_at)
                         .to_std()
                         .unwrap_or_default();
-                    for claim in &claims {
+                    for claim in claims {
                         metrics.lock_taken(&claim.claim.name, waited);
                     }
                 }
@@ -227,7 +247,7 @@ impl Manager {
     }
 
     /// A request type's `priority:` (0 when it has none).
-    fn type_priority(&self, request_type: &str) -> i32 {
+    pub(super) fn type_priority(&self, request_type: &str) -> i32 {
         self.read_loaded()
             .grapher
             .specs()
@@ -261,7 +281,10 @@ impl Manager {
                 continue;
             };
             let id = RequestId::new(request_id);
-            if let Err(err) = self.send_to_jr(&id, &request, job_chain, false, None).await {
+            if let Err(err) = self
+                .send_to_jr(&id, &request, job_chain, false, LockStep::Take(None))
+                .await
+            {
                 tracing::warn!(request_id = %id, error = %err, "offering a request waiting for a lock failed");
             }
         }

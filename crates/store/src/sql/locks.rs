@@ -19,16 +19,33 @@ sql_impl! {
         if claims.is_empty() {
             return Ok(LockTake::Granted);
         }
+        let mut tx = self.pool.begin().await?;
+        let taken = Self::take_locks_in(&mut tx, request_id, claims, priority, now).await?;
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    /// [`Store::take_locks`] in `tx` (a create's own batch, so that a new request's
+    /// locks are taken in the transaction that stores it).
+    pub(super) async fn take_locks_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+        claims: &[LockClaim],
+        priority: i32,
+        now: DateTime<Utc>,
+    ) -> Result<LockTake, Error> {
+        if claims.is_empty() {
+            return Ok(LockTake::Granted);
+        }
         let mut claims: Vec<&LockClaim> = claims.iter().collect();
         // One order for every transaction: no two wait on each other's locks.
         claims.sort_by(|a, b| (&a.name, &a.key).cmp(&(&b.name, &b.key)));
         claims.dedup_by(|a, b| a.name == b.name && a.key == b.key);
-        let mut tx = self.pool.begin().await?;
         let sql = format!("SELECT state, created_at FROM requests WHERE request_id = $1{}", DB::LOCK_ROWS);
         let request = Statement::build(sql)
             .bind(request_id)
             .query::<DB>()
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?
             .ok_or_else(|| Error::not_found("request", request_id))?;
         let state = state_of(request.try_get("state")?)?;
@@ -49,13 +66,13 @@ sql_impl! {
                 .bind(claim.key.as_str())
                 .skip_duplicates("name, lock_key")
                 .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             Statement::build(lock_row.as_str())
                 .bind(claim.name.as_str())
                 .bind(claim.key.as_str())
                 .query::<DB>()
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut **tx)
                 .await?;
             Statement::new(
                 "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key) \
@@ -70,7 +87,7 @@ sql_impl! {
             .bind(claim.fair_key.as_str())
             .skip_duplicates("request_id, name, lock_key")
             .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
         for claim in &claims {
@@ -81,7 +98,7 @@ sql_impl! {
             .bind(claim.name.as_str())
             .bind(claim.key.as_str())
             .query::<DB>()
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await?;
             let mut held = 0u32;
             let mut queue: Vec<Queued> = Vec::new();
@@ -105,11 +122,10 @@ sql_impl! {
             if held == u32::MAX {
                 continue;
             }
-            let turns = Self::turns_in(&mut tx, &claim.name, &claim.key).await?;
+            let turns = Self::turns_in(tx, &claim.name, &claim.key).await?;
             let ahead = ahead_of(queue, &turns, request_id);
             if held.saturating_add(ahead) >= claim.limit {
-                let holders = Self::holders_in(&mut tx, &claim.name, &claim.key).await?;
-                tx.commit().await?;
+                let holders = Self::holders_in(tx, &claim.name, &claim.key).await?;
                 return Ok(LockTake::Waiting(LockWait {
                     name: claim.name.clone(),
                     key: claim.key.clone(),
@@ -128,7 +144,7 @@ sql_impl! {
                 .bind(micros(now))
                 .skip_duplicates("name, lock_key, fair_key")
                 .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             Statement::new("UPDATE lock_turns SET served_at = $4 WHERE name = $1 AND lock_key = $2 AND fair_key = $3")
                 .bind(claim.name.as_str())
@@ -136,16 +152,15 @@ sql_impl! {
                 .bind(claim.fair_key.as_str())
                 .bind(micros(now))
                 .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
         }
         Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND held_since IS NULL")
             .bind(request_id)
             .bind(micros(now))
             .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-        tx.commit().await?;
         Ok(LockTake::Granted)
     }
 

@@ -34,6 +34,16 @@ sql_impl! {
         if !creates.is_empty() {
             Self::create_in(&mut tx, &creates).await?;
         }
+        // Each new request's locks, in the transaction that stores it.
+        let mut locked = Vec::with_capacity(batch.creates.len());
+        for new in &batch.creates {
+            locked.push(if new.locks.is_empty() {
+                None
+            } else {
+                let now = Utc::now();
+                Some(Self::take_locks_in(&mut tx, &new.request.id, &new.locks, new.priority, now).await?)
+            });
+        }
         let started = if batch.starts.is_empty() {
             Vec::new()
         } else {
@@ -85,6 +95,7 @@ sql_impl! {
             started,
             finished,
             refused,
+            locked,
         })
     }
 }
