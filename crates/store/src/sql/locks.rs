@@ -20,19 +20,22 @@ sql_impl! {
             return Ok(LockTake::Granted);
         }
         let mut tx = self.pool.begin().await?;
-        let taken = Self::take_locks_in(&mut tx, request_id, claims, priority, now).await?;
+        let taken = Self::take_locks_in(&mut tx, request_id, claims, priority, now, None).await?;
         tx.commit().await?;
         Ok(taken)
     }
 
     /// [`Store::take_locks`] in `tx` (a create's own batch, so that a new request's
     /// locks are taken in the transaction that stores it).
+    /// `created`: the request's creation when `tx` has just stored it (PENDING), so that
+    /// its row need not be read.
     pub(super) async fn take_locks_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         request_id: &str,
         claims: &[LockClaim],
         priority: i32,
         now: DateTime<Utc>,
+        created: Option<DateTime<Utc>>,
     ) -> Result<LockTake, Error> {
         if claims.is_empty() {
             return Ok(LockTake::Granted);
@@ -41,39 +44,17 @@ sql_impl! {
         // One order for every transaction: no two wait on each other's locks.
         claims.sort_by(|a, b| (&a.name, &a.key).cmp(&(&b.name, &b.key)));
         claims.dedup_by(|a, b| a.name == b.name && a.key == b.key);
-        let sql = format!("SELECT state, created_at FROM requests WHERE request_id = $1{}", DB::LOCK_ROWS);
-        let request = Statement::build(sql)
-            .bind(request_id)
-            .query::<DB>()
-            .fetch_optional(&mut **tx)
-            .await?
-            .ok_or_else(|| Error::not_found("request", request_id))?;
-        let state = state_of(request.try_get("state")?)?;
-        // PENDING: before its first hand-over; SUSPENDED: retried (its locks were
-        // released at its end) or recovered (it holds them still).
-        if !matches!(state, State::Pending | State::Suspended) {
-            return Err(Error::State {
-                request_id: request_id.to_owned(),
-                actual: state,
-                expected: State::Pending,
-            });
-        }
-        let queued_at: i64 = request.try_get("created_at")?;
+        let queued_at: i64 = match created {
+            Some(created) => micros(created),
+            None => Self::lockable_request(tx, request_id).await?,
+        };
         let lock_row = format!("SELECT name FROM lock_keys WHERE name = $1 AND lock_key = $2{}", DB::LOCK_ROWS);
+        // Where one writer at a time is the rule (SQLite), there is no row to lock.
+        let lock_the_rows = !DB::LOCK_ROWS.is_empty();
         for claim in &claims {
-            Statement::new("INSERT INTO lock_keys (name, lock_key) VALUES ($1, $2)")
-                .bind(claim.name.as_str())
-                .bind(claim.key.as_str())
-                .skip_duplicates("name, lock_key")
-                .query::<DB>()
-                .execute(&mut **tx)
-                .await?;
-            Statement::build(lock_row.as_str())
-                .bind(claim.name.as_str())
-                .bind(claim.key.as_str())
-                .query::<DB>()
-                .fetch_one(&mut **tx)
-                .await?;
+            if lock_the_rows {
+                Self::lock_the_lock(tx, &lock_row, claim).await?;
+            }
             Statement::new(
                 "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -122,8 +103,14 @@ sql_impl! {
             if held == u32::MAX {
                 continue;
             }
-            let turns = Self::turns_in(tx, &claim.name, &claim.key).await?;
-            let ahead = ahead_of(queue, &turns, request_id);
+            // Alone in the queue, it is first; else the queue's order (a fair lock's
+            // turns read only then).
+            let ahead = if queue.len() <= 1 {
+                0
+            } else {
+                let turns = Self::turns_in(tx, &claim.name, &claim.key).await?;
+                ahead_of(queue, &turns, request_id)
+            };
             if held.saturating_add(ahead) >= claim.limit {
                 let holders = Self::holders_in(tx, &claim.name, &claim.key).await?;
                 return Ok(LockTake::Waiting(LockWait {
@@ -162,6 +149,46 @@ sql_impl! {
             .execute(&mut **tx)
             .await?;
         Ok(LockTake::Granted)
+    }
+
+    /// The request's creation (its place in the queues), its row locked; it must be
+    /// PENDING (before its first hand-over) or SUSPENDED (retried: its locks were
+    /// released at its end; recovered: it holds them still).
+    async fn lockable_request(tx: &mut sqlx::Transaction<'_, DB>, request_id: &str) -> Result<i64, Error> {
+        let sql = format!("SELECT state, created_at FROM requests WHERE request_id = $1{}", DB::LOCK_ROWS);
+        let request = Statement::build(sql)
+            .bind(request_id)
+            .query::<DB>()
+            .fetch_optional(&mut **tx)
+            .await?
+            .ok_or_else(|| Error::not_found("request", request_id))?;
+        let state = state_of(request.try_get("state")?)?;
+        if !matches!(state, State::Pending | State::Suspended) {
+            return Err(Error::State {
+                request_id: request_id.to_owned(),
+                actual: state,
+                expected: State::Pending,
+            });
+        }
+        Ok(request.try_get("created_at")?)
+    }
+
+    /// Locks a lock's `lock_keys` row (made if new) until `tx` ends: one taker at a time.
+    async fn lock_the_lock(tx: &mut sqlx::Transaction<'_, DB>, lock_row: &str, claim: &LockClaim) -> Result<(), Error> {
+        Statement::new("INSERT INTO lock_keys (name, lock_key) VALUES ($1, $2)")
+            .bind(claim.name.as_str())
+            .bind(claim.key.as_str())
+            .skip_duplicates("name, lock_key")
+            .query::<DB>()
+            .execute(&mut **tx)
+            .await?;
+        Statement::build(lock_row)
+            .bind(claim.name.as_str())
+            .bind(claim.key.as_str())
+            .query::<DB>()
+            .fetch_one(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// When each fairness key last took a lock.
@@ -243,6 +270,14 @@ sql_impl! {
     /// the lock's free places), first served first across locks: what to offer a Job
     /// Runner again when a lock may have been released.
     pub(super) async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error> {
+        // Nobody waits (the common case): one small read.
+        let waiting = Statement::new("SELECT request_id FROM request_locks WHERE held_since IS NULL LIMIT 1")
+            .query::<DB>()
+            .fetch_optional(&self.readers)
+            .await?;
+        if waiting.is_none() {
+            return Ok(Vec::new());
+        }
         let claims = self.lock_claims().await?;
         let mut heads: Vec<(i32, DateTime<Utc>, String)> = Vec::new();
         let mut at = 0;

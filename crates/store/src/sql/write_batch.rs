@@ -41,7 +41,8 @@ sql_impl! {
                 None
             } else {
                 let now = Utc::now();
-                Some(Self::take_locks_in(&mut tx, &new.request.id, &new.locks, new.priority, now).await?)
+                let created = Some(new.request.created_at);
+                Some(Self::take_locks_in(&mut tx, &new.request.id, &new.locks, new.priority, now, created).await?)
             });
         }
         let started = if batch.starts.is_empty() {
