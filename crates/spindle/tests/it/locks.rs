@@ -122,20 +122,23 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
     );
 }
 
-/// Each request's job's (start, end) in nanoseconds, from the job log.
+/// A request's sleep job's first start and last end (over its tries) in nanoseconds,
+/// from the job log.
 async fn job_times(client: &crate::recovery::Client, id: &str) -> (i64, i64) {
     let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
-    let entry = log
+    let tries: Vec<&serde_json::Value> = log
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["type"] == "sleep")
-        .unwrap_or_else(|| panic!("no sleep job logged for {id}: {log}"))
-        .clone();
-    (
-        entry["startedAt"].as_i64().unwrap(),
-        entry["finishedAt"].as_i64().unwrap(),
-    )
+        .filter(|e| e["type"] == "sleep")
+        .collect();
+    assert!(!tries.is_empty(), "no sleep job logged for {id}: {log}");
+    let start = tries.iter().map(|e| e["startedAt"].as_i64().unwrap()).min();
+    let end = tries
+        .iter()
+        .map(|e| e["finishedAt"].as_i64().unwrap())
+        .max();
+    (start.unwrap(), end.unwrap())
 }
 
 /// The most intervals that overlap at one instant.
@@ -214,4 +217,84 @@ async fn two_managers_never_grant_a_lock_twice() {
     assert_eq!(clients[1].get("/api/v1/locks").await, serde_json::json!([]));
     drop((rm1, rm2, runners));
     database.remove().await;
+}
+
+/// Issue #34: SIGKILL of the Job Runner whose request holds a lock neither leaks the lock
+/// nor grants it twice: the holder is recovered on the other runner still holding it,
+/// and the waiter starts only once the holder has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_lock_is_kept_through_its_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
+    let rm = crate::Service::start(
+        dir.path(),
+        &crate::service_args(
+            "rm",
+            "sqlite://spindle.db",
+            &["--interval", "100ms", "--lease", "1s"],
+        ),
+    );
+    let client = crate::recovery::Client::new(&rm.url);
+    let mut runners: Vec<crate::Service> = (0..2)
+        .map(|_| crate::Service::start(dir.path(), &crate::jr_args(&rm.url, "1s", &[])))
+        .collect();
+    crate::eventually(
+        "both runners registered",
+        Duration::from_secs(10),
+        async || {
+            let list = client.get("/api/v1/job-runners").await;
+            list.as_array().unwrap().len() == 2
+        },
+    )
+    .await;
+    let holder = client
+        .start(
+            "failover",
+            serde_json::json!({"cluster": "db-7", "wait": "4s"}),
+        )
+        .await;
+    client.wait_state(&holder, 2, Duration::from_secs(20)).await;
+    let waiter = client
+        .start(
+            "failover",
+            serde_json::json!({"cluster": "db-7", "wait": "10ms"}),
+        )
+        .await;
+    let owner = client.request(&holder).await["jrURL"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    runners.iter_mut().find(|r| r.url == owner).unwrap().kill();
+    // Until the holder ends: it keeps the lock (recovered on the other runner), and the
+    // waiter never starts.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut recovered = false;
+    loop {
+        let now = client.request(&holder).await;
+        let waiting = client.request(&waiter).await;
+        if now["state"] == 3 {
+            break;
+        }
+        assert_eq!(
+            waiting["state"], 1,
+            "the waiter started while the holder ran: {waiting}"
+        );
+        let locks = client.get("/api/v1/locks").await;
+        assert_eq!(
+            locks[0]["holders"][0]["requestId"],
+            holder.as_str(),
+            "{locks}"
+        );
+        recovered |= now["state"] == 2 && now["jrURL"].as_str() != Some(owner.as_str());
+        assert!(Instant::now() < deadline, "the holder never ended: {now}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the holder was never seen on the other runner");
+    client.wait_state(&waiter, 3, Duration::from_secs(30)).await;
+    // The waiter's job ran after the holder's last try ended.
+    let (_, holder_end) = job_times(&client, &holder).await;
+    let (waiter_start, _) = job_times(&client, &waiter).await;
+    assert!(waiter_start >= holder_end, "{waiter_start} < {holder_end}");
+    assert_eq!(client.get("/api/v1/locks").await, serde_json::json!([]));
 }
