@@ -16,14 +16,14 @@ use crate::{eventually, mysql_url, run, spindle};
 const SPIN_CYCLE_SCHEMA: &str = include_str!("../../../../fixtures/spincycle-db/schema.sql");
 
 /// A database of the test's own on the test MySQL server, dropped by `remove`.
-struct MysqlDatabase {
+pub(crate) struct MysqlDatabase {
     admin: MySqlPool,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl MysqlDatabase {
-    async fn create(server: &str, what: &str) -> MysqlDatabase {
+    pub(crate) async fn create(server: &str, what: &str) -> MysqlDatabase {
         let admin = MySqlPool::connect(server)
             .await
             .expect("the test MySQL server answers");
@@ -43,7 +43,7 @@ impl MysqlDatabase {
         MysqlDatabase { admin, name, url }
     }
 
-    async fn remove(self) {
+    pub(crate) async fn remove(self) {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE `{}`",
             self.name

@@ -167,11 +167,26 @@ async fn two_managers_never_grant_a_lock_twice() {
     let Some(database) = crate::services::NewDatabase::create(test).await else {
         return;
     };
-    let url = database.url.clone();
+    two_managers_on(&database.url).await;
+    database.remove().await;
+}
+
+/// The same on MySQL (MariaDB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_on_mysql_never_grant_a_lock_twice() {
+    let Some(server) = crate::mysql_url("two_managers_on_mysql_never_grant_a_lock_twice") else {
+        return;
+    };
+    let database = crate::import::MysqlDatabase::create(&server, "locks").await;
+    two_managers_on(&database.url).await;
+    database.remove().await;
+}
+
+async fn two_managers_on(url: &str) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("specs")).unwrap();
     std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
-    let rm_args = crate::rm_args(&url, "3s", &[]);
+    let rm_args = crate::rm_args(url, "3s", &[]);
     let rm1 = crate::Service::start(dir.path(), &rm_args);
     let rm2 = crate::Service::start(dir.path(), &rm_args);
     let rm_urls = format!("{},{}", rm1.url, rm2.url);
@@ -216,7 +231,6 @@ async fn two_managers_never_grant_a_lock_twice() {
     // Every lock released with its holder's end.
     assert_eq!(clients[1].get("/api/v1/locks").await, serde_json::json!([]));
     drop((rm1, rm2, runners));
-    database.remove().await;
 }
 
 /// Issue #34: SIGKILL of the Job Runner whose request holds a lock neither leaks the lock
