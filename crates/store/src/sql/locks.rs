@@ -50,27 +50,15 @@ sql_impl! {
         };
         let lock_row = format!("SELECT name FROM lock_keys WHERE name = $1 AND lock_key = $2{}", DB::LOCK_ROWS);
         // Where one writer at a time is the rule (SQLite), there is no row to lock.
-        let lock_the_rows = !DB::LOCK_ROWS.is_empty();
-        for claim in &claims {
-            if lock_the_rows {
+        if !DB::LOCK_ROWS.is_empty() {
+            for claim in &claims {
                 Self::lock_the_lock(tx, &lock_row, claim).await?;
             }
-            Statement::new(
-                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(request_id)
-            .bind(claim.name.as_str())
-            .bind(claim.key.as_str())
-            .bind(i32::try_from(claim.limit).unwrap_or(i32::MAX))
-            .bind(priority)
-            .bind(queued_at)
-            .bind(claim.fair_key.as_str())
-            .skip_duplicates("request_id, name, lock_key")
-            .query::<DB>()
-            .execute(&mut **tx)
-            .await?;
         }
+        // Each claim judged against its lock's rows: held already, free for it, or taken.
+        // `stored`: whether the request has a row for it (queued by an earlier offer).
+        let mut stored = Vec::with_capacity(claims.len());
+        let mut taken: Option<LockWait> = None;
         for claim in &claims {
             let rows = Statement::new(
                 "SELECT request_id, priority, queued_at, fair_key, held_since FROM request_locks \
@@ -82,14 +70,12 @@ sql_impl! {
             .fetch_all(&mut **tx)
             .await?;
             let mut held = 0u32;
+            let mut holds_it = false;
             let mut queue: Vec<Queued> = Vec::new();
             for row in &rows {
                 let id: String = row.try_get("request_id")?;
                 if row.try_get::<Option<i64>, _>("held_since")?.is_some() {
-                    if id == request_id {
-                        held = u32::MAX;
-                        break;
-                    }
+                    holds_it |= id == request_id;
                     held += 1;
                 } else {
                     queue.push(Queued {
@@ -100,8 +86,18 @@ sql_impl! {
                     });
                 }
             }
-            if held == u32::MAX {
+            let queued = queue.iter().any(|q| q.request_id == request_id);
+            stored.push(holds_it || queued);
+            if holds_it || taken.is_some() {
                 continue;
+            }
+            if !queued {
+                queue.push(Queued {
+                    request_id: request_id.to_owned(),
+                    priority,
+                    queued_at,
+                    fair_key: claim.fair_key.clone(),
+                });
             }
             // Alone in the queue, it is first; else the queue's order (a fair lock's
             // turns read only then).
@@ -113,14 +109,40 @@ sql_impl! {
             };
             if held.saturating_add(ahead) >= claim.limit {
                 let holders = Self::holders_in(tx, &claim.name, &claim.key).await?;
-                return Ok(LockTake::Waiting(LockWait {
+                taken = Some(LockWait {
                     name: claim.name.clone(),
                     key: claim.key.clone(),
                     limit: claim.limit,
                     holders,
                     ahead,
-                }));
+                });
             }
+        }
+        // All held, or none: a new claim is stored held, or queued to keep its place in
+        // every queue.
+        let held_since = if taken.is_none() { Some(micros(now)) } else { None };
+        for (claim, stored) in claims.iter().zip(&stored) {
+            if *stored {
+                continue;
+            }
+            Statement::new(
+                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key, held_since) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(request_id)
+            .bind(claim.name.as_str())
+            .bind(claim.key.as_str())
+            .bind(i32::try_from(claim.limit).unwrap_or(i32::MAX))
+            .bind(priority)
+            .bind(queued_at)
+            .bind(claim.fair_key.as_str())
+            .bind(held_since)
+            .query::<DB>()
+            .execute(&mut **tx)
+            .await?;
+        }
+        if let Some(wait) = taken {
+            return Ok(LockTake::Waiting(wait));
         }
         // A fair lock's turn: when this request's fairness key took it.
         for claim in claims.iter().filter(|claim| !claim.fair_key.is_empty()) {
@@ -142,12 +164,15 @@ sql_impl! {
                 .execute(&mut **tx)
                 .await?;
         }
-        Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND held_since IS NULL")
-            .bind(request_id)
-            .bind(micros(now))
-            .query::<DB>()
-            .execute(&mut **tx)
-            .await?;
+        // The claims queued by an earlier offer, held from now.
+        if stored.iter().any(|stored| *stored) {
+            Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND held_since IS NULL")
+                .bind(request_id)
+                .bind(micros(now))
+                .query::<DB>()
+                .execute(&mut **tx)
+                .await?;
+        }
         Ok(LockTake::Granted)
     }
 
@@ -175,6 +200,14 @@ sql_impl! {
 
     /// Locks a lock's `lock_keys` row (made if new) until `tx` ends: one taker at a time.
     async fn lock_the_lock(tx: &mut sqlx::Transaction<'_, DB>, lock_row: &str, claim: &LockClaim) -> Result<(), Error> {
+        let select = || {
+            Statement::build(lock_row)
+                .bind(claim.name.as_str())
+                .bind(claim.key.as_str())
+        };
+        if select().query::<DB>().fetch_optional(&mut **tx).await?.is_some() {
+            return Ok(());
+        }
         Statement::new("INSERT INTO lock_keys (name, lock_key) VALUES ($1, $2)")
             .bind(claim.name.as_str())
             .bind(claim.key.as_str())
@@ -182,12 +215,7 @@ sql_impl! {
             .query::<DB>()
             .execute(&mut **tx)
             .await?;
-        Statement::build(lock_row)
-            .bind(claim.name.as_str())
-            .bind(claim.key.as_str())
-            .query::<DB>()
-            .fetch_one(&mut **tx)
-            .await?;
+        select().query::<DB>().fetch_one(&mut **tx).await?;
         Ok(())
     }
 
