@@ -235,6 +235,8 @@ impl Manager {
         self.recover_lost_runners().await;
         self.run_schedules().await;
         self.start_pending().await;
+        // The heads of the locks' queues, whoever stored the ends that freed them.
+        self.offer_lock_waiters().await;
         self.resume_suspended().await;
         self.apply_retention().await;
     }
