@@ -18,11 +18,15 @@
 //! such as Spin Cycle's `test` request (`--specs ../shared/fixtures/spincycle --type test
 //! --arg sleepTime=0`). With `--url`, `--pid` names the server's processes for the CPU
 //! figure. `--lock LIMIT:KEYS` makes `load15` hold a lock of that limit keyed by an arg
-//! that takes KEYS values in turn (the cost of locks, issue #34).
+//! that takes KEYS values in turn (the cost of locks, issue #34). `--rate R` runs an open
+//! loop instead (`load/open_loop.rs`): R requests offered a second for `--seconds`, with
+//! the rate accepted and completed, the backlog by second and create→final p50/p99.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
 mod common;
+#[path = "load/open_loop.rs"]
+mod open_loop;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -90,6 +94,10 @@ struct Args {
     /// Poll each request (GET after 1 ms, doubling to 50 ms) instead of one waiting GET
     #[arg(long)]
     poll: bool,
+    /// Open loop: offer this many requests a second for --seconds (default 10),
+    /// whatever the server does, instead of the closed loop of --clients
+    #[arg(long)]
+    rate: Option<f64>,
     /// LIMIT:KEYS: `load15` holds a lock of this limit keyed by an arg that takes KEYS
     /// values in turn (issue #34's cost of locks; with the generated specs only)
     #[arg(long, value_parser = parse_lock)]
@@ -436,6 +444,21 @@ async fn run(args: Args) {
     let machine_before = common::machine_cpu();
     let poll = args.poll;
     let started = Instant::now();
+    if let Some(rate) = args.rate {
+        let seconds = args.seconds.unwrap_or(10.0);
+        let keys = args.lock.map(|(_, keys)| keys);
+        let report = open_loop::run(http.clone(), base.clone(), body, rate, seconds, keys).await;
+        let cpu = cpu_seconds(&pids) - cpu_before;
+        report.print(
+            &format!("{what}: `{}` at {rate}/s", args.request_type),
+            percentile,
+        );
+        println!(
+            "| server CPU-seconds (per 1,000 accepted) | {cpu:.2} s ({:.2} s) |",
+            cpu * 1000.0 / report.accepted.max(1) as f64
+        );
+        return;
+    }
     let mut clients = tokio::task::JoinSet::new();
     let bases: Vec<String> = std::iter::once(base.clone()).chain(more_bases).collect();
     let next_key = Arc::new(AtomicUsize::new(0));
