@@ -56,12 +56,7 @@ pub(super) enum Locked {
 impl Manager {
     /// Whether the specs loaded now declare any lock.
     pub(super) fn locks_declared(&self) -> bool {
-        self.read_loaded()
-            .grapher
-            .specs()
-            .sequences()
-            .iter()
-            .any(|sequence| !sequence.locks.is_empty())
+        self.read_loaded().locks
     }
 
     /// The locks a request of `request_type` with `args` claims by the specs loaded now;

@@ -166,6 +166,18 @@ struct Loaded {
     auth: Option<Arc<auth::Auth>>,
     /// The specs' `schedules:`.
     schedules: Arc<Vec<spec::schedule::Fires>>,
+    /// Whether any request type declares locks (read once per load: a hand-over and a
+    /// request's end ask).
+    locks: bool,
+}
+
+/// Whether any of a grapher's request types declares locks.
+fn declares_locks(grapher: &Grapher) -> bool {
+    grapher
+        .specs()
+        .sequences()
+        .iter()
+        .any(|sequence| !sequence.locks.is_empty())
 }
 
 /// A set of spec files with its version: the first 16 hex digits of the SHA-256 of
@@ -230,6 +242,7 @@ impl Manager {
         };
         let batcher = Batcher::spawn(Arc::clone(&store), store::BatchOptions::default());
         let loaded = Loaded {
+            locks: declares_locks(&grapher),
             grapher: Arc::new(grapher),
             version: String::new(),
             auth: options.auth.clone(),

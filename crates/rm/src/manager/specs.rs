@@ -44,6 +44,7 @@ impl Manager {
         };
         let schedules = Arc::clone(&loaded.schedules);
         *loaded = Loaded {
+            locks: declares_locks(&grapher),
             grapher: Arc::new(grapher),
             version: specs.version.clone(),
             auth,

@@ -97,6 +97,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         .filter(|a| a.arg_type != RequestArgType::Static)
         .map(|a| arg_pair(&a.name, &a.value))
         .collect();
+    let (complete, all) = super::job_counts(&request);
     out!(
         "      id: {}\n request: {}\n  caller: {}\n created: {}\n started: {}\nfinished: {}\n   state: {}\n    host: {}\n    jobs: {} ({} complete)\n    args: {}",
         request.id,
@@ -107,8 +108,8 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         ago(request.finished_at),
         request_state(&request),
         request.jr_url,
-        super::job_counts(&request).1,
-        super::job_counts(&request).0,
+        all,
+        complete,
         args_text.join(" ")
     );
     if !request.spec_version.is_empty() {
@@ -419,8 +420,9 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
         "FINISHED"
     );
     for request in &requests {
+        let (complete, all) = super::job_counts(request);
         out!(
-            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {} / {}{}",
+            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {complete} / {all}{}",
             squeeze(&request.id, 20),
             squeeze(&request.request_type, 40),
             squeeze(&request.user, 16),
@@ -428,8 +430,6 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
             time(Some(request.created_at)),
             time(request.started_at),
             time(request.finished_at),
-            super::job_counts(request).0,
-            super::job_counts(request).1,
             waits(request)
         );
     }
