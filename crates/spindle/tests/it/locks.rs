@@ -285,8 +285,11 @@ async fn a_killed_holders_lock_is_kept_through_its_recovery() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut recovered = false;
     loop {
-        let now = client.request(&holder).await;
+        // Read in this order: the holder last, so that a holder still running at the
+        // last read was running (and holding) at the two reads before it.
         let waiting = client.request(&waiter).await;
+        let locks = client.get("/api/v1/locks").await;
+        let now = client.request(&holder).await;
         if now["state"] == 3 {
             break;
         }
@@ -294,7 +297,6 @@ async fn a_killed_holders_lock_is_kept_through_its_recovery() {
             waiting["state"], 1,
             "the waiter started while the holder ran: {waiting}"
         );
-        let locks = client.get("/api/v1/locks").await;
         assert_eq!(
             locks[0]["holders"][0]["requestId"],
             holder.as_str(),
