@@ -59,6 +59,17 @@ pub(crate) struct RunJob {
     pub(crate) tries: u32,
     /// `retryWait`, `sequenceRetryWait`, `timeout` and `sequenceTimeout`, when any is set.
     pub(crate) durations: Option<Box<Durations>>,
+    /// `locks` and `releasesLocksOf`, when either is set (few jobs).
+    pub(crate) locks: Option<Box<Locks>>,
+}
+
+/// A job's locks as received (issue #34).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Locks {
+    /// Taken before the job's first try.
+    pub(crate) take: Vec<proto::JobLock>,
+    /// The job (a sequence's first) whose locks this job's completion releases.
+    pub(crate) releases_of: String,
 }
 
 /// A job's durations as received (Go durations; empty: none).
@@ -92,6 +103,8 @@ impl RunJob {
             timeout,
             sequence_timeout,
             each,
+            locks,
+            releases_locks_of,
         } = job;
         let mut shared = |text: String| -> Arc<str> {
             if let Some(known) = names.get(text.as_str()) {
@@ -125,6 +138,12 @@ impl RunJob {
             parallel,
             tries,
             durations: set.then(|| Box::new(durations)),
+            locks: (!locks.is_empty() || !releases_locks_of.is_empty()).then(|| {
+                Box::new(Locks {
+                    take: locks,
+                    releases_of: releases_locks_of,
+                })
+            }),
         };
         (job, data)
     }
@@ -155,6 +174,16 @@ impl RunJob {
             timeout,
             sequence_timeout,
             each: self.each.clone(),
+            locks: self
+                .locks
+                .as_ref()
+                .map(|l| l.take.clone())
+                .unwrap_or_default(),
+            releases_locks_of: self
+                .locks
+                .as_ref()
+                .map(|l| l.releases_of.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -251,6 +251,8 @@ pub fn resume(
     Ok(traverser::spawn(chain, factory, reporter, options))
 }
 
+#[cfg(test)]
+mod lock_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]

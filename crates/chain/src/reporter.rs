@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proto::{
-    FinishRequest, JobLog, OutputChunk, RequestProgress, State, SuspendedJobChain, TryStart,
+    FinishRequest, JobLocksTaken, JobLog, OutputChunk, RequestProgress, State, SuspendedJobChain,
+    TakeJobLocks, TryStart,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -95,6 +96,26 @@ pub trait Reporter: Send + Sync + 'static {
     async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError>;
     /// The chain, handed back because the runner is shutting down.
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError>;
+    /// Takes a job's locks before its first try (issue #34): all held, or none and the
+    /// job keeps its place in their queues (it asks again). By default refused: a
+    /// reporter that cannot take locks cannot run a job that declares them.
+    async fn take_job_locks(
+        &self,
+        request_id: &str,
+        take: &TakeJobLocks,
+    ) -> Result<JobLocksTaken, ReportError> {
+        let _ = take;
+        Err(ReportError::rejected(format!(
+            "request {request_id}: this runner's reporter cannot take locks"
+        )))
+    }
+    /// Releases what a job holds or waits for (its end; a stop while it waits).
+    async fn release_job_locks(&self, request_id: &str, job_id: &str) -> Result<(), ReportError> {
+        let _ = job_id;
+        Err(ReportError::rejected(format!(
+            "request {request_id}: this runner's reporter cannot release locks"
+        )))
+    }
 }
 
 /// What a chain run tells whoever watches it, such as metrics and traces. Called from
@@ -162,6 +183,19 @@ pub(crate) enum Report {
     Progress(u64),
     Finish(FinishRequest),
     Suspend(Box<SuspendedJobChain>),
+    /// A job asks for its locks; its runner waits on the sender for the answer (an
+    /// error's text when it could not be asked).
+    Take(TakeJobLocks, oneshot::Sender<Result<JobLocksTaken, String>>),
+    /// A job's end releases what this job (its own id, or a sequence's first job's)
+    /// holds; sent after the entries queued before it.
+    Release(String),
+}
+
+/// The lock reports of one round.
+#[derive(Default)]
+struct LockReports {
+    takes: Vec<(TakeJobLocks, oneshot::Sender<Result<JobLocksTaken, String>>)>,
+    releases: Vec<String>,
 }
 
 /// Entries sent in one `job_logs` call at most: as many as the Request Manager's group
@@ -316,10 +350,13 @@ fn gather(
     starts: &mut Vec<(TryStart, oneshot::Sender<()>)>,
     logs: &mut Vec<JobLog>,
     progress: &mut Option<u64>,
+    locks: &mut LockReports,
     observer: Option<&dyn Observer>,
 ) -> Option<Report> {
     match report {
         Report::Start(start, ack) => starts.push((start, ack)),
+        Report::Take(take, answer) => locks.takes.push((take, answer)),
+        Report::Release(job_id) => locks.releases.push(job_id),
         Report::Log(entry, retry) => {
             log_try(&entry);
             if let Some(observer) = observer {
@@ -349,6 +386,7 @@ async fn deliver_all(
     let mut starts: Vec<(TryStart, oneshot::Sender<()>)> = Vec::new();
     let mut logs: Vec<JobLog> = Vec::new();
     let mut progress: Option<u64> = None;
+    let mut locks = LockReports::default();
     let mut last: Option<Report> = None;
     // The text of the entries in `logs` (see MAX_BATCH_TEXT).
     let mut text = 0;
@@ -366,11 +404,18 @@ async fn deliver_all(
                 if let Report::Log(entry, _) = &report {
                     text += text_of(entry);
                 }
-                last = gather(report, &mut starts, &mut logs, &mut progress, observer);
+                last = gather(
+                    report,
+                    &mut starts,
+                    &mut logs,
+                    &mut progress,
+                    &mut locks,
+                    observer,
+                );
             }
             let full = logs.len() >= MAX_BATCH || text >= MAX_BATCH_TEXT;
-            // A try waits on its start, and the end goes at once.
-            if last.is_some() || !starts.is_empty() || full {
+            // A try waits on its start (a job on its locks), and the end goes at once.
+            if last.is_some() || !starts.is_empty() || !locks.takes.is_empty() || full {
                 break;
             }
             let deadline = *linger.get_or_insert_with(|| tokio::time::Instant::now() + LINGER);
@@ -440,6 +485,18 @@ async fn deliver_all(
         }
         logs.clear();
         text = 0;
+        if matches!(last, Some(Report::Finish(_))) {
+            // The final state releases every lock of the request (its entries go with
+            // it, so a release sent now would come before them).
+            locks.releases.clear();
+        }
+        send_locks(
+            reporter, policy, observer, request_id, abandoned, &mut locks,
+        )
+        .await;
+        if abandoned.is_cancelled() {
+            return false;
+        }
         if matches!(last, Some(Report::Finish(_) | Report::Suspend(_))) {
             flusher.finish().await;
         }
@@ -459,6 +516,47 @@ async fn deliver_all(
         }
     }
     suspend_failed
+}
+
+/// Sends a round's lock reports: the releases (after the round's entries, which were
+/// sent), then the asks, each answered to the job that waits on it.
+async fn send_locks(
+    reporter: &Arc<dyn Reporter>,
+    policy: &RetryPolicy,
+    observer: Option<&dyn Observer>,
+    request_id: &str,
+    abandoned: &CancellationToken,
+    locks: &mut LockReports,
+) {
+    for job_id in locks.releases.drain(..) {
+        let res = with_retries(policy, observer, "a job's lock release", request_id, || {
+            reporter.release_job_locks(request_id, &job_id)
+        })
+        .await;
+        fenced(&res, abandoned, request_id);
+        if abandoned.is_cancelled() {
+            return;
+        }
+    }
+    for (take, answer) in locks.takes.drain(..) {
+        let taken = std::sync::Mutex::new(None);
+        let res = with_retries(policy, observer, "a job's locks", request_id, || async {
+            let answer = reporter.take_job_locks(request_id, &take).await?;
+            *taken.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
+            Ok(())
+        })
+        .await;
+        let taken = taken.into_inner().unwrap_or_else(|p| p.into_inner());
+        fenced(&res, abandoned, request_id);
+        if abandoned.is_cancelled() {
+            return;
+        }
+        let _ = answer.send(match (res, taken) {
+            (Ok(()), Some(taken)) => Ok(taken),
+            (Err(err), _) => Err(err.message),
+            (Ok(()), None) => Err("no answer".to_owned()),
+        });
+    }
 }
 
 /// How sending a chain's end went.

@@ -151,6 +151,118 @@ fn send(
     })
 }
 
+/// How a job's wait for its locks ended.
+enum LocksWait {
+    /// Every lock is held (or the job has none).
+    Held,
+    /// The job was stopped while it waited (it left the queues).
+    Stopped,
+    /// The job fails without running: a lock taken with `when_taken: skip`, or the
+    /// Request Manager could not be asked. Its one failed try, `try_no`, was logged.
+    Failed,
+}
+
+/// The longest wait between two asks for a job's locks.
+const LOCKS_ASK_MAX: Duration = Duration::from_secs(2);
+
+/// Takes the job's locks before its first try (issue #34), asking again while they are
+/// taken (from 100 ms, doubling to [`LOCKS_ASK_MAX`]), the reason in its status line:
+/// the job waits without running, and a stop ends the wait. Boxed like [`send`].
+fn take_locks<'a>(
+    reports: &'a mpsc::Sender<Report>,
+    request_id: &'a str,
+    job: &'a RunJob,
+    live: &'a Live,
+    cancel: &'a CancellationToken,
+    try_no: u32,
+) -> std::pin::Pin<Box<dyn Future<Output = LocksWait> + Send + 'a>> {
+    Box::pin(async move {
+        let failed = |error: String| async move {
+            // One failed try that says why, not tried again.
+            let now = now_nanos();
+            live.try_no.store(try_no, Ordering::Relaxed);
+            let entry = JobLog {
+                request_id: request_id.to_owned(),
+                job_id: job.id.clone(),
+                r#try: try_no,
+                name: job.name.to_string(),
+                job_type: job.job_type.to_string(),
+                started_at: now,
+                finished_at: now,
+                state: State::Fail,
+                exit: 1,
+                error,
+                stdout: String::new(),
+                stderr: String::new(),
+            };
+            let _ = reports.send(Report::Log(entry, false)).await;
+            live.logged.store(try_no, Ordering::Relaxed);
+            LocksWait::Failed
+        };
+        let Some(locks) = job.locks.as_deref().filter(|l| !l.take.is_empty()) else {
+            return LocksWait::Held;
+        };
+        let skip = locks.take.iter().any(|lock| lock.when_taken == "skip");
+        let ask = proto::TakeJobLocks {
+            job_id: job.id.clone(),
+            locks: locks.take.clone(),
+        };
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let (answer, taken) = oneshot::channel();
+            if reports
+                .send(Report::Take(ask.clone(), answer))
+                .await
+                .is_err()
+            {
+                return LocksWait::Stopped;
+            }
+            let taken = tokio::select! {
+                taken = taken => taken,
+                () = cancel.cancelled() => return LocksWait::Stopped,
+            };
+            match taken {
+                // The chain was abandoned: nothing more is asked.
+                Err(_) => return LocksWait::Stopped,
+                Ok(Err(err)) => return failed(format!("could not take its locks: {err}")).await,
+                Ok(Ok(taken)) if taken.granted => {
+                    live.status.set("");
+                    return LocksWait::Held;
+                }
+                Ok(Ok(taken)) if skip => return failed(taken.waiting).await,
+                Ok(Ok(taken)) => live.status.set(taken.waiting),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = cancel.cancelled() => return LocksWait::Stopped,
+            }
+            wait = (wait * 2).min(LOCKS_ASK_MAX);
+        }
+    })
+}
+
+/// Releases, after the job's entries, what it holds (or waits for), and, at a
+/// sequence's last job's completion, the sequence's locks. Boxed like [`send`].
+fn release_locks<'a>(
+    reports: &'a mpsc::Sender<Report>,
+    job: &'a RunJob,
+    state: State,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        let Some(locks) = job.locks.as_deref() else {
+            return;
+        };
+        if !locks.take.is_empty() && locks.take.iter().all(|lock| lock.until.is_empty()) {
+            let _ = reports.send(Report::Release(job.id.clone())).await;
+        }
+        if !locks.releases_of.is_empty() && state == State::Complete {
+            let _ = reports
+                .send(Report::Release(locks.releases_of.clone()))
+                .await;
+        }
+    })
+}
+
 /// Reports that a try begins and waits until the start was delivered. False if the chain
 /// was abandoned meanwhile (the try must not run). Boxed like [`send`].
 fn report_start(
@@ -264,7 +376,19 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
     let mut made: Option<Box<dyn Job>> = None;
     let mut state = State::Fail;
     let mut stopped_in_wait = false;
-    while latest < max_tries {
+    let runs = match take_locks(reports, request_id, job, live, cancel, total + 1).await {
+        LocksWait::Held => true,
+        LocksWait::Stopped => {
+            state = State::Stopped;
+            false
+        }
+        LocksWait::Failed => {
+            latest += 1;
+            total += 1;
+            false
+        }
+    };
+    while runs && latest < max_tries {
         if cancel.is_cancelled() {
             state = if stop_reason(stop_reasons, idx).is_some() {
                 State::Fail
@@ -366,6 +490,11 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             }
             break;
         }
+    }
+    // What the job holds (or waits for) is released with its end, after its entries; a
+    // sequence's locks with its last job's completion.
+    if job.locks.is_some() {
+        release_locks(reports, job, state).await;
     }
     // A try stopped in its wait counts toward the latest run, so that resuming (which
     // gives back the try a job was stopped on) restores the budget exactly.

@@ -193,6 +193,8 @@ impl Builder<'_> {
             sequence_timeout: String::new(),
             each: self.each.clone(),
             tries: 0,
+            locks: Vec::new(),
+            releases_locks_of: String::new(),
         });
         self.succs.push(Vec::new());
         Ok(self.jobs.len() - 1)
@@ -406,6 +408,33 @@ impl Builder<'_> {
 
     /// One iteration of a node: its job, or the sequence it calls (or picks).
     fn node_piece(
+        &mut self,
+        seq: &Sequence,
+        node: &Node,
+        job_args: &JobArgs,
+        inputs: &mut JobArgs,
+    ) -> Result<Piece, Error> {
+        let mut locks = crate::locks::node_locks(&self.grapher.specs, seq, node, inputs)?;
+        let piece = self.node_piece_unlocked(seq, node, job_args, inputs)?;
+        if let Some(Category::Job) = node.category() {
+            let job_type = node.node_type().unwrap_or_default();
+            crate::locks::pool_locks(&self.grapher.specs, job_type, &mut locks);
+        } else if !locks.is_empty() {
+            // A sequence's locks: taken by its first job, released by its last.
+            let (begin, end) = (
+                self.jobs[piece.begin].id.clone(),
+                self.jobs[piece.end].id.clone(),
+            );
+            for lock in &mut locks {
+                lock.until.clone_from(&end);
+            }
+            self.jobs[piece.end].releases_locks_of = begin;
+        }
+        self.jobs[piece.begin].locks = locks;
+        Ok(piece)
+    }
+
+    fn node_piece_unlocked(
         &mut self,
         seq: &Sequence,
         node: &Node,

@@ -11,6 +11,7 @@
 
 mod build;
 mod error;
+mod locks;
 pub mod names;
 pub mod structure;
 

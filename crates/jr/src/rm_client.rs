@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chain::{ReportError, Reporter};
 use proto::{
-    Fence, FinishRequest, JobLog, JobRunner, LeaseRenewal, OutputChunk, RequestProgress,
-    RunnerRegistration, SuspendedJobChain, TryStart,
+    Fence, FinishRequest, JobLocksTaken, JobLog, JobRunner, LeaseRenewal, OutputChunk,
+    RequestProgress, RunnerRegistration, SuspendedJobChain, TakeJobLocks, TryStart,
 };
 
 use crate::lease::{Registry, RegistryError};
@@ -234,6 +234,33 @@ impl Reporter for HttpRmClient {
                     suspended.request_id
                 ))
                 .json(suspended)
+        })
+        .await
+    }
+
+    async fn take_job_locks(
+        &self,
+        request_id: &str,
+        take: &TakeJobLocks,
+    ) -> Result<JobLocksTaken, ReportError> {
+        let response = self
+            .call(|url| {
+                self.http
+                    .post(format!("{url}/api/v1/requests/{request_id}/job-locks"))
+                    .json(take)
+            })
+            .await?;
+        response
+            .json()
+            .await
+            .map_err(|err| ReportError::unavailable(format!("reading the answer: {err}")))
+    }
+
+    async fn release_job_locks(&self, request_id: &str, job_id: &str) -> Result<(), ReportError> {
+        self.send(|url| {
+            self.http.delete(format!(
+                "{url}/api/v1/requests/{request_id}/job-locks/{job_id}"
+            ))
         })
         .await
     }

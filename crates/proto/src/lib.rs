@@ -18,7 +18,7 @@ mod types;
 
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
-pub use locks::{LockClaimant, LockStatus};
+pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks};
 pub use runners::{
     AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
     RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,

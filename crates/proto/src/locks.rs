@@ -22,20 +22,64 @@ pub struct LockStatus {
     pub waiters: Vec<LockClaimant>,
 }
 
-/// A request holding or waiting for a lock.
+/// A request, or a job of one, holding or waiting for a lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockClaimant {
     pub request_id: String,
+    /// The job that claims it (a node's `locks:`, a job pool); absent for a request's own
+    /// claim (its type's `locks:`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job_id: String,
     #[serde(rename = "type")]
     pub request_type: String,
     #[serde(default)]
     pub user: String,
     #[serde(default)]
     pub priority: i32,
-    /// When it joined the queue (the request's creation).
+    /// When it joined the queue (the request's creation; a job's first ask).
     pub queued_at: DateTime<Utc>,
     /// Since when it holds the lock; absent while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_since: Option<DateTime<Utc>>,
+}
+
+/// A lock a job takes before it runs (issue #34): a job or sequence node's `locks:`
+/// entry with its key's value, or a job pool (a lock without a key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobLock {
+    pub name: String,
+    /// The value of the key arg (empty for a lock without a key, such as a pool).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// How many jobs may hold it at once.
+    pub limit: u32,
+    /// `queue` (wait for it, the default) or `skip` (the job fails at once).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub when_taken: String,
+    /// The job whose completion releases it (a sequence node's lock, taken by the
+    /// sequence's first job and released by its last); absent: the job's own end.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub until: String,
+}
+
+/// What a Job Runner asks before a job's first try (`POST
+/// /api/v1/requests/{id}/job-locks`): take the job's locks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TakeJobLocks {
+    pub job_id: String,
+    pub locks: Vec<JobLock>,
+}
+
+/// The answer: every lock held, or none (the job keeps its place in the queues and asks
+/// again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobLocksTaken {
+    pub granted: bool,
+    /// Why not: the lock taken, its holders, how many wait before the job.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waiting: String,
 }

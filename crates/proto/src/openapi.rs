@@ -196,6 +196,14 @@ mod tests {
             timeout: "5m".to_owned(),
             sequence_timeout: "1h".to_owned(),
             each: json!({"host": "db1"}).as_object().unwrap().clone().into(),
+            locks: vec![crate::JobLock {
+                name: "cluster-ops".to_owned(),
+                key: "db1".to_owned(),
+                limit: 1,
+                when_taken: "queue".to_owned(),
+                until: "efgh".to_owned(),
+            }],
+            releases_locks_of: "abcd".to_owned(),
         };
         let chain = JobChain {
             request_id: "r".repeat(20),
@@ -322,6 +330,27 @@ mod tests {
             },
         );
         check("Error", &Error::new(404, "no request"));
+        let take = crate::TakeJobLocks {
+            job_id: "abcd".to_owned(),
+            locks: job.locks.clone(),
+        };
+        check("TakeJobLocks", &take);
+        check("JobLocksTaken", &crate::JobLocksTaken::default());
+        let waiting = crate::JobLocksTaken {
+            granted: false,
+            waiting: "waiting for lock ssh (20 of 20 held)".to_owned(),
+        };
+        check("JobLocksTaken", &waiting);
+        let claimant = crate::LockClaimant {
+            request_id: "r".repeat(20),
+            job_id: "abcd".to_owned(),
+            request_type: "deploy".to_owned(),
+            user: "ann".to_owned(),
+            priority: 0,
+            queued_at: chrono::Utc::now(),
+            held_since: Some(chrono::Utc::now()),
+        };
+        check("LockClaimant", &claimant);
         check(
             "AuditEvent",
             &AuditEvent {

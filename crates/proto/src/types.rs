@@ -322,6 +322,22 @@ pub struct Job {
         skip_serializing_if = "JobArgs::is_empty"
     )]
     pub each: JobArgs,
+    /// Spindle's addition (issue #34): the locks the job takes before its first try (a
+    /// node's `locks:`, its job pools), waiting in their queues; empty (omitted) for none.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub locks: Vec<crate::JobLock>,
+    /// Spindle's addition: on a sequence's last job, the sequence's first job, whose
+    /// locks (the sequence node's `locks:`) this job's completion releases.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub releases_locks_of: String,
 }
 
 fn is_zero_u64(n: &u64) -> bool {

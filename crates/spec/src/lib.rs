@@ -25,8 +25,8 @@ pub use graph::SequenceGraph;
 pub use job_types::JobTypes;
 pub use load::{Fingerprint, LoadError, fingerprint};
 pub use model::{
-    Acl, ArgDecl, Category, Lock, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
-    WhenTaken,
+    Acl, ArgDecl, Category, LOCK_KEY_MAX, Lock, Node, NodeArg, NodeSet, Pool, Sequence,
+    SequenceArgs, Spanned, Specs, WhenTaken, lock_key,
 };
 pub use schedule::Schedule;
 

@@ -32,9 +32,31 @@ pub struct Specs {
     sequences: Vec<Sequence>,
     index: HashMap<String, usize>,
     schedules: Vec<crate::Schedule>,
+    pools: Vec<Pool>,
 }
 
 impl Specs {
+    /// The `pools:` of every file, in the order they were read.
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    /// The pools every job of `job_type` is in.
+    pub fn pools_of<'s>(&'s self, job_type: &'s str) -> impl Iterator<Item = &'s Pool> + 's {
+        self.pools
+            .iter()
+            .filter(move |pool| pool.types.iter().any(|t| t.value == job_type))
+    }
+
+    /// Adds a pool; a pool of the same name is returned in the error.
+    pub(crate) fn add_pool(&mut self, pool: Pool) -> Result<(), Box<Pool>> {
+        if self.pools.iter().any(|p| p.name == pool.name) {
+            return Err(Box::new(pool));
+        }
+        self.pools.push(pool);
+        Ok(())
+    }
+
     /// The `schedules:` of every file, in the order they were read.
     pub fn schedules(&self) -> &[crate::Schedule] {
         &self.schedules
@@ -244,6 +266,56 @@ impl Lock {
     }
 }
 
+/// A job pool (issue #34): at most `limit` jobs of its `types` run at once across every
+/// runner. It is a lock without a key that each such job holds while it runs, so a node
+/// may also join it by naming it in its `locks:`.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: String,
+    pub file: Arc<PathBuf>,
+    /// Where its name is written.
+    pub pos: Pos,
+    pub limit: Option<Spanned<u32>>,
+    /// Job types whose every job is in the pool.
+    pub types: Vec<Spanned<String>>,
+}
+
+impl Pool {
+    /// At most this many jobs at once (1 when not written).
+    pub fn limit(&self) -> u32 {
+        self.limit.as_ref().map_or(1, |limit| limit.value)
+    }
+}
+
+/// The longest value a lock's key may have, in characters (what the databases index).
+pub const LOCK_KEY_MAX: usize = 500;
+
+/// The key of lock `name` (keyed by arg `key_arg`) for the arg's `value`: a string as it
+/// is, a number or true/false as written; else (a list, a map, null, not given, or over
+/// [`LOCK_KEY_MAX`] characters) what is wrong and what was expected.
+pub fn lock_key(name: &str, key_arg: &str, value: Option<&Value>) -> Result<String, String> {
+    let key = match value {
+        Some(Value::String(text)) => text.clone(),
+        Some(value @ (Value::Number(_) | Value::Bool(_))) => value.to_string(),
+        other => {
+            return Err(format!(
+                "lock `{name}` is keyed by arg `{key_arg}`, whose value is {}; expected a string, a number or true/false (one lock per value)",
+                other.map_or_else(
+                    || "not given".to_owned(),
+                    |v| format!("{} {v}", proto::json_kind(v))
+                )
+            ));
+        }
+    };
+    let length = key.chars().count();
+    if length > LOCK_KEY_MAX {
+        return Err(format!(
+            "lock `{name}` is keyed by arg `{key_arg}`, whose value is {length} characters long; expected at most {LOCK_KEY_MAX}"
+        ));
+    }
+    Ok(key)
+}
+
 /// An ACL entry of a request type.
 #[derive(Debug, Clone)]
 pub struct Acl {
@@ -306,6 +378,10 @@ pub struct Node {
     pub if_arg: Option<Spanned<String>>,
     /// Branch value to sequence name, in file order.
     pub eq: Vec<(Spanned<String>, Spanned<String>)>,
+    /// Spindle: the locks the node's job (or the sequence it runs) holds while it runs
+    /// (issue #34); a key names one of the args the node passes (`expected`) or an
+    /// `each:` element.
+    pub locks: Vec<Lock>,
     /// Positions of the fields written, by field name.
     pub field_pos: BTreeMap<&'static str, Pos>,
 }

@@ -254,6 +254,24 @@ impl Reporter for ManagerReporter {
     async fn suspend(&self, suspended: &SuspendedJobChain) -> Result<(), ReportError> {
         reported(self.manager.suspend(suspended, Some(&self.fence)).await)
     }
+
+    async fn take_job_locks(
+        &self,
+        request_id: &str,
+        take: &proto::TakeJobLocks,
+    ) -> Result<proto::JobLocksTaken, ReportError> {
+        let fence = Some(&self.fence);
+        (self.manager.take_job_locks(request_id, take, fence).await).map_err(report_error)
+    }
+
+    async fn release_job_locks(&self, request_id: &str, job_id: &str) -> Result<(), ReportError> {
+        let fence = Some(&self.fence);
+        reported(
+            self.manager
+                .release_job_locks(request_id, job_id, fence)
+                .await,
+        )
+    }
 }
 
 /// The in-process runner registers and renews its lease with the manager itself.

@@ -73,6 +73,8 @@ macro_rules! store_operations {
             fn take_locks(&self, request_id: &str, claims: &[LockClaim], priority: i32, now: DateTime<Utc>) -> LockTake;
             fn lock_claims(&self) -> Vec<(LockClaim, LockHolder)>;
             fn lock_waiters(&self, limit: u32) -> Vec<String>;
+            fn take_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str, claims: &[LockClaim], now: DateTime<Utc>) -> LockTake;
+            fn release_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str) -> ();
         }
     };
 }
@@ -271,14 +273,17 @@ pub struct LockClaim {
     pub fair_key: String,
 }
 
-/// A request that holds or waits for a lock.
+/// A request, or one job of a request, that holds or waits for a lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockHolder {
     pub request_id: String,
+    /// The job that claims it (a node's `locks:`, a job pool); empty for the request's
+    /// own claim (its type's `locks:`).
+    pub job_id: String,
     pub request_type: String,
     pub user: String,
     pub priority: i32,
-    /// When it joined the queue: the request's creation.
+    /// When it joined the queue: the request's creation (a job's: its first ask).
     pub queued_at: DateTime<Utc>,
     /// Its fairness key ([`LockClaim::fair_key`]).
     pub fair_key: String,
@@ -512,6 +517,30 @@ pub trait Store: Send + Sync + 'static {
     /// Up to `limit` PENDING requests whose claims are at the head of a lock's queue
     /// (within its free places), first served first.
     async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error>;
+
+    /// Takes the `claims` of one job of a RUNNING request (a node's `locks:`, its job
+    /// pools) as [`Store::take_locks`] takes a request's: queued at the first ask (first
+    /// come, first served), all held or none. The fence is checked in the same
+    /// transaction, the request's row locked ([`Error::Fenced`]: the caller no longer
+    /// owns it; [`Error::State`]: it is not RUNNING). Asking again once held is granted
+    /// at once; asking again while queued keeps the place.
+    async fn take_job_locks(
+        &self,
+        fence: Option<&Fence>,
+        request_id: &str,
+        job_id: &str,
+        claims: &[LockClaim],
+        now: DateTime<Utc>,
+    ) -> Result<LockTake, Error>;
+
+    /// Releases what one job of a request holds or waits for (its end, or a stop while
+    /// it waits); the request's end releases every claim of its jobs in any case.
+    async fn release_job_locks(
+        &self,
+        fence: Option<&Fence>,
+        request_id: &str,
+        job_id: &str,
+    ) -> Result<(), Error>;
 
     /// Each logged job's latest try and its state, without the entries' texts: what a
     /// view of a running request polls. Jobs without an entry are left out.

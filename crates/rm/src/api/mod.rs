@@ -136,6 +136,11 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/suspend", put(suspend))
         .route("/api/v1/requests/{id}/progress", put(progress))
         .route("/api/v1/requests/{id}/output", get(output))
+        .route("/api/v1/requests/{id}/job-locks", post(take_job_locks))
+        .route(
+            "/api/v1/requests/{id}/job-locks/{job_id}",
+            delete(release_job_locks),
+        )
         .route("/api/v1/job-logs", post(add_logs))
         .route("/api/v1/job-tries", post(add_try_starts))
         .route(

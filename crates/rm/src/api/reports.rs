@@ -76,6 +76,30 @@ pub(super) async fn add_try_starts(
     Ok(StatusCode::CREATED)
 }
 
+pub(super) async fn take_job_locks(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let take: proto::TakeJobLocks = decode(&headers, &body, "job's locks to take")?;
+    let taken = manager
+        .take_job_locks(&id, &take, fence(&headers)?.as_ref())
+        .await?;
+    Ok(Json(taken).into_response())
+}
+
+pub(super) async fn release_job_locks(
+    State(manager): Shared,
+    Path((id, job_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, Error> {
+    manager
+        .release_job_locks(&id, &job_id, fence(&headers)?.as_ref())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 pub(super) async fn register_runner(
     State(manager): Shared,
     headers: HeaderMap,

@@ -9,8 +9,7 @@ use serde_json::Value;
 use spec::WhenTaken;
 use store::{LockClaim, LockTake, LockWait};
 
-/// The longest value of a lock's key arg: it must fit the databases' index entries.
-pub const LOCK_KEY_MAX: usize = 500;
+pub use spec::LOCK_KEY_MAX;
 /// The characters of a fairness key (a caller's name, a team) a lock's queue tells apart.
 pub const FAIR_KEY_MAX: usize = 64;
 
@@ -78,29 +77,9 @@ impl Manager {
                 None => (String::new(), String::new()),
                 Some(key_arg) => {
                     let value = args.iter().find(|arg| arg.name == key_arg.value);
-                    let key = match value.map(|arg| &arg.value) {
-                        Some(Value::String(text)) => text.clone(),
-                        Some(value @ (Value::Number(_) | Value::Bool(_))) => value.to_string(),
-                        other => {
-                            return Err(Error::BadRequest(format!(
-                                "lock `{}` is keyed by arg `{}`, whose value is {}; expected a string, a number or true/false (one lock per value)",
-                                name.value,
-                                key_arg.value,
-                                other.map_or_else(
-                                    || "not given".to_owned(),
-                                    |v| format!("{} {v}", proto::json_kind(v))
-                                )
-                            )));
-                        }
-                    };
-                    if key.chars().count() > LOCK_KEY_MAX {
-                        return Err(Error::BadRequest(format!(
-                            "lock `{}` is keyed by arg `{}`, whose value is {} characters long; expected at most {LOCK_KEY_MAX}",
-                            name.value,
-                            key_arg.value,
-                            key.chars().count()
-                        )));
-                    }
+                    let key =
+                        spec::lock_key(&name.value, &key_arg.value, value.map(|arg| &arg.value))
+                            .map_err(Error::BadRequest)?;
                     (key_arg.value.clone(), key)
                 }
             };
@@ -294,6 +273,7 @@ impl Manager {
         for (claim, holder) in self.store.lock_claims().await? {
             let claimant = proto::LockClaimant {
                 request_id: holder.request_id,
+                job_id: holder.job_id,
                 request_type: holder.request_type,
                 user: holder.user,
                 priority: holder.priority,
@@ -323,9 +303,9 @@ impl Manager {
     }
 }
 
-/// `request dc7… of ann since 2026-12-04 05:00:01 UTC` (and how many more), or `no holder`
-/// when the claims ahead take it first.
-fn holders_text(wait: &LockWait) -> String {
+/// `request dc7… of ann since 2026-12-04 05:00:01 UTC` (`job x1Yz of request …` for a
+/// job's claim; and how many more), or `no holder` when the claims ahead take it first.
+pub(super) fn holders_text(wait: &LockWait) -> String {
     match wait.holders.first() {
         None => "no holder yet".to_owned(),
         Some(first) => {
@@ -337,8 +317,13 @@ fn holders_text(wait: &LockWait) -> String {
                 .held_since
                 .map(|t| t.format(" since %Y-%m-%d %H:%M:%S UTC").to_string())
                 .unwrap_or_default();
+            let job = if first.job_id.is_empty() {
+                String::new()
+            } else {
+                format!("job {} of ", first.job_id)
+            };
             format!(
-                "held by request {} of {}{since}{more}",
+                "held by {job}request {} of {}{since}{more}",
                 first.request_id, first.user
             )
         }

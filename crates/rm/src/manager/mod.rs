@@ -37,6 +37,7 @@ use wait::Waiting;
 
 mod background;
 mod hand_over;
+mod job_locks;
 mod lifecycle;
 mod locks;
 mod metrics;

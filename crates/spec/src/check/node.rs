@@ -20,6 +20,7 @@ impl Checker<'_> {
             self.called_args(seq, node);
         }
         self.node_renames(seq, node);
+        self.node_locks(seq, node);
     }
 
     /// N1, N2: the category.

@@ -221,6 +221,7 @@ fn read_file(file: &Arc<PathBuf>, text: &str) -> (Parsed, Vec<Diagnostic>) {
 struct Parsed {
     sequences: Vec<Sequence>,
     schedules: Vec<crate::Schedule>,
+    pools: Vec<crate::model::Pool>,
 }
 
 /// Adds a file's sequences to the specs; a name already defined is an error naming both
@@ -248,6 +249,31 @@ fn merge(loaded: &mut Loaded, file: &Path, parsed: Parsed) {
                     schedule.name
                 ),
                 code: "duplicate-schedule",
+            });
+        }
+    }
+    for pool in parsed.pools {
+        if let Err(pool) = loaded.specs.add_pool(pool) {
+            let first = loaded
+                .specs
+                .pools()
+                .iter()
+                .find(|p| p.name == pool.name)
+                .map(|p| format!("{} at line {}", p.file.display(), p.pos.line))
+                .unwrap_or_default();
+            loaded.diagnostics.push(Diagnostic {
+                severity: Severity::Error,
+                file: Some(file.to_path_buf()),
+                line: Some(pool.pos.line),
+                column: Some(pool.pos.column),
+                sequence: None,
+                node: None,
+                field: Some(format!("pools.{}", pool.name)),
+                message: format!(
+                    "pool `{}` is already defined in {first}; expected each pool name once across all spec files",
+                    pool.name
+                ),
+                code: "duplicate-pool",
             });
         }
     }

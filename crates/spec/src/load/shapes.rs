@@ -2,8 +2,10 @@
 //! ACLs, a node with its args and sets.
 
 use super::*;
+use crate::model::Pool;
 
-const TOP_FIELDS: &[&str] = &["sequences", "schedules"];
+const TOP_FIELDS: &[&str] = &["sequences", "schedules", "pools"];
+const POOL_FIELDS: &[&str] = &["limit", "types"];
 const SCHEDULE_FIELDS: &[&str] = &["cron", "timezone", "request", "args", "overlap", "missed"];
 const SEQUENCE_FIELDS: &[&str] = &[
     "request", "args", "acl", "nodes", "timeout", "locks", "priority",
@@ -25,6 +27,7 @@ const NODE_FIELDS: &[&str] = &[
     "parallel",
     "if",
     "eq",
+    "locks",
 ];
 const NODE_ARG_FIELDS: &[&str] = &["expected", "given"];
 const NODE_SET_FIELDS: &[&str] = &["arg", "as"];
@@ -54,6 +57,15 @@ impl Reader<'_> {
                 .map(|(name, body)| self.schedule(name, body))
                 .collect();
         }
+        if let Some(&(_, pools)) = fields.get("pools")
+            && self.is_map(pools, place, "pools", "a map of pool names to pools")
+        {
+            let entries = self.named_entries(pools, place, "pools", "pool");
+            parsed.pools = entries
+                .into_iter()
+                .map(|(name, body)| self.pool(name, body))
+                .collect();
+        }
         let Some(&(_, sequences)) = fields.get("sequences") else {
             return parsed;
         };
@@ -71,6 +83,37 @@ impl Reader<'_> {
             .map(|(name, body)| self.sequence(name, body))
             .collect();
         parsed
+    }
+
+    pub(super) fn pool(&mut self, name: Spanned<String>, body: &yaml::Node) -> Pool {
+        let mut pool = Pool {
+            name: name.value,
+            file: Arc::clone(self.file),
+            pos: name.pos,
+            limit: None,
+            types: Vec::new(),
+        };
+        let place = Place {
+            sequence: None,
+            node: None,
+        };
+        let prefix = format!("pools.{}.", pool.name);
+        let expected = "a pool (a map with `limit` and `types`)";
+        if !self.is_map(body, place, &format!("pools.{}", pool.name), expected) {
+            return pool;
+        }
+        let fields = self.fields(body, place, "a pool", &prefix, POOL_FIELDS);
+        for (&name, &(_, value)) in &fields {
+            let field = format!("{prefix}{name}");
+            match name {
+                "limit" => {
+                    let meaning = "how many of its jobs may run at once";
+                    pool.limit = self.uint(value, place, &field, meaning);
+                }
+                _ => pool.types = self.string_list(value, place, &field, "a list of job types"),
+            }
+        }
+        pool
     }
 
     pub(super) fn schedule(&mut self, name: Spanned<String>, body: &yaml::Node) -> crate::Schedule {
@@ -361,6 +404,7 @@ impl Reader<'_> {
             parallel: None,
             if_arg: None,
             eq: Vec::new(),
+            locks: Vec::new(),
             field_pos: BTreeMap::new(),
         };
         let node_name = node.name.clone();
@@ -410,6 +454,13 @@ impl Reader<'_> {
                         self.uint(value, place, field, "how many expansions run at once");
                 }
                 "if" => node.if_arg = self.string(value, place, field),
+                "locks" => {
+                    let items = self.list(value, place, field, "a list of locks");
+                    node.locks = items
+                        .iter()
+                        .filter_map(|item| self.lock(item, place))
+                        .collect();
+                }
                 "eq" => {
                     if self.is_map(value, place, field, "a map of values to sequence names") {
                         let entries = self.named_entries(value, place, field, "`eq` value");

@@ -1,6 +1,7 @@
 //! The `request_locks` and `lock_keys` tables (issue #34): a request's claims on the
-//! locks its type declares, taken together in one transaction or queued, and released by
-//! the UPDATE that ends the request (the migrations' trigger).
+//! locks its type declares, and a job's on its node's locks and its job pools, taken
+//! together in one transaction or queued; a request's are released by the UPDATE that
+//! ends it (the migrations' trigger), a job's at its end or with its request's.
 
 use super::*;
 use crate::LockWait;
@@ -20,18 +21,71 @@ sql_impl! {
             return Ok(LockTake::Granted);
         }
         let mut tx = self.pool.begin().await?;
-        let taken = Self::take_locks_in(&mut tx, request_id, claims, priority, now, None).await?;
+        let taken = Self::take_locks_in(&mut tx, request_id, "", claims, priority, now, None).await?;
         tx.commit().await?;
         Ok(taken)
     }
 
+    pub(super) async fn take_job_locks(
+        &self,
+        fence: Option<&Fence>,
+        request_id: &str,
+        job_id: &str,
+        claims: &[LockClaim],
+        now: DateTime<Utc>,
+    ) -> Result<LockTake, Error> {
+        if claims.is_empty() {
+            return Ok(LockTake::Granted);
+        }
+        let mut tx = self.pool.begin().await?;
+        Self::running_owner(&mut tx, fence, request_id).await?;
+        // A job's place in a queue: its first ask (first come, first served).
+        let taken = Self::take_locks_in(&mut tx, request_id, job_id, claims, 0, now, Some(now)).await?;
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    pub(super) async fn release_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str) -> Result<(), Error> {
+        let mut tx = self.pool.begin().await?;
+        Self::running_owner(&mut tx, fence, request_id).await?;
+        Statement::new("DELETE FROM request_locks WHERE request_id = $1 AND job_id = $2")
+            .bind(request_id)
+            .bind(job_id)
+            .query::<DB>()
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Checks in `tx`, its row locked, that a request RUNNING is owned by `fence`'s runner.
+    async fn running_owner(tx: &mut sqlx::Transaction<'_, DB>, fence: Option<&Fence>, request_id: &str) -> Result<(), Error> {
+        let owners = Self::owners_in(tx, &[request_id], DB::LOCK_ROWS).await?;
+        let owner = owners.get(request_id).ok_or_else(|| Error::not_found("request", request_id))?;
+        if let Some(fence) = fence
+            && !owner.accepts(fence)
+        {
+            return Err(owner.refusal(request_id, fence));
+        }
+        if owner.state != State::Running {
+            return Err(Error::State {
+                request_id: request_id.to_owned(),
+                actual: owner.state,
+                expected: State::Running,
+            });
+        }
+        Ok(())
+    }
+
     /// [`Store::take_locks`] in `tx` (a create's own batch, so that a new request's
     /// locks are taken in the transaction that stores it).
+    /// `job_id`: the job whose claims these are (empty: the request's own).
     /// `created`: the request's creation when `tx` has just stored it (PENDING), so that
-    /// its row need not be read.
+    /// its row need not be read; for a job's claims, the time of its ask.
     pub(super) async fn take_locks_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         request_id: &str,
+        job_id: &str,
         claims: &[LockClaim],
         priority: i32,
         now: DateTime<Utc>,
@@ -61,7 +115,7 @@ sql_impl! {
         let mut taken: Option<LockWait> = None;
         for claim in &claims {
             let rows = Statement::new(
-                "SELECT request_id, priority, queued_at, fair_key, held_since FROM request_locks \
+                "SELECT request_id, job_id, priority, queued_at, fair_key, held_since FROM request_locks \
                  WHERE name = $1 AND lock_key = $2",
             )
             .bind(claim.name.as_str())
@@ -72,28 +126,29 @@ sql_impl! {
             let mut held = 0u32;
             let mut holds_it = false;
             let mut queue: Vec<Queued> = Vec::new();
+            let me = who(request_id, job_id);
             for row in &rows {
-                let id: String = row.try_get("request_id")?;
+                let id = who(&row.try_get::<String, _>("request_id")?, &row.try_get::<String, _>("job_id")?);
                 if row.try_get::<Option<i64>, _>("held_since")?.is_some() {
-                    holds_it |= id == request_id;
+                    holds_it |= id == me;
                     held += 1;
                 } else {
                     queue.push(Queued {
-                        request_id: id,
+                        who: id,
                         priority: row.try_get("priority")?,
                         queued_at: row.try_get("queued_at")?,
                         fair_key: row.try_get("fair_key")?,
                     });
                 }
             }
-            let queued = queue.iter().any(|q| q.request_id == request_id);
+            let queued = queue.iter().any(|q| q.who == me);
             stored.push(holds_it || queued);
             if holds_it || taken.is_some() {
                 continue;
             }
             if !queued {
                 queue.push(Queued {
-                    request_id: request_id.to_owned(),
+                    who: me.clone(),
                     priority,
                     queued_at,
                     fair_key: claim.fair_key.clone(),
@@ -105,7 +160,7 @@ sql_impl! {
                 0
             } else {
                 let turns = Self::turns_in(tx, &claim.name, &claim.key).await?;
-                ahead_of(queue, &turns, request_id)
+                ahead_of(queue, &turns, &me)
             };
             if held.saturating_add(ahead) >= claim.limit {
                 let holders = Self::holders_in(tx, &claim.name, &claim.key).await?;
@@ -126,8 +181,8 @@ sql_impl! {
                 continue;
             }
             Statement::new(
-                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key, held_since) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO request_locks (request_id, name, lock_key, lock_limit, priority, queued_at, fair_key, held_since, job_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(request_id)
             .bind(claim.name.as_str())
@@ -137,6 +192,7 @@ sql_impl! {
             .bind(queued_at)
             .bind(claim.fair_key.as_str())
             .bind(held_since)
+            .bind(job_id)
             .query::<DB>()
             .execute(&mut **tx)
             .await?;
@@ -166,9 +222,10 @@ sql_impl! {
         }
         // The claims queued by an earlier offer, held from now.
         if stored.iter().any(|stored| *stored) {
-            Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND held_since IS NULL")
+            Statement::new("UPDATE request_locks SET held_since = $2 WHERE request_id = $1 AND job_id = $3 AND held_since IS NULL")
                 .bind(request_id)
                 .bind(micros(now))
+                .bind(job_id)
                 .query::<DB>()
                 .execute(&mut **tx)
                 .await?;
@@ -243,10 +300,10 @@ sql_impl! {
         key: &str,
     ) -> Result<Vec<LockHolder>, Error> {
         let rows = Statement::new(
-            "SELECT l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
+            "SELECT l.request_id, l.job_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
              FROM request_locks l JOIN requests r ON r.request_id = l.request_id \
              WHERE l.name = $1 AND l.lock_key = $2 AND l.held_since IS NOT NULL \
-             ORDER BY l.held_since, l.request_id",
+             ORDER BY l.held_since, l.request_id, l.job_id",
         )
         .bind(name)
         .bind(key)
@@ -260,10 +317,10 @@ sql_impl! {
     /// holders first).
     pub(super) async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error> {
         let rows = Statement::new(
-            "SELECT l.name, l.lock_key, l.lock_limit, l.request_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
+            "SELECT l.name, l.lock_key, l.lock_limit, l.request_id, l.job_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
              FROM request_locks l JOIN requests r ON r.request_id = l.request_id \
              ORDER BY l.name, l.lock_key, CASE WHEN l.held_since IS NULL THEN 1 ELSE 0 END, \
-             l.priority DESC, l.queued_at, l.request_id",
+             l.priority DESC, l.queued_at, l.request_id, l.job_id",
         )
         .query::<DB>()
         .fetch_all(&self.readers)
@@ -299,7 +356,8 @@ sql_impl! {
     /// Runner again when a lock may have been released.
     pub(super) async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error> {
         // Nobody waits (the common case): one small read.
-        let waiting = Statement::new("SELECT request_id FROM request_locks WHERE held_since IS NULL LIMIT 1")
+        // A job's claims are asked for again by its runner, not offered.
+        let waiting = Statement::new("SELECT request_id FROM request_locks WHERE held_since IS NULL AND job_id = '' LIMIT 1")
             .query::<DB>()
             .fetch_optional(&self.readers)
             .await?;
@@ -318,7 +376,8 @@ sql_impl! {
             let rows = &claims[at..end];
             let held = rows.iter().filter(|(_, h)| h.held_since.is_some()).count();
             let free = (lock.limit as usize).saturating_sub(held);
-            for (_, waiter) in rows.iter().filter(|(_, h)| h.held_since.is_none()).take(free) {
+            let waiters = rows.iter().filter(|(_, h)| h.held_since.is_none()).take(free);
+            for (_, waiter) in waiters.filter(|(_, h)| h.job_id.is_empty()) {
                 heads.push((waiter.priority, waiter.queued_at, waiter.request_id.clone()));
             }
             at = end;
@@ -337,6 +396,7 @@ sql_impl! {
     fn holder_of(row: &DB::Row) -> Result<LockHolder, Error> {
         Ok(LockHolder {
             request_id: row.try_get("request_id")?,
+            job_id: row.try_get("job_id")?,
             request_type: row.try_get("type")?,
             user: row.try_get("user_name")?,
             priority: row.try_get("priority")?,
@@ -349,7 +409,8 @@ sql_impl! {
 
 /// A waiting claim on one lock.
 struct Queued {
-    request_id: String,
+    /// Whose: [`who`].
+    who: String,
     priority: i32,
     queued_at: i64,
     fair_key: String,
@@ -411,23 +472,24 @@ fn served_order<'a>(
     order
 }
 
-/// How many waiting claims of one lock are served before `request_id`'s.
-fn ahead_of(queue: Vec<Queued>, turns: &HashMap<String, i64>, request_id: &str) -> u32 {
+/// Who claims: the request, or one of its jobs (an id with no space in it).
+fn who(request_id: &str, job_id: &str) -> String {
+    if job_id.is_empty() {
+        request_id.to_owned()
+    } else {
+        format!("{request_id} {job_id}")
+    }
+}
+
+/// How many waiting claims of one lock are served before `me`'s ([`who`]).
+fn ahead_of(queue: Vec<Queued>, turns: &HashMap<String, i64>, me: &str) -> u32 {
     let order = served_order(
-        queue.iter().map(|q| {
-            (
-                q.request_id.as_str(),
-                q.priority,
-                q.queued_at,
-                q.fair_key.as_str(),
-            )
-        }),
+        queue
+            .iter()
+            .map(|q| (q.who.as_str(), q.priority, q.queued_at, q.fair_key.as_str())),
         turns,
     );
-    let at = order
-        .iter()
-        .position(|id| *id == request_id)
-        .unwrap_or(order.len());
+    let at = order.iter().position(|id| *id == me).unwrap_or(order.len());
     u32::try_from(at).unwrap_or(u32::MAX)
 }
 
@@ -453,12 +515,20 @@ pub(super) fn in_served_order(
         let (mut held, waiting): (Vec<_>, Vec<_>) =
             rows.into_iter().partition(|(_, h)| h.held_since.is_some());
         held.sort_by(|a, b| {
-            (a.1.held_since, &a.1.request_id).cmp(&(b.1.held_since, &b.1.request_id))
+            (a.1.held_since, &a.1.request_id, &a.1.job_id).cmp(&(
+                b.1.held_since,
+                &b.1.request_id,
+                &b.1.job_id,
+            ))
         });
+        let whos: Vec<String> = waiting
+            .iter()
+            .map(|(_, h)| who(&h.request_id, &h.job_id))
+            .collect();
         let order: Vec<String> = served_order(
-            waiting.iter().map(|(_, h)| {
+            waiting.iter().zip(&whos).map(|((_, h), who)| {
                 (
-                    h.request_id.as_str(),
+                    who.as_str(),
                     h.priority,
                     h.queued_at.timestamp_micros(),
                     h.fair_key.as_str(),
@@ -473,10 +543,10 @@ pub(super) fn in_served_order(
             waiting.into_iter().map(Some).collect();
         out.extend(held);
         for id in order {
-            if let Some(slot) = waiting
-                .iter_mut()
-                .find(|w| w.as_ref().is_some_and(|(_, h)| h.request_id == id))
-            {
+            if let Some(slot) = waiting.iter_mut().find(|w| {
+                w.as_ref()
+                    .is_some_and(|(_, h)| who(&h.request_id, &h.job_id) == id)
+            }) {
                 out.extend(slot.take());
             }
         }

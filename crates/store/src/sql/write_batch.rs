@@ -42,7 +42,7 @@ sql_impl! {
             } else {
                 let now = Utc::now();
                 let created = Some(new.request.created_at);
-                Some(Self::take_locks_in(&mut tx, &new.request.id, &new.locks, new.priority, now, created).await?)
+                Some(Self::take_locks_in(&mut tx, &new.request.id, "", &new.locks, new.priority, now, created).await?)
             });
         }
         let started = if batch.starts.is_empty() {
