@@ -246,4 +246,6 @@ fn accepts(seq: &Sequence) -> String {
 }
 
 #[cfg(test)]
+mod lock_tests;
+#[cfg(test)]
 mod tests;

@@ -44,7 +44,7 @@ impl job::Factory for TestFactory {
     }
 }
 
-fn grapher(yaml: &str) -> Grapher {
+pub(crate) fn grapher(yaml: &str) -> Grapher {
     let report = spec::lint_str(Path::new("t.yaml"), yaml);
     assert!(
         !report.has_errors(),
@@ -85,7 +85,7 @@ fn spincycle_fixture_text(test: &str, name: &str) -> Option<String> {
     Some(std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display())))
 }
 
-fn args(value: Value) -> JobArgs {
+pub(crate) fn args(value: Value) -> JobArgs {
     match value {
         Value::Object(map) => map.into(),
         _ => panic!("args are an object"),

@@ -107,4 +107,6 @@ fn check_loaded(loaded: load::Loaded) -> Report {
 }
 
 #[cfg(test)]
+mod node_lock_tests;
+#[cfg(test)]
 mod tests;

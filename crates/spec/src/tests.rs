@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::{Diagnostic, Severity, lint_str};
 
-fn lint(yaml: &str) -> Vec<Diagnostic> {
+pub(crate) fn lint(yaml: &str) -> Vec<Diagnostic> {
     lint_str(Path::new("t.yaml"), yaml).diagnostics
 }
 
@@ -20,7 +20,7 @@ fn marked_line(yaml: &str) -> u32 {
 
 /// `bad` gives a diagnostic `code` of `severity` on its marked line; `good` gives no `code`.
 #[track_caller]
-fn case(code: &str, severity: Severity, bad: &str, good: &str) {
+pub(crate) fn case(code: &str, severity: Severity, bad: &str, good: &str) {
     let found = lint(bad);
     let line = marked_line(bad);
     let hit = found.iter().find(|d| d.code == code);

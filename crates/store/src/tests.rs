@@ -13,7 +13,11 @@ use proto::{
 use serde_json::json;
 
 use crate::sql::Statement;
+
+#[path = "job_lock_tests.rs"]
+mod job_lock_tests;
 use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
+use job_lock_tests::jobs_take_locks_in_turn_and_their_request_end_releases_them;
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 2, hour, minute, 0).unwrap()
@@ -2478,6 +2482,7 @@ suite!(
     the_ended_among_many_are_found_in_one_read,
     locks_are_taken_in_queue_order_and_released_at_the_end,
     a_fair_lock_serves_its_callers_round_robin,
+    jobs_take_locks_in_turn_and_their_request_end_releases_them,
 );
 
 fn postgres_url() -> String {
@@ -2702,7 +2707,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
-    assert_eq!(migrations, 12);
+    assert_eq!(migrations, 13);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Request types holding locks (Spindle's fixture `locks.yaml`).
-fn specs() -> String {
+pub(crate) fn specs() -> String {
     std::fs::read_to_string(crate::fixtures().join("locks.yaml")).unwrap()
 }
 
@@ -142,7 +142,7 @@ async fn job_times(client: &crate::recovery::Client, id: &str) -> (i64, i64) {
 }
 
 /// The most intervals that overlap at one instant.
-fn most_at_once(mut times: Vec<(i64, i64)>) -> usize {
+pub(crate) fn most_at_once(mut times: Vec<(i64, i64)>) -> usize {
     let mut events: Vec<(i64, i32)> = Vec::new();
     for (start, end) in times.drain(..) {
         events.push((start, 1));

@@ -5,6 +5,7 @@ mod chaos;
 mod client;
 mod graph;
 mod import;
+mod job_locks;
 mod job_programs;
 mod lint;
 mod locks;
