@@ -1,5 +1,5 @@
 //! `spindle locks`: every lock held or waited for, with its holders and its queue
-//! (issue #34).
+//! (issue #34): requests, and jobs (named after the time).
 
 use super::*;
 
@@ -15,7 +15,7 @@ pub(crate) async fn locks(args: &ClientArgs) -> anyhow::Result<Exit> {
     }
     if locks.is_empty() {
         super::eprintln_line(
-            "no lock is held or waited for (a request type's `locks:` declares them)",
+            "no lock is held or waited for (`locks:` of a request type or a node, and `pools:`, declare them)",
         )?;
         return Ok(Exit::Success);
     }
@@ -59,8 +59,14 @@ pub(crate) async fn locks(args: &ClientArgs) -> anyhow::Result<Exit> {
                 (String::new(), String::new())
             };
             let since = claimant.held_since.unwrap_or(claimant.queued_at);
+            // A job's claim (a node's lock, a pool) names the job after the time.
+            let job = if claimant.job_id.is_empty() {
+                String::new()
+            } else {
+                format!("  job {}", claimant.job_id)
+            };
             out!(
-                "{:<width$} {:>5}  {:<8} {:<20} {:<16} {:<9} {} ({} ago)",
+                "{:<width$} {:>5}  {:<8} {:<20} {:<16} {:<9} {} ({} ago){job}",
                 name,
                 limit,
                 role,

@@ -1,6 +1,6 @@
 //! Issue #34, locks held by jobs: `restart-fleet` (Spindle's fixture `locks.yaml`)
 //! restarts each host in a sequence holding `host-ops[host]`, and every restart is a
-//! `shell-command` job of the pool `shells` (at most 2 at once, fleet-wide). Two requests
+//! `shell-command` job that joins the pool `shells` (at most 2 at once, fleet-wide). Two requests
 //! over overlapping hosts never restart one host twice at once, never run more than two
 //! restarts at once, reach two, and wait visibly; every lock is released at the end. On
 //! `spindle server` (SQLite), and on two Request Managers and three Job Runners sharing

@@ -118,7 +118,7 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&output.stderr).trim(),
-        "no lock is held or waited for (a request type's `locks:` declares them)"
+        "no lock is held or waited for (`locks:` of a request type or a node, and `pools:`, declare them)"
     );
 }
 
