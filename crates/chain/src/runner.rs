@@ -206,6 +206,7 @@ fn take_locks<'a>(
         let ask = proto::TakeJobLocks {
             job_id: job.id.clone(),
             locks: locks.take.clone(),
+            asked_since: now_nanos(),
         };
         let mut wait = Duration::from_millis(100);
         loop {

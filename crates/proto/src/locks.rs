@@ -71,6 +71,14 @@ pub struct JobLock {
 pub struct TakeJobLocks {
     pub job_id: String,
     pub locks: Vec<JobLock>,
+    /// When the job first asked (Unix nanoseconds, the runner's clock; 0: now), so that
+    /// the Request Manager can count how long it waited once granted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub asked_since: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// The answer: every lock held, or none (the job keeps its place in the queues and asks

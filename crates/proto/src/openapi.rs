@@ -333,6 +333,7 @@ mod tests {
         let take = crate::TakeJobLocks {
             job_id: "abcd".to_owned(),
             locks: job.locks.clone(),
+            asked_since: 1_796_371_582_791_608_571,
         };
         check("TakeJobLocks", &take);
         check("JobLocksTaken", &crate::JobLocksTaken::default());

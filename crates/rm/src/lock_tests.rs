@@ -345,3 +345,89 @@ async fn a_stopped_waiter_leaves_the_queue_and_a_retry_takes_the_lock_again() {
         .collect();
     assert_eq!(resumed, [holder]);
 }
+
+/// Issue #34, locks held by jobs: a Job Runner asks for a job's locks (its node's, its
+/// pools) before its first try; the pool `shells` (2) grants two restarts and makes the
+/// third wait with a reason naming a holder job; a release frees a place; bad asks are
+/// refused saying what was expected; the wait is counted in the metrics.
+#[tokio::test]
+async fn a_runner_takes_and_releases_a_jobs_locks() {
+    let env = env_specs(options(), SPECS).await;
+    let created = create(
+        &env,
+        json!({"type": "restart-fleet", "args": {"hosts": ["web-1", "web-2", "web-3"]}, "user": "ann"}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let chain = get(&env, &format!("/api/v1/requests/{id}/job-chain")).await;
+    let mut restarts: Vec<&Value> = chain["jobs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|job| job["type"] == "shell-command")
+        .collect();
+    restarts.sort_by_key(|job| job["each"]["host"].as_str().unwrap().to_owned());
+    assert_eq!(restarts.len(), 3);
+    let uri = format!("/api/v1/requests/{id}/job-locks");
+    let ask = |job: &Value| json!({"jobId": job["id"], "locks": job["locks"], "askedSince": 1});
+    for job in &restarts[..2] {
+        let taken = send_json(&env, Method::POST, &uri, &ask(job), StatusCode::OK).await;
+        assert_eq!(taken, json!({"granted": true}));
+    }
+    let third = send_json(&env, Method::POST, &uri, &ask(restarts[2]), StatusCode::OK).await;
+    assert_eq!(third["granted"], false);
+    let why = third["waiting"].as_str().unwrap();
+    assert!(
+        why.starts_with("waiting for lock shells (2 of 2 held), held by job ")
+            && why.ends_with(", 0 ahead in the queue"),
+        "{why}"
+    );
+    let locks = get(&env, "/api/v1/locks").await;
+    let shells = locks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|lock| lock["name"] == "shells")
+        .unwrap();
+    assert_eq!(shells["holders"][0]["jobId"], restarts[0]["id"]);
+    assert_eq!(shells["waiters"][0]["jobId"], restarts[2]["id"]);
+    // A release frees the place the waiter takes.
+    let release = format!(
+        "/api/v1/requests/{id}/job-locks/{}",
+        restarts[0]["id"].as_str().unwrap()
+    );
+    let (status, body, _) = call(&env.router, Method::DELETE, &release, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let third = send_json(&env, Method::POST, &uri, &ask(restarts[2]), StatusCode::OK).await;
+    assert_eq!(third["granted"], true);
+    // Bad asks: said what is wrong and what was expected; nothing taken.
+    for (body, says) in [
+        (
+            json!({"jobId": "", "locks": restarts[0]["locks"]}),
+            "expected the id of the job",
+        ),
+        (json!({"jobId": "x", "locks": []}), "expected 1 to 64"),
+        (
+            json!({"jobId": "x", "locks": [{"name": "shells", "limit": 0}]}),
+            "expected a name and a limit of at least 1",
+        ),
+        (json!({"jobId": "x"}), "locks"),
+    ] {
+        let answer = send_json(&env, Method::POST, &uri, &body, StatusCode::BAD_REQUEST).await;
+        assert!(
+            answer["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+    let unknown = "/api/v1/requests/nope/job-locks";
+    let ask0 = ask(restarts[0]);
+    send_json(&env, Method::POST, unknown, &ask0, StatusCode::NOT_FOUND).await;
+    let (status, scrape, _) = call(&env.router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let scrape = scrape.as_str().unwrap().to_owned();
+    let at = |series: &str| {
+        telemetry::metrics::sample(&scrape, series)
+            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+    };
+    assert_eq!(at(r#"spindle_lock_wait_seconds_count{lock="shells"}"#), 3.0);
+}

@@ -27,6 +27,17 @@ impl Manager {
             .await?;
         Ok(match taken {
             LockTake::Granted => {
+                if let Some(metrics) = &self.options.telemetry.metrics {
+                    // How long it waited, by the runner's clock (none if it is ahead).
+                    let now = Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+                    let waited = u64::try_from(now.saturating_sub(take.asked_since))
+                        .ok()
+                        .filter(|_| take.asked_since > 0)
+                        .map_or(Duration::ZERO, Duration::from_nanos);
+                    for lock in &take.locks {
+                        metrics.lock_taken(&lock.name, waited);
+                    }
+                }
                 tracing::debug!(request_id, job_id = take.job_id, "job's locks taken");
                 JobLocksTaken {
                     granted: true,
