@@ -14,7 +14,8 @@ use proto::{
 };
 
 use crate::testing::Kept;
-use crate::{Options, ReportError, Reporter, RetryPolicy};
+use crate::tests::options;
+use crate::{ReportError, Reporter};
 
 /// What the reporter saw, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,15 +164,6 @@ fn fan_out(n: usize, ms: u64, when_taken: &str) -> JobChain {
         adjacency_list: adjacency,
         state: State::Pending,
         finished_jobs: 0,
-    }
-}
-
-fn options() -> Options {
-    Options {
-        stop_timeout: Duration::from_secs(10),
-        retry: RetryPolicy::default(),
-        observer: None,
-        paused: false,
     }
 }
 

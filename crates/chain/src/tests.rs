@@ -396,7 +396,7 @@ fn job<'a>(chain: &'a mut JobChain, id: &str) -> &'a mut proto::Job {
     chain.jobs.get_mut(&format!("j{id}")).unwrap()
 }
 
-fn options() -> Options {
+pub(crate) fn options() -> Options {
     Options {
         stop_timeout: Duration::from_secs(10),
         retry: RetryPolicy::default(),

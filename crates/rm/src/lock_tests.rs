@@ -50,6 +50,18 @@ fn waiters(locks: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The metrics as `/metrics` answers them.
+async fn scrape(env: &Env) -> String {
+    let (status, scrape, _) = call(&env.router, Method::GET, "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    scrape.as_str().unwrap().to_owned()
+}
+
+/// One series' value in a scrape; it must be there.
+fn sample(scrape: &str, series: &str) -> f64 {
+    telemetry::metrics::sample(scrape, series).unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+}
+
 async fn get(env: &Env, path: &str) -> Value {
     let (status, body, _) = call(&env.router, Method::GET, path, None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -125,13 +137,8 @@ async fn a_request_waits_for_its_lock_and_goes_when_the_holder_ends() {
         ]
     );
     // The metrics: holders and waiters by lock name, and how long takers waited.
-    let (status, scrape, _) = call(&env.router, Method::GET, "/metrics", None).await;
-    assert_eq!(status, StatusCode::OK);
-    let scrape = scrape.as_str().unwrap().to_owned();
-    let at = |series: &str| {
-        telemetry::metrics::sample(&scrape, series)
-            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
-    };
+    let scrape = scrape(&env).await;
+    let at = |series: &str| sample(&scrape, series);
     assert_eq!(at(r#"spindle_lock_holders{lock="cluster-ops"}"#), 2.0);
     assert_eq!(at(r#"spindle_lock_waiters{lock="cluster-ops"}"#), 1.0);
     assert_eq!(
@@ -422,12 +429,7 @@ async fn a_runner_takes_and_releases_a_jobs_locks() {
     let unknown = "/api/v1/requests/nope/job-locks";
     let ask0 = ask(restarts[0]);
     send_json(&env, Method::POST, unknown, &ask0, StatusCode::NOT_FOUND).await;
-    let (status, scrape, _) = call(&env.router, Method::GET, "/metrics", None).await;
-    assert_eq!(status, StatusCode::OK);
-    let scrape = scrape.as_str().unwrap().to_owned();
-    let at = |series: &str| {
-        telemetry::metrics::sample(&scrape, series)
-            .unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
-    };
+    let scrape = scrape(&env).await;
+    let at = |series: &str| sample(&scrape, series);
     assert_eq!(at(r#"spindle_lock_wait_seconds_count{lock="shells"}"#), 3.0);
 }

@@ -129,26 +129,6 @@ async fn a_job_pool_holds_across_managers_and_runners_on_mysql() {
 }
 
 async fn across_managers(url: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("specs")).unwrap();
-    std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
-    let rm_args = crate::rm_args(url, "3s", &[]);
-    let rm1 = crate::Service::start(dir.path(), &rm_args);
-    let rm2 = crate::Service::start(dir.path(), &rm_args);
-    let rm_urls = format!("{},{}", rm1.url, rm2.url);
-    let runners: Vec<crate::Service> = (0..3)
-        .map(|_| crate::Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[])))
-        .collect();
-    let clients = [Client::new(&rm1.url), Client::new(&rm2.url)];
-    crate::eventually(
-        "three runners registered",
-        Duration::from_secs(10),
-        async || {
-            let list = clients[0].get("/api/v1/job-runners").await;
-            list.as_array().unwrap().len() == 3
-        },
-    )
-    .await;
-    two_fleets(&clients).await;
-    drop((rm1, rm2, runners));
+    let cluster = crate::locks::Cluster::start(url).await;
+    two_fleets(&cluster.clients).await;
 }

@@ -182,21 +182,52 @@ async fn two_managers_on_mysql_never_grant_a_lock_twice() {
     database.remove().await;
 }
 
+/// Two Request Managers on one database with the lock specs, and three Job Runners
+/// reporting to both, registered; killed when dropped.
+pub(crate) struct Cluster {
+    pub(crate) clients: [crate::recovery::Client; 2],
+    _services: Vec<crate::Service>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub(crate) async fn start(url: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("specs")).unwrap();
+        std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
+        let rm_args = crate::rm_args(url, "3s", &[]);
+        let rm1 = crate::Service::start(dir.path(), &rm_args);
+        let rm2 = crate::Service::start(dir.path(), &rm_args);
+        let rm_urls = format!("{},{}", rm1.url, rm2.url);
+        let clients = [
+            crate::recovery::Client::new(&rm1.url),
+            crate::recovery::Client::new(&rm2.url),
+        ];
+        let mut services = vec![rm1, rm2];
+        for _ in 0..3 {
+            let args = crate::jr_args(&rm_urls, "3s", &[]);
+            services.push(crate::Service::start(dir.path(), &args));
+        }
+        crate::eventually(
+            "three runners registered",
+            Duration::from_secs(10),
+            async || {
+                let list = clients[0].get("/api/v1/job-runners").await;
+                list.as_array().unwrap().len() == 3
+            },
+        )
+        .await;
+        Cluster {
+            clients,
+            _services: services,
+            _dir: dir,
+        }
+    }
+}
+
 async fn two_managers_on(url: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("specs")).unwrap();
-    std::fs::write(dir.path().join("specs/locks.yaml"), specs()).unwrap();
-    let rm_args = crate::rm_args(url, "3s", &[]);
-    let rm1 = crate::Service::start(dir.path(), &rm_args);
-    let rm2 = crate::Service::start(dir.path(), &rm_args);
-    let rm_urls = format!("{},{}", rm1.url, rm2.url);
-    let runners: Vec<crate::Service> = (0..3)
-        .map(|_| crate::Service::start(dir.path(), &crate::jr_args(&rm_urls, "3s", &[])))
-        .collect();
-    let clients = [
-        crate::recovery::Client::new(&rm1.url),
-        crate::recovery::Client::new(&rm2.url),
-    ];
+    let cluster = Cluster::start(url).await;
+    let clients = &cluster.clients;
     let mut by_cluster: Vec<Vec<String>> = vec![Vec::new(); 5];
     for n in 0..50 {
         let cluster = n % 5;
@@ -230,7 +261,6 @@ async fn two_managers_on(url: &str) {
     assert_eq!(most_at_once(times.clone()), 3, "schema-changes: {times:?}");
     // Every lock released with its holder's end.
     assert_eq!(clients[1].get("/api/v1/locks").await, serde_json::json!([]));
-    drop((rm1, rm2, runners));
 }
 
 /// Issue #34: SIGKILL of the Job Runner whose request holds a lock neither leaks the lock
