@@ -37,6 +37,10 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// Too much work waits already (503 with `Retry-After`, the seconds to wait): the
+    /// caller is to try again then; nothing was stored.
+    #[error("{message}")]
+    Overloaded { message: String, retry_after: u64 },
     /// Anything else (500): the caller is told only that it failed.
     #[error("{message}")]
     Internal {
@@ -56,7 +60,7 @@ impl Error {
             Error::Conflict(_) | Error::Fenced(_) => 409,
             Error::UnsupportedMediaType(_) => 415,
             Error::MethodNotAllowed(_) => 405,
-            Error::Unavailable { .. } => 503,
+            Error::Unavailable { .. } | Error::Overloaded { .. } => 503,
             Error::Internal { .. } => 500,
         }
     }

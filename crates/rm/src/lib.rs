@@ -20,6 +20,8 @@ pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
 pub use manager::{Manager, Options, spec_version};
 
 #[cfg(test)]
+mod backlog_tests;
+#[cfg(test)]
 mod lock_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -143,6 +143,8 @@ pub(crate) struct LocalSettings<'a> {
     pub(crate) auth: Option<Arc<auth::Auth>>,
     /// Finished requests older than this are removed; `None`: kept.
     pub(crate) retention: Option<Duration>,
+    /// Creates are refused past this backlog; `None`: never.
+    pub(crate) max_backlog: Option<u64>,
 }
 
 pub(crate) async fn local(
@@ -160,6 +162,7 @@ pub(crate) async fn local(
         telemetry,
         auth,
         retention,
+        max_backlog,
     } = settings;
     let registry = Arc::new(registry);
     let grapher = graph::Grapher::new(specs, registry.clone());
@@ -175,6 +178,7 @@ pub(crate) async fn local(
         telemetry: telemetry.clone(),
         auth,
         retention,
+        max_backlog,
     };
     let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
     let runner = jr::Runner::new(

@@ -90,6 +90,8 @@ pub(crate) async fn run(
             // In-process, by whoever runs the command: no HTTP to guard.
             auth: None,
             retention: None,
+            // One request, from its own caller.
+            max_backlog: None,
         },
     )
     .await?;

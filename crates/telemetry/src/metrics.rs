@@ -122,6 +122,11 @@ pub struct Metrics {
     pub lock_waiters: Family<LockLabel, Gauge>,
     /// From a request's creation to its taking a lock.
     pub lock_wait: Histograms<LockLabel>,
+    /// Creates refused, by why (`backlog`: past `max_backlog`).
+    pub requests_refused: Family<KindLabel, Counter>,
+    /// Requests created and not yet handed to a Job Runner, as the backlog limit counts
+    /// them (sampled from the database, plus this manager's creates since).
+    pub backlog: Gauge,
     pub store_query_duration: Histograms<OperationLabel>,
     pub store_query_errors: Family<OperationLabel, Counter>,
     // The Job Runner's.
@@ -175,6 +180,8 @@ impl Metrics {
             lock_holders: Family::default(),
             lock_waiters: Family::default(),
             lock_wait: histograms(duration_histogram),
+            requests_refused: Family::default(),
+            backlog: Gauge::default(),
             store_query_duration: histograms(query_histogram),
             store_query_errors: Family::default(),
             job_tries: Family::default(),
@@ -230,6 +237,16 @@ impl Metrics {
             "job_runners",
             "Registered job runners by state, live or lost (read from the database at each scrape)",
             m.job_runners.clone(),
+        );
+        r.register(
+            "requests_refused",
+            "Creates refused, by kind (backlog: more requests wait to be handed to a job runner than max_backlog allows)",
+            m.requests_refused.clone(),
+        );
+        r.register(
+            "backlog",
+            "Requests created and not yet handed to a job runner, as the backlog limit counts them",
+            m.backlog.clone(),
         );
         r.register(
             "lock_holders",
@@ -361,6 +378,15 @@ impl Metrics {
         self.lease_renewals
             .get_or_create(&ResultLabel {
                 result: if ok { "ok" } else { "failed" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A create was refused (`kind`: why, such as `backlog`).
+    pub fn request_refused(&self, kind: &str) {
+        self.requests_refused
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
             })
             .inc();
     }

@@ -44,8 +44,17 @@ impl IntoResponse for Error {
             other => other.to_string(),
         };
         let fenced = matches!(self, Error::Fenced(_));
+        let retry_after = match &self {
+            Error::Overloaded { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let mut response =
             (status, Json(proto::Error::new(status.as_u16(), message))).into_response();
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if fenced {
             response.headers_mut().insert(
                 proto::FENCED_HEADER,

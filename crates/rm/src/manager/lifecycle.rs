@@ -24,6 +24,8 @@ impl Manager {
         address: &str,
     ) -> Result<Request, Error> {
         self.check_open()?;
+        // Past the backlog limit, refused before any work (issue #32).
+        self.check_backlog().await?;
         let began = std::time::SystemTime::now();
         // Building a chain is CPU work that grows with the request, and a job's `create`
         // may run a program (shell-args waits for it): never on the async runtime's
@@ -91,6 +93,7 @@ impl Manager {
             let stored = self.batcher.create_request(new).await?;
             (stored.request, stored.locked)
         };
+        self.created_one();
         let telemetry = &self.options.telemetry;
         if let Some(metrics) = &telemetry.metrics {
             metrics.request_created(&request.request_type);

@@ -36,6 +36,7 @@ use crate::{ClientError, Error, HandOver, HandedOver, JrClient};
 use wait::Waiting;
 
 mod background;
+mod backlog;
 mod hand_over;
 mod job_locks;
 mod lifecycle;
@@ -78,6 +79,9 @@ pub struct Options {
     /// Finished requests older than this are removed, with their job logs, in small
     /// batches at each background round; `None`: kept forever.
     pub retention: Option<Duration>,
+    /// Creates are refused (503, `Retry-After`) while this many requests wait to be
+    /// handed to a Job Runner (PENDING); `None`: never.
+    pub max_backlog: Option<u64>,
 }
 
 /// Requests one retention transaction removes at most: small, so that no lock is held
@@ -118,6 +122,7 @@ impl Default for Options {
             telemetry: Telemetry::default(),
             auth: None,
             retention: None,
+            max_backlog: None,
         }
     }
 }
@@ -154,6 +159,8 @@ pub struct Manager {
     /// When this Request Manager was made: a scheduled run due before it started was
     /// missed (by this one; another that ran then started it).
     started_at: chrono::DateTime<chrono::Utc>,
+    /// The backlog as last counted, for `max_backlog`.
+    backlog: backlog::Backlog,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -264,6 +271,7 @@ impl Manager {
             refused_by: Mutex::default(),
             started_at: chrono::Utc::now(),
             lock_released: tokio::sync::Notify::new(),
+            backlog: backlog::Backlog::default(),
         }
     }
 

@@ -25,6 +25,9 @@ pub(crate) struct FileConfig {
     pub(crate) suspended_ttl: Option<String>,
     /// Go-style duration: finished requests older than it are removed (none: kept).
     pub(crate) retention: Option<String>,
+    /// Creates are refused (503, Retry-After) while this many requests wait to be handed
+    /// to a Job Runner; 0: never (default 10000).
+    pub(crate) max_backlog: Option<u64>,
     /// Go-style duration: how long a Job Runner's registration holds without renewal.
     pub(crate) lease: Option<String>,
     /// Whether `/metrics` is served and metrics are kept (default true).
@@ -123,8 +126,8 @@ pub(crate) struct ClientConfig {
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
-    /// interval, suspended_ttl, retention, lease, metrics, otlp_endpoint, log_level, auth, token,
-    /// client, tls, limits, jobs
+    /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
+    /// auth, token, client, tls, limits, jobs
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -201,6 +204,10 @@ pub(crate) struct ManagerArgs {
     /// duration, such as 720h; default: keep them)
     #[arg(long, env = "SPINDLE_RETENTION")]
     pub(crate) retention: Option<String>,
+    /// Refuse creates (HTTP 503 with Retry-After) while this many requests wait to be
+    /// handed to a Job Runner (PENDING); 0: never (default 10000)
+    #[arg(long, env = "SPINDLE_MAX_BACKLOG")]
+    pub(crate) max_backlog: Option<u64>,
     /// Reload the specs when their files change (they are read every second); they are
     /// always reloaded on SIGHUP, linted first, the old ones kept when the new have errors
     #[arg(long, env = "SPINDLE_WATCH_SPECS")]
@@ -285,6 +292,8 @@ pub(crate) struct Settings {
     pub(crate) suspended_ttl: Duration,
     /// None: finished requests are kept.
     pub(crate) retention: Option<Duration>,
+    /// None: creates are never refused for a backlog.
+    pub(crate) max_backlog: Option<u64>,
     pub(crate) lease: Duration,
     pub(crate) metrics: bool,
     pub(crate) otlp_endpoint: Option<String>,
@@ -323,6 +332,10 @@ impl Settings {
         }
     }
 }
+
+/// Requests created and not yet handed to a Job Runner past which creates are refused,
+/// when the configuration does not say: about five seconds of a flood at the knee.
+pub(crate) const DEFAULT_MAX_BACKLOG: u64 = 10_000;
 
 pub(super) fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
     proto::duration::parse(text)
@@ -413,6 +426,10 @@ impl FileConfig {
             retention: match file.retention.clone() {
                 Some(text) => Some(positive("retention", duration("retention", &text)?)?),
                 None => None,
+            },
+            max_backlog: match file.max_backlog.unwrap_or(DEFAULT_MAX_BACKLOG) {
+                0 => None,
+                n => Some(n),
             },
             lease: positive("lease", duration("lease", &pick(&file.lease, "10s"))?)?,
             metrics: file.metrics.unwrap_or(true),

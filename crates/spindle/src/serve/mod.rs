@@ -134,6 +134,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
             telemetry: telemetry.clone(),
             auth: start.auth,
             retention: settings.retention,
+            max_backlog: settings.max_backlog,
         },
     )
     .await?;
@@ -220,6 +221,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         telemetry: telemetry(&settings, "spindle-rm")?,
         auth,
         retention: settings.retention,
+        max_backlog: settings.max_backlog,
     };
     let manager = Arc::new(Manager::new(
         grapher,

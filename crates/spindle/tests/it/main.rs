@@ -1,5 +1,6 @@
 //! Integration tests of the `spindle` binary: each test runs the real binary.
 
+mod backpressure;
 mod beyond;
 mod chaos;
 mod client;
