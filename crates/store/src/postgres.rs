@@ -9,7 +9,29 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 use crate::Error;
 use crate::sql::{Backend, SqlStore, Statement};
 
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+/// Spindle's PostgreSQL migrations, without sqlx's lock (see [`migrate`]).
+pub(crate) fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("migrations/postgres");
+    migrator.set_locking(false);
+    migrator
+}
+
+/// Brings the schema up to date in one transaction that holds a transaction's advisory
+/// lock, so that two Request Managers starting at once migrate one after the other.
+/// sqlx's own lock is a session's (`pg_advisory_lock`, then `pg_advisory_unlock`):
+/// through PgBouncer's transaction pooling the two may reach different server
+/// connections, and the lock would stay held by one of them.
+async fn migrate(pool: &sqlx::PgPool) -> Result<(), Error> {
+    let mut tx = pool.begin().await.map_err(Error::from)?;
+    // "spindle-migrate" in a number.
+    sqlx::query("SELECT pg_advisory_xact_lock(7309483712540262)")
+        .execute(&mut *tx)
+        .await
+        .map_err(Error::from)?;
+    migrator().run(&mut *tx).await.map_err(Error::Migrate)?;
+    tx.commit().await.map_err(Error::from)?;
+    Ok(())
+}
 
 /// Spindle's store in a PostgreSQL database.
 pub type PostgresStore = SqlStore<Postgres>;
@@ -69,7 +91,7 @@ impl SqlStore<Postgres> {
                 .connect_with(options.clone())
         })
         .await?;
-        MIGRATOR.run(&pool).await.map_err(Error::Migrate)?;
+        migrate(&pool).await?;
         Ok(PostgresStore {
             readers: pool.clone(),
             pool,

@@ -2706,7 +2706,7 @@ async fn postgres_migrates_an_empty_schema_once() {
     let Some((store, schema)) = postgres_store().await else {
         return;
     };
-    let migrations = crate::postgres::MIGRATOR.iter().count() as i64;
+    let migrations = crate::postgres::migrator().iter().count() as i64;
     assert_eq!(migrations, 13);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)

@@ -56,6 +56,25 @@ async fn chaos_on_postgres_every_request_completes_and_every_execution_is_logged
     chaos(test, Some(OwnDatabase::Postgres(postgres)), database).await;
 }
 
+/// Issue #32, point 4: the same with the Request Managers reaching PostgreSQL through a
+/// PgBouncer of the test's own (session pooling, at most 40 server connections for two
+/// managers' pools of 16 and a restarted one's), its server stopped and started again
+/// under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_through_pgbouncer_every_request_completes_and_every_execution_is_logged() {
+    let test = "chaos_through_pgbouncer_every_request_completes_and_every_execution_is_logged";
+    let Some(postgres) = OwnPostgres::start(test) else {
+        return;
+    };
+    let Some(bouncer) = crate::pgbouncer::OwnPgbouncer::start(test, postgres.port(), "session", 40)
+    else {
+        return;
+    };
+    let database = bouncer.url();
+    chaos(test, Some(OwnDatabase::Postgres(postgres)), database).await;
+    drop(bouncer);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_on_mysql_every_request_completes_and_every_execution_is_logged() {
     let test = "chaos_on_mysql_every_request_completes_and_every_execution_is_logged";

@@ -13,6 +13,7 @@ mod locks;
 mod observability;
 mod operators;
 mod own_db;
+mod pgbouncer;
 mod recovery;
 mod security;
 mod services;

@@ -33,7 +33,7 @@ impl OwnDatabase {
 
 /// Says that `test` was skipped for want of `what`, or fails it where `required` (an
 /// environment variable) is `required`.
-fn skipped(test: &str, what: &str, required: &str) {
+pub(crate) fn skipped(test: &str, what: &str, required: &str) {
     assert!(
         std::env::var(required).as_deref() != Ok("required"),
         "{test}: {what} are not installed, and {required}=required"
@@ -46,7 +46,7 @@ fn skipped(test: &str, what: &str, required: &str) {
 
 /// The user to run a server as: `name` when the tests run as root (the servers refuse
 /// to run as root), with `dir` made theirs; else the tests' own.
-fn server_user(name: &str, dir: &Path) -> Option<String> {
+pub(crate) fn server_user(name: &str, dir: &Path) -> Option<String> {
     if !nix::unistd::Uid::effective().is_root() {
         return None;
     }
@@ -60,7 +60,7 @@ fn server_user(name: &str, dir: &Path) -> Option<String> {
 }
 
 /// `program` run as `user` (or as the tests' own user).
-fn command_as(user: Option<&str>, program: &Path) -> Command {
+pub(crate) fn command_as(user: Option<&str>, program: &Path) -> Command {
     match user {
         Some(user) => {
             let mut command = Command::new("runuser");
@@ -72,7 +72,7 @@ fn command_as(user: Option<&str>, program: &Path) -> Command {
 }
 
 /// A port nobody holds now; the server takes it a moment later.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -196,6 +196,10 @@ impl OwnPostgres {
     pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
 }
 
 impl Drop for OwnPostgres {
@@ -220,7 +224,7 @@ pub(crate) struct OwnMariadb {
 }
 
 /// The first of `names` found on the PATH or in /usr/sbin and /usr/bin.
-fn find_program(names: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find_program(names: &[&str]) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).collect())
         .unwrap_or_default();
