@@ -2677,6 +2677,20 @@ async fn who_may_create_start_stop_and_read() {
     }
     let (status, _, _) = call_with(&env.router, Method::GET, "/api/v1/requests", None, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A job's locks are taken and released by services only (a Job Runner), not readers.
+    let job_locks = format!("/api/v1/requests/{}/job-locks", created[0]);
+    let take = r#"{"jobId": "abcd", "locks": [{"name": "pool", "limit": 1}]}"#;
+    let release = format!("{job_locks}/abcd");
+    for (who, want_take, want_release) in [("bob", 403, 403), ("ann", 403, 403), ("jr", 200, 204)] {
+        let headers = [("authorization", bearer(who))];
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(h, v)| (*h, v.as_str())).collect();
+        let (status, body, _) =
+            call_with(&env.router, Method::POST, &job_locks, Some(take), &headers).await;
+        assert_eq!(status.as_u16(), want_take, "{who}: {body}");
+        let (status, body, _) =
+            call_with(&env.router, Method::DELETE, &release, None, &headers).await;
+        assert_eq!(status.as_u16(), want_release, "{who}: {body}");
+    }
     // Stopping and starting are authorized by the ACL (start: the request is RUNNING).
     let stop = format!("/api/v1/requests/{}/stop", created[0]);
     let start = format!("/api/v1/requests/{}/start", created[0]);

@@ -45,7 +45,8 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
                 "finish" | "suspend" | "progress",
             ],
         )
-        | (Method::POST, ["api", "v1", "requests", _, "log"]) => Needs::Service,
+        | (Method::POST, ["api", "v1", "requests", _, "log" | "job-locks"])
+        | (Method::DELETE, ["api", "v1", "requests", _, "job-locks", _]) => Needs::Service,
         (Method::POST, ["api", "v1", "requests"])
         | (
             Method::PUT,
