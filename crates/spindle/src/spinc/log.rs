@@ -21,7 +21,12 @@ pub(crate) struct LogArgs {
 }
 
 /// `streamed`: the try's output was printed live already, so it is not printed again.
-fn print_entry(entry: &proto::JobLog, streamed: bool) -> anyhow::Result<()> {
+/// `names`: each job's name with its expansion element (`drain [host=web-37]`).
+fn print_entry(
+    entry: &proto::JobLog,
+    streamed: bool,
+    names: &std::collections::HashMap<String, String>,
+) -> anyhow::Result<()> {
     let at = |nanos: i64| {
         if nanos == 0 {
             "N/A".to_owned()
@@ -39,7 +44,7 @@ fn print_entry(entry: &proto::JobLog, streamed: bool) -> anyhow::Result<()> {
     out!(
         "job id:   {}\njob name: {}\njob type: {}\nstate:    {}\nexit:     {}\nerror:    {}\ntry:      {}\nruntime:  {:.6}s\nstarted:  {}\nfinished: {}\nstdout:   {}\nstderr:   {}\n--",
         entry.job_id,
-        entry.name,
+        names.get(&entry.job_id).unwrap_or(&entry.name),
         entry.job_type,
         entry.state,
         entry.exit,
@@ -125,7 +130,9 @@ impl Followed {
 // printed, what each job printed last) between polls; without it, one read and print.
 pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let chain = if log.job.is_some() || log.follow {
+    let json = args.output() == Output::Json;
+    // The chain names each job with its expansion element; JSON entries are as stored.
+    let chain = if log.job.is_some() || log.follow || !json {
         match client.job_chain(&log.id).await {
             Ok(chain) => Some(chain),
             Err(err) => return Ok(fail(&err)),
@@ -136,7 +143,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
     let names: std::collections::HashMap<String, String> = chain
         .iter()
         .flat_map(|chain| chain.jobs.values())
-        .map(|job| (job.id.clone(), job.name.clone()))
+        .map(|job| (job.id.clone(), job_title(&job.name, &job.each)))
         .collect();
     // `--job`: the ids of the jobs it names, by id or by name.
     let jobs: Option<std::collections::HashSet<String>> = match (&log.job, &chain) {
@@ -163,7 +170,6 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
         _ => None,
     };
     let wanted = |job_id: &str| jobs.as_ref().is_none_or(|ids| ids.contains(job_id));
-    let json = args.output() == Output::Json;
     // The grapher's wrapper jobs say nothing a person reads a log for.
     let shown = |entry: &proto::JobLog| {
         wanted(&entry.job_id)
@@ -180,7 +186,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
             print_json(&entries)?;
         } else {
             for entry in &entries {
-                print_entry(entry, false)?;
+                print_entry(entry, false, &names)?;
             }
         }
         return Ok(Exit::Success);
@@ -226,7 +232,7 @@ pub(crate) async fn log(args: &ClientArgs, log: &LogArgs) -> anyhow::Result<Exit
                 if json {
                     out!("{}", serde_json::to_string(&entry)?);
                 } else {
-                    print_entry(&entry, followed.streamed(&entry))?;
+                    print_entry(&entry, followed.streamed(&entry), &names)?;
                 }
             }
         }

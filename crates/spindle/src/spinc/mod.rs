@@ -161,18 +161,24 @@ pub(crate) fn each_text(each: &proto::JobArgs) -> String {
     graph::structure::each_text(each, ",")
 }
 
+/// A job as people name it: its name, with its expansion element when it has one
+/// (`drain [host=web-37]`), which tells the iterations of a fan-out apart.
+pub(crate) fn job_title(name: &str, each: &proto::JobArgs) -> String {
+    let each = each_text(each);
+    if each.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name} [{each}]")
+    }
+}
+
 /// Running jobs for a progress bar's message: `name [host=db2]: status line, ...` (the
 /// expansion element tells the iterations of a fan-out apart).
 pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
     let parts: Vec<String> = jobs
         .iter()
         .map(|job| {
-            let each = each_text(&job.each);
-            let name = if each.is_empty() {
-                job.name.clone()
-            } else {
-                format!("{} [{each}]", job.name)
-            };
+            let name = job_title(&job.name, &job.each);
             if job.status.is_empty() {
                 name
             } else {

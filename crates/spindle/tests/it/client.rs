@@ -431,6 +431,19 @@ fn ps_stop_watch_and_running() {
     assert!(ps.contains(&format!(" host={long} ")), "{ps}");
     assert!(ps.contains(" host=web-02.eu-west-1.example.com "), "{ps}");
     server.stdout(&["stop", &naps]);
+    // The log names each iteration's job by its element too.
+    let log = loop {
+        let log = server.stdout(&["log", &naps]);
+        if log.matches("job name: ").count() == 2 {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "the stopped naps never logged");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        log.contains(&format!("job name: sleep [host={long}]\n")),
+        "{log}"
+    );
     let stopped = server.stdout(&["stop", &id]);
     assert_eq!(stopped.trim(), format!("OK, stopped {id}"));
     let watch = server.run(&["watch", &id]);
