@@ -746,7 +746,7 @@
       clear(panel);
       const close = h("button", { type: "button", id: "close-job", onclick: () => { if (jobPoll) jobPoll(); panel.hidden = true; layout.classList.remove("with-panel"); if (selected && jobNodes.has(selected)) { jobNodes.get(selected).g.classList.remove("selected"); jobNodes.get(selected).g.focus(); } selected = null; } }, "Close");
       const each = Object.keys(job.each || {}).length ? Object.entries(job.each).map(([k, v]) => `${k}=${valueText(v)}`).join(", ") : "";
-      panel.append(h("div", { class: "actions" }, h("h2", { id: "job-name" }, job.name), close),
+      panel.append(h("div", { class: "actions" }, h("h2", { id: "job-name" }, each ? `${job.name} [${each}]` : job.name), close),
         h("dl", { class: "summary" },
           h("dt", {}, "State"), h("dd", {}, badge(job.state)),
           h("dt", {}, "Type"), h("dd", {}, job.type),

@@ -600,6 +600,15 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
         scroll_width <= client_width && scroll_left == 0.0,
         "the drawing scrolls sideways: {scroll_width} in {client_width}, at {scroll_left}"
     );
+    // The job's panel is titled with its iteration's element.
+    let title = ui
+        .until(
+            "the failed job's panel",
+            "const n = document.getElementById('job-name'); return n && n.textContent",
+            10,
+        )
+        .await;
+    assert_eq!(title, "ping [host=web-2]");
     ui.screenshot("big-fan-out-failed").await;
     // With the job panel closed, the drawing is laid out again for the wider frame: all 50
     // iterations fit it at once, and so do the fan-out's way in and out (the wrappers).
