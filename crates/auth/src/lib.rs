@@ -271,6 +271,9 @@ pub enum Access {
     /// What Job Runners do: register, renew, report; and what a Request Manager asks of
     /// a Job Runner.
     Service,
+    /// What a monitor reads: `/metrics` and `/readyz`. Granted to the metrics roles
+    /// (a scraper's token need not read requests) and to whoever may read.
+    Observe,
 }
 
 /// Authentication and authorization, as configured.
@@ -286,6 +289,9 @@ pub struct Auth {
     pub read_roles: Option<Vec<String>>,
     /// The roles of Job Runners and Request Managers talking to each other.
     pub service_roles: Vec<String>,
+    /// The roles of monitors (a Prometheus, a load balancer's probe): they may read
+    /// `/metrics` and `/readyz`, nothing else unless another role lets them.
+    pub metrics_roles: Vec<String>,
 }
 
 impl Auth {
@@ -314,9 +320,18 @@ impl Auth {
         Self::has_any(caller, &self.service_roles)
     }
 
-    /// Whether the caller may read or act as a service.
+    /// Whether the caller may read, act as a service, or observe.
     pub fn allow(&self, caller: &Caller, access: Access) -> Result<(), Denied> {
         match access {
+            Access::Observe if Self::has_any(caller, &self.metrics_roles) => Ok(()),
+            Access::Observe => self.allow(caller, Access::Read).map_err(|_| {
+                Denied::Forbidden(format!(
+                    "denied: metrics and readiness require one of the roles {} or a reader's; caller {} has {}",
+                    list(&self.metrics_roles),
+                    caller.name,
+                    list(&caller.roles)
+                ))
+            }),
             Access::Read => match &self.read_roles {
                 Some(roles)
                     if !self.is_admin(caller)

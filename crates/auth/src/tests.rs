@@ -41,6 +41,7 @@ fn spin_cycle_auth(strict: bool) -> Auth {
         strict,
         read_roles: None,
         service_roles: vec!["spindle".to_owned()],
+        metrics_roles: vec!["metrics".to_owned()],
     }
 }
 

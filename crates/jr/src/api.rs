@@ -42,8 +42,8 @@ fn decode<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, 
 }
 
 /// With authentication on: only Request Managers (a service role) may hand chains over,
-/// stop them and read the running status; `/metrics` needs a caller allowed to read;
-/// health, version and the OpenAPI document need nothing. The connection's
+/// stop them and read the running status; `/metrics` and `/readyz` need a monitor (a
+/// metrics role) or a caller allowed to read; health, version and the OpenAPI document need nothing. The connection's
 /// [`auth::Peer`] comes from the server (TLS), else from axum's connection info.
 pub fn with_auth(router: Router, auth: Arc<auth::Auth>) -> Router {
     router.layer(axum::middleware::from_fn(
@@ -52,8 +52,8 @@ pub fn with_auth(router: Router, auth: Arc<auth::Auth>) -> Router {
             async move {
                 let path = request.uri().path();
                 let access = match path {
-                    "/healthz" | "/readyz" | "/version" | "/api/v1/openapi.json" => None,
-                    "/metrics" => Some(auth::Access::Read),
+                    "/healthz" | "/version" | "/api/v1/openapi.json" => None,
+                    "/metrics" | "/readyz" => Some(auth::Access::Observe),
                     _ => Some(auth::Access::Service),
                 };
                 let Some(access) = access else {

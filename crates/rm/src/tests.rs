@@ -2054,6 +2054,7 @@ async fn an_approval_is_answered_by_its_roles_once_and_handed_over_with_the_chai
         strict: false,
         read_roles: None,
         service_roles: vec!["spindle".to_owned()],
+        metrics_roles: vec!["metrics".to_owned()],
     };
     let env = env_specs(
         Options {
@@ -2522,6 +2523,7 @@ async fn who_may_create_start_stop_and_read() {
             line("root", &["ops-admin"]),
             line("nobody", &[]),
             line("jr", &["spindle"]),
+            line("prom", &["metrics"]),
         ]
         .join("\n"),
     )
@@ -2557,6 +2559,7 @@ async fn who_may_create_start_stop_and_read() {
         strict: true,
         read_roles: Some(vec!["viewer".to_owned(), "deployer".to_owned()]),
         service_roles: vec!["spindle".to_owned()],
+        metrics_roles: vec!["metrics".to_owned()],
     };
     let env = env_specs(
         Options {
@@ -2677,6 +2680,52 @@ async fn who_may_create_start_stop_and_read() {
     }
     let (status, _, _) = call_with(&env.router, Method::GET, "/api/v1/requests", None, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Issue #33: metrics and readiness follow auth: a monitor's token (a metrics role)
+    // and readers get them, nobody else; the monitor reads nothing more. Liveness is open.
+    let (status, _, _) = call_with(&env.router, Method::GET, "/healthz", None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    for path in ["/metrics", "/readyz"] {
+        let (status, _, _) = call_with(&env.router, Method::GET, path, None, &[]).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        for (who, allowed) in [
+            ("prom", true),
+            ("bob", true),
+            ("jr", true),
+            ("nobody", false),
+        ] {
+            let (status, body, _) = call_with(
+                &env.router,
+                Method::GET,
+                path,
+                None,
+                &[("authorization", &bearer(who))],
+            )
+            .await;
+            if allowed {
+                // Let in: this manager keeps no metrics, which it may say.
+                let off = body["message"] == "Not Found: metrics are off (metrics: false)";
+                assert!(status.is_success() || off, "{who} {path}: {status} {body}");
+            } else {
+                assert_eq!(
+                    (status.as_u16(), body["message"].as_str().unwrap()),
+                    (
+                        403,
+                        "denied: metrics and readiness require one of the roles [metrics] or a reader's; caller nobody has []"
+                    ),
+                    "{path}"
+                );
+            }
+        }
+    }
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests",
+        None,
+        &[("authorization", &bearer("prom"))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a monitor reads no requests");
     // A job's locks are taken and released by services only (a Job Runner), not readers.
     let job_locks = format!("/api/v1/requests/{}/job-locks", created[0]);
     let take = r#"{"jobId": "abcd", "locks": [{"name": "pool", "limit": 1}]}"#;

@@ -14,6 +14,8 @@ pub enum Needs {
     Caller,
     /// A Job Runner or a Request Manager (a service role).
     Service,
+    /// A monitor (a metrics role) or a reader: `/metrics`, `/readyz`.
+    Observe,
 }
 
 /// What `method path` needs, by the route it is.
@@ -21,7 +23,7 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
     use axum::http::Method;
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     match (method.clone(), segments.as_slice()) {
-        (_, ["healthz" | "readyz" | "version"])
+        (_, ["healthz" | "version"])
         | (_, ["api", "v1", "openapi.json"])
         // Who the caller is, and signing in and out: they authenticate themselves.
         | (_, ["ui", "api", "me" | "session"]) => Needs::Nothing,
@@ -58,7 +60,8 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
                 "start" | "stop" | "pause" | "resume" | "retry" | "approve" | "reject",
             ],
         ) => Needs::Caller,
-        (_, ["api", ..] | ["ui", "api", ..] | ["metrics"]) => Needs::Read,
+        (_, ["metrics" | "readyz"]) => Needs::Observe,
+        (_, ["api", ..] | ["ui", "api", ..]) => Needs::Read,
         // The web UI's pages and files: the pages ask the API, which checks.
         _ => Needs::Nothing,
     }
@@ -88,6 +91,7 @@ pub async fn authenticate(
     let allowed = match needs {
         Needs::Read => auth.allow(&caller, auth::Access::Read),
         Needs::Service => auth.allow(&caller, auth::Access::Service),
+        Needs::Observe => auth.allow(&caller, auth::Access::Observe),
         Needs::Caller | Needs::Nothing => Ok(()),
     };
     if let Err(denied) = allowed {

@@ -92,6 +92,9 @@ pub(crate) struct AuthConfig {
     pub(crate) read_roles: Option<Vec<String>>,
     /// The roles of Job Runners and Request Managers (default: [spindle]).
     pub(crate) service_roles: Option<Vec<String>>,
+    /// The roles that may read `/metrics` and `/readyz` and nothing more (default:
+    /// [metrics]): a Prometheus' token.
+    pub(crate) metrics_roles: Option<Vec<String>>,
     /// An authenticating proxy's headers, believed only from its addresses.
     pub(crate) proxy: Option<ProxyConfig>,
     /// Client certificates (with `tls.client_ca`): `roles: ou` or `roles: uri:PREFIX`.

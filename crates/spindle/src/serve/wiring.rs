@@ -176,6 +176,10 @@ pub(crate) fn build_auth(
             .service_roles
             .clone()
             .unwrap_or_else(|| vec!["spindle".to_owned()]),
+        metrics_roles: config
+            .metrics_roles
+            .clone()
+            .unwrap_or_else(|| vec!["metrics".to_owned()]),
     })))
 }
 

@@ -223,9 +223,12 @@ async fn a_server_with_tokens_lets_in_only_whom_they_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (dir, tokens) =
-        folder_with_tokens(&[("ann", &["deployer"]), ("spindle-services", &["spindle"])]);
-    let (ann, service) = (tokens[0].clone(), tokens[1].clone());
+    let (dir, tokens) = folder_with_tokens(&[
+        ("ann", &["deployer"]),
+        ("spindle-services", &["spindle"]),
+        ("prometheus", &["metrics"]),
+    ]);
+    let (ann, service, prometheus) = (tokens[0].clone(), tokens[1].clone(), tokens[2].clone());
     // The Job Runner accepts only the services' token, and presents it.
     write_service_configs(dir.path(), "auth:\n  tokens: tokens\n", &service);
     let rm = Service::start_env(
@@ -322,6 +325,29 @@ async fn a_request_manager_and_job_runners_authenticate_to_each_other() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+    // Issue #33: both services' metrics and readiness follow auth: a monitor's token
+    // (the metrics role) gets them, an anonymous scrape is a 401; the monitor can do
+    // nothing else.
+    for url in [&rm.url, &jr.url] {
+        for path in ["/metrics", "/readyz"] {
+            let status = async |token: Option<&str>| {
+                let mut call = http.get(format!("{url}{path}"));
+                if let Some(token) = token {
+                    call = call.bearer_auth(token);
+                }
+                call.send().await.unwrap().status().as_u16()
+            };
+            assert_eq!(status(None).await, 401, "{url}{path}");
+            assert_eq!(status(Some(&prometheus)).await, 200, "{url}{path}");
+        }
+    }
+    let response = http
+        .get(format!("{}/api/v1/status/running", jr.url))
+        .bearer_auth(&prometheus)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403, "a monitor hands no chains");
 }
 
 /// Issue #35: a Request Manager that cannot authenticate to its Job Runner (the runner
