@@ -6,6 +6,7 @@
 //! crate knows nothing of HTTP, SQL or YAML.
 
 pub mod args;
+mod bulk;
 pub mod duration;
 mod filter;
 mod id;
@@ -16,6 +17,7 @@ mod state;
 pub mod topo;
 mod types;
 
+pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks};

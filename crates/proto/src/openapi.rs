@@ -342,6 +342,26 @@ mod tests {
             waiting: "waiting for lock ssh (20 of 20 held)".to_owned(),
         };
         check("JobLocksTaken", &waiting);
+        let item = |outcome, message: &str, http_status| crate::BulkItem {
+            id: "r".repeat(20),
+            request_type: "deploy".to_owned(),
+            state: State::Running,
+            user: "ann".to_owned(),
+            outcome,
+            message: message.to_owned(),
+            http_status,
+        };
+        check(
+            "BulkReport",
+            &crate::BulkReport {
+                action: crate::BulkAction::Stop,
+                dry_run: false,
+                requests: vec![
+                    item(crate::BulkOutcome::Done, "", None),
+                    item(crate::BulkOutcome::Refused, "denied", Some(403)),
+                ],
+            },
+        );
         let claimant = crate::LockClaimant {
             request_id: "r".repeat(20),
             job_id: "abcd".to_owned(),

@@ -2726,6 +2726,54 @@ async fn who_may_create_start_stop_and_read() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "a monitor reads no requests");
+    // Issue #33: a bulk action is authorized per request; its dry run lists only to
+    // readers and changes nothing.
+    let bulk = |who: &'static str, query: &'static str| {
+        let router = env.router.clone();
+        let authorization = bearer(who);
+        async move {
+            call_with(
+                &router,
+                Method::POST,
+                &format!("/api/v1/bulk/stop?{query}"),
+                None,
+                &[("authorization", &authorization)],
+            )
+            .await
+        }
+    };
+    let (status, body, _) = bulk("nobody", "type=deploy").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body, _) = bulk("bob", "type=deploy").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["dryRun"], true);
+    let outcomes: Vec<(&str, &str)> = body["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let denied = "denied: no caller role matches deploy ACL: caller has [viewer], deploy requires one of [deployer lead]";
+    assert_eq!(outcomes, [("refused", denied), ("refused", denied)]);
+    let (_, body, _) = bulk("ann", "type=deploy").await;
+    let outcomes: Vec<&str> = body["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["would", "would"], "{body}");
+    let (status, body, _) = bulk("ann", "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("needs a filter"),
+        "{body}"
+    );
     // A job's locks are taken and released by services only (a Job Runner), not readers.
     let job_locks = format!("/api/v1/requests/{}/job-locks", created[0]);
     let take = r#"{"jobId": "abcd", "locks": [{"name": "pool", "limit": 1}]}"#;

@@ -182,6 +182,23 @@ impl Client {
             .await
     }
 
+    /// A bulk action on every request `filter` finds; `dry_run`: only say what it would do.
+    pub(crate) async fn bulk(
+        &self,
+        action: proto::BulkAction,
+        filter: &RequestFilter,
+        dry_run: bool,
+    ) -> Result<proto::BulkReport, ClientError> {
+        let url = format!(
+            "{}/api/v1/bulk/{}?{}&dryRun={dry_run}",
+            self.addr,
+            action.name(),
+            filter.to_query()
+        );
+        let response = self.send(self.http.post(url)).await?;
+        response.json().await.map_err(|err| self.error(err))
+    }
+
     /// Every lock held or waited for.
     pub(crate) async fn locks(&self) -> Result<Vec<proto::LockStatus>, ClientError> {
         self.get("/api/v1/locks").await

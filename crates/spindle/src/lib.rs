@@ -99,31 +99,36 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
-    /// Stop a running request
+    /// Stop a running request, or (--all) every request filters find
     Stop {
-        id: String,
+        #[command(flatten)]
+        target: spinc::Target,
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
-    /// Pause a request: running jobs finish, nothing new starts until `resume`
+    /// Pause a request (or, --all, every request filters find): running jobs finish,
+    /// nothing new starts until `resume`
     Pause {
-        id: String,
+        #[command(flatten)]
+        target: spinc::Target,
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
-    /// Resume a paused request
+    /// Resume a paused request, or (--all) every request filters find
     Resume {
-        id: String,
+        #[command(flatten)]
+        target: spinc::Target,
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
     /// Run a FAIL or STOPPED request again as the same request: completed jobs stay
     /// complete, the others run again, try numbers continue
     Retry {
-        id: String,
+        #[command(flatten)]
+        target: spinc::Target,
         /// Run this job (an id, or the name of one job) and every job after it again too
         /// (a COMPLETE request can be retried from a job)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         from: Option<String>,
         #[command(flatten)]
         client: spinc::ClientArgs,
@@ -396,12 +401,34 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Log { log, client } => block_on(spinc::log(&client.or(&top), &log)),
             Command::Ps { id, client } => block_on(spinc::ps(&client.or(&top), id.as_deref())),
             Command::Running { id, client } => block_on(spinc::running(&client.or(&top), &id)),
-            Command::Stop { id, client } => block_on(spinc::stop(&client.or(&top), &id)),
-            Command::Pause { id, client } => block_on(spinc::pause(&client.or(&top), &id, true)),
-            Command::Resume { id, client } => block_on(spinc::pause(&client.or(&top), &id, false)),
-            Command::Retry { id, from, client } => {
-                block_on(spinc::retry(&client.or(&top), &id, from.as_deref()))
-            }
+            Command::Stop { target, client } => block_on(spinc::act(
+                &client.or(&top),
+                proto::BulkAction::Stop,
+                &target,
+                None,
+            )),
+            Command::Pause { target, client } => block_on(spinc::act(
+                &client.or(&top),
+                proto::BulkAction::Pause,
+                &target,
+                None,
+            )),
+            Command::Resume { target, client } => block_on(spinc::act(
+                &client.or(&top),
+                proto::BulkAction::Resume,
+                &target,
+                None,
+            )),
+            Command::Retry {
+                target,
+                from,
+                client,
+            } => block_on(spinc::act(
+                &client.or(&top),
+                proto::BulkAction::Retry,
+                &target,
+                from.as_deref(),
+            )),
             Command::Rerun { id, client } => block_on(spinc::rerun(&client.or(&top), &id)),
             Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),
             Command::Locks { client } => block_on(spinc::locks(&client.or(&top))),

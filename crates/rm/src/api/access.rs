@@ -49,7 +49,7 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
         )
         | (Method::POST, ["api", "v1", "requests", _, "log" | "job-locks"])
         | (Method::DELETE, ["api", "v1", "requests", _, "job-locks", _]) => Needs::Service,
-        (Method::POST, ["api", "v1", "requests"])
+        (Method::POST, ["api", "v1", "requests"] | ["api", "v1", "bulk", _])
         | (
             Method::PUT,
             [

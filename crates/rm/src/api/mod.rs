@@ -159,6 +159,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/job-runners/{instance}", delete(end_runner))
         .route("/api/v1/job-runners/{instance}/lease", put(renew_runner))
         .route("/api/v1/job-output", post(add_output))
+        .route("/api/v1/bulk/{action}", post(bulk))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/schedules", get(schedules))
         .route("/api/v1/locks", get(locks))
@@ -192,10 +193,12 @@ pub fn router(manager: Arc<Manager>) -> Router {
 type Shared = State<Arc<Manager>>;
 
 mod access;
+mod bulk;
 mod reports;
 mod requests;
 
 use access::*;
 pub use access::{Needs, authenticate, cross_site, needs, peer_of, same_origin_changes};
+use bulk::*;
 use reports::*;
 use requests::*;

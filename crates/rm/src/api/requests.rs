@@ -122,10 +122,17 @@ pub(super) async fn get_request(
 /// Who asks for a change of a request's course, and from where: the authenticated
 /// caller (when authentication is on), the connection's peer, and the user name the
 /// audit trail records. Read the same way by every handler that changes a request.
+#[derive(Clone)]
 pub(super) struct Acting {
     caller: Option<auth::Caller>,
     peer: Option<auth::Peer>,
     user: String,
+}
+
+impl Acting {
+    pub(super) fn caller(&self) -> Option<&auth::Caller> {
+        self.caller.as_ref()
+    }
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Acting {
@@ -277,7 +284,7 @@ pub(super) async fn answer(
 }
 
 /// A change of a request's course, as the API's callers ask for it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum Op {
     Start,
     Stop,
@@ -301,7 +308,7 @@ impl Op {
 
     /// The ACL operation (config-auth.md §6) it is authorized as: what runs a request
     /// is a start, what interrupts one a stop.
-    fn acl_op(&self) -> &'static str {
+    pub(super) fn acl_op(&self) -> &'static str {
         match self {
             Op::Start | Op::Retry(_) => "start",
             Op::Stop | Op::Pause | Op::Resume => "stop",

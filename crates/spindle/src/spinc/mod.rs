@@ -325,13 +325,16 @@ fn eprintln_line(text: &str) -> anyhow::Result<()> {
 }
 
 mod act;
+mod bulk;
 mod locks;
 mod log;
 mod show;
 mod start;
 mod watch;
 
-pub(crate) use act::{AnswerArgs, answer, pause, rerun, retry, stop};
+pub(crate) use act::{AnswerArgs, answer, rerun};
+use act::{pause, retry, stop};
+pub(crate) use bulk::{Target, act};
 pub(crate) use locks::locks;
 pub(crate) use log::{LogArgs, log};
 pub(crate) use show::{find, info, ps, running, schedules, status};

@@ -319,10 +319,10 @@ pub(super) fn filter_time(value: &str, now: DateTime<Utc>) -> Option<DateTime<Ut
 }
 
 /// Reads `find` filters (`type=`, `states=`, `user=`, `args=`, `since=`, `until=`,
-/// `limit=`, `offset=`).
-fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
+/// `limit=`, `offset=`); `limit` is `default_limit` unless given (0: no limit).
+pub(super) fn find_filter(words: &[String], default_limit: u64) -> anyhow::Result<RequestFilter> {
     let mut filter = RequestFilter {
-        limit: 10,
+        limit: default_limit,
         ..RequestFilter::default()
     };
     let mut seen = std::collections::HashSet::new();
@@ -386,7 +386,7 @@ fn find_filter(words: &[String]) -> anyhow::Result<RequestFilter> {
 }
 
 pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<Exit> {
-    let filter = find_filter(words)?;
+    let filter = find_filter(words, 10)?;
     let client = args.client()?;
     // One more than shown, to know whether more match.
     let mut asked = filter.clone();

@@ -56,14 +56,14 @@ const SPECS: &str = concat!(
     include_str!("specs/talk.yaml"),
 );
 
-struct Server {
+pub(crate) struct Server {
     /// Kills the server when the test ends.
     _service: crate::Service,
     addr: String,
     dir: tempfile::TempDir,
 }
 
-fn server() -> Server {
+pub(crate) fn server() -> Server {
     let (dir, service) = crate::sqlite_server(SPECS);
     Server {
         addr: service.url.clone(),
@@ -94,7 +94,7 @@ impl Server {
         String::from_utf8_lossy(&output.stdout).replace('\r', "")
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_spindle"))
             .args(args)
             .env("SPINDLE_ADDR", &self.addr)
@@ -106,7 +106,7 @@ impl Server {
             .unwrap()
     }
 
-    fn stdout(&self, args: &[&str]) -> String {
+    pub(crate) fn stdout(&self, args: &[&str]) -> String {
         let output = self.run(args);
         assert!(
             output.status.success(),
@@ -116,7 +116,7 @@ impl Server {
         String::from_utf8(output.stdout).unwrap()
     }
 
-    fn start(&self, args: &[&str]) -> String {
+    pub(crate) fn start(&self, args: &[&str]) -> String {
         let mut all = vec!["start"];
         all.extend_from_slice(args);
         all.push("--yes");
@@ -124,7 +124,7 @@ impl Server {
         out.split_whitespace().last().unwrap().to_owned()
     }
 
-    fn wait_state(&self, id: &str, state: &str) {
+    pub(crate) fn wait_state(&self, id: &str, state: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self
             .stdout(&["status", id])

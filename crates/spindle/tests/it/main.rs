@@ -2,6 +2,7 @@
 
 mod backpressure;
 mod beyond;
+mod bulk;
 mod chaos;
 mod client;
 mod graph;
