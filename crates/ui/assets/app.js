@@ -223,9 +223,65 @@
     const prev = h("button", { type: "button", onclick: () => go(Math.max(0, offset - PAGE)) }, "← Newer");
     const next = h("button", { type: "button", onclick: () => go(offset + PAGE) }, "Older →");
     const pageNo = h("span", { class: "muted" });
-    main.append(counts, form,
+    // Several requests at once: the rows picked (kept across refreshes and pages) and
+    // the actions on them, each asked of every request alone (its ACL, its audit entry).
+    const picked = new Set();
+    let shown = [];
+    const pickPage = h("input", { type: "checkbox", id: "pick-page", "aria-label": "Pick every request on this page" });
+    pickPage.addEventListener("change", () => {
+      for (const id of shown) {
+        if (pickPage.checked) picked.add(id);
+        else picked.delete(id);
+      }
+      for (const box of table.querySelectorAll("input.pick")) box.checked = pickPage.checked;
+      showPicked();
+    });
+    const pickedText = h("span", { id: "picked-count" });
+    const bulkResult = h("p", { id: "bulk-result", "aria-live": "polite" });
+    const bulkDialog = h("dialog", { id: "bulk-dialog", "aria-labelledby": "bulk-title" });
+    body.append(bulkDialog);
+    const ACTIONS = { stop: ["Stop", "stopped"], pause: ["Pause", "paused"], resume: ["Resume", "resumed"], retry: ["Retry", "retried"] };
+    const bulkBar = h("div", { class: "actions bulk", id: "bulk", hidden: true }, pickedText,
+      Object.entries(ACTIONS).map(([action, [label]]) =>
+        h("button", { type: "button", class: action === "stop" ? "danger" : undefined, "data-action": action, onclick: () => confirmBulk(action) }, `${label}…`)),
+      h("button", { type: "button", id: "pick-none", onclick: () => { picked.clear(); for (const box of table.querySelectorAll("input.pick")) box.checked = false; showPicked(); } }, "Pick none"));
+    function showPicked() {
+      bulkBar.hidden = picked.size === 0;
+      pickedText.textContent = `${picked.size} picked`;
+      pickPage.checked = shown.length > 0 && shown.every((id) => picked.has(id));
+    }
+    // What will be touched is shown first (the CLI's dry run); each is then asked alone.
+    function confirmBulk(action) {
+      const [label, done] = ACTIONS[action];
+      const ids = [...picked];
+      clear(bulkDialog);
+      const go = h("button", { type: "button", class: action === "stop" ? "danger" : "primary", id: "bulk-confirm" }, `${label} ${ids.length}`);
+      append(bulkDialog, [h("h2", { id: "bulk-title" }, `${label} ${ids.length} ${ids.length === 1 ? "request" : "requests"}?`),
+        h("ul", { class: "mono" }, ids.map((id) => h("li", {}, id))),
+        h("div", { class: "actions" }, h("button", { type: "button", onclick: () => bulkDialog.close() }, "Cancel"), go)]);
+      go.addEventListener("click", async () => {
+        go.disabled = true;
+        const refused = [];
+        for (const id of ids) {
+          try {
+            await api("PUT", `/api/v1/requests/${enc(id)}/${action}`);
+            picked.delete(id);
+          } catch (err) {
+            refused.push(`${id}: ${err.message}`);
+          }
+        }
+        bulkDialog.close();
+        clear(bulkResult);
+        append(bulkResult, [`${done[0].toUpperCase()}${done.slice(1)} ${ids.length - refused.length} of ${ids.length}.`,
+          refused.length ? h("ul", { class: "refused" }, refused.map((r) => h("li", {}, `Refused ${r}`))) : null]);
+        showPicked();
+        refresh();
+      });
+      bulkDialog.showModal();
+    }
+    main.append(counts, form, bulkBar, bulkResult,
       h("div", { class: "table-wrap" }, h("table", {},
-        h("thead", {}, h("tr", {}, ["Request", "Type", "State", "User", "Created", "Progress", "Runtime"].map((c, i) =>
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, pickPage), ["Request", "Type", "State", "User", "Created", "Progress", "Runtime"].map((c, i) =>
           h("th", { scope: "col", class: i >= 5 ? "wide" : undefined }, c)))),
         table)),
       status, h("div", { class: "pager" }, prev, pageNo, next));
@@ -287,11 +343,20 @@
       }
       const rows = (found || []).slice(0, PAGE);
       clear(table);
+      shown = rows.map((r) => r.id);
       for (const r of rows) {
+        const pick = h("input", { type: "checkbox", class: "pick", "aria-label": `Pick ${r.id}` });
+        pick.checked = picked.has(r.id);
+        pick.addEventListener("change", () => {
+          if (pick.checked) picked.add(r.id);
+          else picked.delete(r.id);
+          showPicked();
+        });
         // The request's own jobs (ownJobs: not the grapher's wrappers) when known.
         const [done, all] = r.ownJobs ? [r.ownFinishedJobs || 0, r.ownJobs] : [r.finishedJobs, r.totalJobs];
         const progress = all ? `${done}/${all}` : "—";
         table.append(h("tr", { "data-id": r.id },
+          h("td", {}, pick),
           h("td", { class: "mono" }, h("a", { href: `/requests/${enc(r.id)}` }, r.id)),
           h("td", {}, r.type),
           h("td", {}, badge(r.state, r.paused ? " ‖ paused" : "")),
@@ -304,6 +369,7 @@
       prev.disabled = offset === 0;
       next.disabled = (found || []).length <= PAGE;
       pageNo.textContent = rows.length ? `${offset + 1}–${offset + rows.length}` : "";
+      showPicked();
       try {
         const byState = await api("GET", "/ui/api/counts");
         clear(counts);

@@ -1290,3 +1290,81 @@ async fn signing_in_with_a_token_and_offering_only_what_the_viewer_may_do() {
     ui.screenshot("signed-in-history").await;
     ui.close().await;
 }
+
+/// Issue #33: requests picked in the list are acted on together, each asked alone: the
+/// dialog names them first, the outcome says how many, and the one not picked runs on.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_picked_in_the_list_are_stopped_together() {
+    let Some(ui) = ui("picked_together").await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for host in ["db1", "db2", "db3"] {
+        ids.push(ui.create("naps", json!({ "host": host })).await);
+    }
+    ui.goto("/").await;
+    ui.until(
+        "every request listed",
+        "return document.querySelectorAll('#requests tr').length === 3",
+        20,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('bulk').checkVisibility()")
+            .await,
+        false,
+        "no actions before anything is picked"
+    );
+    for id in &ids[..2] {
+        ui.click(&format!("#requests tr[data-id='{id}'] input.pick"))
+            .await;
+    }
+    ui.until(
+        "two picked",
+        "return document.getElementById('bulk').checkVisibility() && document.getElementById('picked-count').textContent",
+        10,
+    )
+    .await;
+    assert_eq!(
+        ui.js("return document.getElementById('picked-count').textContent")
+            .await,
+        "2 picked"
+    );
+    ui.click("#bulk button[data-action=stop]").await;
+    let named = ui
+        .until(
+            "the dialog names them",
+            "const d = document.getElementById('bulk-dialog'); return d.open && [...d.querySelectorAll('li')].map(l => l.textContent)",
+            10,
+        )
+        .await;
+    assert_eq!(named, json!([ids[0], ids[1]]));
+    ui.screenshot("picked-together").await;
+    ui.click("#bulk-confirm").await;
+    let outcome = ui
+        .until(
+            "the outcome",
+            "return document.getElementById('bulk-result').textContent",
+            20,
+        )
+        .await;
+    assert_eq!(outcome, "Stopped 2 of 2.");
+    for id in &ids[..2] {
+        crate::eventually("STOPPED", Duration::from_secs(20), async || {
+            ui.request(id).await["state"] == 6
+        })
+        .await;
+    }
+    let third = ui.request(&ids[2]).await["state"].as_u64();
+    assert!(
+        matches!(third, Some(1 | 2)),
+        "not picked, not stopped: {third:?}"
+    );
+    ui.until(
+        "nothing picked any more",
+        "return !document.getElementById('bulk').checkVisibility()",
+        10,
+    )
+    .await;
+    ui.close().await;
+}
