@@ -30,10 +30,37 @@ impl JobTypes {
     fn near(&self, name: &str) -> Option<&str> {
         crate::near::nearest(name, self.types.keys().map(String::as_str))
     }
+
+    /// What is wrong with `name`, a type this binary does not run, and what was expected.
+    fn unknown(&self, name: &str) -> String {
+        let hint = self
+            .near(name)
+            .map(|near| format!(" (did you mean `{near}`?)"))
+            .unwrap_or_default();
+        format!(
+            "unknown job type `{name}`{hint}; expected one of the job types this binary runs: {}, or one a job program serves (`jobs:` in the config: docs/job-protocol.md)",
+            quoted(self.types.keys().map(String::as_str))
+        )
+    }
 }
 
 pub(crate) fn check(specs: &Specs, job_types: &JobTypes) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    // A pool of a type nothing runs holds nothing: a typo, most likely.
+    for pool in specs.pools() {
+        for pool_type in &pool.types {
+            if !job_types.types.contains_key(&pool_type.value) {
+                let mut diagnostic = crate::check::pool_diagnostic(
+                    pool,
+                    pool_type.pos,
+                    "types",
+                    job_types.unknown(&pool_type.value),
+                );
+                diagnostic.code = "job-type";
+                out.push(diagnostic);
+            }
+        }
+    }
     for seq in specs.sequences() {
         for node in &seq.nodes {
             if node.category() == Some(Category::Job) {
@@ -49,15 +76,7 @@ fn check_node(seq: &Sequence, node: &Node, job_types: &JobTypes, out: &mut Vec<D
         return;
     };
     let Some(required) = job_types.types.get(&node_type.value) else {
-        let hint = job_types
-            .near(&node_type.value)
-            .map(|near| format!(" (did you mean `{near}`?)"))
-            .unwrap_or_default();
-        let message = format!(
-            "unknown job type `{}`{hint}; expected one of the job types this binary runs: {}, or one a job program serves (`jobs:` in the config: docs/job-protocol.md)",
-            node_type.value,
-            quoted(job_types.types.keys().map(String::as_str))
-        );
+        let message = job_types.unknown(&node_type.value);
         let place = SpecPlace {
             sequence: seq,
             node: Some(node),

@@ -965,6 +965,26 @@ fn an_unknown_job_type_is_an_error_at_its_line_with_the_near_miss() {
     assert!(lint(bad).is_empty());
 }
 
+/// A pool naming a type nothing runs holds nothing: an error at the type, with the near
+/// miss (noticed in issue #34's review).
+#[test]
+fn a_pools_unknown_job_type_is_an_error_with_the_near_miss() {
+    let specs = "pools:\n  ssh:\n    limit: 2\n    types: [shell-command, shel-command] #!\nsequences:\n  s:\n    nodes:\n      a:\n        category: job\n        type: noop\n";
+    let found = with_job_types(specs);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let hit = &found[0];
+    assert_eq!((hit.code, hit.severity), ("job-type", Severity::Error));
+    assert_eq!(hit.line, Some(marked_line(specs)));
+    assert_eq!(hit.field.as_deref(), Some("pools.ssh.types"));
+    assert!(
+        hit.message
+            .starts_with("unknown job type `shel-command` (did you mean `shell-command`?)"),
+        "{}",
+        hit.message
+    );
+    assert!(with_job_types(&specs.replace(", shel-command", "")).is_empty());
+}
+
 #[test]
 fn a_job_node_must_pass_the_job_args_its_type_requires() {
     let bad = "sequences:\n  s:\n    args:\n      required:\n        - name: ms\n    nodes:\n      a:\n        category: job\n        type: sleep\n        args: #!\n          - expected: ms\n";

@@ -252,7 +252,8 @@ pub(super) fn lock_limits_agree(checker: &mut Checker<'_>) {
     }
 }
 
-fn pool_diagnostic(
+/// An error at `pos` in a pool's `field` (`pools.NAME.FIELD`), as check L3.
+pub(crate) fn pool_diagnostic(
     pool: &crate::model::Pool,
     pos: Pos,
     field: &str,

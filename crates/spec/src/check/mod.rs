@@ -141,6 +141,7 @@ struct Checker<'s> {
 }
 
 mod locks;
+pub(crate) use locks::pool_diagnostic;
 mod node;
 mod sequence;
 
