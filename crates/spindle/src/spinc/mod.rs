@@ -172,13 +172,24 @@ pub(crate) fn job_title(name: &str, each: &proto::JobArgs) -> String {
     }
 }
 
+/// A running job's name as people know it: a sequence's begin job that runs (it waits
+/// for the sequence's locks) is named by its sequence (`restart`, not
+/// `sequence_restart_begin`).
+pub(crate) fn running_name(job: &proto::JobStatus) -> &str {
+    if graph::names::is_wrapper(&job.name, &job.job_type) {
+        graph::names::sequence_name(&job.name)
+    } else {
+        &job.name
+    }
+}
+
 /// Running jobs for a progress bar's message: `name [host=db2]: status line, ...` (the
 /// expansion element tells the iterations of a fan-out apart).
 pub(crate) fn running_line(jobs: &[proto::JobStatus]) -> String {
     let parts: Vec<String> = jobs
         .iter()
         .map(|job| {
-            let name = job_title(&job.name, &job.each);
+            let name = job_title(running_name(job), &job.each);
             if job.status.is_empty() {
                 name
             } else {

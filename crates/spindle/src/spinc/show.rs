@@ -213,7 +213,7 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
             runtime(now - started),
             job.r#try,
             job.job_id,
-            squeeze(&job.name, 22),
+            squeeze(super::running_name(job), 22),
             each_column(&each_text(&job.each)),
             job.status
         );

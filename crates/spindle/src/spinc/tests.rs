@@ -48,13 +48,23 @@ fn running_jobs_name_their_expansion_element() {
             .unwrap_or_default(),
         ..proto::JobStatus::default()
     };
+    let waiting = proto::JobStatus {
+        job_type: "noop".to_owned(),
+        ..job(
+            "sequence_restart_begin",
+            Some("web-39"),
+            "waiting for lock host[web-39]",
+        )
+    };
     let line = super::running_line(&[
         job("drain", Some("web-37"), "sleeping 1.5s"),
         job("drain", Some("web-38"), ""),
         job("check", None, "running sh"),
+        waiting,
     ]);
+    // A sequence waiting for its locks is named by its node, not its begin job.
     assert_eq!(
         line,
-        "drain [host=web-37]: sleeping 1.5s, drain [host=web-38], check: running sh"
+        "drain [host=web-37]: sleeping 1.5s, drain [host=web-38], check: running sh, restart [host=web-39]: waiting for lock host[web-39]"
     );
 }
