@@ -20,7 +20,7 @@ mod types;
 pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
-pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks};
+pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};
 pub use runners::{
     AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
     RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,

@@ -22,6 +22,15 @@ pub struct LockStatus {
     pub waiters: Vec<LockClaimant>,
 }
 
+/// A lock as people name it: `name[key]`, or `name` for a lock without a key (a pool).
+pub fn lock_label(name: &str, key: &str) -> String {
+    if key.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name}[{key}]")
+    }
+}
+
 /// A request, or a job of one, holding or waiting for a lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -45,11 +45,7 @@ impl Manager {
                 }
             }
             LockTake::Waiting(wait) => {
-                let label = if wait.key.is_empty() {
-                    wait.name.clone()
-                } else {
-                    format!("{}[{}]", wait.name, wait.key)
-                };
+                let label = proto::lock_label(&wait.name, &wait.key);
                 JobLocksTaken {
                     granted: false,
                     waiting: format!(

@@ -20,13 +20,7 @@ pub(crate) async fn locks(args: &ClientArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     // The widest lock, so that the columns line up whatever the keys.
-    let label = |lock: &proto::LockStatus| {
-        if lock.key.is_empty() {
-            lock.name.clone()
-        } else {
-            format!("{}[{}]", lock.name, lock.key)
-        }
-    };
+    let label = |lock: &proto::LockStatus| proto::lock_label(&lock.name, &lock.key);
     let width = locks
         .iter()
         .map(|l| label(l).chars().count())
