@@ -85,26 +85,15 @@ fn print_report(report: &BulkReport, words: &[String]) -> anyhow::Result<()> {
         return Ok(());
     }
     let plural = |n: usize| if n == 1 { "request" } else { "requests" };
-    out!(
-        "{:<20} {:<40} {:<16} {:<9} OUTCOME",
-        "ID",
-        "REQUEST",
-        "USER",
-        "STATE"
-    );
+    out!("{} OUTCOME", request_columns(None));
     for item in &report.requests {
         let outcome = match item.outcome {
             BulkOutcome::Would => format!("would {verb}"),
             BulkOutcome::Done => done(report.action).to_owned(),
             BulkOutcome::Refused => format!("refused: {}", item.message),
         };
-        out!(
-            "{:<20} {:<40} {:<16} {} {outcome}",
-            squeeze(&item.id, 20),
-            squeeze(&item.request_type, 40),
-            squeeze(&item.user, 16),
-            state_text(item.state, 9),
-        );
+        let columns = request_columns(Some((&item.id, &item.request_type, &item.user, item.state)));
+        out!("{columns} {outcome}");
     }
     let refused = report.count(BulkOutcome::Refused);
     if report.dry_run {

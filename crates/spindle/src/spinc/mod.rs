@@ -161,6 +161,24 @@ pub(crate) fn each_text(each: &proto::JobArgs) -> String {
     graph::structure::each_text(each, ",")
 }
 
+/// The first columns of a request in `find`'s and the bulk actions' tables: its id,
+/// type, user and state; `None` gives their headers.
+fn request_columns(request: Option<(&str, &str, &str, State)>) -> String {
+    match request {
+        None => format!(
+            "{:<20} {:<40} {:<16} {:<9}",
+            "ID", "REQUEST", "USER", "STATE"
+        ),
+        Some((id, request_type, user, state)) => format!(
+            "{:<20} {:<40} {:<16} {}",
+            squeeze(id, 20),
+            squeeze(request_type, 40),
+            squeeze(user, 16),
+            state_text(state, 9)
+        ),
+    }
+}
+
 /// A job as people name it: its name, with its expansion element when it has one
 /// (`drain [host=web-37]`), which tells the iterations of a fan-out apart.
 pub(crate) fn job_title(name: &str, each: &proto::JobArgs) -> String {

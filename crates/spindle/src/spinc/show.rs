@@ -410,11 +410,8 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
         return Ok(Exit::Success);
     }
     out!(
-        "{:<20} {:<40} {:<16} {:<9} {:<23} {:<23} {:<23} JOBS",
-        "ID",
-        "REQUEST",
-        "USER",
-        "STATE",
+        "{} {:<23} {:<23} {:<23} JOBS",
+        super::request_columns(None),
         "CREATED",
         "STARTED",
         "FINISHED"
@@ -422,11 +419,13 @@ pub(crate) async fn find(args: &ClientArgs, words: &[String]) -> anyhow::Result<
     for request in &requests {
         let (complete, all) = super::job_counts(request);
         out!(
-            "{:<20} {:<40} {:<16} {} {:<23} {:<23} {:<23} {complete} / {all}{}",
-            squeeze(&request.id, 20),
-            squeeze(&request.request_type, 40),
-            squeeze(&request.user, 16),
-            state_text(request.state, 9),
+            "{} {:<23} {:<23} {:<23} {complete} / {all}{}",
+            super::request_columns(Some((
+                &request.id,
+                &request.request_type,
+                &request.user,
+                request.state
+            ))),
             time(Some(request.created_at)),
             time(request.started_at),
             time(request.finished_at),
