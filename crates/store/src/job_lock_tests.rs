@@ -87,6 +87,26 @@ pub(super) async fn jobs_take_locks_in_turn_and_their_request_end_releases_them(
         .await
         .unwrap_err();
     assert!(matches!(err, Error::State { .. }), "{err}");
+    // But of one handed over and not yet marked RUNNING, by the runner it was handed to:
+    // its chain began before the Request Manager stored RUNNING (a race seen in CI).
+    create(&*store, "r4").await;
+    let epoch = store.hand_over(&"r4".into(), State::Pending).await.unwrap();
+    let f4 = Fence {
+        instance: "i4".to_owned(),
+        epoch,
+    };
+    let one = [LockClaim {
+        name: "r4-only".to_owned(),
+        key: String::new(),
+        limit: 1,
+        fair_key: String::new(),
+    }];
+    let taken = store
+        .take_job_locks(Some(&f4), "r4", "x", &one, at(2, 6))
+        .await
+        .unwrap();
+    assert_eq!(taken, LockTake::Granted);
+    store.release_job_locks(Some(&f4), "r4", "x").await.unwrap();
     // A job's waiting claim is asked for again by its runner, never offered.
     assert!(store.lock_waiters(10).await.unwrap().is_empty());
     let listed: Vec<(String, bool)> = store

@@ -215,10 +215,20 @@ impl Client {
             if now == Some(state) {
                 return;
             }
-            assert!(
-                Instant::now() < until,
-                "request {id} stayed in state {now:?}, expected {state}"
-            );
+            // Given up on: why it ended otherwise, from its tries that did not complete.
+            if Instant::now() >= until {
+                let log = self.try_get(&format!("/api/v1/requests/{id}/log")).await;
+                let errors: Vec<String> = log
+                    .iter()
+                    .filter_map(|log| log.as_array())
+                    .flatten()
+                    .filter(|entry| entry["state"] != 3)
+                    .map(|entry| format!("{}: {}", entry["name"], entry["error"]))
+                    .collect();
+                panic!(
+                    "request {id} stayed in state {now:?}, expected {state}; tries that did not complete: {errors:?}"
+                );
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -59,6 +59,9 @@ sql_impl! {
     }
 
     /// Checks in `tx`, its row locked, that a request RUNNING is owned by `fence`'s runner.
+    /// PENDING too when the fence is the hand-over's: a Job Runner begins the chain (and
+    /// its first job asks for its locks) before the Request Manager that handed it over
+    /// has stored RUNNING.
     async fn running_owner(tx: &mut sqlx::Transaction<'_, DB>, fence: Option<&Fence>, request_id: &str) -> Result<(), Error> {
         let owners = Self::owners_in(tx, &[request_id], DB::LOCK_ROWS).await?;
         let owner = owners.get(request_id).ok_or_else(|| Error::not_found("request", request_id))?;
@@ -67,7 +70,8 @@ sql_impl! {
         {
             return Err(owner.refusal(request_id, fence));
         }
-        if owner.state != State::Running {
+        let handed_over = fence.is_some() && owner.state == State::Pending;
+        if owner.state != State::Running && !handed_over {
             return Err(Error::State {
                 request_id: request_id.to_owned(),
                 actual: owner.state,
