@@ -306,6 +306,39 @@ impl Ui {
         }
     }
 
+    /// Focuses the element `css` finds and presses Enter, until `script` returns
+    /// something truthy: the page's periodic refresh may redraw the element between the
+    /// focus and the key, which then goes nowhere; so it is tried again (at most 5 times).
+    async fn press_enter(&self, css: &str, what: &str, script: &str) {
+        for attempt in 1..=5 {
+            let focused = self
+                .js(&format!(
+                    "const e = document.querySelector({css:?}); if (!e) return false; e.focus(); return document.activeElement === e"
+                ))
+                .await;
+            assert_eq!(focused, true, "{}: cannot focus {css}", self.test);
+            self.client
+                .active_element()
+                .await
+                .unwrap()
+                .send_keys(&fantoccini::key::Key::Enter.to_string())
+                .await
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let value = self.js(script).await;
+                if !matches!(&value, Value::Null | Value::Bool(false)) && value.as_str() != Some("")
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if attempt == 5 {
+                self.until(what, script, 1).await;
+            }
+        }
+    }
+
     /// Clicks the element; if the page replaced it between finding and clicking (its
     /// periodic refresh re-renders), finds it again.
     async fn click(&self, css: &str) {
@@ -1104,40 +1137,17 @@ async fn the_pages_work_by_keyboard_on_a_phone_and_in_the_dark() {
     let title = ui.js("return document.querySelector('time').title").await;
     assert!(title.as_str().unwrap().starts_with("UTC 20"), "{title}");
     // A job opens from the keyboard: focus it and press Enter.
-    ui.js("document.querySelector('svg.chain .job:not(.wrapper)').focus(); return true")
-        .await;
-    assert_eq!(
-        ui.js("return document.activeElement.classList.contains('job')")
-            .await,
-        true
-    );
-    ui.client
-        .active_element()
-        .await
-        .unwrap()
-        .send_keys(&fantoccini::key::Key::Enter.to_string())
-        .await
-        .unwrap();
-    ui.until(
+    ui.press_enter(
+        "svg.chain .job:not(.wrapper)",
         "the job's panel",
         "const n = document.getElementById('job-name'); return n && n.textContent",
-        10,
     )
     .await;
     // So does a group: Enter on its header closes it.
-    ui.js("document.querySelector('svg.chain .grp.expansion .head').focus(); return true")
-        .await;
-    ui.client
-        .active_element()
-        .await
-        .unwrap()
-        .send_keys(&fantoccini::key::Key::Enter.to_string())
-        .await
-        .unwrap();
-    ui.until(
+    ui.press_enter(
+        "svg.chain .grp.expansion .head",
         "the expansion closed",
         "return document.querySelector('svg.chain .grp.closed.expansion')",
-        10,
     )
     .await;
     ui.screenshot("phone-dark").await;
