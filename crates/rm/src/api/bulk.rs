@@ -48,8 +48,7 @@ pub(super) async fn bulk(
     if let (Some(auth), Some(caller)) = (manager.auth(), acting.caller()) {
         auth.allow(caller, auth::Access::Read)?;
     }
-    let limited = filter.limit > 0;
-    if !limited || filter.limit > MAX_BULK {
+    if filter.limit == 0 || filter.limit > MAX_BULK {
         filter.limit = MAX_BULK + 1;
     }
     let found = manager.find(&filter).await?;
@@ -76,7 +75,9 @@ pub(super) async fn bulk(
             )
             .map(|()| BulkOutcome::Would)
         } else {
-            change(&manager, acting.clone(), &id, op.clone())
+            // The type found: not read again per request.
+            let request_type = Some(request.request_type.as_str());
+            change_of(&manager, acting.clone(), &id, request_type, op.clone())
                 .await
                 .map(|_| BulkOutcome::Done)
         };

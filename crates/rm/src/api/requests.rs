@@ -324,14 +324,24 @@ pub(super) async fn change(
     id: &RequestId,
     op: Op,
 ) -> Result<StatusCode, Error> {
-    if manager.auth().is_some() {
-        let request = manager.get(id.as_str(), false).await?;
-        authorize(
-            manager,
-            acting.caller.as_ref(),
-            op.acl_op(),
-            &request.request_type,
-        )?;
+    let request_type = match manager.auth() {
+        Some(_) => Some(manager.get(id.as_str(), false).await?.request_type),
+        None => None,
+    };
+    change_of(manager, acting, id, request_type.as_deref(), op).await
+}
+
+/// [`change`] of a request whose type is known (read already, as a bulk action's
+/// find did): authorized by it when given and authentication is on.
+pub(super) async fn change_of(
+    manager: &Manager,
+    acting: Acting,
+    id: &RequestId,
+    request_type: Option<&str>,
+    op: Op,
+) -> Result<StatusCode, Error> {
+    if let Some(request_type) = request_type {
+        authorize(manager, acting.caller.as_ref(), op.acl_op(), request_type)?;
     }
     match &op {
         Op::Start => manager.start(id).await?,
