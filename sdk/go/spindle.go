@@ -47,7 +47,14 @@ type Describer interface {
 
 // Serve answers the call Spindle made of this program and exits: 0 when it answered
 // (whatever the job's state), 2 when it is not run by Spindle or cannot answer.
+//
+// When the Job Runner does not supervise the program (SPINDLE_JOB_PARENT_PID is set), the
+// program kills its own process group if the runner dies.
 func Serve(factory job.Factory) {
+	if err := guardParent(os.Getenv("SPINDLE_JOB_PARENT_PID")); err != nil {
+		fmt.Fprintf(os.Stderr, "spindle: %v\n", err)
+		os.Exit(2)
+	}
 	os.Exit(serve(factory, os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 

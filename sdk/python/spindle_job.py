@@ -21,7 +21,9 @@ Spindle runs the program once per call: the call is in the environment
 (``SPINDLE_JOB_CALL``) and on stdin (one JSON document); answers and status lines go to
 the descriptor ``SPINDLE_JOB_FD`` names, one JSON object a line, so that stdout and
 stderr stay the job's own output. A stop is SIGTERM: the job's ``stop`` is called (for a
-function job, ``ctx.stopping`` is set).
+function job, ``ctx.stopping`` is set). When the Job Runner does not supervise the program
+(``SPINDLE_JOB_PARENT_PID`` is set), the program kills its own process group, the job's
+children included, if the runner dies.
 """
 
 import base64
@@ -239,21 +241,50 @@ def _run(call, lines):
     return _answer(state=returned.state, exit=returned.exit, error=returned.error or "", data=data)
 
 
-def serve():
-    """Answers the call Spindle made of this program, then exits."""
-    fd_text = os.environ.get("SPINDLE_JOB_FD", "")
-    if not fd_text.isdigit():
-        sys.stderr.write(
-            "this is a Spindle job program: Spindle runs it for its job types "
-            "(SPINDLE_JOB_FD is %r; expected a descriptor number)\n" % fd_text
+def _end_group():
+    os.killpg(0, signal.SIGKILL)
+    os._exit(128 + signal.SIGKILL)
+
+
+def _guard_parent(parent):
+    """Ends this program's process group when the Job Runner named by ``parent`` dies: the
+    kernel sends SIGUSR1 at its death (Linux's PR_SET_PDEATHSIG, through ctypes); a SIGUSR1
+    while it lives is ignored."""
+    if not parent:
+        return
+    if not parent.isdigit() or int(parent) <= 1:
+        raise RuntimeError(
+            "SPINDLE_JOB_PARENT_PID is %r; expected the process id of the Job Runner" % parent
         )
-        sys.exit(2)
-    lines = _Lines(os.fdopen(int(fd_text), "w"))
+    if not sys.platform.startswith("linux"):
+        raise RuntimeError(
+            "SPINDLE_JOB_PARENT_PID is set, but this kit guards against the Job Runner's "
+            "death only on Linux; remove `supervised: false` from the program's config"
+        )
+    import ctypes
+
+    want = int(parent)
+    signal.signal(signal.SIGUSR1, lambda *_: os.getppid() != want and _end_group())
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    if libc.prctl(pr_set_pdeathsig, int(signal.SIGUSR1), 0, 0, 0) != 0:
+        raise RuntimeError(
+            "cannot ask for a signal at the Job Runner's death (prctl PR_SET_PDEATHSIG): %s"
+            % os.strerror(ctypes.get_errno())
+        )
+    # The runner may have died before the request took effect.
+    if os.getppid() != want:
+        _end_group()
+
+
+def _answer_call(fd):
+    """Reads the call on stdin, answers it on descriptor ``fd``; returns the exit code."""
+    lines = _Lines(os.fdopen(fd, "w"))
     try:
         call = json.load(sys.stdin)
     except ValueError as err:
         lines.write(_answer(error="cannot read the call on stdin: %s" % err))
-        sys.exit(0)
+        return 0
     if call.get("protocol") != PROTOCOL:
         lines.write(
             _answer(
@@ -261,7 +292,7 @@ def serve():
                 % (PROTOCOL, call.get("protocol"))
             )
         )
-        sys.exit(0)
+        return 0
     kind = call.get("call")
     if kind == "describe":
         answer = _describe()
@@ -282,4 +313,113 @@ def serve():
             if kind == "run"
             else _answer(error="the answer is not JSON: %s" % err)
         )
-    sys.exit(0)
+    return 0
+
+
+def _forked(fds, server):
+    """In a try's process just forked by the fork server: its four descriptors become
+    stdin, stdout, stderr and 3, and it runs as if Spindle had started it; never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 3:
+                os.close(fd)
+        os.environ["SPINDLE_JOB_CALL"] = "run"
+        os.environ["SPINDLE_JOB_FD"] = "3"
+        os.environ["SPINDLE_JOB_PARENT_PID"] = str(server)
+        _guard_parent(str(server))
+        code = _answer_call(3)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _serve_forks(fd):
+    """The fork server (``SPINDLE_JOB_CALL=serve``, docs/job-protocol.md): one process, its
+    jobs' module imported once, that forks a process for each try the Job Runner asks for
+    on the socket ``fd``, and says when each ends. It ends when the runner closes the
+    socket (or dies: the guard)."""
+    import select
+    import socket
+
+    sock = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    server = os.getpid()
+    children = {}
+
+    def send(message):
+        sock.send(json.dumps(message).encode())
+
+    send({"protocol": PROTOCOL, "ready": True})
+    while True:
+        try:
+            readable, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            code = os.waitstatus_to_exitcode(status)
+            send({"exited": children.pop(pid), "status": 128 - code if code < 0 else code})
+        if sock not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        if not message:
+            os._exit(0)
+        try:
+            ident = json.loads(message)["fork"]
+        except (ValueError, KeyError, TypeError):
+            for fd in fds:
+                os.close(fd)
+            send({"error": "cannot read %r; expected {\"fork\": ID} with 4 descriptors" % message[:200]})
+            continue
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            send({"forked": ident, "error": "got %d descriptors; expected 4" % len(fds)})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _forked(fds, server)
+        for fd in fds:
+            os.close(fd)
+        children[pid] = ident
+        send({"forked": ident, "pid": pid})
+
+
+def serve():
+    """Answers the call Spindle made of this program, then exits (or, as a fork server,
+    serves the Job Runner's tries until it goes)."""
+    try:
+        _guard_parent(os.environ.get("SPINDLE_JOB_PARENT_PID", ""))
+    except RuntimeError as err:
+        sys.stderr.write("spindle_job: %s\n" % err)
+        sys.exit(2)
+    fd_text = os.environ.get("SPINDLE_JOB_FD", "")
+    if not fd_text.isdigit():
+        sys.stderr.write(
+            "this is a Spindle job program: Spindle runs it for its job types "
+            "(SPINDLE_JOB_FD is %r; expected a descriptor number)\n" % fd_text
+        )
+        sys.exit(2)
+    if os.environ.get("SPINDLE_JOB_CALL") == "serve":
+        _serve_forks(int(fd_text))
+    sys.exit(_answer_call(int(fd_text)))

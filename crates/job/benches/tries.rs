@@ -6,7 +6,10 @@
 //! `shell-command` running `true`, an `sh` program answering the protocol, a Go program
 //! built with the Go kit (when `go` is installed) and a Python one with the Python kit
 //! (when `python3` is). With `--supervisor`, programs run under `spindle __supervise` as
-//! a Job Runner runs them (so that they die with it); without, directly.
+//! a Job Runner runs them (so that they die with it); without, directly. The kits' rows
+//! marked `supervised: false` run as a Job Runner runs a program so configured: directly,
+//! told the runner's pid, the kit guarding itself against the runner's death; the row
+//! marked `fork_server: true` has its tries forked by the program's fork server.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -101,7 +104,7 @@ fn python_program(dir: &Path) -> Option<PathBuf> {
     executable(
         &path,
         &format!(
-            "#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, {:?})\nimport spindle_job\n\n@spindle_job.job(\"noop-python\")\ndef noop(ctx):\n    pass\n\nspindle_job.serve()\n",
+            "#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, {:?})\nimport spindle_job\n\n@spindle_job.job(\"noop-python\")\ndef noop(ctx):\n    pass\n\n@spindle_job.job(\"noop-python-guarded\")\ndef guarded(ctx):\n    pass\n\n@spindle_job.job(\"noop-python-forked\")\ndef forked(ctx):\n    pass\n\nspindle_job.serve()\n",
             sdk.display().to_string()
         ),
     );
@@ -174,11 +177,17 @@ async fn main() {
         &sh,
         "#!/bin/sh\necho '{\"protocol\":1,\"state\":\"COMPLETE\"}' >&3\n",
     );
+    // `-guarded` types: the program guards itself against the runner's death
+    // (`supervised: false`) rather than run under the supervisor; `-forked`: its tries
+    // are forked by the program's fork server (`fork_server: true`).
     let mut add = |program: &Path, job_type: &str| {
+        let forked = job_type.ends_with("-forked");
         registry
             .add_program(&ProgramConfig {
                 program: program.to_path_buf(),
                 types: Some(vec![job_type.to_owned()]),
+                supervised: (!forked).then_some(!job_type.ends_with("-guarded")),
+                fork_server: forked.then_some(true),
                 ..ProgramConfig::default()
             })
             .unwrap();
@@ -187,14 +196,17 @@ async fn main() {
     let go = go_program(dir.path());
     if let Some(go) = &go {
         add(go, "noop-go");
+        add(go, "noop-go-guarded");
     }
     let python = python_program(dir.path());
     if let Some(python) = &python {
         add(python, "noop-python");
+        add(python, "noop-python-guarded");
+        add(python, "noop-python-forked");
     }
     println!("| job | tries | ms a try |");
     println!("|---|---:|---:|");
-    let rows: [(&str, &str, serde_json::Value, usize, bool); 5] = [
+    let rows: [(&str, &str, serde_json::Value, usize, bool); 8] = [
         ("built-in noop", "noop", json!({}), tries, true),
         (
             "shell-command `true`",
@@ -218,10 +230,31 @@ async fn main() {
             go.is_some(),
         ),
         (
+            "job protocol: Go kit, `supervised: false`",
+            "noop-go-guarded",
+            json!({}),
+            tries,
+            go.is_some(),
+        ),
+        (
             "job protocol: Python kit",
             "noop-python",
             json!({}),
             (tries / 10).max(1),
+            python.is_some(),
+        ),
+        (
+            "job protocol: Python kit, `supervised: false`",
+            "noop-python-guarded",
+            json!({}),
+            (tries / 10).max(1),
+            python.is_some(),
+        ),
+        (
+            "job protocol: Python kit, `fork_server: true`",
+            "noop-python-forked",
+            json!({}),
+            tries,
             python.is_some(),
         ),
     ];

@@ -7,6 +7,7 @@
 //! and the changed job data out). The program writes its messages on descriptor 3, so
 //! its stdout and stderr stay the job's own output.
 
+mod fork;
 mod process;
 mod wire;
 
@@ -47,6 +48,17 @@ pub struct ProgramConfig {
     /// Go duration: how long a stopped try has between SIGTERM and SIGKILL (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_grace: Option<String>,
+    /// Whether a Job Runner runs it under its supervisor (default true), which kills the
+    /// program's process group if the runner dies. `false` is for programs that do that
+    /// themselves when `SPINDLE_JOB_PARENT_PID` is set, as both kits do; it saves the
+    /// supervisor's start on every try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervised: Option<bool>,
+    /// Whether a Job Runner keeps one process of the program (its fork server) that
+    /// forks a process for each try, instead of starting the program anew (default
+    /// false): the Python kit's tries then skip the interpreter's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_server: Option<bool>,
 }
 
 /// A program ready to be called.
@@ -56,6 +68,10 @@ pub(crate) struct Program {
     pub(crate) args: Vec<String>,
     pub(crate) create_timeout: Duration,
     pub(crate) stop_grace: Duration,
+    /// Run under the supervisor (when the binary has one) rather than guarding itself.
+    pub(crate) supervised: bool,
+    /// The program's fork server, when its tries are forked by one.
+    pub(crate) fork_server: Option<Arc<fork::ForkServer>>,
 }
 
 impl Program {
@@ -103,6 +119,17 @@ impl Registry {
                 CREATE_TIMEOUT,
             )?,
             stop_grace: config_duration("stop_grace", config.stop_grace.as_deref(), STOP_GRACE)?,
+            supervised: config.supervised.unwrap_or(true),
+            fork_server: match (config.fork_server, config.supervised) {
+                (Some(true), Some(true)) => {
+                    return Err(Error::Program(format!(
+                        "jobs: `{}` has `fork_server: true` and `supervised: true`; a fork server guards itself against the Job Runner's death (and its tries against its own), so it is never supervised: drop `supervised`",
+                        config.program.display()
+                    )));
+                }
+                (Some(true), _) => Some(Arc::default()),
+                _ => None,
+            },
         });
         let types = match &config.types {
             Some(types) => types
@@ -157,6 +184,8 @@ pub fn describe_program(config: &ProgramConfig) -> Result<Vec<TypeInfo>, Error> 
         args: config.args.clone(),
         create_timeout: CREATE_TIMEOUT,
         stop_grace: STOP_GRACE,
+        supervised: true,
+        fork_server: None,
     };
     describe(&program)
 }

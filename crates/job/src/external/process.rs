@@ -2,8 +2,10 @@
 //! written on stdin, its lines read and its end awaited. `describe` and `create` block
 //! (the grapher is synchronous and runs on a blocking thread); `run` is a try's future.
 
+use std::future::Future;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::Program;
+use super::fork::ForkServer;
 use super::wire::{self, Call, Line, PROTOCOL, PROTOCOL_FD};
 use crate::builtin::shell::{
     Captured, DRAIN_WAIT, capture, exit_code, quote, signal_group, supervised,
@@ -25,8 +28,12 @@ use crate::{Outcome, RunContext};
 /// is not read (the answer is then missing, which fails the call).
 const PROTOCOL_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Set for a try of a program that is not supervised: the pid of the Job Runner that
+/// started it, which the program must outlive by nothing (docs/job-protocol.md).
+pub(crate) const PARENT_PID_ENV: &str = "SPINDLE_JOB_PARENT_PID";
+
 /// The environment a program gets besides Spindle's own.
-fn env(call: &str) -> [(&'static str, String); 3] {
+pub(crate) fn env(call: &str) -> [(&'static str, String); 3] {
     [
         ("SPINDLE_JOB_PROTOCOL", PROTOCOL.to_string()),
         ("SPINDLE_JOB_CALL", call.to_owned()),
@@ -64,7 +71,7 @@ fn answer_of(
 }
 
 /// What stderr said, for an error: its last lines, quoted.
-fn stderr_note(stderr: &str) -> String {
+pub(crate) fn stderr_note(stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     match lines.len() {
         0 => String::new(),
@@ -209,43 +216,32 @@ pub(crate) async fn run_try(
         Ok(input) => input,
         Err(err) => return (failed(1, format!("cannot encode the call: {err}")), None),
     };
-    let (reader, mapping) = match protocol_pipe() {
-        Ok(pipe) => pipe,
-        Err(err) => return (failed(1, err), None),
+    let started = match &program.fork_server {
+        Some(server) => forked(program, server).await,
+        None => spawned(program, call.name()),
     };
-    let supervisor = crate::supervisor();
-    let mut command = supervised(&program.path);
-    command
-        .args(&program.args)
-        .envs(env(call.name()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Err(err) = command.fd_mappings(vec![mapping]) {
-        return (
-            failed(1, format!("cannot pass its protocol descriptor: {err}")),
-            None,
-        );
-    }
-    let spawned = command.spawn();
-    drop(command);
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(err) => return (failed(127, format!("cannot start it: {err}")), None),
+    let Started {
+        pid,
+        reader,
+        stdin,
+        stdout: stdout_pipe,
+        stderr: stderr_pipe,
+        mut exit,
+        supervised,
+    } = match started {
+        Ok(started) => started,
+        Err((exit, err)) => return (failed(exit, err), None),
     };
-    let pid = child.id();
     ctx.status
         .set(format!("running {name} (pid {})", pid.unwrap_or_default()));
     let mut tasks = tokio::task::JoinSet::new();
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = stdin {
         tasks.spawn(async move {
             let _ = stdin.write_all(&input).await;
         });
     }
     let (stdout, stderr) = (Captured::default(), Captured::default());
-    if let Some(pipe) = child.stdout.take() {
+    if let Some(pipe) = stdout_pipe {
         tasks.spawn(capture(
             pipe,
             stdout.clone(),
@@ -253,7 +249,7 @@ pub(crate) async fn run_try(
             Stream::Stdout,
         ));
     }
-    if let Some(pipe) = child.stderr.take() {
+    if let Some(pipe) = stderr_pipe {
         tasks.spawn(capture(
             pipe,
             stderr.clone(),
@@ -263,7 +259,7 @@ pub(crate) async fn run_try(
     }
     let mut lines = tokio::spawn(read_lines(reader, ctx.status.clone()));
     let exited = tokio::select! {
-        status = child.wait() => Some(status),
+        status = &mut exit => Some(status),
         () = ctx.cancel.cancelled() => None,
     };
     let stopped = exited.is_none();
@@ -274,18 +270,21 @@ pub(crate) async fn run_try(
             ctx.status
                 .set(format!("stopping {name} (pid {})", pid.unwrap_or_default()));
             signal_group(pid, Signal::SIGTERM);
-            let status = match tokio::time::timeout(program.stop_grace, child.wait()).await {
+            let status = match tokio::time::timeout(program.stop_grace, &mut exit).await {
                 Ok(status) => status,
                 Err(_) => {
                     signal_group(pid, Signal::SIGKILL);
-                    child.wait().await
+                    exit.await
                 }
             };
             signal_group(pid, Signal::SIGKILL);
             status
         }
     };
-    let exit = status.as_ref().map_or(-1, |status| exit_code(*status));
+    let (exit, lost) = match status {
+        Ok(exit) => (exit, None),
+        Err(why) => (-1, Some(why)),
+    };
     let _ = tokio::time::timeout(DRAIN_WAIT, async {
         while tasks.join_next().await.is_some() {}
     })
@@ -306,9 +305,115 @@ pub(crate) async fn run_try(
         exit,
         stdout: stdout.text(),
         stderr: stderr.text(),
-        supervised: supervisor.is_some(),
+        supervised,
+        lost,
     };
     ended.outcome(&name)
+}
+
+/// A try's process, started: its pid, its pipes (the protocol descriptor's read end,
+/// stdin's write end, stdout's and stderr's read ends) and its exit code to come.
+struct Started {
+    pid: Option<u32>,
+    reader: std::io::PipeReader,
+    stdin: Option<Pin<Box<dyn tokio::io::AsyncWrite + Send>>>,
+    stdout: Option<Pin<Box<dyn tokio::io::AsyncRead + Send>>>,
+    stderr: Option<Pin<Box<dyn tokio::io::AsyncRead + Send>>>,
+    /// The exit code (128 + N for signal N), or why it cannot be known.
+    exit: Pin<Box<dyn Future<Output = Result<i64, String>> + Send>>,
+    supervised: bool,
+}
+
+/// Why a try's process did not start: the exit code to log and the error.
+type NotStarted = (i64, String);
+
+/// Starts the program for a try: under the supervisor, or directly when it guards
+/// itself (`supervised: false`).
+fn spawned(program: &Program, call: &str) -> Result<Started, NotStarted> {
+    let (reader, mapping) = protocol_pipe().map_err(|err| (1, err))?;
+    let supervisor = crate::supervisor().filter(|_| program.supervised);
+    let mut command = if program.supervised {
+        supervised(&program.path)
+    } else {
+        // The program ends its own group when this process dies.
+        let mut command = tokio::process::Command::new(&program.path);
+        command.env(PARENT_PID_ENV, std::process::id().to_string());
+        command
+    };
+    command
+        .args(&program.args)
+        .envs(env(call))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    command
+        .fd_mappings(vec![mapping])
+        .map_err(|err| (1, format!("cannot pass its protocol descriptor: {err}")))?;
+    let spawned = command.spawn();
+    drop(command);
+    let mut child = spawned.map_err(|err| (127, format!("cannot start it: {err}")))?;
+    Ok(Started {
+        pid: child.id(),
+        reader,
+        stdin: child.stdin.take().map(|p| Box::pin(p) as _),
+        stdout: child.stdout.take().map(|p| Box::pin(p) as _),
+        stderr: child.stderr.take().map(|p| Box::pin(p) as _),
+        exit: Box::pin(async move {
+            child
+                .wait()
+                .await
+                .map(exit_code)
+                .map_err(|err| format!("cannot wait for it: {err}"))
+        }),
+        supervised: supervisor.is_some(),
+    })
+}
+
+/// Asks the program's fork server for a try's process, with pipes of this runner's.
+async fn forked(program: &Program, server: &ForkServer) -> Result<Started, NotStarted> {
+    let pipe = || std::io::pipe().map_err(|err| (1, format!("cannot make its pipes: {err}")));
+    let ((stdin_r, stdin_w), (stdout_r, stdout_w), (stderr_r, stderr_w), (reader, proto_w)) =
+        (pipe()?, pipe()?, pipe()?, pipe()?);
+    let forked = server
+        .fork(
+            program,
+            [
+                stdin_r.as_fd(),
+                stdout_w.as_fd(),
+                stderr_w.as_fd(),
+                proto_w.as_fd(),
+            ],
+        )
+        .await;
+    // The process has its copies: this runner's must go, or their readers never end.
+    drop((stdin_r, stdout_w, stderr_w, proto_w));
+    let forked = forked.map_err(|err| (1, err))?;
+    let sender = |w: std::io::PipeWriter| {
+        tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(w))
+            .ok()
+            .map(|p| Box::pin(p) as _)
+    };
+    let receiver = |r: std::io::PipeReader| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(r))
+            .ok()
+            .map(|p| Box::pin(p) as _)
+    };
+    let exited = forked.exited;
+    Ok(Started {
+        pid: Some(forked.pid),
+        reader,
+        stdin: sender(stdin_w),
+        stdout: receiver(stdout_r),
+        stderr: receiver(stderr_r),
+        exit: Box::pin(async move {
+            exited
+                .await
+                .unwrap_or_else(|_| Err("its fork server ended".to_owned()))
+        }),
+        supervised: false,
+    })
 }
 
 /// How a try's program ended: what it answered on its descriptor, whether it was
@@ -321,6 +426,8 @@ struct Ended {
     stderr: String,
     /// Started by the supervisor, which says so when it could not start the program.
     supervised: bool,
+    /// Why its end is unknown (its fork server died).
+    lost: Option<String>,
 }
 
 impl Ended {
@@ -333,6 +440,7 @@ impl Ended {
             stdout,
             stderr,
             supervised,
+            lost,
         } = self;
         let failed = |exit: i64, error: String| Outcome {
             exit,
@@ -360,7 +468,9 @@ impl Ended {
             ),
             Ok(None) => {
                 let said = stderr.lines().next().unwrap_or_default();
-                let error = if supervised
+                let error = if let Some(lost) = lost {
+                    format!("job program `{name}`: {lost}; the try's process ended with it")
+                } else if supervised
                     && exit == 127
                     && said.starts_with(crate::SUPERVISOR_CANNOT_START)
                 {

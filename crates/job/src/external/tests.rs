@@ -209,6 +209,32 @@ echo '{"protocol":1,"state":"COMPLETE","exit":0,"data":{"seen":true}}' >&3"#,
     );
 }
 
+/// A program the config does not supervise is told which process it must not outlive
+/// (its runner: this process); a supervised one is not (its parent is the supervisor).
+#[tokio::test]
+async fn an_unsupervised_program_is_told_its_runners_pid() {
+    let body = r#"echo "parent=${SPINDLE_JOB_PARENT_PID:-none} ppid=$PPID"
+echo '{"protocol":1,"state":"COMPLETE"}' >&3"#;
+    for (supervised, expected) in [
+        (
+            Some(false),
+            format!("parent={0} ppid={0}\n", std::process::id()),
+        ),
+        (None, format!("parent=none ppid={}\n", std::process::id())),
+    ] {
+        let program = script(body);
+        let mut registry = Registry::builtin();
+        registry
+            .add_program(&ProgramConfig {
+                supervised,
+                ..config(&program.path, Some(&["provision"]))
+            })
+            .unwrap();
+        let outcome = try_once(&registry, "provision", &mut JobArgs::new(), ctx()).await;
+        assert_eq!(outcome.stdout, expected, "supervised: {supervised:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_failed_try_keeps_the_jobs_exit_and_error() {
     let (registry, _program) = registry_with(
@@ -337,4 +363,129 @@ async fn wait_for(mut done: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("timed out waiting");
+}
+
+/// Whether `python3` runs; without it a test says it was skipped, unless
+/// SPINDLE_TEST_PYTHON=required (as `.ci/run` sets), which makes its absence a failure.
+fn have_python(test: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        assert!(
+            std::env::var("SPINDLE_TEST_PYTHON").as_deref() != Ok("required"),
+            "{test}: python3 is required (SPINDLE_TEST_PYTHON=required) and missing"
+        );
+        #[allow(clippy::print_stderr, reason = "a skipped test says so")]
+        {
+            eprintln!("{test}: skipped: python3 is not installed");
+        }
+    }
+    found
+}
+
+/// One try of the Python kit's function job `job_type` (its bytes are its args' JSON).
+async fn py_try(
+    registry: &Registry,
+    job_type: &str,
+    data: &mut JobArgs,
+    ctx: RunContext,
+) -> Outcome {
+    let mut job = registry.make(&id(job_type)).unwrap();
+    job.deserialize(b"{}").unwrap();
+    job.run(data, ctx).await
+}
+
+/// A Python program with the repository's kit and a fork server: tries run in processes
+/// it forks, with their own output, data, stop and exit; a server that dies fails the
+/// try it had, and the next try starts a new server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_server_forks_each_try_and_is_started_again_after_it_dies() {
+    if !have_python("a_fork_server_forks_each_try_and_is_started_again_after_it_dies") {
+        return;
+    }
+    let kit = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../sdk/python")
+        .canonicalize()
+        .unwrap();
+    let program = script("");
+    std::fs::write(
+        &program.path,
+        format!(
+            r#"#!/usr/bin/env python3
+import os, signal, sys, time
+sys.path.insert(0, {kit:?})
+import spindle_job
+
+@spindle_job.job("py-ok")
+def ok(ctx):
+    print("ok from", os.getpid())
+    ctx.data["server"] = os.getppid()
+
+@spindle_job.job("py-crash")
+def crash(ctx):
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)
+
+@spindle_job.job("py-wait")
+def wait(ctx):
+    ctx.stopping.wait(30)
+    return spindle_job.Return(spindle_job.STOPPED)
+
+spindle_job.serve()
+"#,
+            kit = kit.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut registry = Registry::builtin();
+    let err = registry
+        .add_program(&ProgramConfig {
+            fork_server: Some(true),
+            supervised: Some(true),
+            ..config(&program.path, Some(&["py-ok"]))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("drop `supervised`"), "{err}");
+    registry
+        .add_program(&ProgramConfig {
+            fork_server: Some(true),
+            ..config(&program.path, Some(&["py-ok", "py-crash", "py-wait"]))
+        })
+        .unwrap();
+    let server_of = |data: &JobArgs| data.get("server").and_then(Value::as_i64).unwrap();
+    let mut data = JobArgs::new();
+    let outcome = py_try(&registry, "py-ok", &mut data, ctx()).await;
+    assert_eq!(outcome.state, State::Complete, "{outcome:?}");
+    assert!(outcome.stdout.starts_with("ok from "), "{outcome:?}");
+    let first = server_of(&data);
+    // Each try its own process, forked by the same server.
+    let mut again = JobArgs::new();
+    let outcome = py_try(&registry, "py-ok", &mut again, ctx()).await;
+    assert_eq!(outcome.state, State::Complete, "{outcome:?}");
+    assert_eq!(server_of(&again), first);
+    // A stop reaches the try's process group: the job's stop is called.
+    let stop = ctx();
+    let cancel = stop.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.cancel();
+    });
+    let outcome = py_try(&registry, "py-wait", &mut JobArgs::new(), stop).await;
+    assert_eq!(outcome.state, State::Stopped, "{outcome:?}");
+    // The server dies during a try: the try fails saying so; the next gets a new server.
+    let outcome = py_try(&registry, "py-crash", &mut JobArgs::new(), ctx()).await;
+    assert_eq!(outcome.state, State::Fail, "{outcome:?}");
+    assert!(
+        outcome.error.contains("its fork server")
+            && outcome.error.contains("exited")
+            && outcome.error.contains("ended with it"),
+        "{outcome:?}"
+    );
+    let mut after = JobArgs::new();
+    let outcome = py_try(&registry, "py-ok", &mut after, ctx()).await;
+    assert_eq!(outcome.state, State::Complete, "{outcome:?}");
+    assert_ne!(server_of(&after), first);
 }

@@ -84,9 +84,52 @@ struct Example {
     request: &'static str,
     /// The program's path, as its processes' command lines show it.
     program: PathBuf,
+    mode: Mode,
 }
 
+impl Example {
+    /// How many processes of the program a running try has: its own, and with a fork
+    /// server the server's.
+    fn processes_a_try(&self) -> usize {
+        if self.mode == Mode::Forked { 2 } else { 1 }
+    }
+}
+
+/// How a Job Runner starts a program's tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Under the runner's supervisor (the default).
+    Supervised,
+    /// Directly; the kit guards itself against the runner's death (`supervised: false`).
+    Guarded,
+    /// Forked by the program's fork server (`fork_server: true`).
+    Forked,
+}
+
+impl Mode {
+    fn config(self) -> &'static str {
+        match self {
+            Mode::Supervised => "    supervised: true\n",
+            Mode::Guarded => "    supervised: false\n",
+            Mode::Forked => "    fork_server: true\n",
+        }
+    }
+}
+
+/// The example of `language` ("go" or "python") as the repository configures it: Go's
+/// program guarding itself, Python's with a fork server.
 fn example(language: &str) -> Example {
+    example_in(
+        language,
+        if language == "go" {
+            Mode::Guarded
+        } else {
+            Mode::Forked
+        },
+    )
+}
+
+fn example_in(language: &str, mode: Mode) -> Example {
     let dir = tempfile::tempdir().unwrap();
     // Each test its own copy of the program, so that its processes are told apart from
     // those of the tests running beside it.
@@ -96,8 +139,9 @@ fn example(language: &str) -> Example {
             std::fs::copy(go_program(), &program).unwrap();
             (
                 format!(
-                    "jobs:\n  - program: {}\n    types: [lookup-primary, use-lease, wait-until-stopped]\n    stop_grace: 5s\n",
-                    program.display()
+                    "jobs:\n  - program: {}\n    types: [lookup-primary, use-lease, wait-until-stopped]\n    stop_grace: 5s\n{}",
+                    program.display(),
+                    mode.config()
                 ),
                 "examples/go-jobs/specs",
                 "promote",
@@ -120,8 +164,9 @@ fn example(language: &str) -> Example {
             let program = dir.path().join("examples/python-jobs/jobs.py");
             (
                 format!(
-                    "jobs:\n  - program: {}\n    stop_grace: 5s\n",
-                    program.display()
+                    "jobs:\n  - program: {}\n    stop_grace: 5s\n{}",
+                    program.display(),
+                    mode.config()
                 ),
                 "examples/python-jobs/specs",
                 "promote-py",
@@ -143,6 +188,7 @@ fn example(language: &str) -> Example {
         dir,
         request,
         program,
+        mode,
     }
 }
 
@@ -243,7 +289,10 @@ async fn runs_to_complete_and_is_stopped(language: &str) {
         async || status_lines(&client, &id).await.contains("waited "),
     )
     .await;
-    assert_eq!(processes_of(&example.program).len(), 1);
+    assert_eq!(
+        processes_of(&example.program).len(),
+        example.processes_a_try()
+    );
     let stopped = client
         .http
         .put(format!("{}/api/v1/requests/{id}/stop", client.base))
@@ -261,8 +310,10 @@ async fn runs_to_complete_and_is_stopped(language: &str) {
         hold[0].2.starts_with("stopped after "),
         "the job's own words: {hold:?}"
     );
-    assert!(
-        processes_of(&example.program).is_empty(),
+    // The try's process ended; a fork server stays for the next try.
+    assert_eq!(
+        processes_of(&example.program).len(),
+        example.processes_a_try() - 1,
         "the program ended"
     );
 }
@@ -291,10 +342,19 @@ async fn python_jobs_run_a_request_to_complete_and_are_stopped() {
     }
 }
 
+/// The command line of `pid`'s parent process, its words joined by spaces.
+fn parent_command(pid: i32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    let parent = rest.split_whitespace().nth(1).unwrap();
+    let line = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&line).replace('\0', " ")
+}
+
 /// A runner killed with SIGKILL while a job program runs: the program dies with it, its
 /// try is logged as interrupted, and the request completes on another runner.
-async fn survives_a_runner_killed(language: &str) {
-    let example = example(language);
+async fn survives_a_runner_killed(language: &str, mode: Mode) {
+    let example = example_in(language, mode);
     let dir = example.dir.path();
     let rm = Service::start(
         dir,
@@ -321,8 +381,16 @@ async fn survives_a_runner_killed(language: &str) {
         async || status_lines(&client, &id).await.contains("waited "),
     )
     .await;
+    // The try's process; with a fork server, the server too (the try's parent).
     let pids = processes_of(&example.program);
-    assert_eq!(pids.len(), 1, "{pids:?}");
+    assert_eq!(pids.len(), example.processes_a_try(), "{pids:?}");
+    // Started by the supervisor, or by the runner itself (the kit guards itself then).
+    let parents: Vec<String> = pids.iter().map(|pid| parent_command(*pid)).collect();
+    assert_eq!(
+        parents.iter().any(|parent| parent.contains("__supervise")),
+        mode == Mode::Supervised,
+        "the program's parents: {parents:?}"
+    );
     let request = client.request(&id).await;
     assert_eq!(request["state"], RUNNING);
     let owner = request["jrURL"].as_str().unwrap().to_owned();
@@ -334,7 +402,7 @@ async fn survives_a_runner_killed(language: &str) {
     crate::eventually(
         "the job program died with its runner",
         Duration::from_secs(10),
-        async || !running(pids[0]),
+        async || !pids.iter().any(|pid| running(*pid)),
     )
     .await;
     client
@@ -366,7 +434,21 @@ async fn go_jobs_survive_a_runner_killed_with_sigkill() {
         "version",
         "SPINDLE_TEST_GO",
     ) {
-        survives_a_runner_killed("go").await;
+        survives_a_runner_killed("go", Mode::Guarded).await;
+    }
+}
+
+/// The same under the runner's supervisor (`spindle __supervise`), as a program that
+/// does not guard itself runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervised_go_jobs_survive_a_runner_killed_with_sigkill() {
+    if have(
+        "supervised_go_jobs_survive_a_runner_killed_with_sigkill",
+        "go",
+        "version",
+        "SPINDLE_TEST_GO",
+    ) {
+        survives_a_runner_killed("go", Mode::Supervised).await;
     }
 }
 
@@ -378,7 +460,7 @@ async fn python_jobs_survive_a_runner_killed_with_sigkill() {
         "--version",
         "SPINDLE_TEST_PYTHON",
     ) {
-        survives_a_runner_killed("python").await;
+        survives_a_runner_killed("python", Mode::Forked).await;
     }
 }
 
@@ -477,4 +559,31 @@ fn the_go_kit_passes_its_own_tests_and_vet() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The Python kit's own tests (`sdk/python/test_spindle_job.py`: its guard against the
+/// runner's death kills the program's children too, which the end-to-end test above
+/// cannot see: its program also dies of its broken pipes).
+#[test]
+fn the_python_kit_passes_its_own_tests() {
+    if !have(
+        "the_python_kit_passes_its_own_tests",
+        "python3",
+        "--version",
+        "SPINDLE_TEST_PYTHON",
+    ) {
+        return;
+    }
+    let out = Command::new("python3")
+        .args(["-m", "unittest", "-v"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(repository().join("sdk/python"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python3 -m unittest in sdk/python: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
