@@ -15,6 +15,7 @@ pub mod openapi;
 mod runners;
 mod state;
 pub mod topo;
+mod triggers;
 mod types;
 
 pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
@@ -26,6 +27,7 @@ pub use runners::{
     RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,
 };
 pub use state::{State, UnknownState};
+pub use triggers::{TriggerAccepted, TriggerDelivery, TriggerStatus};
 pub use types::{
     Answer, CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
     OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,

@@ -242,11 +242,13 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
             let mut started = written.started;
             let mut finished = written.finished;
             let mut locked = written.locked.into_iter();
+            let mut duplicates = written.duplicates.into_iter();
             for write in pending {
                 match write {
                     Pending::Create(reply) => {
                         let mut new = creates.next().expect("one create per pending create");
                         new.locked = locked.next().flatten();
+                        new.duplicate_of = duplicates.next().flatten();
                         let _ = reply.send(Ok(Box::new(new)));
                     }
                     Pending::Start(at, reply) => {
@@ -334,6 +336,19 @@ fn refusal_of(refused: &Refused, request_id: &str, fence: &Option<Fence>) -> Opt
     )
 }
 
+/// A create (with its delivery and locks) in a transaction of its own.
+async fn create_alone(store: &dyn Store, new: NewRequest) -> Result<Box<NewRequest>, Error> {
+    let batch = WriteBatch {
+        creates: vec![new],
+        ..WriteBatch::default()
+    };
+    let written = store.write_batch(&batch).await?;
+    let mut new = batch.creates.into_iter().next().expect("the one create");
+    new.locked = written.locked.into_iter().next().flatten();
+    new.duplicate_of = written.duplicates.into_iter().next().flatten();
+    Ok(Box::new(new))
+}
+
 /// Writes each of a failed batch's writes in its own transaction.
 async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
     let mut creates = batch.creates.into_iter();
@@ -346,6 +361,11 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
         match write {
             Pending::Create(reply) => {
                 let mut new = creates.next().expect("one create per pending create");
+                if new.delivery.is_some() {
+                    // Its delivery is claimed in the transaction that stores it.
+                    let _ = reply.send(create_alone(store, new).await);
+                    continue;
+                }
                 let mut res = store
                     .create_request(&new.request, &new.create_request, new.created.as_ref())
                     .await;

@@ -26,6 +26,7 @@ macro_rules! store_operations {
             fn claim_schedule_run(&self, schedule: &str, due_at: DateTime<Utc>, host: &str) -> bool;
             fn schedule_run_done(&self, schedule: &str, due_at: DateTime<Utc>, request_id: &str, skipped: &str) -> ();
             fn schedule_runs(&self, schedule: &str, limit: u32) -> Vec<proto::ScheduleRun>;
+            fn trigger_deliveries(&self, trigger: &str, limit: u32) -> Vec<proto::TriggerDelivery>;
             fn add_answer(&self, request_id: &str, job_id: &str, answer: &proto::Answer) -> bool;
             fn answers(&self, request_id: &str) -> Vec<(String, proto::Answer)>;
             fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> ();
@@ -126,6 +127,20 @@ pub struct NewRequest {
     pub priority: i32,
     /// Set by the [`Batcher`] once stored: what taking `locks` did (`None` without any).
     pub locked: Option<LockTake>,
+    /// The trigger delivery that asks for it: stored in the same transaction, keyed by
+    /// the trigger and the delivery's id, so that a delivery sent again creates nothing.
+    pub delivery: Option<Delivery>,
+    /// Set by the [`Batcher`] when `delivery` was already stored: the request that
+    /// delivery created (this one was not stored).
+    pub duplicate_of: Option<String>,
+}
+
+/// A trigger's delivery: the event another system sent (issue #33).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub trigger: String,
+    /// The id its sender gave it (a header or a field of the event).
+    pub id: String,
 }
 
 /// A request from another system's history, as it ended there
@@ -207,6 +222,9 @@ pub struct BatchWritten {
     pub refused: Vec<(String, Fence, Error)>,
     /// One per create, in order: what taking its locks did (`None` without any).
     pub locked: Vec<Option<LockTake>>,
+    /// One per create, in order: the request its delivery created before, when it was a
+    /// delivery sent again (it was not stored).
+    pub duplicates: Vec<Option<String>>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty
@@ -394,6 +412,13 @@ pub trait Store: Send + Sync + 'static {
         schedule: &str,
         limit: u32,
     ) -> Result<Vec<proto::ScheduleRun>, Error>;
+
+    /// The latest deliveries `trigger` accepted, newest first, at most `limit`.
+    async fn trigger_deliveries(
+        &self,
+        trigger: &str,
+        limit: u32,
+    ) -> Result<Vec<proto::TriggerDelivery>, Error>;
 
     /// Stores the answer to approval job `job_id` (the first answer only): true if this
     /// one was stored, false if the job had one already.

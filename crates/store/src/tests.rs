@@ -16,8 +16,11 @@ use crate::sql::Statement;
 
 #[path = "job_lock_tests.rs"]
 mod job_lock_tests;
+#[path = "trigger_tests.rs"]
+mod trigger_tests;
 use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
 use job_lock_tests::jobs_take_locks_in_turn_and_their_request_end_releases_them;
+use trigger_tests::a_delivery_sent_again_creates_nothing;
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 2, hour, minute, 0).unwrap()
@@ -1065,6 +1068,8 @@ async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: R
             locks: Vec::new(),
             priority: 0,
             locked: None,
+            delivery: None,
+            duplicate_of: None,
         }
     };
     let start = |id: &str, fence: Option<&Fence>| StartRequest {
@@ -1276,6 +1281,8 @@ async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Store>, _raw: 
             locks: Vec::new(),
             priority: 0,
             locked: None,
+            delivery: None,
+            duplicate_of: None,
         }
     };
     let (good, taken) = tokio::join!(
@@ -2483,6 +2490,7 @@ suite!(
     locks_are_taken_in_queue_order_and_released_at_the_end,
     a_fair_lock_serves_its_callers_round_robin,
     jobs_take_locks_in_turn_and_their_request_end_releases_them,
+    a_delivery_sent_again_creates_nothing,
 );
 
 fn postgres_url() -> String {
@@ -2707,7 +2715,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 13);
+    assert_eq!(migrations, 14);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -2737,7 +2745,8 @@ async fn postgres_migrates_an_empty_schema_once() {
             "requests",
             "schedule_runs",
             "spec_versions",
-            "suspended_job_chains"
+            "suspended_job_chains",
+            "trigger_deliveries"
         ]
     );
     let again = crate::PostgresStore::connect(&postgres_url(), Some(&schema))

@@ -88,6 +88,8 @@ impl Manager {
                 locks: claims.iter().map(|c| c.claim.clone()).collect(),
                 priority,
                 locked: None,
+                delivery: None,
+                duplicate_of: None,
             };
             // Moved to the batcher and back, not copied.
             let stored = self.batcher.create_request(new).await?;

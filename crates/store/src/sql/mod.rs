@@ -294,6 +294,7 @@ mod runners;
 mod schedules;
 mod statement;
 mod suspended;
+mod triggers;
 mod write_batch;
 
 store_operations!(store_impl);

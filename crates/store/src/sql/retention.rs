@@ -38,6 +38,7 @@ sql_impl! {
                 "request_audit",
                 "approvals",
                 "suspended_job_chains",
+                "trigger_deliveries",
                 "requests",
             ] {
                 let mut delete = Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));

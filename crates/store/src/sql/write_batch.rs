@@ -26,18 +26,31 @@ sql_impl! {
                 refused.push((request_id.to_owned(), fence.clone(), refusal));
             }
         }
+        // A trigger's delivery is claimed first: one sent again stores nothing.
+        let mut duplicates = Vec::with_capacity(batch.creates.len());
+        for new in &batch.creates {
+            duplicates.push(match &new.delivery {
+                Some(delivery) => {
+                    Self::claim_delivery_in(&mut tx, delivery, &new.request.id, new.request.created_at)
+                        .await?
+                }
+                None => None,
+            });
+        }
         let creates: Vec<_> = batch
             .creates
             .iter()
-            .map(|new| (&new.request, &new.create_request, new.created.as_ref()))
+            .zip(&duplicates)
+            .filter(|(_, duplicate)| duplicate.is_none())
+            .map(|(new, _)| (&new.request, &new.create_request, new.created.as_ref()))
             .collect();
         if !creates.is_empty() {
             Self::create_in(&mut tx, &creates).await?;
         }
         // Each new request's locks, in the transaction that stores it.
         let mut locked = Vec::with_capacity(batch.creates.len());
-        for new in &batch.creates {
-            locked.push(if new.locks.is_empty() {
+        for (new, duplicate) in batch.creates.iter().zip(&duplicates) {
+            locked.push(if new.locks.is_empty() || duplicate.is_some() {
                 None
             } else {
                 let now = Utc::now();
@@ -97,6 +110,7 @@ sql_impl! {
             finished,
             refused,
             locked,
+            duplicates,
         })
     }
 }
