@@ -362,6 +362,33 @@ mod tests {
                 ],
             },
         );
+        let delivery = crate::TriggerDelivery {
+            trigger: "deploys".to_owned(),
+            delivery_id: "72d3162e".to_owned(),
+            request_id: "r".repeat(20),
+            received_at: chrono::Utc::now(),
+        };
+        check("TriggerDelivery", &delivery);
+        check(
+            "TriggerStatus",
+            &crate::TriggerStatus {
+                name: "deploys".to_owned(),
+                request: "restart-fleet".to_owned(),
+                args: [("cluster".to_owned(), "/repository/name".to_owned())].into(),
+                auth: "hmac".to_owned(),
+                delivery: "header X-GitHub-Delivery".to_owned(),
+                deliveries: vec![delivery],
+            },
+        );
+        check(
+            "TriggerAccepted",
+            &crate::TriggerAccepted {
+                id: "r".repeat(20),
+                trigger: "deploys".to_owned(),
+                delivery_id: "72d3162e".to_owned(),
+                duplicate: true,
+            },
+        );
         let claimant = crate::LockClaimant {
             request_id: "r".repeat(20),
             job_id: "abcd".to_owned(),

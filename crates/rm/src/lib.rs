@@ -13,6 +13,7 @@ mod error;
 mod jr_client;
 mod manager;
 mod recovery;
+pub mod triggers;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::Error;
@@ -27,3 +28,5 @@ mod lock_tests;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trigger_tests;

@@ -39,7 +39,7 @@ pub(crate) struct Env {
     _dir: tempfile::TempDir,
 }
 
-async fn env() -> Env {
+pub(crate) async fn env() -> Env {
     env_with(Options {
         jr_url: Some("http://jr1:32307".to_owned()),
         telemetry: telemetry::Telemetry::with_metrics(),
@@ -98,7 +98,7 @@ pub(crate) async fn send_json(
 }
 
 /// [`call`] with request headers.
-async fn call_with(
+pub(crate) async fn call_with(
     router: &axum::Router,
     method: Method,
     uri: &str,

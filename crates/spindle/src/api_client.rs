@@ -209,6 +209,11 @@ impl Client {
         self.get("/api/v1/schedules").await
     }
 
+    /// The server's triggers with their latest deliveries.
+    pub(crate) async fn triggers(&self) -> Result<Vec<proto::TriggerStatus>, ClientError> {
+        self.get("/api/v1/triggers").await
+    }
+
     /// Approves (or rejects) an approval job of a request.
     pub(crate) async fn answer(
         &self,

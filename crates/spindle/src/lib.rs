@@ -144,6 +144,12 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
+    /// The triggers (events from other systems that start requests) and their latest
+    /// deliveries
+    Triggers {
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Every lock held or waited for: its holders and its queue
     Locks {
         #[command(flatten)]
@@ -431,6 +437,7 @@ pub fn main(registry: job::Registry) -> ExitCode {
             )),
             Command::Rerun { id, client } => block_on(spinc::rerun(&client.or(&top), &id)),
             Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),
+            Command::Triggers { client } => block_on(spinc::triggers(&client.or(&top))),
             Command::Locks { client } => block_on(spinc::locks(&client.or(&top))),
             Command::Approve { answer, client } => {
                 block_on(spinc::answer(&client.or(&top), &answer, true))

@@ -27,6 +27,7 @@ macro_rules! store_operations {
             fn schedule_run_done(&self, schedule: &str, due_at: DateTime<Utc>, request_id: &str, skipped: &str) -> ();
             fn schedule_runs(&self, schedule: &str, limit: u32) -> Vec<proto::ScheduleRun>;
             fn trigger_deliveries(&self, trigger: &str, limit: u32) -> Vec<proto::TriggerDelivery>;
+            fn delivered_request(&self, trigger: &str, delivery_id: &str) -> Option<String>;
             fn add_answer(&self, request_id: &str, job_id: &str, answer: &proto::Answer) -> bool;
             fn answers(&self, request_id: &str) -> Vec<(String, proto::Answer)>;
             fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> ();
@@ -419,6 +420,13 @@ pub trait Store: Send + Sync + 'static {
         trigger: &str,
         limit: u32,
     ) -> Result<Vec<proto::TriggerDelivery>, Error>;
+
+    /// The request delivery `delivery_id` of `trigger` created, if it was stored.
+    async fn delivered_request(
+        &self,
+        trigger: &str,
+        delivery_id: &str,
+    ) -> Result<Option<String>, Error>;
 
     /// Stores the answer to approval job `job_id` (the first answer only): true if this
     /// one was stored, false if the job had one already.

@@ -26,7 +26,9 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
         (_, ["healthz" | "version"])
         | (_, ["api", "v1", "openapi.json"])
         // Who the caller is, and signing in and out: they authenticate themselves.
-        | (_, ["ui", "api", "me" | "session"]) => Needs::Nothing,
+        | (_, ["ui", "api", "me" | "session"])
+        // A trigger's sender proves itself with the trigger's own signature or token.
+        | (Method::POST, ["api", "v1", "triggers", _]) => Needs::Nothing,
         (
             Method::POST,
             [

@@ -162,6 +162,8 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/bulk/{action}", post(bulk))
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/schedules", get(schedules))
+        .route("/api/v1/triggers", get(triggers))
+        .route("/api/v1/triggers/{name}", post(trigger))
         .route("/api/v1/locks", get(locks))
         .route("/api/v1/status/running", get(running))
         .route("/readyz", get(readyz))

@@ -399,6 +399,32 @@ pub(super) async fn schedules(State(manager): Shared) -> Result<Response, Error>
     Ok(Json(manager.schedules().await?).into_response())
 }
 
+/// The triggers and their latest deliveries (Spindle, issue #33).
+pub(super) async fn triggers(State(manager): Shared) -> Result<Response, Error> {
+    Ok(Json(manager.triggers().await?).into_response())
+}
+
+/// An event that starts trigger `name`'s request: 201 with the request's id, or 200 when
+/// the delivery was sent before (`duplicate`: nothing new started). The trigger proves its
+/// sender itself (its signature or token), not Spindle's authentication.
+pub(super) async fn trigger(
+    State(manager): Shared,
+    Path(name): Path<String>,
+    peer: Option<axum::Extension<auth::Peer>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Error> {
+    let (accepted, created) = manager
+        .trigger(&name, &headers, &body, &address_of(peer.as_deref()))
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(accepted)).into_response())
+}
+
 /// Every lock held or waited for, with its holders and its queue (Spindle, issue #34).
 pub(super) async fn locks(State(manager): Shared) -> Result<Response, Error> {
     Ok(Json(manager.locks().await?).into_response())

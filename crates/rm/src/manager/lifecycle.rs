@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// What a create did.
+pub(crate) enum Created {
+    /// Stored (and handed over, unless it waits for a lock).
+    New(Box<Request>),
+    /// Its delivery was sent before: nothing was stored; the request the first created.
+    Duplicate(String),
+}
+
 impl Manager {
     /// Adds an event to a request's audit trail.
     pub async fn add_audit(
@@ -23,6 +31,28 @@ impl Manager {
         user: &str,
         address: &str,
     ) -> Result<Request, Error> {
+        match self
+            .create_from(create_request, user, address, None)
+            .await?
+        {
+            Created::New(request) => Ok(*request),
+            Created::Duplicate(id) => Err(Error::Internal {
+                message: format!("a create without a delivery was taken for one of request {id}"),
+                source: None,
+            }),
+        }
+    }
+
+    /// [`Manager::create`], for `delivery` when a trigger's event asks for the request:
+    /// the delivery is stored in the transaction that stores the request, and one sent
+    /// before gets the request it created (nothing is stored or started).
+    pub(crate) async fn create_from(
+        &self,
+        create_request: CreateRequest,
+        user: &str,
+        address: &str,
+        delivery: Option<store::Delivery>,
+    ) -> Result<Created, Error> {
         self.check_open()?;
         // Past the backlog limit, refused before any work (issue #32).
         self.check_backlog().await?;
@@ -88,11 +118,14 @@ impl Manager {
                 locks: claims.iter().map(|c| c.claim.clone()).collect(),
                 priority,
                 locked: None,
-                delivery: None,
+                delivery,
                 duplicate_of: None,
             };
             // Moved to the batcher and back, not copied.
             let stored = self.batcher.create_request(new).await?;
+            if let Some(first) = stored.duplicate_of {
+                return Ok(Created::Duplicate(first));
+            }
             (stored.request, stored.locked)
         };
         self.created_one();
@@ -141,7 +174,7 @@ impl Manager {
             request.error = stored.error;
             request.finished_at = stored.finished_at;
         }
-        Ok(request)
+        Ok(Created::New(Box::new(request)))
     }
 
     /// `PUT .../start`: offers a PENDING request to a Job Runner now.

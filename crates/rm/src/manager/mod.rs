@@ -47,6 +47,7 @@ mod reports;
 mod runners;
 mod schedules;
 mod specs;
+mod triggers;
 mod wait;
 
 /// Knobs of the Request Manager.
@@ -161,6 +162,8 @@ pub struct Manager {
     started_at: chrono::DateTime<chrono::Utc>,
     /// The backlog as last counted, for `max_backlog`.
     backlog: backlog::Backlog,
+    /// The config's `triggers:`, by name.
+    triggers: std::sync::RwLock<Arc<BTreeMap<String, crate::triggers::Trigger>>>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -272,6 +275,7 @@ impl Manager {
             started_at: chrono::Utc::now(),
             lock_released: tokio::sync::Notify::new(),
             backlog: backlog::Backlog::default(),
+            triggers: std::sync::RwLock::default(),
         }
     }
 

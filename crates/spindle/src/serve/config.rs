@@ -50,6 +50,8 @@ pub(crate) struct FileConfig {
     pub(crate) limits: Option<LimitsConfig>,
     /// Job programs: job types served by programs in any language (docs/job-protocol.md).
     pub(crate) jobs: Option<Vec<job::external::ProgramConfig>>,
+    /// Triggers: events from other systems that start requests (Request Managers).
+    pub(crate) triggers: Option<Vec<rm::triggers::TriggerConfig>>,
 }
 
 /// The `tls:` section.
@@ -130,7 +132,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
-    /// auth, token, client, tls, limits, jobs
+    /// auth, token, client, tls, limits, jobs, triggers
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -311,6 +313,7 @@ pub(crate) struct Settings {
     pub(crate) limits: crate::http_server::Limits,
     /// Job programs whose types are added to the binary's own.
     pub(crate) jobs: Vec<job::external::ProgramConfig>,
+    pub(crate) triggers: Vec<rm::triggers::TriggerConfig>,
 }
 
 impl Settings {
@@ -451,6 +454,7 @@ impl FileConfig {
             tls: tls(file.tls.clone().unwrap_or_default())?,
             limits: limits(file.limits.clone().unwrap_or_default())?,
             jobs: file.jobs.clone().unwrap_or_default(),
+            triggers: file.triggers.clone().unwrap_or_default(),
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: file.token.clone().filter(|t| !t.is_empty()),

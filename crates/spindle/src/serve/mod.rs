@@ -51,6 +51,7 @@ struct ManagerStart {
     sources: Vec<proto::SpecFile>,
     auth: Option<Arc<auth::Auth>>,
     schedules: Vec<spec::schedule::Fires>,
+    triggers: Vec<rm::triggers::Trigger>,
 }
 
 /// [`ManagerStart`] from a command's arguments; `None` (said) when the specs have errors.
@@ -74,13 +75,45 @@ fn manager_start(
     warn_of_diagnostics(&report);
     let auth = build_auth(&settings, &report.specs, crate::custom_authenticators())?;
     let schedules = schedules_of(&report.specs);
+    let triggers = triggers_of(&settings.triggers, &report.specs)?;
     Ok(Some(ManagerStart {
         settings,
         specs: report.specs,
         sources: report.sources,
         auth,
         schedules,
+        triggers,
     }))
+}
+
+/// The config's triggers, their secrets read and their request types checked against the
+/// specs: an error says which trigger and what was expected.
+fn triggers_of(
+    configs: &[rm::triggers::TriggerConfig],
+    specs: &spec::Specs,
+) -> anyhow::Result<Vec<rm::triggers::Trigger>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut triggers = Vec::new();
+    for config in configs {
+        let trigger = rm::triggers::Trigger::load(config).map_err(anyhow::Error::msg)?;
+        if !seen.insert(trigger.name.clone()) {
+            anyhow::bail!(
+                "triggers: {} is configured twice; expected each name once",
+                trigger.name
+            );
+        }
+        if !specs.requests().iter().any(|r| r.name == trigger.request) {
+            let known: Vec<&str> = specs.requests().iter().map(|r| r.name.as_str()).collect();
+            anyhow::bail!(
+                "triggers: {}: request {:?} is not a request type of the specs; expected one of: {}",
+                trigger.name,
+                trigger.request,
+                known.join(", ")
+            );
+        }
+        triggers.push(trigger);
+    }
+    Ok(triggers)
 }
 
 /// Starts a Request Manager's work until `stop`: its specs' version recorded, its
@@ -139,6 +172,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     )
     .await?;
     local.manager.set_schedules(start.schedules);
+    local.manager.set_triggers(start.triggers);
     // What a killed predecessor on this machine ran resumes at once.
     reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
@@ -201,6 +235,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         sources,
         auth,
         schedules,
+        triggers,
     }) = manager_start(args, &args.common, &mut registry)?
     else {
         return Ok(Exit::Failure);
@@ -230,6 +265,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         options,
     ));
     manager.set_schedules(schedules);
+    manager.set_triggers(triggers);
     let stop = CancellationToken::new();
     let (background, router) = run_manager(
         &manager,

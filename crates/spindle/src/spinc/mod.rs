@@ -359,6 +359,7 @@ mod locks;
 mod log;
 mod show;
 mod start;
+mod triggers;
 mod watch;
 
 pub(crate) use act::{AnswerArgs, answer, rerun};
@@ -368,6 +369,7 @@ pub(crate) use locks::locks;
 pub(crate) use log::{LogArgs, log};
 pub(crate) use show::{find, info, ps, running, schedules, status};
 pub(crate) use start::{StartArgs, help_request, list, start};
+pub(crate) use triggers::triggers;
 pub(crate) use watch::watch;
 
 /// `graph <id>`: the stored chain with each job's latest state.

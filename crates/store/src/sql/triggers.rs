@@ -66,4 +66,21 @@ sql_impl! {
             })
             .collect()
     }
+
+    pub(super) async fn delivered_request(
+        &self,
+        trigger: &str,
+        delivery_id: &str,
+    ) -> Result<Option<String>, Error> {
+        let row = Statement::new(
+            "SELECT request_id FROM trigger_deliveries WHERE trigger_name = $1 AND delivery_id = $2",
+        )
+        .bind(trigger)
+        .bind(delivery_id)
+        .query::<DB>()
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| row.try_get("request_id").map_err(Error::from))
+            .transpose()
+    }
 }
