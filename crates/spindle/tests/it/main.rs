@@ -18,6 +18,7 @@ mod pgbouncer;
 mod recovery;
 mod security;
 mod services;
+mod triggers;
 mod ui;
 
 use std::io::BufRead as _;
