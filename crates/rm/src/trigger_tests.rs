@@ -87,6 +87,16 @@ async fn trigger_env(dir: &std::path::Path) -> (Env, axum::Router) {
     (env, router)
 }
 
+/// How many requests are stored.
+async fn requests(env: &Env) -> usize {
+    env.manager
+        .store()
+        .find_requests(&proto::RequestFilter::default())
+        .await
+        .unwrap()
+        .len()
+}
+
 #[tokio::test]
 async fn a_signed_delivery_starts_one_request_however_often_it_is_sent() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,13 +144,7 @@ async fn a_signed_delivery_starts_one_request_however_often_it_is_sent() {
             (Some(id.as_str()), &json!(true))
         );
     }
-    let all = env
-        .manager
-        .store()
-        .find_requests(&proto::RequestFilter::default())
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(requests(&env).await, 1);
     // What starts nothing, and says why.
     let wrong = sign("{}");
     let missing_field = json!({"target": {}}).to_string();
@@ -208,13 +212,7 @@ async fn a_signed_delivery_starts_one_request_however_often_it_is_sent() {
             .contains("configured: deploys"),
         "{answer}"
     );
-    let all = env
-        .manager
-        .store()
-        .find_requests(&proto::RequestFilter::default())
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(requests(&env).await, 1);
     // The list follows Spindle's authentication; it shows the delivery, never the secret.
     let (status, _, _) = call_with(&router, Method::GET, "/api/v1/triggers", None, &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);

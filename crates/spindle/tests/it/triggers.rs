@@ -31,22 +31,26 @@ const CONFIG: &str = "triggers:
       file: alerts.token
 ";
 
+/// `spindle server` with the specs above and `spindle.yaml`.
+const SERVER: &[&str] = &[
+    "server",
+    "--listen",
+    "127.0.0.1:0",
+    "--specs",
+    "specs.yaml",
+    "--database",
+    "sqlite://s.db",
+    "--config",
+    "spindle.yaml",
+];
+
+/// Writes the specs, `config` and the trigger's token in `dir`; the server's command.
 fn server_in(dir: &std::path::Path, config: &str) -> Command {
     std::fs::write(dir.join("specs.yaml"), SPECS).unwrap();
     std::fs::write(dir.join("spindle.yaml"), config).unwrap();
     std::fs::write(dir.join("alerts.token"), "alert-token-1\n").unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    command.current_dir(dir).args([
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--specs",
-        "specs.yaml",
-        "--database",
-        "sqlite://s.db",
-        "--config",
-        "spindle.yaml",
-    ]);
+    command.current_dir(dir).args(SERVER);
     command
 }
 
@@ -54,20 +58,7 @@ fn server_in(dir: &std::path::Path, config: &str) -> Command {
 async fn an_event_starts_one_request_per_delivery_and_is_listed() {
     let dir = tempfile::tempdir().unwrap();
     drop(server_in(dir.path(), CONFIG));
-    let service = Service::start(
-        dir.path(),
-        &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--specs",
-            "specs.yaml",
-            "--database",
-            "sqlite://s.db",
-            "--config",
-            "spindle.yaml",
-        ],
-    );
+    let service = Service::start(dir.path(), SERVER);
     let client = Client::new(&service.url);
     let event = serde_json::json!({"alert": {"id": 9001, "owner": "oncall-db"}});
     let send = async |token: &str| {
