@@ -1,0 +1,843 @@
+//! Job Runners as the Request Manager sees them: hand-overs that wait, refusals,
+//! the choice of a runner, fencing, recovery of a lost runner's requests.
+
+use super::*;
+
+#[tokio::test]
+async fn a_request_waits_pending_until_a_job_runner_answers() {
+    let env = env().await;
+    env.jr.answer.store(503, Ordering::SeqCst);
+    let id = create(&env).await;
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(stored["state"], 1);
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, _, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, stored, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(stored["state"], 2);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+}
+
+/// Issue #35: a runner that refuses the Request Manager's credentials is a
+/// misconfiguration: the request stays PENDING with the reason (shown by `status` and
+/// the UI), `start` is not a 500, and once the runner accepts, the request runs.
+#[tokio::test]
+async fn a_runner_that_refuses_the_managers_credentials_leaves_the_request_pending_with_why() {
+    let env = env().await;
+    env.jr.answer.store(401, Ordering::SeqCst);
+    let id = create(&env).await;
+    for _ in 0..2 {
+        let (status, body, _) = call(
+            &env.router,
+            Method::PUT,
+            &format!("/api/v1/requests/{id}/start"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        env.manager.start_pending().await;
+    }
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .contains("refused this Request Manager's credentials")
+            && stored.error.contains("HTTP 401"),
+        "{}",
+        stored.error
+    );
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(started.state, State::Running);
+    assert_eq!(started.error, "", "the start clears why it waited");
+}
+
+/// Issue #30: a runner without the request's job types (a team's jobs not deployed
+/// yet) leaves it PENDING, saying which, and it runs once a runner has them.
+#[tokio::test]
+async fn a_runner_without_the_job_types_leaves_the_request_pending_with_why() {
+    let env = env().await;
+    env.jr.answer.store(422, Ordering::SeqCst);
+    let id = create(&env).await;
+    env.manager.start_pending().await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .starts_with("waits for a job runner with its job types")
+            && stored.error.contains("`go-provision`"),
+        "{}",
+        stored.error
+    );
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (started.state, started.error.as_str()),
+        (State::Running, "")
+    );
+}
+
+#[tokio::test]
+async fn a_chain_the_job_runner_refuses_fails_the_request() {
+    let env = env().await;
+    env.jr.answer.store(400, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(!body["message"].as_str().unwrap().contains("SQL"));
+    let failed = env
+        .manager
+        .find(&proto::RequestFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(failed[0].state, State::Fail);
+}
+
+#[tokio::test]
+async fn chains_go_to_the_live_runner_with_the_fewest_requests() {
+    let env = env_with(Options::default()).await;
+    // No runner yet: the request waits.
+    let waiting = create(&env).await;
+    assert_eq!(
+        env.manager.get(&waiting, false).await.unwrap().state,
+        State::Pending
+    );
+    let (status, body, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-runners",
+        Some(r#"{"instanceId": "", "url": "http://a", "lease": "10s"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"].as_str().unwrap().contains("no instanceId"),
+        "{body}"
+    );
+    let a = register(&env, "ia", "http://jr-a:1").await;
+    assert_eq!(
+        (a["state"].as_str(), a["runningRequests"].as_u64()),
+        (Some("live"), Some(0))
+    );
+    register(&env, "ib", "http://jr-b:1").await;
+    for _ in 0..4 {
+        create(&env).await;
+    }
+    let sent: Vec<String> = env
+        .jr
+        .sent_to
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(url, _)| url.clone())
+        .collect();
+    let to_a = sent.iter().filter(|url| *url == "http://jr-a:1").count();
+    assert_eq!((sent.len(), to_a), (4, 2), "{sent:?}");
+    let (status, listed, _) = call(&env.router, Method::GET, "/api/v1/job-runners", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let counts: Vec<u64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runningRequests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [2, 2]);
+
+    // A runner that renews keeps its lease; one that deregistered is stopped and gets
+    // nothing more.
+    let (status, renewed, _) = call(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ia/lease",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, renewed["state"].as_str()),
+        (StatusCode::OK, Some("live"))
+    );
+    let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ib", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ib/lease",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        body["message"].as_str().unwrap().contains("register again"),
+        "{body}"
+    );
+    create(&env).await;
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap().last().unwrap().0,
+        "http://jr-a:1"
+    );
+    // A new registration at a runner's address means that process is gone.
+    register(&env, "ia2", "http://jr-a:1").await;
+    let (_, listed, _) = call(&env.router, Method::GET, "/api/v1/job-runners", None).await;
+    let ia = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instanceId"] == "ia")
+        .unwrap()
+        .clone();
+    assert_eq!(ia["state"], "lost");
+}
+
+#[tokio::test]
+async fn a_report_from_a_runner_that_no_longer_owns_the_request_is_refused_as_fenced() {
+    let env = env().await;
+    let id = create(&env).await;
+    let (_, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    assert_eq!(epoch, 1);
+    let owner = "instance-of-http://jr1:32307";
+    let entry =
+        serde_json::json!([{"requestId": id, "jobId": "j", "try": 1, "state": 3}]).to_string();
+    let (status, body, headers) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-runner", "someone-else"), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(headers["spindle-fenced"], "true");
+    says(
+        &body,
+        &format!("owned by job runner instance {owner} at epoch 1"),
+    );
+    let (status, _, headers) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-runner", owner), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(headers.get("spindle-fenced").is_none());
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::POST,
+        "/api/v1/job-logs",
+        Some(&entry),
+        &[("spindle-epoch", "one")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    says(&body, "expected a whole number");
+    let finish =
+        serde_json::json!({"state": 3, "finishedAt": "2026-01-01T00:00:00Z", "finishedJobs": 1})
+            .to_string();
+    let (status, _, headers) = call_with(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+        &[("spindle-runner", owner), ("spindle-epoch", "0")],
+    )
+    .await;
+    assert_eq!(
+        (status, headers.get("spindle-fenced").is_some()),
+        (StatusCode::CONFLICT, true)
+    );
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
+    let (status, _, _) = call_with(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/finish"),
+        Some(&finish),
+        &[("spindle-runner", owner), ("spindle-epoch", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Complete
+    );
+}
+
+/// A final state carries the chain's last job log entries (one call, not two): they are
+/// stored with it, judged by the same fence (a stale runner's are not), and each must be
+/// about the request the URL names.
+#[tokio::test]
+async fn a_final_state_stores_the_entries_it_carries() {
+    let env = env().await;
+    let id = create(&env).await;
+    let owner = "instance-of-http://jr1:32307";
+    let finish = |request: &str| {
+        serde_json::json!({
+            "state": 3,
+            "finishedAt": "2026-01-01T00:00:00Z",
+            "finishedJobs": 2,
+            "jobLogs": [
+                {"requestId": request, "jobId": "a", "try": 1, "state": 3},
+                {"jobId": "b", "try": 1, "state": 4, "error": "exit 1"}
+            ]
+        })
+        .to_string()
+    };
+    let put = |body: String, epoch: &'static str| {
+        let (router, uri) = (env.router.clone(), format!("/api/v1/requests/{id}/finish"));
+        async move {
+            call_with(
+                &router,
+                Method::PUT,
+                &uri,
+                Some(&body),
+                &[("spindle-runner", owner), ("spindle-epoch", epoch)],
+            )
+            .await
+        }
+    };
+    let logged = || async {
+        let mut ids: Vec<String> = env
+            .manager
+            .job_log(&id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|entry| entry.job_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    // About another request: refused, nothing stored.
+    let (status, body, _) = put(finish("someone-elses"), "1").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    says(&body, "does not match the request id in the URL");
+    // From an older hand-over: fenced, nothing stored.
+    let (status, _, headers) = put(finish(&id), "0").await;
+    assert_eq!(
+        (status, headers.get("spindle-fenced").is_some()),
+        (StatusCode::CONFLICT, true)
+    );
+    assert!(logged().await.is_empty());
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
+    // From the owner: the entries (an empty requestId is the URL's) and the end.
+    let (status, body, _) = put(finish(&id), "1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(logged().await, ["a", "b"]);
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!((request.state, request.finished_jobs), (State::Complete, 2));
+    // Sent again (its answer was lost): a no-op.
+    let (status, _, _) = put(finish(&id), "1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(logged().await, ["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_lost_runners_request_is_rebuilt_and_resumed_on_a_live_one() {
+    let lease = std::time::Duration::from_millis(200);
+    let env = env_with(Options {
+        lease,
+        ..Options::default()
+    })
+    .await;
+    register(&env, "lost", "http://jr-lost:1").await;
+    let id = create(&env).await;
+    let (url, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    assert_eq!(url, "http://jr-lost:1");
+    let fence = proto::Fence {
+        instance: "lost".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let mut ids: Vec<String> = chain.jobs.keys().cloned().collect();
+    ids.sort();
+    let (done, cut) = (&ids[0], &ids[1]);
+    // One job completed; another had started its second try when the runner went.
+    let start = |job: &str, try_no: u32| proto::TryStart {
+        request_id: id.clone(),
+        job_id: job.to_owned(),
+        r#try: try_no,
+        run_try: try_no,
+        sequence_try: 1,
+        started_at: 1_000,
+    };
+    env.manager
+        .add_try_starts(
+            vec![start(done, 1), start(cut, 1), start(cut, 2)],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    let log = |job: &str, try_no: u32, state: State| proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.to_owned(),
+        r#try: try_no,
+        state,
+        ..proto::JobLog::default()
+    };
+    env.manager
+        .add_job_logs(
+            vec![log(done, 1, State::Complete), log(cut, 1, State::Fail)],
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    // Its lease lapsed a minute ago; another runner is live.
+    register(&env, "live", "http://jr-live:1").await;
+    env.manager
+        .store()
+        .renew_runner("lost", chrono::Utc::now() - chrono::Duration::minutes(1))
+        .await
+        .unwrap();
+    // Not before this Request Manager has seen the database for a whole lease.
+    env.manager.background_round().await;
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
+    // The lease is what must pass: a wait for time itself, not for a condition.
+    tokio::time::sleep(lease).await;
+    env.manager.renew_runner("live", None).await.unwrap();
+    env.manager.background_round().await;
+
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    let suspended = &resumed[0];
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap()[1],
+        ("http://jr-live:1".to_owned(), epoch + 2)
+    );
+    assert_eq!(suspended.job_chain.jobs[done].state, State::Complete);
+    assert_eq!(suspended.job_chain.jobs[cut].state, State::Stopped);
+    assert_eq!(suspended.total_job_tries[cut], 2);
+    // Try 2 was interrupted: resuming gives it back, so one try counts.
+    assert_eq!(suspended.latest_run_job_tries[cut], 2);
+    assert_interrupted(
+        &env,
+        &id,
+        cut,
+        2,
+        "interrupted: its job runner (instance lost at http://jr-lost:1) was lost",
+    )
+    .await;
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (request.state, request.jr_url.as_str()),
+        (State::Running, "http://jr-live:1")
+    );
+    // The lost runner, back from a pause, is refused.
+    let late = final_state(&id, State::Complete, 2);
+    let err = env.manager.finish(&late, Some(&fence)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    // Another round recovers nothing more.
+    env.manager.background_round().await;
+    assert_eq!(env.jr.resumed.lock().unwrap().len(), 1);
+}
+
+/// A live runner whose renewals leave out a request it owns as RUNNING (its chain ended
+/// and its reports never reached a Request Manager) gets it taken back after the second
+/// such renewal, not the first; the request is resumed on a live runner, its started try
+/// logged as interrupted with the reason. A renewal without a body changes nothing.
+#[tokio::test]
+async fn a_request_its_live_runner_no_longer_holds_is_recovered_after_two_renewals() {
+    let env = env_with(Options::default()).await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    let (_, epoch) = env.jr.sent_to.lock().unwrap()[0].clone();
+    let fence = proto::Fence {
+        instance: "ia".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let job = chain.jobs.keys().next().unwrap().clone();
+    env.manager
+        .add_try_starts(vec![try_start(&id, &job, 1, 1_000)], Some(&fence))
+        .await
+        .unwrap();
+    let renew = |body: Option<String>| {
+        let router = env.router.clone();
+        async move {
+            let headers: &[(&str, &str)] = if body.is_some() {
+                &[("content-type", "application/json")]
+            } else {
+                &[]
+            };
+            let (status, body, _) = call_with(
+                &router,
+                Method::PUT,
+                "/api/v1/job-runners/ia/lease",
+                body.as_deref(),
+                headers,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    };
+    let state = || async { env.manager.get(&id, false).await.unwrap().state };
+    let held = |ids: &[&str]| Some(serde_json::json!({ "running": ids }).to_string());
+    // Left out once, then held, then left out once more: nothing happens.
+    renew(held(&[])).await;
+    renew(held(&[&id])).await;
+    renew(held(&[])).await;
+    renew(None).await;
+    assert_eq!(state().await, State::Running);
+    // A body that is not a renewal is refused, and says what was expected.
+    let (status, body, _) = call_with(
+        &env.router,
+        Method::PUT,
+        "/api/v1/job-runners/ia/lease",
+        Some(r#"{"running": "abc"}"#),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    says(&body, "invalid lease renewal");
+    assert_eq!(state().await, State::Running);
+    // The second in a row takes it back; it is resumed on a live runner.
+    renew(held(&[])).await;
+    assert_eq!(state().await, State::Suspended);
+    env.manager.background_round().await;
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap()[1],
+        ("http://jr-a:1".to_owned(), epoch + 2)
+    );
+    assert_eq!(state().await, State::Running);
+    assert_interrupted(
+        &env,
+        &id,
+        &job,
+        1,
+        "interrupted: its job runner (instance ia at http://jr-a:1) no longer ran the request",
+    )
+    .await;
+    // The old hand-over's reports are refused now; the new one's renewals keep it.
+    let err = env
+        .manager
+        .add_try_starts(vec![try_start(&id, &job, 2, 2_000)], Some(&fence))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    renew(held(&[&id])).await;
+    renew(held(&[&id])).await;
+    assert_eq!(state().await, State::Running);
+}
+
+/// A resumed chain that ends, or is handed back, before the Request Manager that resumed
+/// it recorded the resume (a chain whose every job was done ends at once) is told to
+/// try again (503), not refused for good: refused, its runner would give its end up and
+/// the request would stay RUNNING there. Once the resume is recorded, the end is stored.
+#[tokio::test]
+async fn a_resumed_chains_end_before_its_resume_is_recorded_is_taken_when_it_is() {
+    let env = env_with(Options::default()).await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    for _ in 0..2 {
+        env.manager.renew_runner("ia", Some(&[])).await.unwrap();
+    }
+    let request_id = RequestId::new(id.clone());
+    let state = || async { env.manager.get(&id, false).await.unwrap().state };
+    assert_eq!(state().await, State::Suspended);
+    // Another Request Manager claims the chain and hands it to a runner, which ends it
+    // (or shuts down and hands it back) before that Request Manager records the resume.
+    let store = env.manager.store();
+    let suspended = store
+        .claim_suspended("rm-b", chrono::Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let epoch = store
+        .hand_over(&request_id, State::Suspended)
+        .await
+        .unwrap();
+    let fence = proto::Fence {
+        instance: "ib".to_owned(),
+        epoch,
+    };
+    let finish = final_state(&id, State::Complete, 3);
+    let err = env.manager.finish(&finish, Some(&fence)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("is being resumed"), "{err}");
+    let err = env
+        .manager
+        .suspend(&suspended, Some(&fence))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Unavailable { .. }), "{err}");
+    // An older hand-over's end is still refused as fenced.
+    let old = proto::Fence {
+        instance: "ia".to_owned(),
+        epoch: epoch - 1,
+    };
+    let err = env.manager.finish(&finish, Some(&old)).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    assert_eq!(state().await, State::Suspended);
+    // Recorded: the end sent again is stored.
+    store
+        .resumed(&request_id, "rm-b", "http://jr-b:1", Some(&fence))
+        .await
+        .unwrap();
+    env.manager.finish(&finish, Some(&fence)).await.unwrap();
+    assert_eq!(state().await, State::Complete);
+}
+
+/// A hand-over that reached a runner, which ran jobs, but was never recorded (the
+/// Request Manager died between the two, as in the chaos test): offered again, the
+/// request is not sent as a new chain (a runner refuses one with jobs that ran, and it
+/// stayed PENDING for ever) but taken back like a lost runner's request and resumed,
+/// and whichever runner had it is fenced off.
+#[tokio::test]
+async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
+    let env = env().await;
+    env.jr.answer.store(503, Ordering::SeqCst);
+    let id = create(&env).await;
+    let request_id = RequestId::from(id.as_str());
+    // The hand-over that nobody recorded: epoch 2, to a runner that began the chain.
+    let epoch = env
+        .manager
+        .store()
+        .hand_over(&request_id, State::Pending)
+        .await
+        .unwrap();
+    let ghost = proto::Fence {
+        instance: "ghost".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let job = chain.jobs.keys().next().unwrap().clone();
+    let start = try_start(&id, &job, 1, 1_000);
+    env.manager
+        .add_try_starts(vec![start], Some(&ghost))
+        .await
+        .unwrap();
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Pending
+    );
+
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        env.jr.chains.lock().unwrap().is_empty(),
+        "not sent as a new chain"
+    );
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Suspended
+    );
+    env.manager.background_round().await;
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    assert_eq!(resumed[0].job_chain.jobs[&job].state, State::Stopped);
+    assert_eq!(resumed[0].total_job_tries[&job], 1);
+    let request = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(request.state, State::Running);
+    let logs = env.manager.job_log(&id).await.unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!((logs[0].r#try, logs[0].state), (1, State::Stopped));
+    assert!(
+        logs[0]
+            .error
+            .starts_with(&format!("interrupted: the hand-over (epoch {epoch})")),
+        "{}",
+        logs[0].error
+    );
+    // The runner that had it hears that it no longer does.
+    let entry = proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.clone(),
+        r#try: 1,
+        state: State::Complete,
+        ..proto::JobLog::default()
+    };
+    let err = env
+        .manager
+        .add_job_logs(vec![entry], Some(&ghost))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+}
+
+/// Records a request's start through a store of its own, as another Request Manager
+/// would, right after the next `finish_request` of the store it watches (the group
+/// commit writes an end that finds its request PENDING that way, alone).
+struct StartsAfterNextBatch {
+    path: std::path::PathBuf,
+    armed: Mutex<Option<(String, proto::Fence)>>,
+}
+
+impl store::QueryObserver for StartsAfterNextBatch {
+    fn query(&self, operation: &'static str, _elapsed: std::time::Duration, _ok: bool) {
+        if operation != "finish_request" {
+            return;
+        }
+        let Some((request_id, fence)) = self.armed.lock().unwrap().take() else {
+            return;
+        };
+        let path = self.path.clone();
+        // A runtime and a store of its own: the other Request Manager.
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let other = store::SqliteStore::open(&path).await.unwrap();
+                    store::Store::start_request(
+                        &other,
+                        &RequestId::from(request_id.as_str()),
+                        "http://jr1:32307",
+                        Some(&fence),
+                        chrono::Utc::now(),
+                    )
+                    .await
+                    .unwrap();
+                });
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// A short chain's end can reach a Request Manager before the start of its request is
+/// recorded: it then starts the request itself. When another Request Manager records
+/// the start between the two (after the end's write found the request PENDING), the
+/// end is stored all the same, not refused.
+#[tokio::test]
+async fn an_end_that_races_the_start_record_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rm.db");
+    let hook = Arc::new(StartsAfterNextBatch {
+        path: path.clone(),
+        armed: Mutex::new(None),
+    });
+    let store = store::timed(
+        Arc::new(store::SqliteStore::open(&path).await.unwrap()),
+        hook.clone(),
+    );
+    let report = spec::lint_str(Path::new("specs.yaml"), SPECS);
+    let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
+    let jr = Arc::new(FakeJr::default());
+    // The runner takes the chain, but its answer is lost: the request stays PENDING,
+    // handed over under epoch 1.
+    jr.answer.store(503, Ordering::SeqCst);
+    let options = Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        ..Options::default()
+    };
+    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
+    let env = Env {
+        router: crate::router(manager.clone()),
+        manager: manager.clone(),
+        jr,
+        _dir: dir,
+    };
+    let id = create(&env).await;
+    let owner = manager.store().owner(&id).await.unwrap();
+    assert_eq!(owner.state, State::Pending);
+    let fence = proto::Fence {
+        instance: "instance-of-http://jr1:32307".to_owned(),
+        epoch: owner.epoch,
+    };
+    *hook.armed.lock().unwrap() = Some((id.clone(), fence.clone()));
+    let finish = final_state(&id, State::Complete, 2);
+    manager.finish(&finish, Some(&fence)).await.unwrap();
+    assert!(
+        hook.armed.lock().unwrap().is_none(),
+        "the start was recorded in between"
+    );
+    let request = manager.store().get_request(&id, false).await.unwrap();
+    assert_eq!(request.state, State::Complete);
+}
+
+/// Issue #36: a `spindle run` process's runner (no URL anyone could call) is not listed
+/// once it stopped; a server's runner that stopped is, for a while.
+#[tokio::test]
+async fn a_stopped_in_process_runner_is_not_listed() {
+    let env = env().await;
+    let register = |instance: &str, url: &str| {
+        env.manager.register_runner(proto::RunnerRegistration {
+            instance_id: instance.to_owned(),
+            url: url.to_owned(),
+            lease: "10s".to_owned(),
+            ..Default::default()
+        })
+    };
+    register("run-1", "in-process://spindle-run").await.unwrap();
+    register("jr-1", "http://jr-1:32307").await.unwrap();
+    let listed = |runners: Vec<proto::JobRunner>| {
+        let mut ids: Vec<String> = runners.into_iter().map(|r| r.instance_id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        listed(env.manager.job_runners().await.unwrap()),
+        ["jr-1", "run-1"],
+        "live, both"
+    );
+    for instance in ["run-1", "jr-1"] {
+        env.manager.end_runner(instance).await.unwrap();
+    }
+    assert_eq!(listed(env.manager.job_runners().await.unwrap()), ["jr-1"]);
+}
