@@ -8,7 +8,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-const APP_JS: &str = include_str!("../assets/app.js");
+/// The page script, kept by page in `assets/js/` and served as one file: the parts share
+/// the function `common.js` opens and `main.js` closes.
+const APP_JS: &str = concat!(
+    include_str!("../assets/js/common.js"),
+    include_str!("../assets/js/list.js"),
+    include_str!("../assets/js/request.js"),
+    include_str!("../assets/js/start.js"),
+    include_str!("../assets/js/admin.js"),
+    include_str!("../assets/js/main.js"),
+);
 const APP_CSS: &str = include_str!("../assets/app.css");
 const FAVICON: &str = include_str!("../assets/favicon.svg");
 
