@@ -623,3 +623,90 @@ async fn the_background_round_removes_requests_past_the_retention() {
         "nothing more to remove yet"
     );
 }
+
+/// A bulk action's dry run judges each request's state as the action would: one it
+/// would refuse is listed refused, with the action's own words (and 409).
+#[tokio::test]
+async fn a_bulk_dry_run_says_which_states_the_action_would_refuse() {
+    let env = env().await;
+    let running = create(&env).await;
+    let done = create(&env).await;
+    finish_complete(&env, &done).await;
+    let dry_run = async |action: &str| {
+        let (status, body, _) = call(
+            &env.router,
+            Method::POST,
+            &format!("/api/v1/bulk/{action}?type=deploy"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut outcomes: Vec<(String, String, String, String)> = body["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_str().unwrap().to_owned(),
+                    r["outcome"].as_str().unwrap().to_owned(),
+                    r["message"].as_str().unwrap_or_default().to_owned(),
+                    r["httpStatus"].to_string(),
+                )
+            })
+            .collect();
+        outcomes.sort();
+        outcomes
+    };
+    let expect = |id: &str, outcome: &str, message: &str, status: &str| {
+        (
+            id.to_owned(),
+            outcome.to_owned(),
+            message.to_owned(),
+            status.to_owned(),
+        )
+    };
+    let mut stop = vec![
+        expect(&running, "would", "", "null"),
+        expect(
+            &done,
+            "refused",
+            &format!("request {done} in state COMPLETE, expected state RUNNING: it has finished"),
+            "409",
+        ),
+    ];
+    stop.sort();
+    assert_eq!(dry_run("stop").await, stop);
+    let mut retry = vec![
+        expect(
+            &running,
+            "refused",
+            &format!(
+                "request {running} in state RUNNING, expected FAIL or STOPPED: it has not finished"
+            ),
+            "409",
+        ),
+        expect(
+            &done,
+            "refused",
+            &format!(
+                "request {done} in state COMPLETE, expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+            ),
+            "409",
+        ),
+    ];
+    retry.sort();
+    assert_eq!(dry_run("retry").await, retry);
+    // The action itself refuses the finished one in the same words.
+    let (_, acted, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/bulk/stop?type=deploy&state=COMPLETE&dryRun=false",
+        None,
+    )
+    .await;
+    assert_eq!(
+        acted["requests"][0]["message"],
+        stop.iter().find(|s| s.0 == done).unwrap().2.as_str(),
+        "{acted}"
+    );
+}
