@@ -176,8 +176,9 @@ impl RetryPolicy {
 #[derive(Debug)]
 pub(crate) enum Report {
     /// A try of a job with a durable start began; its runner waits on the sender, which
-    /// is answered once the start was delivered (or given up on).
-    Start(TryStart, oneshot::Sender<()>),
+    /// is answered once the start was delivered, or with why it was given up on (the
+    /// try then does not run).
+    Start(TryStart, oneshot::Sender<Result<(), String>>),
     /// A try's entry, and whether the try was a retry.
     Log(JobLog, bool),
     Progress(u64),
@@ -347,7 +348,7 @@ fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken, reques
 /// final state or the suspended chain).
 fn gather(
     report: Report,
-    starts: &mut Vec<(TryStart, oneshot::Sender<()>)>,
+    starts: &mut Vec<(TryStart, oneshot::Sender<Result<(), String>>)>,
     logs: &mut Vec<JobLog>,
     progress: &mut Option<u64>,
     locks: &mut LockReports,
@@ -383,7 +384,7 @@ async fn deliver_all(
     abandoned: &CancellationToken,
 ) -> bool {
     let mut suspend_failed = false;
-    let mut starts: Vec<(TryStart, oneshot::Sender<()>)> = Vec::new();
+    let mut starts: Vec<(TryStart, oneshot::Sender<Result<(), String>>)> = Vec::new();
     let mut logs: Vec<JobLog> = Vec::new();
     let mut progress: Option<u64> = None;
     let mut locks = LockReports::default();
@@ -438,8 +439,11 @@ async fn deliver_all(
             if abandoned.is_cancelled() {
                 return false;
             }
+            // Given up on: the tries do not run (one run unstored would run again,
+            // unseen, if this runner were lost).
+            let answer = res.map_err(|err| err.to_string());
             for (_, ack) in starts.drain(..) {
-                let _ = ack.send(());
+                let _ = ack.send(answer.clone());
             }
         }
         // The final state carries the last entries: one call, not two.

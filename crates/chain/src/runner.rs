@@ -269,14 +269,27 @@ fn release_locks<'a>(
 fn report_start(
     reports: &mpsc::Sender<Report>,
     start: TryStart,
-) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+) -> std::pin::Pin<Box<dyn Future<Output = StartStored> + Send + '_>> {
     Box::pin(async move {
         let (ack, stored) = oneshot::channel();
         if reports.send(Report::Start(start, ack)).await.is_err() {
-            return false;
+            return StartStored::Abandoned;
         }
-        stored.await.is_ok()
+        match stored.await {
+            Ok(Ok(())) => StartStored::Yes,
+            Ok(Err(err)) => StartStored::Failed(err),
+            Err(_) => StartStored::Abandoned,
+        }
     })
+}
+
+/// Whether a try's start was stored before it runs.
+enum StartStored {
+    Yes,
+    /// The chain was abandoned (its runner no longer owns it) before.
+    Abandoned,
+    /// The Request Manager did not take it (the error): the try does not run.
+    Failed(String),
 }
 
 pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -420,8 +433,8 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         let job_to_run = made.as_mut().expect("made above");
         // A job in a sequence's second run or later reports its start too (rarely: only
         // after a failure), so that a recovered chain knows the sequence's try count.
-        if (job_to_run.durable_start() || sequence_try > 1)
-            && !report_start(
+        let stored = if job_to_run.durable_start() || sequence_try > 1 {
+            report_start(
                 reports,
                 TryStart {
                     request_id: request_id.to_string(),
@@ -433,32 +446,47 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                 },
             )
             .await
-        {
-            // Abandoned before the start was stored: the try does not run.
-            state = State::Stopped;
-            break;
-        }
-        let ctx = RunContext {
-            cancel: cancel.clone(),
-            status: live.status.clone(),
-            output: output.output(idx, try_no),
+        } else {
+            StartStored::Yes
         };
-        // A timed try is boxed: only jobs with a timeout carry its timer.
-        let try_run = match timeout {
-            None => Either::Left(AssertUnwindSafe(job_to_run.run(data, ctx)).catch_unwind()),
-            Some(timeout) => {
-                Either::Right(Box::pin(run_timed(&mut **job_to_run, data, ctx, timeout)))
+        let outcome = match stored {
+            StartStored::Abandoned => {
+                // Abandoned before the start was stored: the try does not run.
+                state = State::Stopped;
+                break;
+            }
+            // Not run: a try whose start is not stored would run again unseen if this
+            // runner were lost. It fails (the job's retries apply) saying why.
+            StartStored::Failed(err) => Outcome::failed(format!(
+                "not run: its start could not be stored ({err}); a try runs only once its start is"
+            )),
+            StartStored::Yes => {
+                let ctx = RunContext {
+                    cancel: cancel.clone(),
+                    status: live.status.clone(),
+                    output: output.output(idx, try_no),
+                };
+                // A timed try is boxed: only jobs with a timeout carry its timer.
+                let try_run = match timeout {
+                    None => {
+                        Either::Left(AssertUnwindSafe(job_to_run.run(data, ctx)).catch_unwind())
+                    }
+                    Some(timeout) => {
+                        Either::Right(Box::pin(run_timed(&mut **job_to_run, data, ctx, timeout)))
+                    }
+                };
+                let outcome = match try_run.await {
+                    Ok(outcome) => outcome,
+                    Err(payload) => {
+                        // The job may be half-changed: the next try makes it anew.
+                        made = None;
+                        Outcome::failed(format!("panic from job.Run: {}", panic_text(&*payload)))
+                    }
+                };
+                output.close(idx, try_no);
+                outcome
             }
         };
-        let outcome = match try_run.await {
-            Ok(outcome) => outcome,
-            Err(payload) => {
-                // The job may be half-changed: the next try makes it anew.
-                made = None;
-                Outcome::failed(format!("panic from job.Run: {}", panic_text(&*payload)))
-            }
-        };
-        output.close(idx, try_no);
         latest += 1;
         total += 1;
         // By value: a borrowed outcome would be kept apart in every job's future.
@@ -536,6 +564,8 @@ mod size {
         };
         let future = super::run(Box::new(dispatch));
         let size = std::mem::size_of_val(&future);
-        assert!(size <= 320, "runner future grew to {size} bytes");
+        // 320 until a try whose start the Request Manager would not take stopped running
+        // anyway (the refusal's text is held beside the try): 24 bytes a job.
+        assert!(size <= 344, "runner future grew to {size} bytes");
     }
 }

@@ -241,6 +241,8 @@ struct Recorder {
     /// Transient failures of the next `output` calls.
     fail_output: AtomicUsize,
     starts: Mutex<Vec<proto::TryStart>>,
+    /// Every `try_starts` call fails with this, when set.
+    start_error: Mutex<Option<ReportError>>,
     /// Every report is refused as fenced once set.
     fenced: std::sync::atomic::AtomicBool,
     /// Calls made while fenced.
@@ -296,6 +298,9 @@ impl Reporter for Recorder {
         let delay = self.delay_ms.load(Ordering::SeqCst) as u64;
         tokio::time::sleep(Duration::from_millis(delay)).await;
         self.refuse()?;
+        if let Some(err) = self.start_error.lock().unwrap().clone() {
+            return Err(err);
+        }
         self.starts.lock().unwrap().extend_from_slice(starts);
         Ok(())
     }
@@ -2407,3 +2412,6 @@ async fn a_call_carries_at_most_a_batch_of_entries_and_of_output() {
         "{sizes:?}, {carried} with the end"
     );
 }
+
+#[path = "start_tests.rs"]
+mod start_tests;
