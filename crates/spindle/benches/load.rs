@@ -21,6 +21,10 @@
 //! that takes KEYS values in turn (the cost of locks, issue #34). `--rate R` runs an open
 //! loop instead (`load/open_loop.rs`): R requests offered a second for `--seconds`, with
 //! the rate accepted and completed, the backlog by second and create→final p50/p99.
+//! `--setup several --rms N --jrs M [--pool P] [--kill-runners K]` runs N Request
+//! Managers and M Job Runners on one database (each manager's pool P connections), and
+//! SIGKILLs K runners once half the requests are created: the report adds the database
+//! connections at most and whether every request still completed.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
@@ -47,9 +51,10 @@ enum Setup {
     Server,
     /// `spindle rm` + `spindle jr` on PostgreSQL.
     RmJr,
-    /// Two `spindle rm` and three `spindle jr` on one PostgreSQL; clients alternate
-    /// between the Request Managers, and the report says how many job tries each
-    /// runner ran (from its `/metrics`).
+    /// `--rms` × `spindle rm` and `--jrs` × `spindle jr` (default 2 and 3) on one
+    /// database; clients take the Request Managers in turn, and the report says how many
+    /// job tries each runner ran (from its `/metrics`), the database connections at most
+    /// (PostgreSQL), and what `--kill-runners` did.
     Several,
 }
 
@@ -105,6 +110,19 @@ struct Args {
     /// The server's process ids, for the CPU figure (with --url)
     #[arg(long)]
     pid: Vec<u32>,
+    /// Request Managers of --setup several
+    #[arg(long, default_value_t = 2)]
+    rms: usize,
+    /// Job Runners of --setup several
+    #[arg(long, default_value_t = 3)]
+    jrs: usize,
+    /// Each Request Manager's database pool (`?max_connections=N`; default the store's, 16)
+    #[arg(long)]
+    pool: Option<u32>,
+    /// --setup several: SIGKILL this many Job Runners once half the requests are
+    /// created; their requests must complete elsewhere
+    #[arg(long, default_value_t = 0)]
+    kill_runners: usize,
     /// Passed by `cargo bench`; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -372,7 +390,11 @@ async fn run(args: Args) {
             }
             Setup::Several => {
                 let (url, admin) = fresh(args.backend, "several").await;
-                let rm_bases: Vec<String> = (0..2)
+                let url = match args.pool {
+                    Some(pool) => format!("{url}?max_connections={pool}"),
+                    None => url,
+                };
+                let rm_bases: Vec<String> = (0..args.rms)
                     .map(|_| format!("http://127.0.0.1:{}", free_port()))
                     .collect();
                 for rm_base in &rm_bases {
@@ -393,7 +415,7 @@ async fn run(args: Args) {
                     wait_up(&http, rm_base).await;
                 }
                 let rm_urls = rm_bases.join(",");
-                for _ in 0..3 {
+                for _ in 0..args.jrs {
                     let jr_base = format!("http://127.0.0.1:{}", free_port());
                     processes.push(Process::start(
                         dir.path(),
@@ -413,7 +435,7 @@ async fn run(args: Args) {
                 loop {
                     let listed =
                         get_json(&http, &format!("{}/api/v1/job-runners", rm_bases[0])).await;
-                    if listed.as_array().is_some_and(|r| r.len() == 3) {
+                    if listed.as_array().is_some_and(|r| r.len() == args.jrs) {
                         break;
                     }
                     assert!(Instant::now() < deadline, "the runners did not register");
@@ -425,7 +447,15 @@ async fn run(args: Args) {
                 (
                     rm_bases[0].clone(),
                     pids,
-                    "2 × spindle rm + 3 × spindle jr, PostgreSQL".to_owned(),
+                    format!(
+                        "{} × spindle rm + {} × spindle jr, {:?}{}",
+                        args.rms,
+                        args.jrs,
+                        args.backend,
+                        args.pool
+                            .map(|pool| format!(", pools of {pool}"))
+                            .unwrap_or_default()
+                    ),
                 )
             }
         },
@@ -459,6 +489,67 @@ async fn run(args: Args) {
         );
         return;
     }
+    // --setup several: the database's connections, sampled while the load runs, and the
+    // runners killed once half the requests are created.
+    let peak_connections = Arc::new(AtomicUsize::new(0));
+    let sampler = database.as_ref().and_then(|(url, admin)| {
+        let admin = admin.clone()?;
+        let name = url.rsplit('/').next()?.split('?').next()?.to_owned();
+        let peak = Arc::clone(&peak_connections);
+        Some(tokio::spawn(async move {
+            loop {
+                let count: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1")
+                        .bind(&name)
+                        .fetch_one(&admin)
+                        .await
+                        .unwrap_or(0);
+                peak.fetch_max(usize::try_from(count).unwrap_or(0), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }))
+    });
+    let killer = (args.kill_runners > 0 && args.setup == Setup::Several).then(|| {
+        let ours: Vec<u32> = processes[args.rms..].iter().map(|p| p.0.id()).collect();
+        let (budget, http, base, victims) = (
+            Arc::clone(&budget),
+            http.clone(),
+            base.clone(),
+            args.kill_runners,
+        );
+        tokio::spawn(async move {
+            let half =
+                Instant::now() + (deadline.map_or(Duration::ZERO, |d| d - Instant::now()) / 2);
+            loop {
+                let created = count.saturating_sub(budget.load(Ordering::Relaxed));
+                if (count > 0 && created >= count / 2) || (count == 0 && Instant::now() >= half) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // The runners that hold the most requests now, so that some must be resumed.
+            let listed = get_json(&http, &format!("{base}/api/v1/job-runners")).await;
+            let mut busy: Vec<(u64, u32)> = listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| {
+                    let pid = u32::try_from(r["pid"].as_u64()?).ok()?;
+                    ours.contains(&pid)
+                        .then(|| (r["runningRequests"].as_u64().unwrap_or(0), pid))
+                })
+                .collect();
+            busy.sort_unstable_by(|a, b| b.cmp(a));
+            let held: u64 = busy.iter().take(victims).map(|(n, _)| n).sum();
+            for (_, pid) in busy.iter().take(victims) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(i32::try_from(*pid).unwrap_or(i32::MAX)),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            (Instant::now(), victims.min(busy.len()), held)
+        })
+    });
     let mut clients = tokio::task::JoinSet::new();
     let bases: Vec<String> = std::iter::once(base.clone()).chain(more_bases).collect();
     let next_key = Arc::new(AtomicUsize::new(0));
@@ -478,6 +569,13 @@ async fn run(args: Args) {
         samples.extend(done.expect("a client panicked"));
     }
     let elapsed = started.elapsed();
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
+    let killed = match killer {
+        Some(killer) => Some(killer.await.expect("the killer task")),
+        None => None,
+    };
     let cpu = cpu_seconds(&pids) - cpu_before;
     let own = common::cpu_seconds_of(std::process::id()) - own_before;
     let machine_after = common::machine_cpu();
@@ -533,17 +631,30 @@ async fn run(args: Args) {
     if not_complete > 0 {
         println!("| requests not COMPLETE | {not_complete} |");
     }
+    if let Some((at, n, held)) = killed {
+        println!(
+            "| Job Runners killed (SIGKILL) {:.1} s into the run, the busiest; the requests they held; requests not COMPLETE | {n}; {held}; {not_complete} |",
+            (at - started).as_secs_f64()
+        );
+        println!(
+            "| create → final state, the slowest (a killed runner's request: its lease, then resumed) | {:.1} s |",
+            completes.last().map_or(0.0, Duration::as_secs_f64)
+        );
+    }
+    let peak = peak_connections.load(Ordering::Relaxed);
+    if peak > 0 {
+        println!(
+            "| PostgreSQL connections to the database, at most (sampled every 200 ms) | {peak} |"
+        );
+    }
     if !runners.is_empty() {
         let mut tries = Vec::new();
         for runner in &runners {
-            let text = http
-                .get(format!("{runner}/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            // A runner killed (--kill-runners) says nothing more.
+            let Ok(answer) = http.get(format!("{runner}/metrics")).send().await else {
+                continue;
+            };
+            let text = answer.text().await.unwrap();
             let n: f64 = text
                 .lines()
                 .filter(|l| l.starts_with("spindle_job_tries_total{"))
@@ -557,10 +668,19 @@ async fn run(args: Args) {
             .iter()
             .map(|n| format!("{n:.0} ({:+.1}%)", (n - fair) / fair.max(1.0) * 100.0))
             .collect();
-        println!(
-            "| job tries per runner (against an even share) | {} |",
-            shares.join(", ")
-        );
+        if runners.len() <= 10 {
+            println!(
+                "| job tries per live runner (against an even share) | {} |",
+                shares.join(", ")
+            );
+        } else {
+            let (least, most) = tries
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), n| (lo.min(*n), hi.max(*n)));
+            println!(
+                "| job tries per live runner: least / even share / most | {least:.0} / {fair:.0} / {most:.0} |"
+            );
+        }
     }
     drop(processes);
     if let Some((url, admin)) = database {

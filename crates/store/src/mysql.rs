@@ -157,6 +157,8 @@ impl SqlStore<MySql> {
     /// [`MysqlStore::connect`], giving up (with [`Error::Unavailable`]) when no
     /// connection could be made within `timeout`.
     pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<MysqlStore, Error> {
+        let (url, pool_size) = crate::sql::pool_size(url)?;
+        let url = url.as_str();
         let options = MySqlConnectOptions::from_str(url)
             .map_err(|err| Error::Config(format!("invalid MySQL URL: {err}")))?
             .charset("utf8mb4")
@@ -172,7 +174,7 @@ impl SqlStore<MySql> {
         // callers hear "unavailable" (HTTP 503) soon rather than hang.
         let pool = crate::sql::connect_within(timeout, || {
             MySqlPoolOptions::new()
-                .max_connections(16)
+                .max_connections(pool_size)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .after_connect(|conn, _| {
                     Box::pin(async move {

@@ -76,7 +76,8 @@ impl SqlStore<Postgres> {
         schema: Option<&str>,
         timeout: Duration,
     ) -> Result<PostgresStore, Error> {
-        let mut options = PgConnectOptions::from_str(url)
+        let (url, pool_size) = crate::sql::pool_size(url)?;
+        let mut options = PgConnectOptions::from_str(&url)
             .map_err(|err| Error::Config(format!("invalid PostgreSQL URL: {err}")))?;
         if let Some(schema) = schema {
             options = options.options([("search_path", schema)]);
@@ -86,7 +87,7 @@ impl SqlStore<Postgres> {
         // is down makes callers hear "unavailable" (HTTP 503) soon rather than hang.
         let pool = crate::sql::connect_within(timeout, || {
             PgPoolOptions::new()
-                .max_connections(16)
+                .max_connections(pool_size)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .connect_with(options.clone())
         })

@@ -298,3 +298,64 @@ mod triggers;
 mod write_batch;
 
 store_operations!(store_impl);
+
+/// Connections a Request Manager's pool opens at most, unless its database URL says
+/// (`?max_connections=N`).
+pub(crate) const DEFAULT_POOL: u32 = 16;
+
+/// The pool size a database URL asks for (`max_connections=N` among its query
+/// parameters, 1 to 1000) and the URL without it, as the driver reads it.
+pub(crate) fn pool_size(url: &str) -> Result<(String, u32), Error> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), DEFAULT_POOL));
+    };
+    let mut size = DEFAULT_POOL;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        match pair.strip_prefix("max_connections=") {
+            Some(value) => {
+                size = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        Error::Config(format!(
+                            "database URL: max_connections={value:?}; expected the pool's size, 1 to 1000"
+                        ))
+                    })?;
+            }
+            None => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, size))
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::pool_size;
+
+    #[test]
+    fn a_database_url_may_size_its_pool() {
+        let url = "postgres://u@h:5432/db";
+        assert_eq!(pool_size(url).unwrap(), (url.to_owned(), 16));
+        assert_eq!(
+            pool_size("postgres://u@h/db?max_connections=4").unwrap(),
+            ("postgres://u@h/db".to_owned(), 4)
+        );
+        assert_eq!(
+            pool_size("mysql://u:p@h/db?ssl-mode=disabled&max_connections=8").unwrap(),
+            ("mysql://u:p@h/db?ssl-mode=disabled".to_owned(), 8)
+        );
+        for bad in ["0", "1001", "many"] {
+            let err = pool_size(&format!("postgres://h/db?max_connections={bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("expected the pool's size, 1 to 1000"), "{err}");
+        }
+    }
+}
