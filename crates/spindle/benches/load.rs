@@ -31,6 +31,8 @@
 mod common;
 #[path = "load/open_loop.rs"]
 mod open_loop;
+#[path = "load/pgbouncer.rs"]
+mod pgbouncer;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -119,6 +121,10 @@ struct Args {
     /// Each Request Manager's database pool (`?max_connections=N`; default the store's, 16)
     #[arg(long)]
     pool: Option<u32>,
+    /// --setup several on PostgreSQL: the Request Managers go through a PgBouncer of the
+    /// generator's own (session pooling), its server pool this size
+    #[arg(long)]
+    pgbouncer: Option<usize>,
     /// --setup several: SIGKILL this many Job Runners once half the requests are
     /// created; their requests must complete elsewhere
     #[arg(long, default_value_t = 0)]
@@ -319,6 +325,7 @@ async fn run(args: Args) {
         .unwrap();
     let mut processes: Vec<Process> = Vec::new();
     let mut database = None;
+    let mut bouncer_kept: Option<pgbouncer::Pgbouncer> = None;
     // The runners whose share of the jobs is reported (several), by base URL.
     let mut runners: Vec<String> = Vec::new();
     let mut more_bases: Vec<String> = Vec::new();
@@ -328,123 +335,146 @@ async fn run(args: Args) {
             args.pid.clone(),
             format!("{url} (given)"),
         ),
-        None => match args.setup {
-            Setup::Server => {
-                let port = free_port();
-                let listen = format!("127.0.0.1:{port}");
-                processes.push(Process::start(
-                    dir.path(),
-                    &[
-                        "server",
-                        "--listen",
-                        &listen,
-                        "--specs",
-                        &specs,
-                        "--database",
-                        "sqlite://load.db",
-                    ],
-                ));
-                (
-                    format!("http://{listen}"),
-                    vec![processes[0].0.id()],
-                    "spindle server, SQLite".to_owned(),
-                )
-            }
-            Setup::RmJr => {
-                let (url, admin) = fresh(args.backend, "load").await;
-                let (rm_port, jr_port) = (free_port(), free_port());
-                let (rm_base, jr_base) = (
-                    format!("http://127.0.0.1:{rm_port}"),
-                    format!("http://127.0.0.1:{jr_port}"),
-                );
-                processes.push(Process::start(
-                    dir.path(),
-                    &[
-                        "rm",
-                        "--listen",
-                        &format!("127.0.0.1:{rm_port}"),
-                        "--specs",
-                        &specs,
-                        "--database",
-                        &url,
-                    ],
-                ));
-                processes.push(Process::start(
-                    dir.path(),
-                    &[
-                        "jr",
-                        "--listen",
-                        &format!("127.0.0.1:{jr_port}"),
-                        "--rm-url",
-                        &rm_base,
-                    ],
-                ));
-                wait_up(&http, &jr_base).await;
-                database = Some((url, admin));
-                let pids = processes.iter().map(|p| p.0.id()).collect();
-                (
-                    rm_base,
-                    pids,
-                    format!("spindle rm + spindle jr, {:?}", args.backend),
-                )
-            }
-            Setup::Several => {
-                let (url, admin) = fresh(args.backend, "several").await;
-                let url = match args.pool {
-                    Some(pool) => format!("{url}?max_connections={pool}"),
-                    None => url,
-                };
-                let rm_bases: Vec<String> = (0..args.rms)
-                    .map(|_| format!("http://127.0.0.1:{}", free_port()))
-                    .collect();
-                for rm_base in &rm_bases {
+        None => {
+            match args.setup {
+                Setup::Server => {
+                    let port = free_port();
+                    let listen = format!("127.0.0.1:{port}");
+                    processes.push(Process::start(
+                        dir.path(),
+                        &[
+                            "server",
+                            "--listen",
+                            &listen,
+                            "--specs",
+                            &specs,
+                            "--database",
+                            "sqlite://load.db",
+                        ],
+                    ));
+                    (
+                        format!("http://{listen}"),
+                        vec![processes[0].0.id()],
+                        "spindle server, SQLite".to_owned(),
+                    )
+                }
+                Setup::RmJr => {
+                    let (url, admin) = fresh(args.backend, "load").await;
+                    let (rm_port, jr_port) = (free_port(), free_port());
+                    let (rm_base, jr_base) = (
+                        format!("http://127.0.0.1:{rm_port}"),
+                        format!("http://127.0.0.1:{jr_port}"),
+                    );
                     processes.push(Process::start(
                         dir.path(),
                         &[
                             "rm",
                             "--listen",
-                            rm_base.trim_start_matches("http://"),
+                            &format!("127.0.0.1:{rm_port}"),
                             "--specs",
                             &specs,
                             "--database",
                             &url,
                         ],
                     ));
-                }
-                for rm_base in &rm_bases {
-                    wait_up(&http, rm_base).await;
-                }
-                let rm_urls = rm_bases.join(",");
-                for _ in 0..args.jrs {
-                    let jr_base = format!("http://127.0.0.1:{}", free_port());
                     processes.push(Process::start(
                         dir.path(),
                         &[
                             "jr",
                             "--listen",
-                            jr_base.trim_start_matches("http://"),
+                            &format!("127.0.0.1:{jr_port}"),
                             "--rm-url",
-                            &rm_urls,
+                            &rm_base,
                         ],
                     ));
                     wait_up(&http, &jr_base).await;
-                    runners.push(jr_base);
+                    database = Some((url, admin));
+                    let pids = processes.iter().map(|p| p.0.id()).collect();
+                    (
+                        rm_base,
+                        pids,
+                        format!("spindle rm + spindle jr, {:?}", args.backend),
+                    )
                 }
-                // Every runner registered before the load starts.
-                let deadline = Instant::now() + Duration::from_secs(30);
-                loop {
-                    let listed =
-                        get_json(&http, &format!("{}/api/v1/job-runners", rm_bases[0])).await;
-                    if listed.as_array().is_some_and(|r| r.len() == args.jrs) {
-                        break;
+                Setup::Several => {
+                    let (url, admin) = fresh(args.backend, "several").await;
+                    // The managers' URL: through PgBouncer, when asked (the admin pool and
+                    // the connection count still go to the server itself).
+                    let managers_url = match args.pgbouncer {
+                        Some(pool) => {
+                            let parsed = url::Url::parse(&url).unwrap();
+                            let name = parsed.path().trim_start_matches('/').to_owned();
+                            let bouncer = pgbouncer::Pgbouncer::start(
+                                parsed.host_str().unwrap(),
+                                parsed.port().unwrap_or(5432),
+                                &name,
+                                pool,
+                            );
+                            let through = format!(
+                                "postgres://{}@127.0.0.1:{}/{name}",
+                                parsed.username(),
+                                bouncer.port
+                            );
+                            bouncer_kept = Some(bouncer);
+                            through
+                        }
+                        None => url.clone(),
+                    };
+                    let rm_url = match args.pool {
+                        Some(pool) => format!("{managers_url}?max_connections={pool}"),
+                        None => managers_url,
+                    };
+                    let rm_bases: Vec<String> = (0..args.rms)
+                        .map(|_| format!("http://127.0.0.1:{}", free_port()))
+                        .collect();
+                    for rm_base in &rm_bases {
+                        processes.push(Process::start(
+                            dir.path(),
+                            &[
+                                "rm",
+                                "--listen",
+                                rm_base.trim_start_matches("http://"),
+                                "--specs",
+                                &specs,
+                                "--database",
+                                &rm_url,
+                            ],
+                        ));
                     }
-                    assert!(Instant::now() < deadline, "the runners did not register");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                database = Some((url, admin));
-                more_bases = rm_bases[1..].to_vec();
-                let pids = processes.iter().map(|p| p.0.id()).collect();
-                (
+                    for rm_base in &rm_bases {
+                        wait_up(&http, rm_base).await;
+                    }
+                    let rm_urls = rm_bases.join(",");
+                    for _ in 0..args.jrs {
+                        let jr_base = format!("http://127.0.0.1:{}", free_port());
+                        processes.push(Process::start(
+                            dir.path(),
+                            &[
+                                "jr",
+                                "--listen",
+                                jr_base.trim_start_matches("http://"),
+                                "--rm-url",
+                                &rm_urls,
+                            ],
+                        ));
+                        wait_up(&http, &jr_base).await;
+                        runners.push(jr_base);
+                    }
+                    // Every runner registered before the load starts.
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        let listed =
+                            get_json(&http, &format!("{}/api/v1/job-runners", rm_bases[0])).await;
+                        if listed.as_array().is_some_and(|r| r.len() == args.jrs) {
+                            break;
+                        }
+                        assert!(Instant::now() < deadline, "the runners did not register");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    database = Some((url, admin));
+                    more_bases = rm_bases[1..].to_vec();
+                    let pids = processes.iter().map(|p| p.0.id()).collect();
+                    (
                     rm_bases[0].clone(),
                     pids,
                     format!(
@@ -455,10 +485,14 @@ async fn run(args: Args) {
                         args.pool
                             .map(|pool| format!(", pools of {pool}"))
                             .unwrap_or_default()
-                    ),
+                    ) + &args
+                        .pgbouncer
+                        .map(|pool| format!(", through PgBouncer (session pooling, {pool} server connections)"))
+                        .unwrap_or_default(),
                 )
+                }
             }
-        },
+        }
     };
     wait_up(&http, &base).await;
     let body = json!({"type": args.request_type, "args": request_args(&args.args)});
@@ -633,7 +667,7 @@ async fn run(args: Args) {
     }
     if let Some((at, n, held)) = killed {
         println!(
-            "| Job Runners killed (SIGKILL) {:.1} s into the run, the busiest; the requests they held; requests not COMPLETE | {n}; {held}; {not_complete} |",
+            "| Job Runners killed (SIGKILL) {:.1} s into the run, the busiest; the requests they held (as listed just before); requests not COMPLETE | {n}; {held}; {not_complete} |",
             (at - started).as_secs_f64()
         );
         println!(
@@ -683,6 +717,7 @@ async fn run(args: Args) {
         }
     }
     drop(processes);
+    drop(bouncer_kept);
     if let Some((url, admin)) = database {
         let Some(admin) = admin else {
             drop_mysql_database(&url).await;
