@@ -495,3 +495,95 @@ async fn job_output_is_stored_and_served_from_a_cursor() {
 }
 
 // ---- runners, fencing, recovery (issue 11) ----
+
+/// Records a request's start through a store of its own, as another Request Manager
+/// would, right after the next `finish_request` of the store it watches (the group
+/// commit writes an end that finds its request PENDING that way, alone).
+struct StartsAfterNextBatch {
+    path: std::path::PathBuf,
+    armed: Mutex<Option<(String, proto::Fence)>>,
+}
+
+impl store::QueryObserver for StartsAfterNextBatch {
+    fn query(&self, operation: &'static str, _elapsed: std::time::Duration, _ok: bool) {
+        if operation != "finish_request" {
+            return;
+        }
+        let Some((request_id, fence)) = self.armed.lock().unwrap().take() else {
+            return;
+        };
+        let path = self.path.clone();
+        // A runtime and a store of its own: the other Request Manager.
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let other = store::SqliteStore::open(&path).await.unwrap();
+                    store::Store::start_request(
+                        &other,
+                        &RequestId::from(request_id.as_str()),
+                        "http://jr1:32307",
+                        Some(&fence),
+                        chrono::Utc::now(),
+                    )
+                    .await
+                    .unwrap();
+                });
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// A short chain's end can reach a Request Manager before the start of its request is
+/// recorded: it then starts the request itself. When another Request Manager records
+/// the start between the two (after the end's write found the request PENDING), the
+/// end is stored all the same, not refused.
+#[tokio::test]
+async fn an_end_that_races_the_start_record_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rm.db");
+    let hook = Arc::new(StartsAfterNextBatch {
+        path: path.clone(),
+        armed: Mutex::new(None),
+    });
+    let store = store::timed(
+        Arc::new(store::SqliteStore::open(&path).await.unwrap()),
+        hook.clone(),
+    );
+    let report = spec::lint_str(Path::new("specs.yaml"), SPECS);
+    let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
+    let jr = Arc::new(FakeJr::default());
+    // The runner takes the chain, but its answer is lost: the request stays PENDING,
+    // handed over under epoch 1.
+    jr.answer.store(503, Ordering::SeqCst);
+    let options = Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        ..Options::default()
+    };
+    let manager = Arc::new(Manager::new(grapher, store, jr.clone(), options));
+    let env = Env {
+        router: crate::router(manager.clone()),
+        manager: manager.clone(),
+        jr,
+        _dir: dir,
+    };
+    let id = create(&env).await;
+    let owner = manager.store().owner(&id).await.unwrap();
+    assert_eq!(owner.state, State::Pending);
+    let fence = proto::Fence {
+        instance: "instance-of-http://jr1:32307".to_owned(),
+        epoch: owner.epoch,
+    };
+    *hook.armed.lock().unwrap() = Some((id.clone(), fence.clone()));
+    let finish = final_state(&id, State::Complete, 2);
+    manager.finish(&finish, Some(&fence)).await.unwrap();
+    assert!(
+        hook.armed.lock().unwrap().is_none(),
+        "the start was recorded in between"
+    );
+    let request = manager.store().get_request(&id, false).await.unwrap();
+    assert_eq!(request.state, State::Complete);
+}
