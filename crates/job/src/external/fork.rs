@@ -32,7 +32,8 @@ use tokio::sync::oneshot;
 use super::Program;
 use super::process::{PARENT_PID_ENV, env};
 use super::wire::{PROTOCOL, PROTOCOL_FD};
-use crate::builtin::shell::{Captured, drain_thread, exit_code, quote};
+use crate::builtin::shell::{Captured, DRAIN_WAIT, drain_thread, exit_code, quote, signal_group};
+use nix::sys::signal::Signal;
 
 /// How long a new server may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -138,7 +139,7 @@ async fn start(program: &Program) -> Result<Arc<Server>, String> {
         child.stdout.take().map(|p| Box::new(p) as _),
         Captured::default(),
     );
-    drain_thread(
+    let stderr_drained = drain_thread(
         child.stderr.take().map(|p| Box::new(p) as _),
         stderr.clone(),
     );
@@ -155,12 +156,13 @@ async fn start(program: &Program) -> Result<Arc<Server>, String> {
             alive.store(false, Ordering::SeqCst);
             // The server is gone or broke the protocol: it is ended, and its tries
             // with it (they guard themselves against its death).
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            signal_group(Some(pid), Signal::SIGKILL);
             let status = child.wait().map_or(-1, exit_code);
-            std::thread::sleep(Duration::from_millis(20));
+            // Its last words, for the error (a child of it may keep the pipe open).
+            let deadline = std::time::Instant::now() + DRAIN_WAIT;
+            while !stderr_drained.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             let error = format!(
                 "its fork server (pid {pid}) {why} (status {status}){}",
                 super::process::stderr_note(&stderr.text())
@@ -190,10 +192,7 @@ async fn start(program: &Program) -> Result<Arc<Server>, String> {
         Ok(Ok(Err(error))) => Err(error),
         Ok(Err(_)) => Err("its fork server ended before it was ready".to_owned()),
         Err(_) => {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            signal_group(Some(pid), Signal::SIGKILL);
             Err(format!(
                 "its fork server did not say it was ready within {} and was killed",
                 proto::duration::format(READY_TIMEOUT)

@@ -74,7 +74,7 @@ pub(super) async fn bulk(
                 &request.request_type,
             )
             .and_then(|()| {
-                match refusal_for_state(action, &request.id, request.state) {
+                match crate::manager::state_refusal(action, &request.id, request.state, false) {
                     Some(refusal) => Err(Error::Conflict(refusal)),
                     None => Ok(BulkOutcome::Would),
                 }
@@ -106,34 +106,4 @@ pub(super) async fn bulk(
         requests,
     })
     .into_response())
-}
-
-/// Why `action` would be refused for a request in `state`, as the action itself says it
-/// (a dry run judges the state as it was found; the action judges it again when done).
-fn refusal_for_state(action: BulkAction, id: &str, state: proto::State) -> Option<String> {
-    let finished = state.is_finished();
-    let expected = match action {
-        BulkAction::Stop => match state {
-            proto::State::Pending | proto::State::Running => return None,
-            proto::State::Suspended => {
-                "expected state RUNNING: it is suspended and will be resumed by another Job Runner; stop it then"
-            }
-            _ if finished => "expected state RUNNING: it has finished",
-            _ => {
-                "expected state RUNNING: it is being handed to a Job Runner; try again in a moment"
-            }
-        },
-        BulkAction::Pause | BulkAction::Resume if finished => {
-            "expected state PENDING, RUNNING or SUSPENDED: it has finished"
-        }
-        BulkAction::Pause | BulkAction::Resume => return None,
-        BulkAction::Retry => match state {
-            proto::State::Fail | proto::State::Stopped => return None,
-            proto::State::Complete => {
-                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
-            }
-            _ => "expected FAIL or STOPPED: it has not finished",
-        },
-    };
-    Some(format!("request {id} in state {state}, {expected}"))
 }

@@ -3,6 +3,50 @@
 
 use super::*;
 
+/// A stop's refusal of a request on its way to a Job Runner.
+const BEING_HANDED: &str =
+    "expected state RUNNING: it is being handed to a Job Runner; try again in a moment";
+
+/// Why `action` is refused for a request in `state`, in the words the action answers
+/// with (`from`: a retry from a job, which takes a COMPLETE request too); `None` when
+/// the state takes it. A stop takes a PENDING request too (it withdraws it). The bulk
+/// actions' dry run judges by it as the actions do.
+pub(crate) fn state_refusal(
+    action: proto::BulkAction,
+    request_id: &str,
+    state: State,
+    from: bool,
+) -> Option<String> {
+    use proto::BulkAction;
+    let finished = state.is_finished();
+    let expected = match action {
+        BulkAction::Stop => match state {
+            State::Pending | State::Running => return None,
+            State::Suspended => {
+                "expected state RUNNING: it is suspended and will be resumed by another Job Runner; stop it then"
+            }
+            _ if finished => "expected state RUNNING: it has finished",
+            _ => BEING_HANDED,
+        },
+        BulkAction::Pause if finished => {
+            "expected state PENDING, RUNNING or SUSPENDED: it has finished; there is nothing to pause"
+        }
+        BulkAction::Resume if finished => {
+            "expected state PENDING, RUNNING or SUSPENDED: it has finished; use retry to run it again"
+        }
+        BulkAction::Pause | BulkAction::Resume => return None,
+        BulkAction::Retry => match state {
+            State::Fail | State::Stopped => return None,
+            State::Complete if from => return None,
+            State::Complete => {
+                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+            }
+            _ => "expected FAIL or STOPPED: it has not finished",
+        },
+    };
+    Some(format!("request {request_id} in state {state}, {expected}"))
+}
+
 /// What a create did.
 pub(crate) enum Created {
     /// Stored (and handed over, unless it waits for a lock).
@@ -218,17 +262,15 @@ impl Manager {
             }
         }
         if request.state != State::Running {
-            let why = match request.state {
-                State::Complete | State::Fail | State::Stopped => "it has finished",
-                State::Suspended => {
-                    "it is suspended and will be resumed by another Job Runner; stop it then"
-                }
-                _ => "it is being handed to a Job Runner; try again in a moment",
-            };
-            return Err(Error::Conflict(format!(
-                "request {request_id} in state {}, expected state RUNNING: {why}",
-                request.state
-            )));
+            // Still PENDING after its withdrawal found it moved on: on its way to a runner.
+            let refusal = state_refusal(proto::BulkAction::Stop, request_id, request.state, false)
+                .unwrap_or_else(|| {
+                    format!(
+                        "request {request_id} in state {}, {BEING_HANDED}",
+                        request.state
+                    )
+                });
+            return Err(Error::Conflict(refusal));
         }
         self.jr
             .stop(&request.jr_url, request_id)
@@ -261,14 +303,16 @@ impl Manager {
         let request = match self.store.set_paused(request_id, paused).await {
             Ok(request) => request,
             Err(store::Error::State { actual, .. }) => {
-                return Err(Error::Conflict(format!(
-                    "request {request_id} in state {actual}, expected state PENDING, RUNNING or SUSPENDED: it has finished; {}",
-                    if paused {
-                        "there is nothing to pause"
-                    } else {
-                        "use retry to run it again"
-                    }
-                )));
+                let action = if paused {
+                    proto::BulkAction::Pause
+                } else {
+                    proto::BulkAction::Resume
+                };
+                // The store refuses only a finished request.
+                let refusal = state_refusal(action, request_id, actual, false).unwrap_or_else(|| {
+                    format!("request {request_id} in state {actual}, expected state PENDING, RUNNING or SUSPENDED")
+                });
+                return Err(Error::Conflict(refusal));
             }
             Err(err) => return Err(err.into()),
         };
@@ -300,21 +344,13 @@ impl Manager {
     pub async fn retry(&self, request_id: &RequestId, from: Option<&str>) -> Result<(), Error> {
         self.check_open()?;
         let request = self.store.get_request(request_id, false).await?;
-        let may = match request.state {
-            State::Fail | State::Stopped => true,
-            State::Complete => from.is_some(),
-            _ => false,
-        };
-        if !may {
-            let expected = if request.state == State::Complete {
-                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
-            } else {
-                "expected FAIL or STOPPED: it has not finished"
-            };
-            return Err(Error::Conflict(format!(
-                "request {request_id} in state {}, {expected}",
-                request.state
-            )));
+        if let Some(refusal) = state_refusal(
+            proto::BulkAction::Retry,
+            request_id,
+            request.state,
+            from.is_some(),
+        ) {
+            return Err(Error::Conflict(refusal));
         }
         let chain = self.store.job_chain(request_id).await?;
         let reset = match from {

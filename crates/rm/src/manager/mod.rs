@@ -40,6 +40,7 @@ mod backlog;
 mod hand_over;
 mod job_locks;
 mod lifecycle;
+pub(crate) use lifecycle::state_refusal;
 mod locks;
 mod metrics;
 mod reads;
