@@ -11,6 +11,7 @@ pub mod duration;
 mod filter;
 mod id;
 mod locks;
+mod notifications;
 pub mod openapi;
 mod runners;
 mod state;
@@ -22,6 +23,7 @@ pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};
+pub use notifications::{Notification, NotificationPayload, NotifiedRequest};
 pub use runners::{
     AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
     RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,

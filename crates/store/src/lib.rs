@@ -77,13 +77,21 @@ macro_rules! store_operations {
             fn lock_waiters(&self, limit: u32) -> Vec<String>;
             fn take_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str, claims: &[LockClaim], now: DateTime<Utc>) -> LockTake;
             fn release_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str) -> ();
+            fn add_notification_event(&self, event: &str, request_id: &str, subject: &str, at: DateTime<Utc>) -> ();
+            fn notification_events(&self, limit: u32) -> Vec<crate::NotificationEvent>;
+            fn fan_out(&self, fanned: &[crate::FannedOut]) -> u64;
+            fn claim_notifications(&self, host: &str, now: DateTime<Utc>, until: DateTime<Utc>, limit: u32) -> Vec<crate::ClaimedNotification>;
+            fn notification_attempted(&self, id: i64, host: &str, attempt: &crate::Attempt, at: DateTime<Utc>) -> bool;
+            fn notifications(&self, filter: &crate::NotificationFilter) -> Vec<proto::Notification>;
         }
     };
 }
 
 mod batch;
 mod error;
+mod locks;
 mod mysql;
+mod notifications;
 mod postgres;
 
 mod sql;
@@ -100,7 +108,11 @@ use proto::{
 
 pub use batch::{BatchOptions, Batcher};
 pub use error::{Cause, Error};
+pub use locks::{LockClaim, LockHolder, LockTake, LockWait};
 pub use mysql::MysqlStore;
+pub use notifications::{
+    Attempt, ClaimedNotification, FannedOut, NewNotification, NotificationEvent, NotificationFilter,
+};
 pub use postgres::PostgresStore;
 pub use sql::{Backend, SqlStore};
 pub use sqlite::SqliteStore;
@@ -278,55 +290,6 @@ pub struct Removed {
     pub requests: u64,
     pub job_log_entries: u64,
     pub job_runners: u64,
-}
-
-/// One lock a request claims (issue #34): the lock's name, the value of its key arg
-/// (empty for a lock without a key), and how many requests may hold it at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockClaim {
-    pub name: String,
-    pub key: String,
-    pub limit: u32,
-    /// Its fairness key (the caller, or a team arg's value): a lock's waiters of one
-    /// priority are served round robin over these. Empty when the lock is not fair.
-    pub fair_key: String,
-}
-
-/// A request, or one job of a request, that holds or waits for a lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockHolder {
-    pub request_id: String,
-    /// The job that claims it (a node's `locks:`, a job pool); empty for the request's
-    /// own claim (its type's `locks:`).
-    pub job_id: String,
-    pub request_type: String,
-    pub user: String,
-    pub priority: i32,
-    /// When it joined the queue: the request's creation (a job's: its first ask).
-    pub queued_at: DateTime<Utc>,
-    /// Its fairness key ([`LockClaim::fair_key`]).
-    pub fair_key: String,
-    /// Since when it holds the lock; `None` while it waits.
-    pub held_since: Option<DateTime<Utc>>,
-}
-
-/// What [`Store::take_locks`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockTake {
-    /// Every claim is held.
-    Granted,
-    /// None is held (the claims are queued): the first lock that is taken.
-    Waiting(LockWait),
-}
-
-/// A lock a request waits for: who holds it and how many wait before it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockWait {
-    pub name: String,
-    pub key: String,
-    pub limit: u32,
-    pub holders: Vec<LockHolder>,
-    pub ahead: u32,
 }
 
 /// A job's latest logged try and that try's state ([`Store::job_states`]).
@@ -574,6 +537,50 @@ pub trait Store: Send + Sync + 'static {
         request_id: &str,
         job_id: &str,
     ) -> Result<(), Error>;
+
+    /// Adds an event to the notifications' outbox (a request's end and a runner's loss
+    /// are added by the schema's triggers in the transactions that store them).
+    async fn add_notification_event(
+        &self,
+        event: &str,
+        request_id: &str,
+        subject: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error>;
+
+    /// The oldest events not yet fanned out, at most `limit`.
+    async fn notification_events(&self, limit: u32) -> Result<Vec<NotificationEvent>, Error>;
+
+    /// Deletes each event and inserts its notifications, in one transaction; an event
+    /// already fanned out (by another Request Manager) adds nothing. Returns the number
+    /// of events this call fanned out.
+    async fn fan_out(&self, fanned: &[FannedOut]) -> Result<u64, Error>;
+
+    /// Claims for `host`, until `until`, pending notifications due by `now` (at most
+    /// `limit`): no other caller gets one of them before `until` or its attempt's record.
+    async fn claim_notifications(
+        &self,
+        host: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ClaimedNotification>, Error>;
+
+    /// Records an attempt to send notification `id` and releases `host`'s claim; false
+    /// (nothing written) when `host` no longer holds it.
+    async fn notification_attempted(
+        &self,
+        id: i64,
+        host: &str,
+        attempt: &Attempt,
+        at: DateTime<Utc>,
+    ) -> Result<bool, Error>;
+
+    /// Notifications, newest first.
+    async fn notifications(
+        &self,
+        filter: &NotificationFilter,
+    ) -> Result<Vec<proto::Notification>, Error>;
 
     /// Each logged job's latest try and its state, without the entries' texts: what a
     /// view of a running request polls. Jobs without an entry are left out.

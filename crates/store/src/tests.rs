@@ -18,6 +18,8 @@ use crate::sql::Statement;
 mod job_lock_tests;
 #[path = "lock_tests.rs"]
 mod lock_tests;
+#[path = "notification_tests.rs"]
+mod notification_tests;
 #[path = "recovery_tests.rs"]
 mod recovery_tests;
 #[path = "request_tests.rs"]
@@ -32,6 +34,7 @@ use lock_tests::{
     a_fair_lock_serves_its_callers_round_robin,
     locks_are_taken_in_queue_order_and_released_at_the_end,
 };
+use notification_tests::ends_and_lost_runners_are_notified_once_each;
 use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
     a_lost_runners_request_is_recovered_once, a_try_started_during_a_recovery_is_never_missed,
@@ -280,6 +283,7 @@ suite!(
     a_fair_lock_serves_its_callers_round_robin,
     jobs_take_locks_in_turn_and_their_request_end_releases_them,
     a_delivery_sent_again_creates_nothing,
+    ends_and_lost_runners_are_notified_once_each,
 );
 
 fn postgres_url() -> String {

@@ -288,6 +288,7 @@ mod import;
 mod lifecycle;
 mod locks;
 mod logs;
+mod notifications;
 mod requests;
 mod retention;
 mod runners;

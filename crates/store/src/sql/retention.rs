@@ -39,6 +39,7 @@ sql_impl! {
                 "approvals",
                 "suspended_job_chains",
                 "trigger_deliveries",
+                "notifications",
                 "requests",
             ] {
                 let mut delete = Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));
@@ -52,6 +53,13 @@ sql_impl! {
                 }
             }
         }
+        // Notifications about no request (a runner's loss), sent or given up on.
+        Statement::new("DELETE FROM notifications WHERE request_id = '' AND status <> $1 AND done_at < $2")
+            .bind("pending")
+            .bind(micros(before))
+            .query::<DB>()
+            .execute(&mut *tx)
+            .await?;
         // Runners that ended or were lost before the cut-off, with nothing left to own.
         let runners = Statement::new(
             "DELETE FROM job_runners WHERE COALESCE(ended_at, lost_at) < $1 \
