@@ -99,6 +99,23 @@ impl HttpRmClient {
         })
     }
 
+    /// Tells the Request Manager that approval job `job_id` of `request_id` waits for an
+    /// answer (its notifications say so).
+    pub async fn approval_waiting(
+        &self,
+        request_id: &str,
+        job_id: &str,
+    ) -> Result<(), ReportError> {
+        self.send(|url| {
+            self.http
+                .post(format!(
+                    "{url}/api/v1/requests/{request_id}/approval-waiting"
+                ))
+                .json(&serde_json::json!({ "jobId": job_id }))
+        })
+        .await
+    }
+
     async fn send(
         &self,
         build: impl Fn(&str) -> reqwest::RequestBuilder,

@@ -44,6 +44,9 @@ pub struct NotificationPayload {
     pub at: DateTime<Utc>,
     /// The request it is about (none for a runner lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// That request as it is when the event is fanned out (none when it was removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<NotifiedRequest>,
     /// The approval job that waits (`approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -389,6 +389,47 @@ mod tests {
                 duplicate: true,
             },
         );
+        let notified = crate::NotifiedRequest {
+            id: "r".repeat(20),
+            request_type: "deploy".to_owned(),
+            user: "ann".to_owned(),
+            state: State::Fail.to_string(),
+            error: "job restart failed".to_owned(),
+            created_at: chrono::Utc::now(),
+            finished_at: Some(chrono::Utc::now()),
+            total_jobs: 3,
+            finished_jobs: 1,
+        };
+        check("NotifiedRequest", &notified);
+        check(
+            "NotificationPayload",
+            &crate::NotificationPayload {
+                event: "failed".to_owned(),
+                delivery_id: "0123abcd".to_owned(),
+                at: chrono::Utc::now(),
+                request_id: Some("r".repeat(20)),
+                request: Some(notified),
+                job_id: None,
+                runner: None,
+                url: Some("https://spindle.example.com/requests/r".to_owned()),
+            },
+        );
+        check(
+            "Notification",
+            &crate::Notification {
+                delivery_id: "0123abcd".to_owned(),
+                webhook: "chat".to_owned(),
+                event: "failed".to_owned(),
+                request_id: "r".repeat(20),
+                subject: String::new(),
+                status: "pending".to_owned(),
+                attempts: 2,
+                created_at: chrono::Utc::now(),
+                next_at: Some(chrono::Utc::now()),
+                done_at: None,
+                last_error: "POST https://hooks.example.com/ answered 500".to_owned(),
+            },
+        );
         let claimant = crate::LockClaimant {
             request_id: "r".repeat(20),
             job_id: "abcd".to_owned(),

@@ -12,7 +12,9 @@ mod api;
 mod error;
 mod jr_client;
 mod manager;
+pub mod notify;
 mod recovery;
+mod secrets;
 pub mod triggers;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
@@ -24,6 +26,8 @@ pub use manager::{Manager, Options, spec_version};
 mod backlog_tests;
 #[cfg(test)]
 mod lock_tests;
+#[cfg(test)]
+mod notification_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]

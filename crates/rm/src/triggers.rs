@@ -7,7 +7,6 @@
 //! again starts nothing and is answered with the request the first one started.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac as _};
@@ -18,6 +17,8 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 
 use crate::Error;
+use crate::secrets::Secret;
+pub use crate::secrets::SecretSource;
 
 /// The header a trigger reads the delivery id from unless configured otherwise.
 pub const DEFAULT_DELIVERY_HEADER: &str = "X-Spindle-Delivery";
@@ -56,50 +57,6 @@ pub struct TriggerConfig {
     /// Who the requests it starts are by (default `trigger:NAME`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-}
-
-/// Where a secret is read at start: never written in the config itself.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretSource {
-    /// A file that holds it (surrounding whitespace is dropped).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<PathBuf>,
-    /// An environment variable that holds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<String>,
-}
-
-/// A secret's bytes; shown as `****`.
-#[derive(Clone)]
-struct Secret(Vec<u8>);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("****")
-    }
-}
-
-impl SecretSource {
-    fn read(&self, what: &str) -> Result<Secret, String> {
-        let text = match (&self.file, &self.env) {
-            (Some(path), None) => std::fs::read_to_string(path)
-                .map_err(|err| format!("{what}: cannot read {}: {err}", path.display()))?,
-            (None, Some(name)) => std::env::var(name).map_err(|_| {
-                format!("{what}: environment variable {name} is not set; expected the secret")
-            })?,
-            _ => {
-                return Err(format!(
-                    "{what}: expected exactly one of `file:` and `env:`"
-                ));
-            }
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(format!("{what}: the secret is empty"));
-        }
-        Ok(Secret(text.as_bytes().to_vec()))
-    }
 }
 
 /// How a trigger's sender proves itself.

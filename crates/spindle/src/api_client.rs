@@ -214,6 +214,26 @@ impl Client {
         self.get("/api/v1/triggers").await
     }
 
+    /// Notifications, newest first, as `query` filters them.
+    pub(crate) async fn notifications(
+        &self,
+        query: &crate::spinc::NotificationQuery,
+    ) -> Result<Vec<proto::Notification>, ClientError> {
+        let mut params = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("webhook", &query.webhook),
+            ("status", &query.status),
+            ("request", &query.request),
+        ] {
+            if let Some(value) = value {
+                params.append_pair(name, value);
+            }
+        }
+        params.append_pair("limit", &query.limit.to_string());
+        self.get(&format!("/api/v1/notifications?{}", params.finish()))
+            .await
+    }
+
     /// Approves (or rejects) an approval job of a request.
     pub(crate) async fn answer(
         &self,

@@ -150,6 +150,24 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
+    /// The notifications sent to the config's webhooks (request ends, approvals that
+    /// wait, lost runners), newest first, and how each delivery went
+    Notifications {
+        /// Only this webhook's
+        #[arg(long)]
+        webhook: Option<String>,
+        /// Only those pending, delivered or failed (given up on)
+        #[arg(long)]
+        status: Option<String>,
+        /// Only those about this request
+        #[arg(long)]
+        request: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Every lock held or waited for: its holders and its queue
     Locks {
         #[command(flatten)]
@@ -439,6 +457,21 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),
             Command::Triggers { client } => block_on(spinc::triggers(&client.or(&top))),
             Command::Locks { client } => block_on(spinc::locks(&client.or(&top))),
+            Command::Notifications {
+                webhook,
+                status,
+                request,
+                limit,
+                client,
+            } => block_on(spinc::notifications(
+                &client.or(&top),
+                &spinc::NotificationQuery {
+                    webhook,
+                    status,
+                    request,
+                    limit,
+                },
+            )),
             Command::Approve { answer, client } => {
                 block_on(spinc::answer(&client.or(&top), &answer, true))
             }

@@ -71,6 +71,13 @@ pub struct LockLabel {
     pub lock: String,
 }
 
+/// A webhook and what an attempt to notify it did.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookResultLabels {
+    pub webhook: String,
+    pub result: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: String,
@@ -124,6 +131,8 @@ pub struct Metrics {
     pub lock_wait: Histograms<LockLabel>,
     /// Creates refused, by why (`backlog`: past `max_backlog`).
     pub requests_refused: Family<KindLabel, Counter>,
+    /// Attempts to send a notification, by webhook and result.
+    pub notifications: Family<WebhookResultLabels, Counter>,
     /// Requests created and not yet handed to a Job Runner, as the backlog limit counts
     /// them (sampled from the database, plus this manager's creates since).
     pub backlog: Gauge,
@@ -181,6 +190,7 @@ impl Metrics {
             lock_waiters: Family::default(),
             lock_wait: histograms(duration_histogram),
             requests_refused: Family::default(),
+            notifications: Family::default(),
             backlog: Gauge::default(),
             store_query_duration: histograms(query_histogram),
             store_query_errors: Family::default(),
@@ -242,6 +252,11 @@ impl Metrics {
             "requests_refused",
             "Creates refused, by kind (backlog: more requests wait to be handed to a job runner than max_backlog allows)",
             m.requests_refused.clone(),
+        );
+        r.register(
+            "notifications",
+            "Attempts to send a notification to a webhook, by webhook and result (delivered; failed: sent again later; given_up: its last attempt failed)",
+            m.notifications.clone(),
         );
         r.register(
             "backlog",
@@ -387,6 +402,15 @@ impl Metrics {
         self.requests_refused
             .get_or_create(&KindLabel {
                 kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn notification_attempt(&self, webhook: &str, result: &str) {
+        self.notifications
+            .get_or_create(&WebhookResultLabels {
+                webhook: webhook.to_owned(),
+                result: result.to_owned(),
             })
             .inc();
     }

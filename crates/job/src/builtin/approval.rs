@@ -63,6 +63,22 @@ fn waiting() -> &'static Mutex<Waiting> {
     WAITING.get_or_init(Mutex::default)
 }
 
+/// What is told when an approval job begins to wait: (request, job).
+type WaitHook = std::sync::Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+fn wait_hook() -> &'static std::sync::RwLock<Option<WaitHook>> {
+    static HOOK: OnceLock<std::sync::RwLock<Option<WaitHook>>> = OnceLock::new();
+    HOOK.get_or_init(std::sync::RwLock::default)
+}
+
+/// Calls `hook` with (request, job) whenever an approval job of this process begins to
+/// wait for an answer (not when its answer was given already): the Job Runner tells its
+/// Request Manager, whose notifications say so. The last hook set is called; it must
+/// return at once.
+pub fn on_wait(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
+    *wait_hook().write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::new(hook));
+}
+
 /// Hands `answer` to approval job `job_id` of `request_id`: at once if it waits in this
 /// process (returns true), else kept for when it begins here.
 pub fn answer(request_id: &str, job_id: &str, answer: Answer) -> bool {
@@ -193,6 +209,13 @@ impl Job for ApprovalJob {
             waiting.jobs.insert(key.clone(), sender);
         }
         let _registered = Registered(key.0, key.1);
+        let hook = wait_hook()
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(&self.request_id, &self.job_id);
+        }
         ctx.status.set(if self.message.is_empty() {
             "waiting for approval".to_owned()
         } else {

@@ -49,7 +49,16 @@ pub fn needs(method: &axum::http::Method, path: &str) -> Needs {
                 "finish" | "suspend" | "progress",
             ],
         )
-        | (Method::POST, ["api", "v1", "requests", _, "log" | "job-locks"])
+        | (
+            Method::POST,
+            [
+                "api",
+                "v1",
+                "requests",
+                _,
+                "log" | "job-locks" | "approval-waiting",
+            ],
+        )
         | (Method::DELETE, ["api", "v1", "requests", _, "job-locks", _]) => Needs::Service,
         (Method::POST, ["api", "v1", "requests"] | ["api", "v1", "bulk", _])
         | (

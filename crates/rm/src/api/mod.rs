@@ -163,6 +163,11 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/request-list", get(request_list))
         .route("/api/v1/schedules", get(schedules))
         .route("/api/v1/triggers", get(triggers))
+        .route("/api/v1/notifications", get(notifications))
+        .route(
+            "/api/v1/requests/{id}/approval-waiting",
+            post(approval_waiting),
+        )
         .route("/api/v1/triggers/{name}", post(trigger))
         .route("/api/v1/locks", get(locks))
         .route("/api/v1/status/running", get(running))
@@ -196,11 +201,13 @@ type Shared = State<Arc<Manager>>;
 
 mod access;
 mod bulk;
+mod notifications;
 mod reports;
 mod requests;
 
 use access::*;
 pub use access::{Needs, authenticate, cross_site, needs, peer_of, same_origin_changes};
 use bulk::*;
+use notifications::*;
 use reports::*;
 use requests::*;

@@ -63,6 +63,7 @@ impl Manager {
         if self.locks_declared() {
             self.lock_released.notify_one();
         }
+        self.wake_notifications();
         let waiting = self
             .waiting
             .lock()

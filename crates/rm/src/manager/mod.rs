@@ -11,7 +11,8 @@
 //! - `background`: the round that offers PENDING requests again, resumes suspended
 //!   chains and applies the retention;
 //! - `runners`: the Job Runner registry, leases and recovering a lost runner's requests;
-//! - `metrics`: gauges, and what a request's end tells the metrics and traces.
+//! - `metrics`: gauges, and what a request's end tells the metrics and traces;
+//! - `notifications`: fanning the store's outbox out to the webhooks, and sending.
 //!
 //! This file holds the state they share and the helpers more than one uses.
 
@@ -43,6 +44,7 @@ mod lifecycle;
 pub(crate) use lifecycle::state_refusal;
 mod locks;
 mod metrics;
+mod notifications;
 mod reads;
 mod reports;
 mod runners;
@@ -165,6 +167,10 @@ pub struct Manager {
     backlog: backlog::Backlog,
     /// The config's `triggers:`, by name.
     triggers: std::sync::RwLock<Arc<BTreeMap<String, crate::triggers::Trigger>>>,
+    /// The config's `notify:` webhooks and their client; `None`: none configured.
+    notifier: std::sync::RwLock<Option<Arc<notifications::Notifier>>>,
+    /// Wakes the notifications' task: an end stored here, an event fanned out.
+    notify_wake: tokio::sync::Notify,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -277,6 +283,8 @@ impl Manager {
             lock_released: tokio::sync::Notify::new(),
             backlog: backlog::Backlog::default(),
             triggers: std::sync::RwLock::default(),
+            notifier: std::sync::RwLock::default(),
+            notify_wake: tokio::sync::Notify::new(),
         }
     }
 

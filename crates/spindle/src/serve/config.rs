@@ -52,6 +52,8 @@ pub(crate) struct FileConfig {
     pub(crate) jobs: Option<Vec<job::external::ProgramConfig>>,
     /// Triggers: events from other systems that start requests (Request Managers).
     pub(crate) triggers: Option<Vec<rm::triggers::TriggerConfig>>,
+    /// Notifications: webhooks told of ends, approvals and lost runners (Request Managers).
+    pub(crate) notify: Option<rm::notify::NotifyConfig>,
 }
 
 /// The `tls:` section.
@@ -132,7 +134,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
-    /// auth, token, client, tls, limits, jobs, triggers
+    /// auth, token, client, tls, limits, jobs, triggers, notify
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -314,6 +316,7 @@ pub(crate) struct Settings {
     /// Job programs whose types are added to the binary's own.
     pub(crate) jobs: Vec<job::external::ProgramConfig>,
     pub(crate) triggers: Vec<rm::triggers::TriggerConfig>,
+    pub(crate) notify: rm::notify::NotifyConfig,
 }
 
 impl Settings {
@@ -455,6 +458,7 @@ impl FileConfig {
             limits: limits(file.limits.clone().unwrap_or_default())?,
             jobs: file.jobs.clone().unwrap_or_default(),
             triggers: file.triggers.clone().unwrap_or_default(),
+            notify: file.notify.clone().unwrap_or_default(),
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: file.token.clone().filter(|t| !t.is_empty()),

@@ -52,6 +52,7 @@ struct ManagerStart {
     auth: Option<Arc<auth::Auth>>,
     schedules: Vec<spec::schedule::Fires>,
     triggers: Vec<rm::triggers::Trigger>,
+    notify: rm::notify::Notify,
 }
 
 /// [`ManagerStart`] from a command's arguments; `None` (said) when the specs have errors.
@@ -76,6 +77,7 @@ fn manager_start(
     let auth = build_auth(&settings, &report.specs, crate::custom_authenticators())?;
     let schedules = schedules_of(&report.specs);
     let triggers = triggers_of(&settings.triggers, &report.specs)?;
+    let notify = notify_of(&settings.notify, &report.specs)?;
     Ok(Some(ManagerStart {
         settings,
         specs: report.specs,
@@ -83,6 +85,7 @@ fn manager_start(
         auth,
         schedules,
         triggers,
+        notify,
     }))
 }
 
@@ -116,6 +119,39 @@ fn triggers_of(
     Ok(triggers)
 }
 
+/// The config's `notify:`, its secrets read and the request types its webhooks name
+/// checked against the specs.
+fn notify_of(
+    config: &rm::notify::NotifyConfig,
+    specs: &spec::Specs,
+) -> anyhow::Result<rm::notify::Notify> {
+    for webhook in &config.webhooks {
+        if let Some(unknown) = webhook
+            .requests
+            .iter()
+            .find(|name| !specs.requests().iter().any(|r| r.name == **name))
+        {
+            let known: Vec<&str> = specs.requests().iter().map(|r| r.name.as_str()).collect();
+            anyhow::bail!(
+                "notify.webhooks: {}: requests: {unknown:?} is not a request type of the specs; expected some of: {}",
+                webhook.name,
+                known.join(", ")
+            );
+        }
+    }
+    rm::notify::Notify::load(config).map_err(anyhow::Error::msg)
+}
+
+/// The client notifications are sent with: no client certificate or token of the
+/// services' (the receivers are other systems).
+fn webhook_http() -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .context("building the notifications' HTTP client")
+}
+
 /// Starts a Request Manager's work until `stop`: its specs' version recorded, its
 /// background round, the specs kept up to date (SIGHUP, or `watch` their files); its
 /// router (the API and the web UI) and the background round's task.
@@ -128,7 +164,16 @@ async fn run_manager(
     stop: &CancellationToken,
 ) -> (tokio::task::JoinHandle<()>, axum::Router) {
     let started_with = record_specs(manager, sources).await;
-    let background = tokio::spawn(manager.clone().run_background(stop.clone()));
+    // The background round and the notifications' task, observed as one.
+    let background = tokio::spawn({
+        let (manager, stop) = (manager.clone(), stop.clone());
+        async move {
+            tokio::join!(
+                manager.clone().run_background(stop.clone()),
+                manager.run_notifications(stop)
+            );
+        }
+    });
     tokio::spawn(keep_specs(
         manager.clone(),
         settings.specs.clone(),
@@ -173,6 +218,18 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     .await?;
     local.manager.set_schedules(start.schedules);
     local.manager.set_triggers(start.triggers);
+    local.manager.set_notify(start.notify, webhook_http()?);
+    // An approval that waits here is told to the Request Manager here.
+    let told = local.manager.clone();
+    job::approval::on_wait(move |request_id, job_id| {
+        let (manager, request_id, job_id) =
+            (told.clone(), request_id.to_owned(), job_id.to_owned());
+        tokio::spawn(async move {
+            if let Err(err) = manager.approval_waiting(&request_id, &job_id).await {
+                tracing::warn!(%request_id, job_id, error = %err, "recording that an approval waits failed; no notification tells of it");
+            }
+        });
+    });
     // What a killed predecessor on this machine ran resumes at once.
     reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
@@ -236,6 +293,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         auth,
         schedules,
         triggers,
+        notify,
     }) = manager_start(args, &args.common, &mut registry)?
     else {
         return Ok(Exit::Failure);
@@ -266,6 +324,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     ));
     manager.set_schedules(schedules);
     manager.set_triggers(triggers);
+    manager.set_notify(notify, webhook_http()?);
     let stop = CancellationToken::new();
     let (background, router) = run_manager(
         &manager,
@@ -290,6 +349,28 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     Ok(Exit::Success)
 }
 
+/// Tells the Request Manager of each approval job of this runner that begins to wait
+/// (its notifications say so), trying a few times.
+fn tell_approvals_waiting(rm: jr::HttpRmClient) {
+    job::approval::on_wait(move |request_id, job_id| {
+        let (rm, request_id, job_id) = (rm.clone(), request_id.to_owned(), job_id.to_owned());
+        tokio::spawn(async move {
+            let mut wait = Duration::from_millis(200);
+            for attempt in 1..=5 {
+                match rm.approval_waiting(&request_id, &job_id).await {
+                    Ok(()) => return,
+                    Err(err) if attempt == 5 || !err.is_transient() => {
+                        tracing::warn!(%request_id, job_id, error = %err.message, "telling the Request Manager that an approval waits failed; no notification tells of it");
+                        return;
+                    }
+                    Err(_) => tokio::time::sleep(wait).await,
+                }
+                wait *= 2;
+            }
+        });
+    });
+}
+
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
 pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow::Result<Exit> {
     let settings = settings_and_logs(
@@ -301,6 +382,7 @@ pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow:
     crate::programs::add(&mut registry, &settings.jobs)?;
     let (listener, address) = bind("spindle jr", &settings, args.common.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
+    tell_approvals_waiting(rm.clone());
     let base_url = settings.runner_url(address);
     let runner = jr::Runner::new(
         Arc::new(registry),

@@ -11,6 +11,7 @@ mod job_locks;
 mod job_programs;
 mod lint;
 mod locks;
+mod notifications;
 mod observability;
 mod operators;
 mod own_db;

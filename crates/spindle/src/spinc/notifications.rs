@@ -1,0 +1,64 @@
+//! `spindle notifications`: what was sent to the config's webhooks, newest first, and
+//! how each delivery went.
+
+use super::*;
+
+/// Which notifications to list.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NotificationQuery {
+    pub(crate) webhook: Option<String>,
+    pub(crate) status: Option<String>,
+    pub(crate) request: Option<String>,
+    pub(crate) limit: u32,
+}
+
+pub(crate) async fn notifications(
+    args: &ClientArgs,
+    query: &NotificationQuery,
+) -> anyhow::Result<Exit> {
+    let client = args.client()?;
+    let notifications = match client.notifications(query).await {
+        Ok(notifications) => notifications,
+        Err(err) => return Ok(fail(&err)),
+    };
+    if args.output() == Output::Json {
+        print_json(&notifications)?;
+        return Ok(Exit::Success);
+    }
+    if notifications.is_empty() {
+        super::eprintln_line(
+            "no notifications (the Request Manager's config `notify:` adds webhooks)",
+        )?;
+        return Ok(Exit::Success);
+    }
+    out!(
+        "CREATED              WEBHOOK          EVENT        ABOUT                 STATUS     TRIES  DELIVERY"
+    );
+    for notification in &notifications {
+        let about = if notification.request_id.is_empty() {
+            notification.subject.as_str()
+        } else {
+            notification.request_id.as_str()
+        };
+        let status = match (notification.status.as_str(), notification.next_at) {
+            ("pending", Some(next)) if notification.attempts > 0 => {
+                format!("pending (again at {})", time(Some(next)))
+            }
+            (status, _) => status.to_owned(),
+        };
+        out!(
+            "{:<20} {:<16} {:<12} {:<21} {:<10} {:>5}  {}",
+            time(Some(notification.created_at)),
+            squeeze(&notification.webhook, 16),
+            notification.event,
+            squeeze(about, 21),
+            status,
+            notification.attempts,
+            notification.delivery_id
+        );
+        if !notification.last_error.is_empty() {
+            out!("    last error: {}", squeeze(&notification.last_error, 200));
+        }
+    }
+    Ok(Exit::Success)
+}
