@@ -8,6 +8,9 @@
 //! caller is told: [`Denied::Unauthenticated`] is 401, [`Denied::Forbidden`] 403.
 
 mod acl;
+pub mod oidc;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod tokens;
 
 use std::fmt;
@@ -30,6 +33,8 @@ pub enum Via {
     Proxy,
     /// A team's own [`Authenticator`].
     Custom,
+    /// A token of the OpenID Connect provider ([`oidc::Oidc`]).
+    Oidc,
 }
 
 /// An authenticated caller: a person or a service, and its roles (opaque,
@@ -102,6 +107,20 @@ pub trait Authenticator: Send + Sync + fmt::Debug + 'static {
     /// `Ok(None)`: this request carries no credentials of this kind (the next
     /// authenticator is asked); `Err`: it carries some, and they are not valid.
     fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> Result<Option<Caller>, Denied>;
+
+    /// Run (awaited) before [`Authenticator::authenticate`] on each request: what needs
+    /// the network first (an OpenID Connect provider's rotated keys). Nothing by default.
+    fn prepare<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async {})
+    }
+
+    /// The OpenID Connect provider this is, for the web UI's sign-in.
+    fn oidc(&self) -> Option<&oidc::Oidc> {
+        None
+    }
 }
 
 /// Where a client certificate's roles come from.
@@ -295,6 +314,19 @@ pub struct Auth {
 }
 
 impl Auth {
+    /// What each authenticator needs before [`Auth::authenticate`] (see
+    /// [`Authenticator::prepare`]).
+    pub async fn prepare(&self, headers: &HeaderMap) {
+        for authenticator in &self.authenticators {
+            authenticator.prepare(headers).await;
+        }
+    }
+
+    /// The OpenID Connect provider people sign in with, if one is configured.
+    pub fn oidc(&self) -> Option<&oidc::Oidc> {
+        self.authenticators.iter().find_map(|a| a.oidc())
+    }
+
     /// The caller, by the first authenticator that finds credentials.
     pub fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> Result<Caller, Denied> {
         for authenticator in &self.authenticators {

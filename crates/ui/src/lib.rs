@@ -11,6 +11,7 @@
 //! Every file is embedded in the binary; a page loads nothing from elsewhere.
 
 pub mod layout;
+mod oidc;
 mod pages;
 mod session;
 mod views;
@@ -31,6 +32,11 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 /// The UI's routes, to merge into the Request Manager's router.
 pub fn router(manager: Arc<rm::Manager>) -> Router {
     let views = Arc::new(Views::new(manager.clone()));
+    // Signing in with the identity provider: before anyone is known.
+    let sign_in = Router::new()
+        .route("/ui/oidc/login", axum::routing::get(oidc::login))
+        .route("/ui/oidc/callback", axum::routing::get(oidc::callback))
+        .with_state(manager.clone());
     let session = Router::new()
         .route("/ui/api/me", axum::routing::get(session::me))
         .route(
@@ -48,6 +54,7 @@ pub fn router(manager: Arc<rm::Manager>) -> Router {
         ))
         .layer(axum::middleware::from_fn(rm::same_origin_changes));
     pages::routes()
+        .merge(sign_in)
         .merge(api)
         .layer(axum::middleware::map_response(
             |mut response: Response| async move {
@@ -70,5 +77,7 @@ pub fn router(manager: Arc<rm::Manager>) -> Router {
         ))
 }
 
+#[cfg(test)]
+mod oidc_tests;
 #[cfg(test)]
 mod tests;

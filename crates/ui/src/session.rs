@@ -23,8 +23,11 @@ pub(crate) struct Me {
     user: String,
     roles: Vec<String>,
     admin: bool,
-    /// How the viewer is known: `token` (signed in here), `proxy`, `certificate`.
+    /// How the viewer is known: `token` (signed in here), `oidc` (single sign-on),
+    /// `proxy`, `certificate`.
     via: String,
+    /// Whether people may sign in with the OpenID Connect provider (`/ui/oidc/login`).
+    oidc: bool,
     /// With `?type=T`: whether the viewer may start and stop requests of that type.
     #[serde(skip_serializing_if = "Option::is_none")]
     may: Option<May>,
@@ -56,6 +59,7 @@ pub(crate) async fn me(
             roles: Vec::new(),
             admin: false,
             via: String::new(),
+            oidc: false,
             may: query.request_type.map(|_| May {
                 start: true,
                 stop: true,
@@ -63,6 +67,8 @@ pub(crate) async fn me(
         });
     };
     let peer = peer.map(|p| p.0).unwrap_or_default();
+    let oidc = auth.oidc().is_some();
+    auth.prepare(&headers).await;
     match auth.authenticate(&headers, &peer) {
         Ok(caller) => {
             let may = query.request_type.map(|t| May {
@@ -78,10 +84,12 @@ pub(crate) async fn me(
                     auth::Via::ClientCertificate => "certificate",
                     auth::Via::Proxy => "proxy",
                     auth::Via::Custom => "custom",
+                    auth::Via::Oidc => "oidc",
                 }
                 .to_owned(),
                 user: caller.name,
                 roles: caller.roles,
+                oidc,
                 may,
             })
         }
@@ -92,6 +100,7 @@ pub(crate) async fn me(
             roles: Vec::new(),
             admin: false,
             via: String::new(),
+            oidc,
             may: None,
         }),
     }
@@ -102,7 +111,7 @@ struct SignIn {
     token: String,
 }
 
-fn cookie(value: &str, max_age: Option<u64>) -> HeaderValue {
+pub(crate) fn cookie(value: &str, max_age: Option<u64>) -> HeaderValue {
     let age = max_age.map_or(String::new(), |s| format!("; Max-Age={s}"));
     HeaderValue::from_str(&format!(
         "{}={value}; Path=/; HttpOnly; Secure; SameSite=Strict{age}",
@@ -148,6 +157,7 @@ pub(crate) async fn sign_in(
             .map_err(|_| Error::BadRequest("the token is not valid".to_owned()))?,
     );
     let peer = peer.map(|p| p.0).unwrap_or_default();
+    auth.prepare(&check).await;
     let caller = auth.authenticate(&check, &peer)?;
     let mut response = (
         StatusCode::OK,

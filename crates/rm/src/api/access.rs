@@ -95,6 +95,7 @@ pub async fn authenticate(
         return next.run(request).await;
     }
     let peer = peer_of(&request);
+    auth.prepare(request.headers()).await;
     let caller = match auth.authenticate(request.headers(), &peer) {
         Ok(caller) => caller,
         Err(denied) => return Error::from(denied).into_response(),

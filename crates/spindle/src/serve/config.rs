@@ -103,6 +103,9 @@ pub(crate) struct AuthConfig {
     pub(crate) proxy: Option<ProxyConfig>,
     /// Client certificates (with `tls.client_ca`): `roles: ou` or `roles: uri:PREFIX`.
     pub(crate) client_certificates: Option<CertificatesConfig>,
+    /// An OpenID Connect provider: the web UI's single sign-on, and its tokens taken by
+    /// the API.
+    pub(crate) oidc: Option<auth::oidc::OidcConfig>,
 }
 
 #[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]

@@ -192,6 +192,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
         return Ok(Exit::Failure);
     };
     let settings = start.settings;
+    discover_provider(start.auth.as_ref()).await;
     let reload_registry = Arc::new(registry.clone());
     // The database first: "listening on" means ready to serve.
     let store = store::open(&settings.database).await?;
@@ -298,6 +299,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     else {
         return Ok(Exit::Failure);
     };
+    discover_provider(auth.as_ref()).await;
     // The database first: "listening on" means ready to serve.
     let store = store::open(&settings.database).await?;
     let (listener, address) = bind("spindle rm", &settings, args.common.log_format).await?;

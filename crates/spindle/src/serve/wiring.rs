@@ -108,6 +108,21 @@ pub(super) fn service_http(settings: &Settings) -> anyhow::Result<reqwest::Clien
         .context("building the HTTP client")
 }
 
+/// Reads the OpenID Connect provider's discovery document and keys, if one is
+/// configured. A provider that cannot be reached is logged and asked again when a token
+/// comes (the other ways of authenticating work meanwhile).
+pub(crate) async fn discover_provider(auth: Option<&Arc<auth::Auth>>) {
+    let Some(oidc) = auth.and_then(|auth| auth.oidc()) else {
+        return;
+    };
+    match oidc.discover().await {
+        Ok(()) => tracing::info!("the OpenID Connect provider was reached; single sign-on is on"),
+        Err(err) => {
+            tracing::error!(error = %err, "auth.oidc: the provider cannot be read; single sign-on fails until it can")
+        }
+    }
+}
+
 /// The Request Manager's authentication and authorization from `auth:` and the specs'
 /// ACLs; `None` without an `auth:` section. Authenticators a team's binary adds come
 /// first.
@@ -120,6 +135,16 @@ pub(crate) fn build_auth(
         return Ok(None);
     };
     let mut authenticators: Vec<Arc<dyn auth::Authenticator>> = custom.to_vec();
+    // Before the tokens: a JWT is the provider's, never one of Spindle's tokens.
+    if let Some(oidc) = &config.oidc {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .context("building the OpenID Connect client")?;
+        let provider = auth::oidc::Oidc::new(oidc, http).map_err(anyhow::Error::msg)?;
+        authenticators.push(Arc::new(provider));
+    }
     if let Some(path) = &config.tokens {
         let tokens =
             auth::Tokens::read(path).map_err(|err| anyhow::anyhow!("auth.tokens: {err}"))?;
@@ -163,7 +188,7 @@ pub(crate) fn build_auth(
     }
     if authenticators.is_empty() {
         anyhow::bail!(
-            "auth: no way to authenticate anyone; expected tokens, proxy or client_certificates"
+            "auth: no way to authenticate anyone; expected tokens, oidc, proxy or client_certificates"
         );
     }
     Ok(Some(Arc::new(auth::Auth {

@@ -86,6 +86,11 @@
         h("div", { class: "hint" }, "A token made by `spindle token create`. It is kept in a cookie that scripts cannot read.")),
       h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "sign-in" }, "Sign in")));
     if (me.signedIn) main.append(h("p", {}, `You are signed in as ${me.user}.`));
+    // Single sign-on: off to the identity provider, and back to `next`.
+    if (me.oidc) {
+      main.append(h("p", { class: "actions" }, h("a", { class: "button primary", id: "sign-in-sso",
+        href: `/ui/oidc/login?next=${encodeURIComponent(safeNext)}` }, "Sign in with single sign-on")));
+    }
     main.append(error, form);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();

@@ -1,0 +1,634 @@
+//! OpenID Connect (issue #33): people sign in to the web UI with the company's identity
+//! provider (the authorization code flow with PKCE, its state and nonce checked), and
+//! the API takes the provider's ID or access tokens (JWTs) as bearer tokens, validated
+//! against the provider's published keys (JWKS: signature, issuer, audience, expiry),
+//! the keys read again when a token names one not seen (the provider rotated them). The
+//! groups claim becomes the caller's roles, for the ACLs. The `jsonwebtoken` crate does
+//! the cryptography; nothing here is hand-written crypto but PKCE's SHA-256 (`sha2`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::http::HeaderMap;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::{Authenticator, Caller, Denied, Peer, Via};
+
+/// The longest a sign-in may take between leaving for the provider and coming back.
+const SIGN_IN_TTL: Duration = Duration::from_secs(600);
+/// Sign-ins in flight kept at most (the oldest dropped past it).
+const MAX_PENDING: usize = 10_000;
+/// The keys are read again at most this often when tokens name unknown keys (so that
+/// tokens naming made-up keys cannot make the provider be asked at every request).
+const REFRESH_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+/// Clock skew allowed on `exp` and `nbf`.
+const LEEWAY_SECS: u64 = 30;
+
+/// `auth.oidc` in the config.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The provider's issuer URL; its discovery document is at
+    /// `ISSUER/.well-known/openid-configuration`.
+    pub issuer: String,
+    pub client_id: String,
+    /// The client secret, read at start from a file or an environment variable (a
+    /// public client, PKCE only, has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<SecretFrom>,
+    /// The claim that holds the groups that become roles (default `groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
+    /// The claim that names the user (default `preferred_username`, then `email`, then
+    /// `sub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_claim: Option<String>,
+    /// Scopes asked for at sign-in besides `openid` (default `profile email groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// Audiences a bearer token may name besides the client id (an API's identifier,
+    /// for access tokens).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// Where the provider sends people back: `https://HOST/ui/oidc/callback`, as
+    /// registered with the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_url: Option<String>,
+}
+
+/// Where a secret is read: a file or an environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretFrom {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<std::path::PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+}
+
+impl SecretFrom {
+    fn read(&self, what: &str) -> Result<String, String> {
+        let text = match (&self.file, &self.env) {
+            (Some(path), None) => std::fs::read_to_string(path)
+                .map_err(|err| format!("{what}: cannot read {}: {err}", path.display()))?,
+            (None, Some(name)) => std::env::var(name).map_err(|_| {
+                format!("{what}: environment variable {name} is not set; expected the secret")
+            })?,
+            _ => {
+                return Err(format!(
+                    "{what}: expected exactly one of `file:` and `env:`"
+                ));
+            }
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(format!("{what}: the secret is empty"));
+        }
+        Ok(text.to_owned())
+    }
+}
+
+/// What the provider's discovery document says.
+#[derive(Debug, Clone, Deserialize)]
+struct Metadata {
+    issuer: String,
+    authorization_endpoint: String,
+    token_endpoint: String,
+    jwks_uri: String,
+}
+
+/// A sign-in on its way to the provider and back.
+#[derive(Debug)]
+struct Pending {
+    nonce: String,
+    verifier: String,
+    next: String,
+    began: Instant,
+}
+
+/// The provider's keys as last read.
+struct Keys {
+    set: JwkSet,
+}
+
+/// An OpenID Connect provider: discovered, its keys cached.
+pub struct Oidc {
+    config: OidcConfig,
+    client_secret: Option<String>,
+    audiences: Vec<String>,
+    http: reqwest::Client,
+    metadata: RwLock<Option<Metadata>>,
+    keys: RwLock<Keys>,
+    /// When the provider was last asked for keys because of an unknown one (one asks
+    /// at a time).
+    refreshing: tokio::sync::Mutex<Option<Instant>>,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl std::fmt::Debug for Oidc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oidc")
+            .field("issuer", &self.config.issuer)
+            .field("client_id", &self.config.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "****"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a sign-in goes: the provider's authorization URL, and the state that names the
+/// sign-in (also kept in a cookie, binding the sign-in to the browser that began it).
+#[derive(Debug, Clone)]
+pub struct SignIn {
+    pub url: String,
+    pub state: String,
+}
+
+/// A finished sign-in: the ID token (the web UI's session), when it expires, who, and
+/// where to go.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub id_token: String,
+    pub expires_in: Duration,
+    pub caller: Caller,
+    pub next: String,
+}
+
+fn random_text(bytes: usize) -> String {
+    use rand::RngExt as _;
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill(&mut buf[..]);
+    URL_SAFE_NO_PAD.encode(buf)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Oidc {
+    /// Checks `config` and reads its secret; the provider is asked by [`Oidc::discover`].
+    pub fn new(config: &OidcConfig, http: reqwest::Client) -> Result<Oidc, String> {
+        let issuer = url::Url::parse(&config.issuer)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                format!(
+                    "auth.oidc.issuer: {:?} is not an http(s) URL; expected the provider's issuer, such as https://login.example.com",
+                    config.issuer
+                )
+            })?;
+        let _ = issuer;
+        if config.client_id.is_empty() {
+            return Err(
+                "auth.oidc.client_id: expected the client id registered with the provider"
+                    .to_owned(),
+            );
+        }
+        if let Some(redirect) = &config.redirect_url
+            && url::Url::parse(redirect).is_err()
+        {
+            return Err(format!(
+                "auth.oidc.redirect_url: {redirect:?} is not a URL; expected https://HOST/ui/oidc/callback"
+            ));
+        }
+        let client_secret = config
+            .client_secret
+            .as_ref()
+            .map(|from| from.read("auth.oidc.client_secret"))
+            .transpose()?;
+        let mut audiences = vec![config.client_id.clone()];
+        audiences.extend(config.audiences.iter().cloned());
+        Ok(Oidc {
+            config: config.clone(),
+            client_secret,
+            audiences,
+            http,
+            metadata: RwLock::new(None),
+            keys: RwLock::new(Keys {
+                set: JwkSet { keys: Vec::new() },
+            }),
+            refreshing: tokio::sync::Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Reads the provider's discovery document and keys: an error says what was wrong.
+    pub async fn discover(&self) -> Result<(), String> {
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            self.config.issuer.trim_end_matches('/')
+        );
+        let metadata: Metadata = self.get_json(&url).await?;
+        if metadata.issuer.trim_end_matches('/') != self.config.issuer.trim_end_matches('/') {
+            return Err(format!(
+                "auth.oidc.issuer: the provider at {url} says its issuer is {:?}; expected {:?}",
+                metadata.issuer, self.config.issuer
+            ));
+        }
+        *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = Some(metadata);
+        self.refresh_keys().await
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, String> {
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|err| format!("reading {url}: {}", chain(&err)))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "reading {url}: the provider answered {}",
+                response.status()
+            ));
+        }
+        response
+            .json()
+            .await
+            .map_err(|err| format!("reading {url}: not the JSON expected: {}", chain(&err)))
+    }
+
+    fn metadata(&self) -> Option<Metadata> {
+        self.metadata
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    async fn refresh_keys(&self) -> Result<(), String> {
+        let Some(metadata) = self.metadata() else {
+            return Err("the provider's discovery document was not read".to_owned());
+        };
+        let set: JwkSet = self.get_json(&metadata.jwks_uri).await?;
+        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        *keys = Keys { set };
+        Ok(())
+    }
+
+    /// Before a token is validated: when it names a key not among those read (the
+    /// provider rotated its keys), or discovery has not succeeded yet, the provider is
+    /// asked again (at most every second).
+    pub async fn prepare(&self, token: &str) {
+        let Some(kid) = key_id(token) else {
+            return;
+        };
+        let known = {
+            let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            keys.set.find(&kid).is_some()
+        };
+        if known {
+            return;
+        }
+        let mut tried = self.refreshing.lock().await;
+        let known = {
+            let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            keys.set.find(&kid).is_some()
+        };
+        if known || tried.is_some_and(|at: Instant| at.elapsed() < REFRESH_AT_MOST_EVERY) {
+            return;
+        }
+        *tried = Some(Instant::now());
+        let refreshed = if self.metadata().is_none() {
+            self.discover().await
+        } else {
+            self.refresh_keys().await
+        };
+        if let Err(err) = refreshed {
+            tracing::warn!(error = %err, "reading the identity provider's keys failed");
+        }
+    }
+
+    /// The caller a JWT names, if it is valid: signed by one of the provider's keys,
+    /// issued by it, for this client (or a configured audience), not expired; with
+    /// `nonce`, the ID token of the sign-in that sent it.
+    pub fn validate(&self, token: &str, nonce: Option<&str>) -> Result<(Caller, u64), Denied> {
+        let denied = |why: String| {
+            Denied::Unauthenticated(format!("the OpenID Connect token is not valid: {why}"))
+        };
+        let alg = header_alg(token).map_err(&denied)?;
+        if alg.eq_ignore_ascii_case("none") {
+            return Err(denied(
+                "it is not signed (alg none); expected a token signed by the provider".to_owned(),
+            ));
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|err| denied(format!("its header cannot be read ({err})")))?;
+        let key = {
+            let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            let jwk = match &header.kid {
+                Some(kid) => keys.set.find(kid),
+                None if keys.set.keys.len() == 1 => keys.set.keys.first(),
+                None => None,
+            }
+            .ok_or_else(|| {
+                denied(format!(
+                    "it is signed by key {:?}, which the provider does not publish (another key, or another issuer)",
+                    header.kid.as_deref().unwrap_or("(none named)")
+                ))
+            })?;
+            DecodingKey::from_jwk(jwk)
+                .map_err(|err| denied(format!("the provider's key cannot be used ({err})")))?
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[
+            self.config.issuer.as_str(),
+            self.config.issuer.trim_end_matches('/'),
+        ]);
+        validation.set_audience(&self.audiences);
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|err| {
+            use jsonwebtoken::errors::ErrorKind;
+            denied(match err.kind() {
+                ErrorKind::ExpiredSignature => "it has expired; sign in again".to_owned(),
+                ErrorKind::InvalidAudience => format!(
+                    "it is for another audience; expected one of: {}",
+                    self.audiences.join(", ")
+                ),
+                ErrorKind::InvalidIssuer => format!(
+                    "it was issued by another issuer; expected {}",
+                    self.config.issuer
+                ),
+                ErrorKind::InvalidSignature => {
+                    "its signature does not match the provider's key".to_owned()
+                }
+                ErrorKind::ImmatureSignature => "it is not valid yet (nbf)".to_owned(),
+                ErrorKind::MissingRequiredClaim(claim) => format!("it has no {claim} claim"),
+                _ => err.to_string(),
+            })
+        })?;
+        let claims = data.claims;
+        if let Some(nonce) = nonce
+            && claims.get("nonce").and_then(Value::as_str) != Some(nonce)
+        {
+            return Err(denied(
+                "its nonce is not the sign-in's (a token of another sign-in)".to_owned(),
+            ));
+        }
+        let user = match &self.config.user_claim {
+            Some(claim) => claims.get(claim).and_then(Value::as_str),
+            None => ["preferred_username", "email", "sub"]
+                .iter()
+                .find_map(|claim| claims.get(*claim).and_then(Value::as_str)),
+        }
+        .filter(|user| !user.is_empty())
+        .ok_or_else(|| {
+            denied(format!(
+                "it has no {} claim to name the user",
+                self.config
+                    .user_claim
+                    .as_deref()
+                    .unwrap_or("preferred_username, email or sub")
+            ))
+        })?;
+        let groups_claim = self.config.groups_claim.as_deref().unwrap_or("groups");
+        let roles = match claims.get(groups_claim) {
+            Some(Value::Array(groups)) => groups
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            Some(Value::String(group)) => group
+                .split([',', ' '])
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        Ok((
+            Caller {
+                name: user.to_owned(),
+                roles,
+                via: Via::Oidc,
+            },
+            exp,
+        ))
+    }
+
+    /// Begins a sign-in that returns to `next` (a path of this server): the provider's
+    /// URL to send the browser to, with a new state, nonce and PKCE challenge.
+    pub fn begin(&self, next: &str) -> Result<SignIn, String> {
+        let metadata = self
+            .metadata()
+            .ok_or("the identity provider has not been reached yet; try again shortly")?;
+        let redirect = self.config.redirect_url.as_deref().ok_or(
+            "auth.oidc.redirect_url is not set; expected https://HOST/ui/oidc/callback, as registered with the provider",
+        )?;
+        let state = random_text(24);
+        let nonce = random_text(24);
+        let verifier = random_text(48);
+        let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
+        let mut scopes = vec!["openid".to_owned()];
+        scopes.extend(
+            self.config
+                .scopes
+                .clone()
+                .unwrap_or_else(|| vec!["profile".into(), "email".into(), "groups".into()])
+                .into_iter()
+                .filter(|s| s != "openid"),
+        );
+        let mut url = url::Url::parse(&metadata.authorization_endpoint)
+            .map_err(|err| format!("the provider's authorization_endpoint is not a URL: {err}"))?;
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &self.config.client_id)
+            .append_pair("redirect_uri", redirect)
+            .append_pair("scope", &scopes.join(" "))
+            .append_pair("state", &state)
+            .append_pair("nonce", &nonce)
+            .append_pair("code_challenge", &challenge)
+            .append_pair("code_challenge_method", "S256");
+        let next = if next.starts_with('/') && !next.starts_with("//") {
+            next.to_owned()
+        } else {
+            "/".to_owned()
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.retain(|_, p| p.began.elapsed() < SIGN_IN_TTL);
+        if pending.len() >= MAX_PENDING
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, p)| p.began)
+                .map(|(state, _)| state.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            Pending {
+                nonce,
+                verifier,
+                next,
+                began: Instant::now(),
+            },
+        );
+        Ok(SignIn {
+            url: url.to_string(),
+            state,
+        })
+    }
+
+    /// Finishes the sign-in `state` names with the provider's `code`: the state must be
+    /// one this server began, not used before and not expired, and the same the browser
+    /// holds (`browser_state`, from its cookie); the code is exchanged (with the PKCE
+    /// verifier) for an ID token, which must carry the sign-in's nonce.
+    pub async fn finish(
+        &self,
+        code: &str,
+        state: &str,
+        browser_state: Option<&str>,
+    ) -> Result<SignedIn, Denied> {
+        let denied =
+            |why: &str| Denied::Unauthenticated(format!("sign-in refused: {why}; sign in again"));
+        if browser_state != Some(state) {
+            return Err(denied(
+                "the state is not the one this browser's sign-in began with",
+            ));
+        }
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(state)
+            .filter(|p| p.began.elapsed() < SIGN_IN_TTL)
+            .ok_or_else(|| denied("the state is unknown, expired or was used already"))?;
+        let metadata = self
+            .metadata()
+            .ok_or_else(|| denied("the identity provider has not been reached"))?;
+        let redirect = self.config.redirect_url.clone().unwrap_or_default();
+        let mut form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.to_owned()),
+            ("redirect_uri", redirect),
+            ("client_id", self.config.client_id.clone()),
+            ("code_verifier", pending.verifier.clone()),
+        ];
+        if let Some(secret) = &self.client_secret {
+            form.push(("client_secret", secret.clone()));
+        }
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let response = self
+            .http
+            .post(&metadata.token_endpoint)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|err| {
+                Denied::Unauthenticated(format!(
+                    "sign-in failed: the provider's token endpoint cannot be reached: {}",
+                    chain(&err)
+                ))
+            })?;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(Denied::Unauthenticated(format!(
+                "sign-in failed: the provider refused the code ({status}: {})",
+                answer
+                    .get("error_description")
+                    .or_else(|| answer.get("error"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("no reason given")
+            )));
+        }
+        let id_token = answer
+            .get("id_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| denied("the provider's answer has no id_token"))?
+            .to_owned();
+        let (caller, exp) = self.validate(&id_token, Some(&pending.nonce))?;
+        Ok(SignedIn {
+            id_token,
+            expires_in: Duration::from_secs(exp.saturating_sub(now_secs())),
+            caller,
+            next: pending.next,
+        })
+    }
+}
+
+/// Whether `token` has a JWT's shape (three base64url parts).
+fn is_jwt(token: &str) -> bool {
+    token.split('.').count() == 3 && token.split('.').take(2).all(|part| !part.is_empty())
+}
+
+/// The `alg` a JWT's header names, read without trusting it.
+fn header_alg(token: &str) -> Result<String, String> {
+    let header = token.split('.').next().unwrap_or_default();
+    let bytes = URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .map_err(|_| "its header is not base64url".to_owned())?;
+    let header: Value =
+        serde_json::from_slice(&bytes).map_err(|_| "its header is not JSON".to_owned())?;
+    Ok(header
+        .get("alg")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned())
+}
+
+/// The key id a JWT's header names.
+fn key_id(token: &str) -> Option<String> {
+    if !is_jwt(token) {
+        return None;
+    }
+    jsonwebtoken::decode_header(token).ok()?.kid
+}
+
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl Authenticator for Oidc {
+    fn authenticate(&self, headers: &HeaderMap, _: &Peer) -> Result<Option<Caller>, Denied> {
+        let Some(token) = crate::tokens::presented(headers)? else {
+            return Ok(None);
+        };
+        if !is_jwt(&token) {
+            return Ok(None);
+        }
+        self.validate(&token, None).map(|(caller, _)| Some(caller))
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if let Ok(Some(token)) = crate::tokens::presented(headers) {
+                self.prepare(&token).await;
+            }
+        })
+    }
+
+    fn oidc(&self) -> Option<&Oidc> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+#[path = "oidc_tests.rs"]
+mod tests;
