@@ -508,7 +508,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 14);
+    assert_eq!(migrations, 15);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -531,6 +531,8 @@ async fn postgres_migrates_an_empty_schema_once() {
             "job_tries",
             "lock_keys",
             "lock_turns",
+            "notification_events",
+            "notifications",
             "request_archives",
             "request_args",
             "request_audit",

@@ -10,7 +10,7 @@ use super::*;
 use crate::notify::{DELIVERY_HEADER, EVENT_HEADER, Notify, SIGNATURE_HEADER};
 
 /// Events fanned out per store transaction.
-const FAN_OUT_BATCH: u32 = 200;
+const FAN_OUT_BATCH: u32 = 500;
 /// Notifications claimed per round.
 const SEND_BATCH: u32 = 50;
 /// How long a claim holds: past it, a notification whose sender died is sent by another.
@@ -105,7 +105,12 @@ impl Manager {
         let mut requests: HashMap<String, Option<Request>> = HashMap::new();
         let mut fanned = Vec::with_capacity(events.len());
         for event in &events {
-            let request = if event.request_id.is_empty() {
+            // Read only what a webhook may want (without webhooks, nothing).
+            let wanted = notify
+                .webhooks
+                .iter()
+                .any(|webhook| webhook.wants(&event.event, None));
+            let request = if event.request_id.is_empty() || !wanted {
                 None
             } else {
                 if !requests.contains_key(&event.request_id) {

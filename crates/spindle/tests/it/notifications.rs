@@ -171,3 +171,63 @@ fn a_webhook_of_an_unknown_request_type_stops_the_server_at_start() {
         "{stderr}"
     );
 }
+
+/// A separate Job Runner tells its Request Manager when an approval waits, over HTTP;
+/// the Request Manager tells the webhook, and tells it when that runner is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runner_elsewhere_tells_of_its_approvals_and_its_loss_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, got) = receiver().await;
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/gate.yaml"), SPECS).unwrap();
+    std::fs::write(
+        dir.path().join("spindle.yaml"),
+        config(&url, "gate").replace("[failed, approval]", "[approval, runner_lost]"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("hook.secret"), "hook-secret-1\n").unwrap();
+    let rm = Service::start(
+        dir.path(),
+        &crate::rm_args("sqlite://rm.db", "2s", &["--config", "spindle.yaml"]),
+    );
+    let mut jr = Service::start(dir.path(), &crate::jr_args(&rm.url, "2s", &[]));
+    let client = Client::new(&rm.url);
+    let id = client.start("gate", serde_json::json!({})).await;
+    let events = |got: &Got| -> Vec<serde_json::Value> {
+        got.lock()
+            .unwrap()
+            .iter()
+            .map(|(_, body)| serde_json::from_str(body).unwrap())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while events(&got).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no approval told");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let approval = &events(&got)[0];
+    assert_eq!(
+        (approval["event"].as_str(), approval["requestId"].as_str()),
+        (Some("approval"), Some(id.as_str()))
+    );
+    // The runner dies: once its lease lapses, its loss is told.
+    jr.kill();
+    while !events(&got).iter().any(|e| e["event"] == "runner_lost") {
+        assert!(
+            std::time::Instant::now() < deadline + Duration::from_secs(30),
+            "no loss told: {:?}\n{}",
+            events(&got),
+            rm.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lost = events(&got)
+        .into_iter()
+        .find(|e| e["event"] == "runner_lost")
+        .unwrap();
+    assert!(
+        lost["runner"].as_str().is_some_and(|r| !r.is_empty()),
+        "{lost}"
+    );
+    assert_eq!(lost["url"], "https://spindle.example.com/runners");
+}
