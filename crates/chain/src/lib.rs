@@ -54,6 +54,9 @@ pub struct Options {
     pub observer: Option<Arc<dyn Observer>>,
     /// The chain starts paused: nothing runs until [`Handle::set_paused`] says otherwise.
     pub paused: bool,
+    /// The request's secret args (issue #33), given to its jobs and masked in what
+    /// they print.
+    pub secrets: job::Secrets,
 }
 
 impl Default for Options {
@@ -63,6 +66,7 @@ impl Default for Options {
             retry: RetryPolicy::default(),
             observer: None,
             paused: false,
+            secrets: job::Secrets::default(),
         }
     }
 }

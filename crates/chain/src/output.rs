@@ -55,13 +55,29 @@ pub(crate) struct Hub {
     /// Writes so far (under `pending`'s lock), which orders the chunks.
     writes: std::sync::atomic::AtomicU64,
     wake: Notify,
+    /// The request's secret args: their values never leave in output (issue #33).
+    secrets: job::Secrets,
 }
 
 impl Hub {
-    pub(crate) fn new(jobs: PerJob<Arc<crate::incoming::RunJob>>) -> Hub {
+    pub(crate) fn new(jobs: PerJob<Arc<crate::incoming::RunJob>>, secrets: job::Secrets) -> Hub {
         Hub {
             jobs,
+            secrets,
             ..Hub::default()
+        }
+    }
+
+    pub(crate) fn secrets(&self) -> job::Secrets {
+        self.secrets.clone()
+    }
+
+    /// `text` with the secret args' values shown as `****`.
+    pub(crate) fn mask(&self, text: String) -> String {
+        if self.secrets.is_empty() {
+            text
+        } else {
+            self.secrets.mask(&text)
         }
     }
 
@@ -170,7 +186,9 @@ impl job::OutputSink for Hub {
     fn write(&self, tag: u64, stream: Stream, bytes: &[u8]) {
         let idx = JobIdx::from_raw(u32::try_from(tag >> 32).unwrap_or(u32::MAX));
         let try_no = u32::try_from(tag & u64::from(u32::MAX)).unwrap_or(0);
-        Hub::write(self, (idx, try_no, stream), bytes);
+        // A value cut between two writes is not seen; the try's log entry is masked whole.
+        let bytes = self.secrets.mask_bytes(bytes);
+        Hub::write(self, (idx, try_no, stream), &bytes);
     }
 }
 
@@ -222,6 +240,7 @@ mod tests {
             })]
             .into_iter()
             .collect(),
+            job::Secrets::default(),
         )
     }
 
@@ -240,7 +259,10 @@ mod tests {
             })
         };
         // `z-dump` sorts after `a-verify` by id.
-        let hub = Hub::new([job("z-dump"), job("a-verify")].into_iter().collect());
+        let hub = Hub::new(
+            [job("z-dump"), job("a-verify")].into_iter().collect(),
+            job::Secrets::default(),
+        );
         let dump = (JobIdx::from_raw(0), 1, Stream::Stdout);
         let verify = (JobIdx::from_raw(1), 1, Stream::Stdout);
         hub.write(dump, b"part 3 of 3\n");

@@ -380,9 +380,10 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
         finished_at,
         state: outcome.state,
         exit: outcome.exit,
-        error: outcome.error,
-        stdout: outcome.stdout,
-        stderr: outcome.stderr,
+        // What a try printed never shows a secret arg's value (issue #33).
+        error: output.mask(outcome.error),
+        stdout: output.mask(outcome.stdout),
+        stderr: output.mask(outcome.stderr),
     };
     let max_tries = job.retry.saturating_add(1);
     let mut latest = prev_latest;
@@ -465,6 +466,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                     cancel: cancel.clone(),
                     status: live.status.clone(),
                     output: output.output(idx, try_no),
+                    secrets: output.secrets(),
                 };
                 // A timed try is boxed: only jobs with a timeout carry its timer.
                 let try_run = match timeout {
@@ -565,7 +567,8 @@ mod size {
         let future = super::run(Box::new(dispatch));
         let size = std::mem::size_of_val(&future);
         // 320 until a try whose start the Request Manager would not take stopped running
-        // anyway (the refusal's text is held beside the try): 24 bytes a job.
-        assert!(size <= 344, "runner future grew to {size} bytes");
+        // anyway (the refusal's text is held beside the try): 24 bytes a job; 344 until
+        // a try's context held its request's secret args (issue #33): 8 bytes a job.
+        assert!(size <= 352, "runner future grew to {size} bytes");
     }
 }

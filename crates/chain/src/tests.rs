@@ -407,6 +407,7 @@ pub(crate) fn options() -> Options {
         retry: RetryPolicy::default(),
         observer: None,
         paused: false,
+        secrets: job::Secrets::default(),
     }
 }
 

@@ -143,6 +143,7 @@ async fn per_try(
                     cancel: CancellationToken::new(),
                     status: Status::default(),
                     output: Output::discard(),
+                    secrets: job::Secrets::default(),
                 },
             )
             .await;

@@ -177,6 +177,94 @@ pub struct RunContext {
     pub cancel: CancellationToken,
     pub status: Status,
     pub output: Output,
+    /// The request's secret args (issue #33): their args hold placeholders, which a job
+    /// that runs a program replaces in its environment only.
+    pub secrets: Secrets,
+}
+
+/// A request's secret args as a Job Runner holds them: each arg's placeholder (what its
+/// job args hold, [`secret_placeholder`]) and its value. Never serialized; shown as
+/// `****`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(Arc<Vec<(String, String)>>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} ****)", self.0.len())
+    }
+}
+
+/// What a secret arg's value is replaced with wherever it would be stored or shown (its
+/// request's args, job args, the job chain): `**** (secret NAME)`.
+pub fn secret_placeholder(name: &str) -> String {
+    format!("**** (secret {name})")
+}
+
+impl Secrets {
+    pub fn new(secrets: Vec<(String, String)>) -> Secrets {
+        Secrets(Arc::new(secrets))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each (placeholder, value), for a hand-over to a Job Runner.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    /// The value a placeholder stands for.
+    pub fn reveal(&self, text: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(placeholder, _)| placeholder == text)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The placeholder `text` holds, if any (a program's argv must not).
+    pub fn placeholder_in<'a>(&'a self, text: &str) -> Option<&'a str> {
+        self.0
+            .iter()
+            .find(|(placeholder, _)| text.contains(placeholder.as_str()))
+            .map(|(placeholder, _)| placeholder.as_str())
+    }
+
+    /// `text` with every secret value in it shown as `****` (what a job prints).
+    pub fn mask(&self, text: &str) -> String {
+        let mut masked = text.to_owned();
+        for (_, value) in self.0.iter() {
+            if !value.is_empty() && masked.contains(value.as_str()) {
+                masked = masked.replace(value.as_str(), "****");
+            }
+        }
+        masked
+    }
+
+    /// [`Secrets::mask`] of bytes that may not be UTF-8 (live output).
+    pub fn mask_bytes<'a>(&self, bytes: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        let found = self.0.iter().any(|(_, value)| {
+            !value.is_empty() && bytes.windows(value.len()).any(|w| w == value.as_bytes())
+        });
+        if !found {
+            return std::borrow::Cow::Borrowed(bytes);
+        }
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut at = 0;
+        'outer: while at < bytes.len() {
+            for (_, value) in self.0.iter() {
+                let value = value.as_bytes();
+                if !value.is_empty() && bytes[at..].starts_with(value) {
+                    out.extend_from_slice(b"****");
+                    at += value.len();
+                    continue 'outer;
+                }
+            }
+            out.push(bytes[at]);
+            at += 1;
+        }
+        std::borrow::Cow::Owned(out)
+    }
 }
 
 /// What the supervisor writes first on stderr when it cannot start a program, followed

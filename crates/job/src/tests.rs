@@ -31,6 +31,7 @@ pub(crate) fn ctx() -> RunContext {
         cancel: CancellationToken::new(),
         status: Status::default(),
         output: Output::discard(),
+        secrets: crate::Secrets::default(),
     }
 }
 
@@ -563,4 +564,48 @@ async fn an_approval_waits_for_its_answer() {
         .create(&mut bad, &CreateContext::default())
         .unwrap_err();
     assert!(err.to_string().contains("job arg `roles`"), "{err}");
+}
+
+/// Issue #33: a secret arg's placeholder becomes its value in a program's environment
+/// only; in its command line the try fails; what is printed is masked by the runner.
+#[tokio::test]
+async fn a_secret_reaches_a_program_in_its_environment_only() {
+    let placeholder = crate::secret_placeholder("password");
+    let secrets = crate::Secrets::new(vec![(placeholder.clone(), "hunter2-x".to_owned())]);
+    let ctx = || RunContext {
+        secrets: secrets.clone(),
+        ..ctx()
+    };
+    let mut job = made(
+        "shell-command",
+        json!({"cmd": "sh", "args": ["-c", "printf %s \"$SPINDLE_ARG_PASSWORD\""], "password": placeholder}),
+    )
+    .unwrap();
+    let outcome = job.run(&mut JobArgs::new(), ctx()).await;
+    assert_eq!(
+        (outcome.state, outcome.stdout.as_str()),
+        (State::Complete, "hunter2-x")
+    );
+    // Without the secrets (another runner's chain), the placeholder, never a value.
+    let outcome = job.run(&mut JobArgs::new(), super::tests::ctx()).await;
+    assert_eq!(outcome.stdout, placeholder);
+    let mut job = made(
+        "shell-command",
+        json!({"cmd": "echo", "args": [placeholder]}),
+    )
+    .unwrap();
+    let outcome = job.run(&mut JobArgs::new(), ctx()).await;
+    assert_eq!(outcome.state, State::Fail);
+    assert!(
+        outcome.error.contains("is in the program's command line"),
+        "{}",
+        outcome.error
+    );
+    assert_eq!(
+        secrets.mask("the password is hunter2-x, again hunter2-x"),
+        "the password is ****, again ****"
+    );
+    assert_eq!(&*secrets.mask_bytes(b"a hunter2-x b"), b"a **** b");
+    assert_eq!(&*secrets.mask_bytes(b"nothing"), b"nothing");
+    assert!(!format!("{secrets:?}").contains("hunter2"));
 }

@@ -150,6 +150,25 @@ fn paused(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"))
 }
 
+/// A hand-over's secret args (`Spindle-Secrets`: base64 of `[[placeholder, value], ...]`).
+fn secrets(headers: &HeaderMap) -> Result<job::Secrets, Error> {
+    use base64::Engine as _;
+    let Some(value) = headers.get(proto::SECRETS_HEADER) else {
+        return Ok(job::Secrets::default());
+    };
+    let invalid = || {
+        Error::Invalid(format!(
+            "header {}: not base64 of a JSON list of [placeholder, value] pairs",
+            proto::SECRETS_HEADER
+        ))
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(value.as_bytes())
+        .map_err(|_| invalid())?;
+    let pairs: Vec<(String, String)> = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    Ok(job::Secrets::new(pairs))
+}
+
 fn trace(headers: &HeaderMap) -> Option<telemetry::SpanContext> {
     headers
         .get("traceparent")
@@ -231,7 +250,13 @@ async fn new_chain(
         hand_over(&headers, request, "job chain").await?;
     let location = runner.location(job_chain.request_id());
     let instance = runner
-        .run_chain(job_chain, epoch, trace(&headers), paused(&headers))
+        .run_chain(
+            job_chain,
+            epoch,
+            trace(&headers),
+            paused(&headers),
+            secrets(&headers).map_err(Error::into_response)?,
+        )
         .map_err(Error::into_response)?;
     Ok(accepted(location, instance))
 }
@@ -245,7 +270,13 @@ async fn resume(
         hand_over(&headers, request, "suspended job chain").await?;
     let location = runner.location(suspended.request_id());
     let instance = runner
-        .resume(suspended, epoch, trace(&headers), paused(&headers))
+        .resume(
+            suspended,
+            epoch,
+            trace(&headers),
+            paused(&headers),
+            secrets(&headers).map_err(Error::into_response)?,
+        )
         .map_err(Error::into_response)?;
     Ok(accepted(location, instance))
 }

@@ -168,6 +168,7 @@ impl Runner {
         trace: Option<SpanContext>,
         resumed: bool,
         paused: bool,
+        secrets: job::Secrets,
         run: impl FnOnce(chain::Options) -> Result<Handle, chain::ValidationError>,
     ) -> Result<(), Error> {
         if self.shutting_down.load(Ordering::SeqCst) {
@@ -179,6 +180,7 @@ impl Runner {
         }
         let mut options = self.options.clone();
         options.paused = paused;
+        options.secrets = secrets;
         let watch = (self.telemetry.metrics.is_some() || self.telemetry.traces.is_some())
             .then(|| ChainWatch::new(self.telemetry.clone(), ChainTrace::new(request_id, trace)));
         if let Some(watch) = &watch {
@@ -221,18 +223,20 @@ impl Runner {
     }
 
     /// Runs a new chain, given as hand-over `epoch` (traced under `trace`, the hand-over's
-    /// span, when given; started paused when `paused`); returns the instance that runs it.
+    /// span, when given; started paused when `paused`; its request's secret args given to
+    /// its jobs); returns the instance that runs it.
     pub fn run_chain(
         self: &Arc<Self>,
         job_chain: impl Into<chain::Incoming>,
         epoch: u64,
         trace: Option<SpanContext>,
         paused: bool,
+        secrets: job::Secrets,
     ) -> Result<String, Error> {
         let job_chain = job_chain.into();
         let request_id = job_chain.request_id().to_owned();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
-        self.start(&request_id, trace, false, paused, move |options| {
+        self.start(&request_id, trace, false, paused, secrets, move |options| {
             chain::run(job_chain, factory, reporter, options)
         })?;
         Ok(instance)
@@ -246,11 +250,12 @@ impl Runner {
         epoch: u64,
         trace: Option<SpanContext>,
         paused: bool,
+        secrets: job::Secrets,
     ) -> Result<String, Error> {
         let suspended = suspended.into();
         let request_id = suspended.request_id().to_owned();
         let (factory, (reporter, instance)) = (Arc::clone(&self.factory), self.reporter(epoch));
-        self.start(&request_id, trace, true, paused, move |options| {
+        self.start(&request_id, trace, true, paused, secrets, move |options| {
             chain::resume(suspended, factory, reporter, options)
         })?;
         Ok(instance)

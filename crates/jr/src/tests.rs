@@ -608,7 +608,7 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     ));
     let first = runner.instance();
     runner
-        .run_chain(chain("long", "1h"), 1, None, false)
+        .run_chain(chain("long", "1h"), 1, None, false, job::Secrets::default())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
@@ -636,7 +636,13 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     // Told that its instance was declared lost, it does the same at once.
     registry.renew_answer.store(0, Ordering::SeqCst);
     runner
-        .run_chain(chain("long2", "1h"), 1, None, false)
+        .run_chain(
+            chain("long2", "1h"),
+            1,
+            None,
+            false,
+            job::Secrets::default(),
+        )
         .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     registry.renew_answer.store(2, Ordering::SeqCst);

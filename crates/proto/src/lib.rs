@@ -26,7 +26,7 @@ pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, 
 pub use notifications::{Notification, NotificationPayload, NotifiedRequest};
 pub use runners::{
     AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
-    RUNNER_HEADER, RunnerRegistration, RunnerState, TryStart,
+    RUNNER_HEADER, RunnerRegistration, RunnerState, SECRETS_HEADER, TryStart,
 };
 pub use state::{State, UnknownState};
 pub use triggers::{TriggerAccepted, TriggerDelivery, TriggerStatus};

@@ -19,6 +19,9 @@ pub const EPOCH_HEADER: &str = "spindle-epoch";
 pub const FENCED_HEADER: &str = "spindle-fenced";
 /// Set (to `true`) on a hand-over of a paused request: the chain starts paused.
 pub const PAUSED_HEADER: &str = "spindle-paused";
+/// A hand-over's secret args (issue #33): base64 of the JSON list of [placeholder, value]
+/// pairs. Sent only with a chain, only to a Job Runner, which keeps them in memory.
+pub const SECRETS_HEADER: &str = "spindle-secrets";
 
 /// Who sends a report: a runner instance and the epoch of the hand-over it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

@@ -52,11 +52,13 @@ pub struct HandedOver {
 /// A hand-over's terms: its epoch (which the runner reports with), the span it is
 /// traced under (sent as a W3C `traceparent`, when traces are on), and whether the
 /// request is paused (the chain then starts paused).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HandOver {
     pub epoch: u64,
     pub trace: Option<SpanContext>,
     pub paused: bool,
+    /// The request's secret args, opened (issue #33): sent with the chain only.
+    pub secrets: job::Secrets,
 }
 
 /// What the Request Manager asks of Job Runners.
@@ -184,6 +186,14 @@ impl HttpJrClient {
         }
         if hand_over.paused {
             request = request.header(proto::PAUSED_HEADER, "true");
+        }
+        if !hand_over.secrets.is_empty() {
+            use base64::Engine as _;
+            let pairs = serde_json::to_vec(hand_over.secrets.pairs()).unwrap_or_default();
+            request = request.header(
+                proto::SECRETS_HEADER,
+                base64::engine::general_purpose::STANDARD.encode(pairs),
+            );
         }
         let response = self.send(request).await?;
         let instance = response

@@ -14,7 +14,7 @@ mod jr_client;
 mod manager;
 pub mod notify;
 mod recovery;
-mod secrets;
+pub mod secrets;
 pub mod triggers;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};

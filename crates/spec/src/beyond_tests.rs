@@ -372,3 +372,34 @@ fn l1_to_l8_locks() {
         "{found:#?}"
     );
 }
+
+// ---- issue #33: secret args ----
+
+#[test]
+fn s12_a_static_arg_is_not_secret_and_others_say_they_are() {
+    case(
+        "S12",
+        Severity::Error,
+        &seq_spec(
+            "      static:\n        - name: key #!\n          default: abc\n          secret: true",
+            "",
+        ),
+        &seq_spec(
+            "      required:\n        - name: key\n          secret: true",
+            "",
+        ),
+    );
+    let report = lint_str(
+        Path::new("t.yaml"),
+        &seq_spec(
+            "      required:\n        - name: key\n          secret: yes\n        - name: host",
+            "",
+        ),
+    );
+    let args: Vec<(String, bool)> = report.specs.sequences()[0]
+        .args
+        .all()
+        .map(|(_, arg)| (arg.name().unwrap().to_owned(), arg.secret))
+        .collect();
+    assert_eq!(args, [("key".to_owned(), true), ("host".to_owned(), false)]);
+}

@@ -202,6 +202,9 @@ pub struct ArgDecl {
     pub desc: String,
     /// Any YAML value; scalars are kept as the text written (`175` is "175").
     pub default: Option<Spanned<Value>>,
+    /// `secret: true` (Spindle, issue #33): its value is never stored in the clear nor
+    /// shown, and reaches a job only in its environment.
+    pub secret: bool,
     /// Where the entry starts.
     pub pos: Pos,
 }

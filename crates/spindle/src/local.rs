@@ -63,7 +63,11 @@ impl JrClient for InProcessJr {
     ) -> Result<HandedOver, ClientError> {
         let runner = self.runner()?;
         let (epoch, trace, paused) = (hand_over.epoch, hand_over.trace, hand_over.paused);
-        handed_over(runner, runner.run_chain(job_chain, epoch, trace, paused))
+        let secrets = hand_over.secrets.clone();
+        handed_over(
+            runner,
+            runner.run_chain(job_chain, epoch, trace, paused, secrets),
+        )
     }
 
     async fn resume(
@@ -76,7 +80,13 @@ impl JrClient for InProcessJr {
         let (epoch, trace, paused) = (hand_over.epoch, hand_over.trace, hand_over.paused);
         handed_over(
             runner,
-            runner.resume(suspended.clone(), epoch, trace, paused),
+            runner.resume(
+                suspended.clone(),
+                epoch,
+                trace,
+                paused,
+                hand_over.secrets.clone(),
+            ),
         )
     }
 

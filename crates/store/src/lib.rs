@@ -83,6 +83,7 @@ macro_rules! store_operations {
             fn claim_notifications(&self, host: &str, now: DateTime<Utc>, until: DateTime<Utc>, limit: u32) -> Vec<crate::ClaimedNotification>;
             fn notification_attempted(&self, id: i64, host: &str, attempt: &crate::Attempt, at: DateTime<Utc>) -> bool;
             fn notifications(&self, filter: &crate::NotificationFilter) -> Vec<proto::Notification>;
+            fn request_secrets(&self, request_id: &str) -> Vec<(String, String)>;
         }
     };
 }
@@ -146,6 +147,9 @@ pub struct NewRequest {
     /// Set by the [`Batcher`] when `delivery` was already stored: the request that
     /// delivery created (this one was not stored).
     pub duplicate_of: Option<String>,
+    /// Its secret args, each (name, value encrypted by the Request Manager): stored in
+    /// the same transaction ([`Store::request_secrets`]).
+    pub secrets: Vec<(String, String)>,
 }
 
 /// A trigger's delivery: the event another system sent (issue #33).
@@ -575,6 +579,9 @@ pub trait Store: Send + Sync + 'static {
         attempt: &Attempt,
         at: DateTime<Utc>,
     ) -> Result<bool, Error>;
+
+    /// A request's secret args, each (name, value as the Request Manager encrypted it).
+    async fn request_secrets(&self, request_id: &str) -> Result<Vec<(String, String)>, Error>;
 
     /// Notifications, newest first.
     async fn notifications(

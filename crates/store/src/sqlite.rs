@@ -209,7 +209,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, super::MIGRATOR.iter().count() as i64);
-        assert_eq!(n, 14);
+        assert_eq!(n, 15);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create, None).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
@@ -223,7 +223,7 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, 14);
+        assert_eq!(n, 15);
     }
 
     /// Another process (here: another connection) holding the write lock of `path`
@@ -284,6 +284,7 @@ mod tests {
                 locked: None,
                 delivery: None,
                 duplicate_of: None,
+                secrets: Vec::new(),
             }
         };
         let (a, b) = tokio::join!(

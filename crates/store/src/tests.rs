@@ -508,7 +508,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 15);
+    assert_eq!(migrations, 16);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -537,6 +537,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "request_args",
             "request_audit",
             "request_locks",
+            "request_secrets",
             "requests",
             "schedule_runs",
             "spec_versions",

@@ -20,6 +20,7 @@ fn new(id: &str, trigger: &str, delivery: &str) -> NewRequest {
             id: delivery.to_owned(),
         }),
         duplicate_of: None,
+        secrets: Vec::new(),
     }
 }
 

@@ -307,6 +307,7 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
             locked: None,
             delivery: None,
             duplicate_of: None,
+            secrets: Vec::new(),
         }
     };
     let start = |id: &str, fence: Option<&Fence>| StartRequest {
@@ -520,6 +521,7 @@ pub(super) async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Sto
             locked: None,
             delivery: None,
             duplicate_of: None,
+            secrets: Vec::new(),
         }
     };
     let (good, taken) = tokio::join!(

@@ -143,7 +143,7 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = watch::channel(None);
     let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
-    let output = Arc::new(Hub::new(chain.jobs.clone()));
+    let output = Arc::new(Hub::new(chain.jobs.clone(), options.secrets.clone()));
     let abandoned = CancellationToken::new();
     let delivery = tokio::spawn(reporter::deliver(
         reporter,

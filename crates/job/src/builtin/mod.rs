@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use crate::{CreateContext, Error, Job, Outcome, RunContext};
 
-#[cfg(test)]
 pub(crate) use shell::arg_env_name;
 pub use shell::{ShellArgsJob, ShellCommandJob};
 

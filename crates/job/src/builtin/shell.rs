@@ -330,11 +330,27 @@ impl Job for ShellCommandJob {
     // signalled), drain, and say what happened; each step uses the ones before.
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
         let command = &self.command;
+        // A secret arg reaches the program in its environment only (issue #33).
+        let program_and_args = std::iter::once(&command.cmd).chain(&command.args);
+        if let Some(placeholder) = program_and_args
+            .clone()
+            .find_map(|text| ctx.secrets.placeholder_in(text))
+        {
+            return Outcome::failed(format!(
+                "a secret arg ({placeholder}) is in the program's command line, where any process could read it; expected it in the environment only (SPINDLE_ARG_<NAME>, or job arg `env`)"
+            ));
+        }
+        let env = command.env.iter().map(|(name, value)| {
+            (
+                name.as_str(),
+                ctx.secrets.reveal(value).unwrap_or(value.as_str()),
+            )
+        });
         let supervisor = crate::supervisor();
         let mut process = supervised(std::path::Path::new(&command.cmd));
         process
             .args(&command.args)
-            .envs(&command.env)
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

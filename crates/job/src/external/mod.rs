@@ -276,7 +276,19 @@ impl Job for ExternalJob {
             args: &self.args,
             data,
         };
-        let (outcome, changed) = process::run_try(&self.program, &call, &ctx).await;
+        // A secret arg (its job arg holds its placeholder) reaches the program as
+        // `SPINDLE_SECRET_<ARG>` in its environment, never in what it reads (issue #33).
+        let secret_env: Vec<(String, String)> = self
+            .args
+            .iter()
+            .filter_map(|(name, value)| {
+                let revealed = ctx.secrets.reveal(value.as_str()?)?;
+                let upper = crate::builtin::arg_env_name(name);
+                let name = upper.replacen("SPINDLE_ARG_", "SPINDLE_SECRET_", 1);
+                Some((name, revealed.to_owned()))
+            })
+            .collect();
+        let (outcome, changed) = process::run_try(&self.program, &call, &ctx, &secret_env).await;
         if let Some(changed) = changed {
             *data = changed;
         }

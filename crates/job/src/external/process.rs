@@ -206,6 +206,7 @@ pub(crate) async fn run_try(
     program: &Program,
     call: &Call<'_>,
     ctx: &RunContext,
+    secret_env: &[(String, String)],
 ) -> (Outcome, Option<JobArgs>) {
     let name = program.display();
     let failed = |exit: i64, error: String| Outcome {
@@ -217,8 +218,18 @@ pub(crate) async fn run_try(
         Err(err) => return (failed(1, format!("cannot encode the call: {err}")), None),
     };
     let started = match &program.fork_server {
+        // A forked try has its server's environment: no place for a secret of its own.
+        Some(_) if !secret_env.is_empty() => {
+            return (
+                failed(
+                    1,
+                    "it is given a secret arg, which reaches a program in its environment only, and the tries of a fork server share the server's; expected `fork_server: false` for a job given secret args".to_owned(),
+                ),
+                None,
+            );
+        }
         Some(server) => forked(program, server).await,
-        None => spawned(program, call.name()),
+        None => spawned(program, call.name(), secret_env),
     };
     let Started {
         pid,
@@ -329,7 +340,11 @@ type NotStarted = (i64, String);
 
 /// Starts the program for a try: under the supervisor, or directly when it guards
 /// itself (`supervised: false`).
-fn spawned(program: &Program, call: &str) -> Result<Started, NotStarted> {
+fn spawned(
+    program: &Program,
+    call: &str,
+    secret_env: &[(String, String)],
+) -> Result<Started, NotStarted> {
     let (reader, mapping) = protocol_pipe().map_err(|err| (1, err))?;
     let supervisor = crate::supervisor().filter(|_| program.supervised);
     let mut command = if program.supervised {
@@ -343,6 +358,7 @@ fn spawned(program: &Program, call: &str) -> Result<Started, NotStarted> {
     command
         .args(&program.args)
         .envs(env(call))
+        .envs(secret_env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -106,10 +106,21 @@ impl Manager {
                     Ok(epoch) => {
                         let span = self.hand_over_span(&request_id);
                         let began = std::time::SystemTime::now();
+                        let secrets = match self
+                            .chain_secrets(&request_id, &suspended.job_chain)
+                            .await
+                        {
+                            Ok(secrets) => secrets,
+                            Err(err) => {
+                                tracing::error!(%request_id, error = %err, "opening the request's secret args failed; resuming without them");
+                                job::Secrets::default()
+                            }
+                        };
                         let terms = HandOver {
                             epoch,
                             trace: span.as_ref().map(|s| s.context),
                             paused,
+                            secrets,
                         };
                         if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
                             tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");

@@ -88,6 +88,7 @@ impl Manager {
             epoch,
             trace: span.as_ref().map(|s| s.context),
             paused,
+            secrets: self.chain_secrets(request_id, &job_chain).await?,
         };
         // Approvals answered meanwhile (an earlier hand-over began the chain) are in it.
         if !first {

@@ -92,7 +92,7 @@ impl Manager {
     /// before gets the request it created (nothing is stored or started).
     pub(crate) async fn create_from(
         &self,
-        create_request: CreateRequest,
+        mut create_request: CreateRequest,
         user: &str,
         address: &str,
         delivery: Option<store::Delivery>,
@@ -101,6 +101,8 @@ impl Manager {
         // Past the backlog limit, refused before any work (issue #32).
         self.check_backlog().await?;
         let began = std::time::SystemTime::now();
+        // Secret args leave the args here: the chain holds placeholders (issue #33).
+        let secret_args = self.take_secret_args(&mut create_request).await?;
         // Building a chain is CPU work that grows with the request, and a job's `create`
         // may run a program (shell-args waits for it): never on the async runtime's
         // threads, which serve every other request meanwhile.
@@ -117,6 +119,8 @@ impl Manager {
                 message: "building the job chain failed".to_owned(),
                 source: Some(Box::new(err)),
             })??;
+        let sealed = self.seal_secret_args(&created.request_id, &secret_args)?;
+        drop(secret_args);
         // A key arg whose value cannot name a lock is refused before anything is stored.
         let claims = self.lock_claims(&create_request.request_type, &created.args, user)?;
         let priority = create_request
@@ -164,6 +168,7 @@ impl Manager {
                 locked: None,
                 delivery,
                 duplicate_of: None,
+                secrets: sealed,
             };
             // Moved to the batcher and back, not copied.
             let stored = self.batcher.create_request(new).await?;

@@ -49,6 +49,7 @@ mod reads;
 mod reports;
 mod runners;
 mod schedules;
+mod secrets;
 mod specs;
 mod triggers;
 mod wait;
@@ -171,6 +172,8 @@ pub struct Manager {
     notifier: std::sync::RwLock<Option<Arc<notifications::Notifier>>>,
     /// Wakes the notifications' task: an end stored here, an event fanned out.
     notify_wake: tokio::sync::Notify,
+    /// The config's `secrets:`: keys for secret args, and sources a create may name.
+    secret_args: std::sync::RwLock<Arc<crate::secrets::SecretArgs>>,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -285,6 +288,7 @@ impl Manager {
             triggers: std::sync::RwLock::default(),
             notifier: std::sync::RwLock::default(),
             notify_wake: tokio::sync::Notify::new(),
+            secret_args: std::sync::RwLock::default(),
         }
     }
 

@@ -47,6 +47,21 @@ impl Checker<'_> {
             let shown = arg
                 .name()
                 .map_or_else(|| "(unnamed)".to_owned(), |name| format!("`{name}`"));
+            // S12 (Spindle): a static arg's value is the spec's, for anyone to read.
+            if arg.secret && kind == RequestArgType::Static {
+                let message = format!(
+                    "static arg {shown} is `secret: true`, but its value is written in the spec; expected a required or optional arg that the caller gives (or drop `secret`)"
+                );
+                self.push(
+                    Error,
+                    "S12",
+                    seq,
+                    None,
+                    "args.static.secret",
+                    arg.pos,
+                    message,
+                );
+            }
             match (kind, &arg.default) {
                 (RequestArgType::Optional, None) => {
                     let message = format!(

@@ -12,7 +12,7 @@ const SEQUENCE_FIELDS: &[&str] = &[
 ];
 const LOCK_FIELDS: &[&str] = &["name", "key", "limit", "when_taken", "fair_by"];
 const SEQUENCE_ARGS_FIELDS: &[&str] = &["required", "optional", "static"];
-const ARG_FIELDS: &[&str] = &["name", "desc", "default"];
+const ARG_FIELDS: &[&str] = &["name", "desc", "default", "secret"];
 const ACL_FIELDS: &[&str] = &["role", "admin", "ops"];
 const NODE_FIELDS: &[&str] = &[
     "category",
@@ -283,6 +283,7 @@ impl Reader<'_> {
             name: None,
             desc: String::new(),
             default: None,
+            secret: false,
             pos: item.pos,
         };
         match item.value {
@@ -290,7 +291,12 @@ impl Reader<'_> {
             // A null entry has no name; the static checks say so.
             Value::Null => return Some(decl),
             _ => {
-                self.type_error(item, place, field, "an arg (`name:`, `desc:`, `default:`)");
+                self.type_error(
+                    item,
+                    place,
+                    field,
+                    "an arg (`name:`, `desc:`, `default:`, `secret:`)",
+                );
                 return None;
             }
         }
@@ -304,6 +310,11 @@ impl Reader<'_> {
                         .string(value, place, &path)
                         .map(|d| d.value)
                         .unwrap_or_default();
+                }
+                "secret" => {
+                    decl.secret = self
+                        .boolean(value, place, &path)
+                        .is_some_and(|secret| secret.value);
                 }
                 _ => decl.default = json(value).map(|default| Spanned::new(default, value.pos)),
             }

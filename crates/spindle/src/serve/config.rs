@@ -54,6 +54,9 @@ pub(crate) struct FileConfig {
     pub(crate) triggers: Option<Vec<rm::triggers::TriggerConfig>>,
     /// Notifications: webhooks told of ends, approvals and lost runners (Request Managers).
     pub(crate) notify: Option<rm::notify::NotifyConfig>,
+    /// Secret args: the keys they are encrypted with, and sources a create may name
+    /// (Request Managers).
+    pub(crate) secrets: Option<rm::secrets::SecretsConfig>,
 }
 
 /// The `tls:` section.
@@ -137,7 +140,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
-    /// auth, token, client, tls, limits, jobs, triggers, notify
+    /// auth, token, client, tls, limits, jobs, triggers, notify, secrets
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -320,6 +323,7 @@ pub(crate) struct Settings {
     pub(crate) jobs: Vec<job::external::ProgramConfig>,
     pub(crate) triggers: Vec<rm::triggers::TriggerConfig>,
     pub(crate) notify: rm::notify::NotifyConfig,
+    pub(crate) secrets: rm::secrets::SecretsConfig,
 }
 
 impl Settings {
@@ -462,6 +466,7 @@ impl FileConfig {
             jobs: file.jobs.clone().unwrap_or_default(),
             triggers: file.triggers.clone().unwrap_or_default(),
             notify: file.notify.clone().unwrap_or_default(),
+            secrets: file.secrets.clone().unwrap_or_default(),
             auth: file.auth,
             credentials: crate::credentials::Credentials {
                 token: file.token.clone().filter(|t| !t.is_empty()),

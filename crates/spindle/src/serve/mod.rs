@@ -53,6 +53,7 @@ struct ManagerStart {
     schedules: Vec<spec::schedule::Fires>,
     triggers: Vec<rm::triggers::Trigger>,
     notify: rm::notify::Notify,
+    secret_args: rm::secrets::SecretArgs,
 }
 
 /// [`ManagerStart`] from a command's arguments; `None` (said) when the specs have errors.
@@ -78,6 +79,8 @@ fn manager_start(
     let schedules = schedules_of(&report.specs);
     let triggers = triggers_of(&settings.triggers, &report.specs)?;
     let notify = notify_of(&settings.notify, &report.specs)?;
+    let secret_args =
+        rm::secrets::SecretArgs::load(&settings.secrets).map_err(anyhow::Error::msg)?;
     Ok(Some(ManagerStart {
         settings,
         specs: report.specs,
@@ -86,6 +89,7 @@ fn manager_start(
         schedules,
         triggers,
         notify,
+        secret_args,
     }))
 }
 
@@ -220,6 +224,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     local.manager.set_schedules(start.schedules);
     local.manager.set_triggers(start.triggers);
     local.manager.set_notify(start.notify, webhook_http()?);
+    local.manager.set_secret_args(start.secret_args);
     // An approval that waits here is told to the Request Manager here.
     let told = local.manager.clone();
     job::approval::on_wait(move |request_id, job_id| {
@@ -295,6 +300,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         schedules,
         triggers,
         notify,
+        secret_args,
     }) = manager_start(args, &args.common, &mut registry)?
     else {
         return Ok(Exit::Failure);
@@ -327,6 +333,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     manager.set_schedules(schedules);
     manager.set_triggers(triggers);
     manager.set_notify(notify, webhook_http()?);
+    manager.set_secret_args(secret_args);
     let stop = CancellationToken::new();
     let (background, router) = run_manager(
         &manager,

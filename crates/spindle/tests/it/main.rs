@@ -17,6 +17,7 @@ mod operators;
 mod own_db;
 mod pgbouncer;
 mod recovery;
+mod secrets;
 mod security;
 mod services;
 mod triggers;

@@ -293,6 +293,7 @@ mod requests;
 mod retention;
 mod runners;
 mod schedules;
+mod secrets;
 mod statement;
 mod suspended;
 mod triggers;

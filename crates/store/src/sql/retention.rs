@@ -40,6 +40,7 @@ sql_impl! {
                 "suspended_job_chains",
                 "trigger_deliveries",
                 "notifications",
+                "request_secrets",
                 "requests",
             ] {
                 let mut delete = Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));

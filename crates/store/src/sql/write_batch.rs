@@ -47,6 +47,21 @@ sql_impl! {
         if !creates.is_empty() {
             Self::create_in(&mut tx, &creates).await?;
         }
+        // Secret args, sealed, with their request.
+        for (new, duplicate) in batch.creates.iter().zip(&duplicates) {
+            if duplicate.is_some() {
+                continue;
+            }
+            for (name, sealed) in &new.secrets {
+                Statement::new("INSERT INTO request_secrets (request_id, name, sealed) VALUES ($1, $2, $3)")
+                    .bind(new.request.id.as_str())
+                    .bind(name.as_str())
+                    .bind(sealed.as_str())
+                    .query::<DB>()
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
         // Each new request's locks, in the transaction that stores it.
         let mut locked = Vec::with_capacity(batch.creates.len());
         for (new, duplicate) in batch.creates.iter().zip(&duplicates) {

@@ -1,0 +1,15 @@
+//! The `request_secrets` table: secret args' values, sealed by the Request Manager
+//! (issue #33); inserted by `write_batch` with their request.
+
+use super::*;
+
+sql_impl! {
+    pub(super) async fn request_secrets(&self, request_id: &str) -> Result<Vec<(String, String)>, Error> {
+        let rows = self
+            .rows_of_request("SELECT name, sealed FROM request_secrets WHERE request_id = $1 ORDER BY name", request_id)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("name")?, row.try_get("sealed")?)))
+            .collect()
+    }
+}
