@@ -53,17 +53,23 @@ const CONFIG: &str = "secrets:
       env: SPINDLE_TEST_DB_TOKEN
 ";
 
+fn prepare(dir: &std::path::Path, marks: &std::path::Path, specs_at: &str) {
+    let specs_path = dir.join(specs_at);
+    std::fs::create_dir_all(specs_path.parent().unwrap()).unwrap();
+    std::fs::write(specs_path, specs(marks)).unwrap();
+    std::fs::write(dir.join("spindle.yaml"), CONFIG).unwrap();
+    std::fs::write(
+        dir.join("secret.key"),
+        base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
+    )
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_arg_reaches_its_job_and_is_nowhere_else() {
     let dir = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("specs.yaml"), specs(marks.path())).unwrap();
-    std::fs::write(dir.path().join("spindle.yaml"), CONFIG).unwrap();
-    std::fs::write(
-        dir.path().join("secret.key"),
-        base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
-    )
-    .unwrap();
+    prepare(dir.path(), marks.path(), "specs.yaml");
     let service = Service::start_env(
         dir.path(),
         &[
@@ -79,6 +85,35 @@ async fn a_secret_arg_reaches_its_job_and_is_nowhere_else() {
         ],
         &[("SPINDLE_TEST_DB_TOKEN", TOKEN), ("RUST_LOG", "debug")],
     );
+    secret_args_stay_secret(&service, &[&service], dir.path(), "s.db", marks.path()).await;
+}
+
+/// The same with a Request Manager and a Job Runner apart: the values cross to the
+/// runner with the chain only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_arg_reaches_a_job_runner_elsewhere_and_is_nowhere_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    prepare(dir.path(), marks.path(), "specs/rotate.yaml");
+    let debug = [("SPINDLE_TEST_DB_TOKEN", TOKEN), ("RUST_LOG", "debug")];
+    let rm = Service::start_env(
+        dir.path(),
+        &crate::rm_args("sqlite://rm.db", "5s", &["--config", "spindle.yaml"]),
+        &debug,
+    );
+    let jr = Service::start_env(dir.path(), &crate::jr_args(&rm.url, "5s", &[]), &debug[1..]);
+    secret_args_stay_secret(&rm, &[&rm, &jr], dir.path(), "rm.db", marks.path()).await;
+}
+
+/// The secret args' request on the Request Manager at `service` (which logs at debug),
+/// checked as the module says; the database's files are `database*` in `dir`.
+async fn secret_args_stay_secret(
+    service: &Service,
+    logs: &[&Service],
+    dir: &std::path::Path,
+    database: &str,
+    marks: &std::path::Path,
+) {
     let client = Client::new(&service.url);
     let id = client
         .start(
@@ -89,7 +124,7 @@ async fn a_secret_arg_reaches_its_job_and_is_nowhere_else() {
     client.wait_state(&id, 3, Duration::from_secs(30)).await;
     // The job got both, in its environment.
     assert_eq!(
-        std::fs::read_to_string(marks.path().join("got")).unwrap(),
+        std::fs::read_to_string(marks.join("got")).unwrap(),
         format!("{PASSWORD} {TOKEN}")
     );
 
@@ -145,14 +180,14 @@ async fn a_secret_arg_reaches_its_job_and_is_nowhere_else() {
     );
 
     // The database's files and the server's log.
-    let files: Vec<_> = std::fs::read_dir(dir.path())
+    let files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| {
             path.file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with("s.db")
+                .starts_with(database)
         })
         .collect();
     assert!(!files.is_empty());
@@ -166,7 +201,7 @@ async fn a_secret_arg_reaches_its_job_and_is_nowhere_else() {
             );
         }
     }
-    let logged = service.stderr();
+    let logged: String = logs.iter().map(|service| service.stderr()).collect();
     assert!(
         logged.contains("request created"),
         "the log is read: {logged}"
