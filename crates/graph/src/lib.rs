@@ -99,6 +99,7 @@ impl Grapher {
                                 .as_ref()
                                 .map_or(Value::Null, |d| d.value.clone()),
                             value: Value::Null,
+                            secret: arg.secret,
                         })
                     })
                     .collect(),
@@ -196,6 +197,7 @@ impl Grapher {
                     Value::Null
                 },
                 value,
+                secret: decl.secret,
             });
             *pos += 1;
         }

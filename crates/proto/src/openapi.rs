@@ -226,6 +226,7 @@ mod tests {
             given: true,
             default: json!(["a"]),
             value: json!(["a", "b"]),
+            secret: true,
         };
         let request = Request {
             id: "r".repeat(20),

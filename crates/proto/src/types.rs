@@ -186,6 +186,9 @@ pub struct RequestArg {
     /// The value used; null in a [`RequestSpec`].
     #[serde(default)]
     pub value: Value,
+    /// (Spindle) `secret: true` in the spec: its value is never stored or shown (issue #33).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
 }
 
 /// A request type that callers can start, with its args (`GET /api/v1/request-list`).

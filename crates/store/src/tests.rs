@@ -107,6 +107,7 @@ fn request(
             given: true,
             default: serde_json::Value::Null,
             value: json!(host),
+            secret: false,
         },
         RequestArg {
             pos: 0,
@@ -116,6 +117,7 @@ fn request(
             given: false,
             default: json!("3"),
             value: json!(3),
+            secret: false,
         },
     ];
     let request = Request {

@@ -39,10 +39,11 @@
     const form = h("form", { class: "form", id: "start-form", novalidate: true });
     const byType = (t) => (spec.Args || []).filter((a) => a.Type === t);
     const addField = (arg, required) => {
-      const input = h("input", { type: "text", id: `arg-${arg.Name}`, name: arg.Name, required, autocomplete: "off",
+      // A secret arg (issue #33) is typed unseen, and never prefilled.
+      const input = h("input", { type: arg.Secret ? "password" : "text", id: `arg-${arg.Name}`, name: arg.Name, required, autocomplete: arg.Secret ? "new-password" : "off",
         placeholder: required ? "" : (arg.Default === null || arg.Default === undefined ? "" : valueText(arg.Default)),
         "aria-describedby": `hint-${arg.Name} err-${arg.Name}` });
-      if (arg.Name in prefill) input.value = valueText(prefill[arg.Name]);
+      if (arg.Name in prefill && !arg.Secret) input.value = valueText(prefill[arg.Name]);
       const error = h("div", { class: "field-error", id: `err-${arg.Name}`, "aria-live": "polite" });
       const desc = arg.Desc && !/[.!?]$/.test(arg.Desc) ? `${arg.Desc}.` : arg.Desc;
       const hint = [desc, required ? "Required." : (arg.Default !== null && arg.Default !== undefined ? `Default: ${valueText(arg.Default)}.` : "Optional."),
