@@ -9,6 +9,8 @@
 
 mod acl;
 pub mod oidc;
+mod secret;
+pub use secret::SecretSource;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod tokens;

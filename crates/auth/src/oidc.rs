@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Digest as _;
 
+pub use crate::secret::SecretSource;
 use crate::{Authenticator, Caller, Denied, Peer, Via};
 
 /// The longest a sign-in may take between leaving for the provider and coming back.
@@ -42,7 +43,7 @@ pub struct OidcConfig {
     /// The client secret, read at start from a file or an environment variable (a
     /// public client, PKCE only, has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_secret: Option<SecretFrom>,
+    pub client_secret: Option<SecretSource>,
     /// The claim that holds the groups that become roles (default `groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups_claim: Option<String>,
@@ -61,38 +62,6 @@ pub struct OidcConfig {
     /// registered with the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect_url: Option<String>,
-}
-
-/// Where a secret is read: a file or an environment variable.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretFrom {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<std::path::PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<String>,
-}
-
-impl SecretFrom {
-    fn read(&self, what: &str) -> Result<String, String> {
-        let text = match (&self.file, &self.env) {
-            (Some(path), None) => std::fs::read_to_string(path)
-                .map_err(|err| format!("{what}: cannot read {}: {err}", path.display()))?,
-            (None, Some(name)) => std::env::var(name).map_err(|_| {
-                format!("{what}: environment variable {name} is not set; expected the secret")
-            })?,
-            _ => {
-                return Err(format!(
-                    "{what}: expected exactly one of `file:` and `env:`"
-                ));
-            }
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(format!("{what}: the secret is empty"));
-        }
-        Ok(text.to_owned())
-    }
 }
 
 /// What the provider's discovery document says.

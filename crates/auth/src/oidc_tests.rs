@@ -18,7 +18,7 @@ async fn oidc(issuer: &str, dir: &std::path::Path) -> Oidc {
         &OidcConfig {
             issuer: issuer.to_owned(),
             client_id: "spindle".to_owned(),
-            client_secret: Some(SecretFrom {
+            client_secret: Some(SecretSource {
                 file: Some(secret),
                 env: None,
             }),

@@ -15,7 +15,7 @@ use sha2::Sha256;
 
 use crate::notify::{Notify, NotifyConfig, SecretSource, WebhookConfig};
 use crate::testing::final_state;
-use crate::tests::{Env, call, env_specs};
+use crate::tests::{Env, call, create, env_specs};
 use crate::{Manager, Options};
 
 const SPECS: &str = "sequences:
@@ -95,18 +95,6 @@ async fn notify_env(host: &str) -> Env {
         SPECS,
     )
     .await
-}
-
-async fn create(env: &Env) -> String {
-    let (status, body, _) = call(
-        &env.router,
-        Method::POST,
-        "/api/v1/requests",
-        Some(r#"{"type": "deploy", "args": {"host": "db1"}}"#),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body["id"].as_str().unwrap().to_owned()
 }
 
 async fn listed(env: &Env, query: &str) -> Vec<Value> {

@@ -191,7 +191,7 @@ impl Webhook {
         let secret = config
             .secret
             .as_ref()
-            .map(|source| source.read(&what("secret")))
+            .map(|source| crate::secrets::read(source, &what("secret")))
             .transpose()?;
         let max_attempts = config.max_attempts.unwrap_or(10);
         if max_attempts == 0 {

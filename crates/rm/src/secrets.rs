@@ -6,17 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a secret is read at start: never written in the config itself.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretSource {
-    /// A file that holds it (surrounding whitespace is dropped).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<PathBuf>,
-    /// An environment variable that holds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<String>,
-}
+pub use auth::SecretSource;
 
 /// A secret's bytes; shown as `****`.
 #[derive(Clone)]
@@ -28,26 +18,9 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-impl SecretSource {
-    pub(crate) fn read(&self, what: &str) -> Result<Secret, String> {
-        let text = match (&self.file, &self.env) {
-            (Some(path), None) => std::fs::read_to_string(path)
-                .map_err(|err| format!("{what}: cannot read {}: {err}", path.display()))?,
-            (None, Some(name)) => std::env::var(name).map_err(|_| {
-                format!("{what}: environment variable {name} is not set; expected the secret")
-            })?,
-            _ => {
-                return Err(format!(
-                    "{what}: expected exactly one of `file:` and `env:`"
-                ));
-            }
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(format!("{what}: the secret is empty"));
-        }
-        Ok(Secret(text.as_bytes().to_vec()))
-    }
+/// Reads `source` (see [`SecretSource::read`]) as a [`Secret`].
+pub(crate) fn read(source: &SecretSource, what: &str) -> Result<Secret, String> {
+    source.read(what).map(|text| Secret(text.into_bytes()))
 }
 
 /// The config's `secrets:` (issue #33): the keys secret args are encrypted with, and the
@@ -138,7 +111,7 @@ impl SecretArgs {
             }
             .read(&what)?;
             let bytes = base64::engine::general_purpose::STANDARD
-                .decode(&text.0)
+                .decode(&text)
                 .ok()
                 .filter(|bytes| bytes.len() == 32)
                 .ok_or_else(|| {
@@ -286,12 +259,11 @@ impl SecretArgs {
             }
             return Ok(text.to_owned());
         }
-        let read = SecretSource {
+        SecretSource {
             file: source.file.clone(),
             env: source.env.clone(),
         }
-        .read(&what)?;
-        String::from_utf8(read.0).map_err(|_| format!("{what}: not text"))
+        .read(&what)
     }
 }
 

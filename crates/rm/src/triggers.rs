@@ -155,7 +155,7 @@ impl Trigger {
                     ));
                 }
                 Proof::Hmac {
-                    secret: source.read(&what("hmac_secret"))?,
+                    secret: crate::secrets::read(source, &what("hmac_secret"))?,
                     header,
                 }
             }
@@ -166,7 +166,7 @@ impl Trigger {
                         what("signature_header")
                     ));
                 }
-                Proof::Token(source.read(&what("token"))?)
+                Proof::Token(crate::secrets::read(source, &what("token"))?)
             }
             _ => {
                 return Err(format!(

@@ -62,7 +62,7 @@ async fn people_sign_in_with_the_provider_and_its_tokens_are_checked() {
         &auth::oidc::OidcConfig {
             issuer: issuer.clone(),
             client_id: "spindle".to_owned(),
-            client_secret: Some(auth::oidc::SecretFrom {
+            client_secret: Some(auth::oidc::SecretSource {
                 file: Some(secret),
                 env: None,
             }),

@@ -184,7 +184,7 @@ fn try_start(id: &str, job: &str, r#try: u32, started_at: i64) -> proto::TryStar
     }
 }
 
-async fn create(env: &Env) -> String {
+pub(crate) async fn create(env: &Env) -> String {
     let (status, body, headers) = call(
         &env.router,
         Method::POST,
