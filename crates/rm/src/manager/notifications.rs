@@ -18,6 +18,8 @@ const CLAIM: Duration = Duration::from_secs(60);
 /// How often the outbox is read while webhooks are configured (ends this Request
 /// Manager stores wake the task at once).
 const POLL: Duration = Duration::from_secs(1);
+/// How long the task waits after a wake, so that one round takes a burst of ends.
+const WAKE_BATCH: Duration = Duration::from_millis(50);
 /// The most of a failing receiver's answer kept as the attempt's error.
 const ERROR_BODY: usize = 200;
 
@@ -64,7 +66,10 @@ impl Manager {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(poll) => {}
-                () = self.notify_wake.notified() => {}
+                () = self.notify_wake.notified() => {
+                    // Ends come in bursts: one round for those of the next moment too.
+                    tokio::time::sleep(WAKE_BATCH).await;
+                }
             }
             self.notification_round().await;
         }
@@ -276,13 +281,22 @@ impl Manager {
         self.store
             .add_notification_event("approval", request_id, job_id, Utc::now())
             .await?;
-        self.notify_wake.notify_one();
+        self.wake_notifications();
         Ok(())
     }
 
-    /// Wakes the notifications' task (an end was stored here).
+    /// Wakes the notifications' task (an end was stored here), when there are webhooks
+    /// to tell: without any, the outbox is emptied at each interval, not at each end.
     pub(super) fn wake_notifications(&self) {
-        self.notify_wake.notify_one();
+        let webhooks = self
+            .notifier
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .is_some_and(|n| !n.notify.webhooks.is_empty());
+        if webhooks {
+            self.notify_wake.notify_one();
+        }
     }
 }
 
