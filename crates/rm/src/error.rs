@@ -81,15 +81,20 @@ impl Error {
 
     /// The error and its sources, `: `-separated, for logs.
     pub fn chain(&self) -> String {
-        let mut text = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(err) = source {
-            text.push_str(": ");
-            text.push_str(&err.to_string());
-            source = err.source();
-        }
-        text
+        error_chain(self)
     }
+}
+
+/// Any error and its sources, `: `-separated.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl From<store::Error> for Error {

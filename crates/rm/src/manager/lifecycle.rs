@@ -101,14 +101,14 @@ impl Manager {
         // Past the backlog limit, refused before any work (issue #32).
         self.check_backlog().await?;
         let began = std::time::SystemTime::now();
-        // Secret args leave the args here: the chain holds placeholders (issue #33).
-        let secret_args = self.take_secret_args(&mut create_request).await?;
-        // Building a chain is CPU work that grows with the request, and a job's `create`
-        // may run a program (shell-args waits for it): never on the async runtime's
-        // threads, which serve every other request meanwhile.
         let Loaded {
             grapher, version, ..
         } = self.loaded();
+        // Secret args leave the args here: the chain holds placeholders (issue #33).
+        let secret_args = self.take_secret_args(&grapher, &mut create_request).await?;
+        // Building a chain is CPU work that grows with the request, and a job's `create`
+        // may run a program (shell-args waits for it): never on the async runtime's
+        // threads, which serve every other request meanwhile.
         let (request_type, args) = (
             create_request.request_type.clone(),
             create_request.args.clone(),

@@ -333,7 +333,7 @@ async fn send(notifier: &Notifier, notification: &ClaimedNotification) -> Result
         .body(notification.body.clone())
         .send()
         .await
-        .map_err(|err| format!("POST {}: {}", webhook.url, error_chain(&err)))?;
+        .map_err(|err| format!("POST {}: {}", webhook.url, crate::error::error_chain(&err)))?;
     let status = response.status();
     if status.is_success() {
         return Ok(());
@@ -345,16 +345,4 @@ async fn send(notifier: &Notifier, notification: &ClaimedNotification) -> Result
         webhook.url,
         text.trim()
     ))
-}
-
-/// An error with its causes, `: `-separated.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -23,11 +23,9 @@ impl Manager {
             .clone()
     }
 
-    /// The names of the args `request_type` declares secret.
-    fn declared_secret(&self, request_type: &str) -> Vec<String> {
-        let loaded = self.loaded();
-        loaded
-            .grapher
+    /// The names of the args `request_type` declares secret in `grapher`'s specs.
+    fn declared_secret(grapher: &Grapher, request_type: &str) -> Vec<String> {
+        grapher
             .specs()
             .sequences()
             .iter()
@@ -42,9 +40,10 @@ impl Manager {
     /// stead); returns each (name, value).
     pub(super) async fn take_secret_args(
         &self,
+        grapher: &Grapher,
         create_request: &mut CreateRequest,
     ) -> Result<Vec<(String, String)>, Error> {
-        let declared = self.declared_secret(&create_request.request_type);
+        let declared = Self::declared_secret(grapher, &create_request.request_type);
         let named = |value: &serde_json::Value| -> Option<String> {
             let object = value.as_object()?;
             match (object.len(), object.get("secret")) {
