@@ -135,6 +135,18 @@ impl Error {
         self
     }
 
+    /// An operation that took longer than `limit`: the database (or a pooler before it)
+    /// did not answer in time; trying again later may work.
+    pub(crate) fn timed_out(limit: std::time::Duration) -> Error {
+        Error::Unavailable(Cause {
+            operation: None,
+            error: sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the database did not answer within {} s", limit.as_secs_f64()),
+            )),
+        })
+    }
+
     pub(crate) fn not_found(what: &'static str, id: &str) -> Error {
         Error::NotFound {
             what,

@@ -157,7 +157,8 @@ impl SqlStore<MySql> {
     /// [`MysqlStore::connect`], giving up (with [`Error::Unavailable`]) when no
     /// connection could be made within `timeout`.
     pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<MysqlStore, Error> {
-        let (url, pool_size) = crate::sql::pool_size(url)?;
+        let settings = crate::sql::pool_settings(url)?;
+        let url = settings.url.clone();
         let url = url.as_str();
         let options = MySqlConnectOptions::from_str(url)
             .map_err(|err| Error::Config(format!("invalid MySQL URL: {err}")))?
@@ -174,7 +175,7 @@ impl SqlStore<MySql> {
         // callers hear "unavailable" (HTTP 503) soon rather than hang.
         let pool = crate::sql::connect_within(timeout, || {
             MySqlPoolOptions::new()
-                .max_connections(pool_size)
+                .max_connections(settings.max_connections)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .after_connect(|conn, _| {
                     Box::pin(async move {
@@ -197,6 +198,7 @@ impl SqlStore<MySql> {
         Ok(MysqlStore {
             readers: pool.clone(),
             pool,
+            call_timeout: settings.call_timeout,
         })
     }
 }

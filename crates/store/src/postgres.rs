@@ -76,7 +76,8 @@ impl SqlStore<Postgres> {
         schema: Option<&str>,
         timeout: Duration,
     ) -> Result<PostgresStore, Error> {
-        let (url, pool_size) = crate::sql::pool_size(url)?;
+        let settings = crate::sql::pool_settings(url)?;
+        let url = settings.url.clone();
         let mut options = PgConnectOptions::from_str(&url)
             .map_err(|err| Error::Config(format!("invalid PostgreSQL URL: {err}")))?;
         if let Some(schema) = schema {
@@ -87,7 +88,7 @@ impl SqlStore<Postgres> {
         // is down makes callers hear "unavailable" (HTTP 503) soon rather than hang.
         let pool = crate::sql::connect_within(timeout, || {
             PgPoolOptions::new()
-                .max_connections(pool_size)
+                .max_connections(settings.max_connections)
                 .acquire_timeout(ACQUIRE_TIMEOUT.min(timeout))
                 .connect_with(options.clone())
         })
@@ -96,6 +97,7 @@ impl SqlStore<Postgres> {
         Ok(PostgresStore {
             readers: pool.clone(),
             pool,
+            call_timeout: settings.call_timeout,
         })
     }
 }

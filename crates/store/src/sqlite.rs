@@ -145,7 +145,13 @@ impl SqlStore<Sqlite> {
             .connect_with(options.read_only(true).create_if_missing(false))
             .await?;
         drop(file);
-        Ok(SqliteStore { pool, readers })
+        // An embedded file answers or fails on its own (busy_timeout bounds a wait for
+        // the writer's lock): no call deadline.
+        Ok(SqliteStore {
+            pool,
+            readers,
+            call_timeout: None,
+        })
     }
 }
 

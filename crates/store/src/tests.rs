@@ -639,3 +639,42 @@ async fn mysql_migrates_once_and_runs_an_interrupted_migration_again() {
     assert_eq!(count(&third.pool).await, migrations);
     drop_mysql_database(&database).await;
 }
+
+/// A call the database does not answer (here: a table another session locked; in the
+/// field, PgBouncer queueing queries for a server that is down) is given up after the
+/// URL's `call_timeout` as unavailable (HTTP 503), naming the operation; the store works
+/// again once the database answers.
+#[tokio::test]
+async fn a_call_without_an_answer_is_unavailable_after_the_call_timeout() {
+    let Some((mut store, schema)) = postgres_store().await else {
+        return;
+    };
+    store.call_timeout = Some(std::time::Duration::from_secs(1));
+    let mut locker = store.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE requests IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        store.get_request("r1", false),
+    )
+    .await
+    .expect("given up by the store's call timeout, not waiting for the lock")
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::Unavailable(_)),
+        "unavailable, not {err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("in get_request") && text.contains("did not answer within 1 s"),
+        "{text}"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    locker.rollback().await.unwrap();
+    let err = store.get_request("r1", false).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    drop_schema(&schema).await;
+}

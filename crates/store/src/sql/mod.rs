@@ -12,6 +12,7 @@
 //! returns.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use proto::{
@@ -111,6 +112,10 @@ pub struct SqlStore<DB: Backend> {
     /// connections of their own, so that reads neither wait behind nor delay the one
     /// writer (WAL readers see the last commit and never block it).
     pub(crate) readers: Pool<DB>,
+    /// How long one operation may take before its caller hears [`Error::Unavailable`]
+    /// (server backends): a pooler in front of a database that is down (PgBouncer) may
+    /// hold a query in its queue for minutes rather than refuse it.
+    pub(crate) call_timeout: Option<Duration>,
 }
 
 /// A pool from `connect`, tried again every 200 ms while the server cannot be reached
@@ -273,9 +278,14 @@ macro_rules! store_impl {
         sql_impl!(@impl [#[async_trait::async_trait]] [Store for]
             $(
                 async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, Error> {
-                    Self::$name(self $(, $arg)*)
-                        .await
-                        .map_err(|err| err.during(stringify!($name)))
+                    let call = Self::$name(self $(, $arg)*);
+                    let res = match self.call_timeout {
+                        Some(limit) => tokio::time::timeout(limit, call)
+                            .await
+                            .unwrap_or_else(|_| Err(Error::timed_out(limit))),
+                        None => call.await,
+                    };
+                    res.map_err(|err| err.during(stringify!($name)))
                 }
             )*
         );
@@ -305,59 +315,115 @@ store_operations!(store_impl);
 /// (`?max_connections=N`).
 pub(crate) const DEFAULT_POOL: u32 = 16;
 
-/// The pool size a database URL asks for (`max_connections=N` among its query
-/// parameters, 1 to 1000) and the URL without it, as the driver reads it.
-pub(crate) fn pool_size(url: &str) -> Result<(String, u32), Error> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), DEFAULT_POOL));
+/// How long one store operation may take on a database server, unless its URL says
+/// (`?call_timeout=SECONDS`): longer than MySQL's row-lock wait (10 s), shorter than a
+/// client's patience.
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What a server database's URL asks of Spindle's pool, and the URL without those
+/// parameters, as the driver reads it.
+#[derive(Debug, PartialEq)]
+pub(crate) struct PoolSettings {
+    pub(crate) url: String,
+    /// `max_connections=N`, 1 to 1000.
+    pub(crate) max_connections: u32,
+    /// `call_timeout=SECONDS`, 1 to 3600, or 0 for none.
+    pub(crate) call_timeout: Option<Duration>,
+}
+
+/// The [`PoolSettings`] of a database URL.
+pub(crate) fn pool_settings(url: &str) -> Result<PoolSettings, Error> {
+    let mut settings = PoolSettings {
+        url: url.to_owned(),
+        max_connections: DEFAULT_POOL,
+        call_timeout: Some(DEFAULT_CALL_TIMEOUT),
     };
-    let mut size = DEFAULT_POOL;
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(settings);
+    };
+    let number = |name: &str, value: &str, range: std::ops::RangeInclusive<u32>, what: &str| {
+        value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "database URL: {name}={value:?}; expected {what}, {} to {}",
+                    range.start(),
+                    range.end()
+                ))
+            })
+    };
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        match pair.strip_prefix("max_connections=") {
-            Some(value) => {
-                size = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        Error::Config(format!(
-                            "database URL: max_connections={value:?}; expected the pool's size, 1 to 1000"
-                        ))
-                    })?;
-            }
-            None => kept.push(pair),
+        if let Some(value) = pair.strip_prefix("max_connections=") {
+            settings.max_connections = number("max_connections", value, 1..=1000, "the pool's size")?;
+        } else if let Some(value) = pair.strip_prefix("call_timeout=") {
+            let seconds = number(
+                "call_timeout",
+                value,
+                0..=3600,
+                "the seconds an operation may take (0: no limit)",
+            )?;
+            settings.call_timeout = (seconds > 0).then(|| Duration::from_secs(seconds.into()));
+        } else {
+            kept.push(pair);
         }
     }
-    let url = if kept.is_empty() {
+    settings.url = if kept.is_empty() {
         base.to_owned()
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, size))
+    Ok(settings)
 }
 
 #[cfg(test)]
 mod pool_tests {
-    use super::pool_size;
+    use std::time::Duration;
+
+    use super::{pool_settings, PoolSettings, DEFAULT_CALL_TIMEOUT};
+
+    fn settings(url: &str, max_connections: u32, call_timeout: Option<u64>) -> PoolSettings {
+        PoolSettings {
+            url: url.to_owned(),
+            max_connections,
+            call_timeout: call_timeout.map(Duration::from_secs),
+        }
+    }
 
     #[test]
-    fn a_database_url_may_size_its_pool() {
+    fn a_database_url_may_size_its_pool_and_bound_its_calls() {
         let url = "postgres://u@h:5432/db";
-        assert_eq!(pool_size(url).unwrap(), (url.to_owned(), 16));
+        let default = Some(DEFAULT_CALL_TIMEOUT.as_secs());
+        assert_eq!(pool_settings(url).unwrap(), settings(url, 16, default));
         assert_eq!(
-            pool_size("postgres://u@h/db?max_connections=4").unwrap(),
-            ("postgres://u@h/db".to_owned(), 4)
+            pool_settings("postgres://u@h/db?max_connections=4").unwrap(),
+            settings("postgres://u@h/db", 4, default)
         );
         assert_eq!(
-            pool_size("mysql://u:p@h/db?ssl-mode=disabled&max_connections=8").unwrap(),
-            ("mysql://u:p@h/db?ssl-mode=disabled".to_owned(), 8)
+            pool_settings("mysql://u:p@h/db?ssl-mode=disabled&max_connections=8&call_timeout=5")
+                .unwrap(),
+            settings("mysql://u:p@h/db?ssl-mode=disabled", 8, Some(5))
+        );
+        assert_eq!(
+            pool_settings("postgres://h/db?call_timeout=0").unwrap(),
+            settings("postgres://h/db", 16, None)
         );
         for bad in ["0", "1001", "many"] {
-            let err = pool_size(&format!("postgres://h/db?max_connections={bad}"))
+            let err = pool_settings(&format!("postgres://h/db?max_connections={bad}"))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("expected the pool's size, 1 to 1000"), "{err}");
+        }
+        for bad in ["-1", "3601", "5s"] {
+            let err = pool_settings(&format!("postgres://h/db?call_timeout={bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("call_timeout") && err.contains("0 to 3600"),
+                "{err}"
+            );
         }
     }
 }
