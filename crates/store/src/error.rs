@@ -142,7 +142,22 @@ impl Error {
             operation: None,
             error: sqlx::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!("the database did not answer within {} s", limit.as_secs_f64()),
+                format!(
+                    "the database did not answer within {} s",
+                    limit.as_secs_f64()
+                ),
+            )),
+        })
+    }
+
+    /// The database could not be reached, for `why`.
+    #[cfg(feature = "testing")]
+    pub(crate) fn unreachable(why: &str) -> Error {
+        Error::Unavailable(Cause {
+            operation: None,
+            error: sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                why.to_owned(),
             )),
         })
     }

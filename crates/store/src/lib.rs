@@ -771,5 +771,8 @@ mod timed;
 
 pub use timed::{QueryObserver, timed};
 
+#[cfg(feature = "testing")]
+pub mod faulty;
+
 #[cfg(test)]
 mod tests;

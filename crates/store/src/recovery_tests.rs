@@ -482,6 +482,56 @@ pub(super) async fn a_try_started_during_a_recovery_is_never_missed(
     assert_eq!(store.try_starts("r1").await.unwrap().len(), 1);
 }
 
+/// A try that starts and ends (its entry logged) while its request is being recovered,
+/// after the recovery read the starts and the log, makes the recovery fail, to be done
+/// again: counted as never run, it would run again under the same try number, whose
+/// start and entry are kept once (the chaos test on MySQL: two runs, one entry).
+pub(super) async fn a_try_started_and_ended_during_a_recovery_is_never_missed(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    store
+        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
+        .await
+        .unwrap();
+    create(&*store, "r1").await;
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let owner = Fence {
+        instance: "i1".to_owned(),
+        epoch,
+    };
+    store
+        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
+        .await
+        .unwrap();
+    // The recovery read the starts and the log: none of c. Then the runner (lost, but
+    // not yet told) starts c, runs it and logs it.
+    assert!(store.try_starts("r1").await.unwrap().is_empty());
+    store
+        .insert_try_starts(Some(&owner), &[try_start("r1", "c", 1)])
+        .await
+        .unwrap();
+    store
+        .insert_job_logs(&[log("r1", "c", 1, State::Complete)])
+        .await
+        .unwrap();
+    let err = store
+        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert!(err.to_string().contains("try 1 of job c"), "{err}");
+    assert_eq!(store.owner("r1").await.unwrap().state, State::Running);
+    // Recovered again from what is stored: c counted, nothing interrupted.
+    let mut known = sjc("r1");
+    known.total_job_tries.insert("c".to_owned(), 1);
+    store
+        .recover_request(Holder::Lost("i1"), &[], &known, at(1, 3))
+        .await
+        .unwrap();
+    assert_eq!(store.owner("r1").await.unwrap().state, State::Suspended);
+}
+
 pub(super) async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: Raw) {
     store
         .register_runner(&registration("i1", "http://jr1"), at(1, 0))

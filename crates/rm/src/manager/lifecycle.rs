@@ -208,14 +208,26 @@ impl Manager {
             Some(taken) => self.locks_taken(&request, &claims, taken).await?,
         };
         if let locks::Locked::Held = held {
-            self.send_to_jr(
-                &request_id,
-                &request,
-                job_chain,
-                true,
-                locks::LockStep::Held,
-            )
-            .await?;
+            let handed = self
+                .send_to_jr(
+                    &request_id,
+                    &request,
+                    job_chain,
+                    true,
+                    locks::LockStep::Held,
+                )
+                .await;
+            match handed {
+                // Stored, so created: a caller told 503 would send the create again
+                // and start the work twice. It stays PENDING, offered again by the
+                // background loop, as when no Job Runner answers.
+                Err(err @ Error::Unavailable { .. }) => tracing::warn!(
+                    request_id = %request.id,
+                    error = %err.chain(),
+                    "the request is stored but was not handed to a job runner; it stays PENDING and is offered again"
+                ),
+                other => other?,
+            }
         } else {
             // Waiting for a lock (or failed for one) says so in the answer.
             let stored = self.store.get_request(&request_id, false).await?;

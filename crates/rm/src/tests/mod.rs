@@ -53,12 +53,21 @@ async fn env_with(options: Options) -> Env {
 }
 
 pub(crate) async fn env_specs(options: Options, specs: &str) -> Env {
+    env_store(options, specs, |store| store).await
+}
+
+/// [`env_specs`], the Manager's store being `wrap` of the SQLite one.
+pub(crate) async fn env_store(
+    options: Options,
+    specs: &str,
+    wrap: impl FnOnce(Arc<dyn store::Store>) -> Arc<dyn store::Store>,
+) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
+    let store = wrap(Arc::new(
         store::SqliteStore::open(&dir.path().join("rm.db"))
             .await
             .unwrap(),
-    );
+    ));
     let report = spec::lint_str(Path::new("specs.yaml"), specs);
     assert!(!report.has_errors(), "{:?}", report.diagnostics);
     let grapher = graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin()));
@@ -697,3 +706,4 @@ mod acl;
 mod operations;
 mod reports;
 mod runners;
+mod store_faults;

@@ -357,7 +357,8 @@ pub(crate) fn pool_settings(url: &str) -> Result<PoolSettings, Error> {
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         if let Some(value) = pair.strip_prefix("max_connections=") {
-            settings.max_connections = number("max_connections", value, 1..=1000, "the pool's size")?;
+            settings.max_connections =
+                number("max_connections", value, 1..=1000, "the pool's size")?;
         } else if let Some(value) = pair.strip_prefix("call_timeout=") {
             let seconds = number(
                 "call_timeout",
@@ -382,7 +383,7 @@ pub(crate) fn pool_settings(url: &str) -> Result<PoolSettings, Error> {
 mod pool_tests {
     use std::time::Duration;
 
-    use super::{pool_settings, PoolSettings, DEFAULT_CALL_TIMEOUT};
+    use super::{DEFAULT_CALL_TIMEOUT, PoolSettings, pool_settings};
 
     fn settings(url: &str, max_connections: u32, call_timeout: Option<u64>) -> PoolSettings {
         PoolSettings {

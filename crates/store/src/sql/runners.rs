@@ -249,6 +249,30 @@ sql_impl! {
                     )));
                 }
             }
+            // A try that started (or started and ended) after the caller read the starts
+            // and the log, beyond the rebuilt chain's count of its job's tries: the chain
+            // would run it again under the same try number, and the job would run twice
+            // with one entry (the chaos test, a runner lost yet reporting).
+            for sql in [
+                "SELECT job_id, MAX(try) AS try FROM job_tries WHERE request_id = $1 GROUP BY job_id",
+                "SELECT job_id, MAX(try) AS try FROM job_log WHERE request_id = $1 GROUP BY job_id",
+            ] {
+                let rows = Statement::new(sql)
+                    .bind(request_id)
+                    .query::<DB>()
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for row in &rows {
+                    let job_id: String = row.try_get("job_id")?;
+                    let r#try = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+                    let counted = suspended.total_job_tries.get(&job_id).copied().unwrap_or(0);
+                    if r#try > counted {
+                        return Err(Error::Fenced(format!(
+                            "request {request_id}: try {try} of job {job_id} began while it was being recovered; it is recovered again from what is stored"
+                        )));
+                    }
+                }
+            }
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
         super::suspended::insert_suspended(request_id, suspended_json, at)

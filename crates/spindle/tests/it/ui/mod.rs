@@ -166,15 +166,11 @@ async fn ui_prepared(
         .unwrap();
     }
     let extra = prepare(dir.path());
-    let mut args = vec![
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--specs",
-        "specs",
-        "--database",
-        "sqlite://ui.db",
-    ];
+    let mut args = vec!["server", "--specs", "specs", "--database", "sqlite://ui.db"];
+    // On a port of its own, unless `prepare` chose one (a redirect URL names it).
+    if !extra.iter().any(|arg| arg == "--listen") {
+        args.extend(["--listen", "127.0.0.1:0"]);
+    }
     args.extend(extra.iter().map(String::as_str));
     let server = crate::Service::start(dir.path(), &args);
     let port = {

@@ -1,5 +1,6 @@
 //! The other pages in Chromium: schedules, the list (found by an arg, picked and
-//! stopped together), markup kept as text, keyboard and phone, signing in.
+//! stopped together), markup kept as text, keyboard and phone, signing in (with a
+//! token, and with single sign-on).
 
 use super::*;
 
@@ -464,5 +465,55 @@ async fn requests_picked_in_the_list_are_stopped_together() {
         10,
     )
     .await;
+    ui.close().await;
+}
+
+/// Issue #33: "Sign in with single sign-on" takes the browser to the identity provider
+/// (a test's own, `auth::testing`, which signs `ann` in at once) and back, through the
+/// server's real routes: the session is in a cookie no script reads, and the page names
+/// the user and the roles her groups gave.
+#[tokio::test(flavor = "multi_thread")]
+async fn signing_in_with_single_sign_on_from_the_sign_in_page() {
+    let key = auth::testing::key("k1");
+    let (issuer, _idp) = auth::testing::provider(&key).await;
+    let port = crate::own_db::free_port();
+    let Some(ui) = ui_prepared("sign_in_sso", &["--window-size=1280,1000"], |dir| {
+        std::fs::write(dir.join("client.secret"), "client-secret-1").unwrap();
+        std::fs::write(
+            dir.join("server.yaml"),
+            format!(
+                "auth:\n  oidc:\n    issuer: {issuer}\n    client_id: spindle\n    client_secret:\n      file: client.secret\n    redirect_url: http://127.0.0.1:{port}/ui/oidc/callback\n"
+            ),
+        )
+        .unwrap();
+        vec![
+            "--config".to_owned(),
+            "server.yaml".to_owned(),
+            "--listen".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ]
+    })
+    .await
+    else {
+        return;
+    };
+    ui.goto("/runners").await;
+    ui.until(
+        "the sign-in page offering single sign-on",
+        "return location.pathname === '/sign-in' && document.getElementById('sign-in-sso')",
+        10,
+    )
+    .await;
+    ui.screenshot("sign-in-sso").await;
+    ui.click("#sign-in-sso").await;
+    let signed_in = ui
+        .until(
+            "back where the viewer was, signed in",
+            "return location.pathname === '/runners' && (document.getElementById('signed-in-as')?.textContent ?? '')",
+            20,
+        )
+        .await;
+    assert_eq!(signed_in, "ann (dba, oncall)");
+    assert_eq!(ui.js("return document.cookie").await, "");
     ui.close().await;
 }

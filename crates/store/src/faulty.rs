@@ -1,0 +1,79 @@
+//! A [`Store`] for other crates' tests (feature `testing`): another store's operations,
+//! but for those a test tells to fail, which fail as if the database had gone away
+//! ([`Error::Unavailable`]) before doing anything. What a caller does with a store error
+//! at one exact step is thereby testable on the embedded database.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use proto::{
+    AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
+    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, SpecVersion, State,
+    SuspendedJobChain, TryStart,
+};
+
+use crate::{
+    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
+    LockTake, Owner, Removed, StartedTry, Store, WriteBatch,
+};
+
+/// `inner`, with the operations [`Faulty::fail`] names failing.
+pub struct Faulty {
+    inner: Arc<dyn Store>,
+    /// Operation name → how many more calls succeed before every one fails.
+    failing: Mutex<HashMap<&'static str, u32>>,
+}
+
+impl Faulty {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Faulty> {
+        Arc::new(Faulty {
+            inner,
+            failing: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// After `after` more calls, every call of `operation` (a [`Store`] method's name)
+    /// fails, until [`Faulty::heal`].
+    pub fn fail(&self, operation: &'static str, after: u32) {
+        self.failing().insert(operation, after);
+    }
+
+    /// `operation` works again.
+    pub fn heal(&self, operation: &'static str) {
+        self.failing().remove(operation);
+    }
+
+    fn failing(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, u32>> {
+        self.failing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn check(&self, operation: &'static str) -> Result<(), Error> {
+        match self.failing().get_mut(operation) {
+            None => Ok(()),
+            Some(0) => Err(Error::unreachable("the test took the database away").during(operation)),
+            Some(left) => {
+                *left -= 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+macro_rules! faulty_store {
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty; )*) => {
+        #[async_trait::async_trait]
+        impl Store for Faulty {
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, Error> {
+                    self.check(stringify!($name))?;
+                    self.inner.$name($($arg),*).await
+                }
+            )*
+        }
+    };
+}
+
+store_operations!(faulty_store);
