@@ -25,6 +25,14 @@ pub struct Faulty {
     failing: Mutex<HashMap<&'static str, u32>>,
 }
 
+impl std::fmt::Debug for Faulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faulty")
+            .field("failing", &self.failing)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Faulty {
     pub fn new(inner: Arc<dyn Store>) -> Arc<Faulty> {
         Arc::new(Faulty {

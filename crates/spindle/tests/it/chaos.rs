@@ -267,7 +267,12 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         let same_tag = client
             .get(&format!("/api/v1/requests?arg=tag%3D{tag}&limit=10"))
             .await;
-        for twin in same_tag.as_array().unwrap() {
+        let same_tag = same_tag.as_array().unwrap();
+        assert!(
+            same_tag.iter().any(|found| found["id"] == id.as_str()),
+            "{tag} is found by its arg: {same_tag:?}"
+        );
+        for twin in same_tag {
             let twin = twin["id"].as_str().unwrap();
             if twin == id {
                 continue;
