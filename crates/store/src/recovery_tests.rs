@@ -426,19 +426,14 @@ pub(super) fn try_start(request_id: &str, job_id: &str, try_no: u32) -> proto::T
     }
 }
 
-/// A try that starts while its request is being recovered (after the recovery read the
-/// starts) is either refused (the recovery committed first) or makes the recovery fail,
-/// to be done again: never stored and missed, which ran the job twice under one try
-/// number (seen in the chaos test).
-pub(super) async fn a_try_started_during_a_recovery_is_never_missed(
-    store: Arc<dyn Store>,
-    _raw: Raw,
-) {
+/// Request r1, RUNNING on runner instance i1 (registered at 1:00, started at 1:01): the
+/// owner's fence.
+async fn running_on_i1(store: &dyn Store) -> Fence {
     store
         .register_runner(&registration("i1", "http://jr1"), at(1, 0))
         .await
         .unwrap();
-    create(&*store, "r1").await;
+    create(store, "r1").await;
     let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
     let owner = Fence {
         instance: "i1".to_owned(),
@@ -448,6 +443,18 @@ pub(super) async fn a_try_started_during_a_recovery_is_never_missed(
         .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
         .await
         .unwrap();
+    owner
+}
+
+/// A try that starts while its request is being recovered (after the recovery read the
+/// starts) is either refused (the recovery committed first) or makes the recovery fail,
+/// to be done again: never stored and missed, which ran the job twice under one try
+/// number (seen in the chaos test).
+pub(super) async fn a_try_started_during_a_recovery_is_never_missed(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    let owner = running_on_i1(&*store).await;
     // The recovery read the starts: none. Then the runner's start of a arrives.
     assert!(store.try_starts("r1").await.unwrap().is_empty());
     store
@@ -490,20 +497,7 @@ pub(super) async fn a_try_started_and_ended_during_a_recovery_is_never_missed(
     store: Arc<dyn Store>,
     _raw: Raw,
 ) {
-    store
-        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
-        .await
-        .unwrap();
-    create(&*store, "r1").await;
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
-    let owner = Fence {
-        instance: "i1".to_owned(),
-        epoch,
-    };
-    store
-        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
-        .await
-        .unwrap();
+    let owner = running_on_i1(&*store).await;
     // The recovery read the starts and the log: none of c. Then the runner (lost, but
     // not yet told) starts c, runs it and logs it.
     assert!(store.try_starts("r1").await.unwrap().is_empty());
@@ -533,20 +527,7 @@ pub(super) async fn a_try_started_and_ended_during_a_recovery_is_never_missed(
 }
 
 pub(super) async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: Raw) {
-    store
-        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
-        .await
-        .unwrap();
-    create(&*store, "r1").await;
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
-    let owner = Fence {
-        instance: "i1".to_owned(),
-        epoch,
-    };
-    store
-        .start_request(&"r1".into(), "http://jr1", Some(&owner), at(1, 1))
-        .await
-        .unwrap();
+    let owner = running_on_i1(&*store).await;
     store
         .insert_try_starts(
             Some(&owner),
@@ -608,7 +589,7 @@ pub(super) async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Stor
     let now = store.owner("r1").await.unwrap();
     assert_eq!(
         (now.state, now.instance.as_str(), now.epoch),
-        (State::Suspended, "", epoch + 1)
+        (State::Suspended, "", owner.epoch + 1)
     );
     // The lost instance can report nothing more.
     let err = store

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::own_db::{OwnDatabase, OwnMariadb, OwnPostgres};
-use crate::recovery::{Client, executions, running, work_dir};
+use crate::recovery::{Client, executions, items_of, running, work_dir};
 use crate::{Service, jr_args, rm_args};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -358,25 +358,6 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
     drop(jrs);
     drop(rms);
     drop(own);
-}
-
-/// The item each program job of a request runs for, by job id.
-async fn items_of(client: &Client, id: &str) -> BTreeMap<String, String> {
-    let chain = client
-        .get(&format!("/api/v1/requests/{id}/job-chain"))
-        .await;
-    chain["jobs"]
-        .as_object()
-        .unwrap()
-        .values()
-        .filter(|job| job["type"] == "shell-command")
-        .map(|job| {
-            (
-                job["id"].as_str().unwrap().to_owned(),
-                job["each"]["item"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// Each job log entry whose try did not succeed: job, try, state, exit and error.

@@ -282,6 +282,11 @@ fn args(args: &[String]) -> Vec<&str> {
 
 /// The job of `mark` in a request's chain (the one shell job).
 async fn mark_jobs(client: &Client, id: &str) -> Vec<String> {
+    items_of(client, id).await.into_keys().collect()
+}
+
+/// The item each program job of a request runs for, by job id.
+pub(crate) async fn items_of(client: &Client, id: &str) -> BTreeMap<String, String> {
     let chain = client
         .get(&format!("/api/v1/requests/{id}/job-chain"))
         .await;
@@ -290,7 +295,12 @@ async fn mark_jobs(client: &Client, id: &str) -> Vec<String> {
         .unwrap()
         .values()
         .filter(|job| job["type"] == "shell-command")
-        .map(|job| job["id"].as_str().unwrap().to_owned())
+        .map(|job| {
+            (
+                job["id"].as_str().unwrap().to_owned(),
+                job["each"]["item"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
         .collect()
 }
 
