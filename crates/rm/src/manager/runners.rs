@@ -240,8 +240,11 @@ impl Manager {
                     interrupted,
                     "request recovered from a lost job runner; it is resumed on a live one"
                 ),
-                // Another Request Manager recovered it, or it finished meanwhile.
-                Err(Error::Fenced(_) | Error::Conflict(_)) => {}
+                // Another Request Manager recovered it, it finished meanwhile, or a try
+                // began while it was rebuilt (recovered again at the next round).
+                Err(err @ (Error::Fenced(_) | Error::Conflict(_))) => {
+                    tracing::debug!(request_id, error = %err, "request not recovered now");
+                }
                 Err(err) => {
                     tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again later")
                 }
