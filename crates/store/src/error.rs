@@ -138,27 +138,26 @@ impl Error {
     /// An operation that took longer than `limit`: the database (or a pooler before it)
     /// did not answer in time; trying again later may work.
     pub(crate) fn timed_out(limit: std::time::Duration) -> Error {
-        Error::Unavailable(Cause {
-            operation: None,
-            error: sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "the database did not answer within {} s",
-                    limit.as_secs_f64()
-                ),
-            )),
-        })
+        Error::io_unavailable(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the database did not answer within {} s",
+                limit.as_secs_f64()
+            ),
+        )
     }
 
     /// The database could not be reached, for `why`.
     #[cfg(feature = "testing")]
     pub(crate) fn unreachable(why: &str) -> Error {
+        Error::io_unavailable(std::io::ErrorKind::ConnectionRefused, why.to_owned())
+    }
+
+    /// Unavailable for an I/O failure of `kind` that `text` explains.
+    fn io_unavailable(kind: std::io::ErrorKind, text: String) -> Error {
         Error::Unavailable(Cause {
             operation: None,
-            error: sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::ConnectionRefused,
-                why.to_owned(),
-            )),
+            error: sqlx::Error::Io(std::io::Error::new(kind, text)),
         })
     }
 

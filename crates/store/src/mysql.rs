@@ -158,8 +158,7 @@ impl SqlStore<MySql> {
     /// connection could be made within `timeout`.
     pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<MysqlStore, Error> {
         let settings = crate::sql::pool_settings(url)?;
-        let url = settings.url.clone();
-        let url = url.as_str();
+        let url = settings.url.as_str();
         let options = MySqlConnectOptions::from_str(url)
             .map_err(|err| Error::Config(format!("invalid MySQL URL: {err}")))?
             .charset("utf8mb4")

@@ -77,8 +77,7 @@ impl SqlStore<Postgres> {
         timeout: Duration,
     ) -> Result<PostgresStore, Error> {
         let settings = crate::sql::pool_settings(url)?;
-        let url = settings.url.clone();
-        let mut options = PgConnectOptions::from_str(&url)
+        let mut options = PgConnectOptions::from_str(&settings.url)
             .map_err(|err| Error::Config(format!("invalid PostgreSQL URL: {err}")))?;
         if let Some(schema) = schema {
             options = options.options([("search_path", schema)]);
