@@ -217,6 +217,7 @@ pub fn run(
     let job_chain = job_chain.into();
     let edges = validate::new_chain(&job_chain)?;
     validate::job_types(&job_chain, &*factory)?;
+    validate::job_bytes(&job_chain, &*factory)?;
     let chain = state::Chain::new(
         job_chain,
         edges,
@@ -244,6 +245,7 @@ pub fn resume(
     } = suspended.into();
     let edges = validate::resumed_chain(&job_chain)?;
     validate::job_types(&job_chain, &*factory)?;
+    validate::job_bytes(&job_chain, &*factory)?;
     let mut chain = state::Chain::new(
         job_chain,
         edges,

@@ -17,6 +17,9 @@ pub struct ValidationError {
     invalid_chain: bool,
     /// The chain's job types that this runner's factory does not know, sorted.
     missing_types: Vec<String>,
+    /// Valid, but this runner cannot run it as it is (job types it lacks, or stored job
+    /// bytes its job types cannot read): the chain must wait for a runner that can.
+    waits: bool,
 }
 
 impl ValidationError {
@@ -25,6 +28,7 @@ impl ValidationError {
             message: message.into(),
             invalid_chain: true,
             missing_types: Vec::new(),
+            waits: false,
         }
     }
 
@@ -33,6 +37,7 @@ impl ValidationError {
             message: message.into(),
             invalid_chain: false,
             missing_types: Vec::new(),
+            waits: false,
         }
     }
 
@@ -50,7 +55,32 @@ impl ValidationError {
             ),
             invalid_chain: false,
             missing_types: types,
+            waits: true,
         }
+    }
+
+    /// A chain with a job whose stored bytes its type, on this runner, cannot read (a
+    /// chain imported from Spin Cycle, or a job program that changed): valid, but it
+    /// must wait for a runner whose code reads them rather than fail its first try.
+    pub(crate) fn unreadable(job: &RunJob, err: &job::Error) -> ValidationError {
+        ValidationError {
+            message: format!(
+                "{} of job {} (ID {}, type {}): {err}; the chain waits for a runner whose job type reads them",
+                job::UNREADABLE_BYTES,
+                job.name,
+                job.id,
+                job.job_type
+            ),
+            invalid_chain: false,
+            missing_types: Vec::new(),
+            waits: true,
+        }
+    }
+
+    /// Whether the chain is valid but must wait for another runner (job types this one
+    /// lacks, or job bytes it cannot read): HTTP 422, and the request waits.
+    pub fn waits_for_another_runner(&self) -> bool {
+        self.waits
     }
 
     /// The job types the runner lacks, when that is why it refused the chain.
@@ -81,6 +111,40 @@ pub(crate) fn job_types(
     missing.sort();
     missing.dedup();
     Err(ValidationError::missing_types(missing))
+}
+
+/// Refuses a chain with a job whose stored bytes its type cannot read: each job is made
+/// and given its bytes as it will be when it runs (a job of the same type and bytes as one
+/// checked already is not made again: a fan-out of thousands costs a few).
+pub(crate) fn job_bytes(
+    chain: &Incoming,
+    factory: &dyn job::Factory,
+) -> Result<(), ValidationError> {
+    let mut checked: std::collections::HashSet<(&str, &[u8])> = std::collections::HashSet::new();
+    for job in &chain.jobs {
+        if !checked.insert((&job.job_type, &job.bytes)) {
+            continue;
+        }
+        let id = job::JobId {
+            job_type: job.job_type.to_string(),
+            name: job.name.to_string(),
+            id: job.id.clone(),
+            request_id: chain.request_id.clone(),
+        };
+        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            factory.make(&id)?.deserialize(&job.bytes)
+        }));
+        match made {
+            Ok(Ok(())) => {}
+            // Deserialize is what this check is about; a factory that cannot make the
+            // job (or panics) fails the job's first try, as it would have.
+            Ok(Err(err @ job::Error::Deserialize(_))) => {
+                return Err(ValidationError::unreadable(job, &err));
+            }
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// A valid chain's edges by job index, both ways: jobs are numbered in the order of

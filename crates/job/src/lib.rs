@@ -54,6 +54,11 @@ pub enum Error {
     Program(String),
 }
 
+/// How a Job Runner's refusal of a chain begins when a job's stored bytes cannot be read
+/// by its job type there (HTTP 422): the Request Manager shows the request as waiting for
+/// a runner that can read them, never as failed.
+pub const UNREADABLE_BYTES: &str = "this job runner cannot read the stored bytes";
+
 /// What the grapher tells a job when creating it, besides its args.
 #[derive(Debug, Clone, Default)]
 pub struct CreateContext {

@@ -18,6 +18,8 @@ pub struct Registry {
     required: BTreeMap<String, Vec<String>>,
     /// The job program that serves each external type (`jobs:`), as messages name it.
     pub(crate) programs: BTreeMap<String, String>,
+    /// Built-in types a job program serves in their place (its `types:` names them).
+    pub(crate) replaced: std::collections::BTreeSet<String>,
 }
 
 impl fmt::Debug for Registry {
@@ -78,6 +80,11 @@ impl Registry {
         self.required.get(job_type).map_or(&[], Vec::as_slice)
     }
 
+    /// The built-in types that job programs serve in their place, sorted.
+    pub fn replaced_builtins(&self) -> impl Iterator<Item = &str> {
+        self.replaced.iter().map(String::as_str)
+    }
+
     pub fn contains(&self, job_type: &str) -> bool {
         self.makers.contains_key(job_type)
     }
@@ -90,6 +97,11 @@ impl Registry {
 
 impl Factory for Registry {
     fn make(&self, id: &JobId) -> Result<Box<dyn Job>, Error> {
+        // A chain's begin and end wrapper jobs are its structure, not a team's job: they
+        // stay the built-in `noop` (no bytes, as Spin Cycle's) where a program serves it.
+        if id.job_type == builtin::NOOP && proto::is_wrapper(&id.name, &id.job_type) {
+            return Ok(Box::new(builtin::NoopJob));
+        }
         match self.makers.get(&id.job_type) {
             Some(maker) => Ok(maker(id)),
             None => Err(Error::UnknownType {

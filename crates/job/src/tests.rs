@@ -124,6 +124,68 @@ async fn sleep_sleeps_and_stops_promptly() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
+/// The bytes a job of `job_type` stores when created from `job_args`.
+fn bytes_of(job_type: &str, job_args: Value) -> String {
+    let mut job = Registry::builtin().make(&id(job_type)).unwrap();
+    job.create(&mut args(job_args), &CreateContext::default())
+        .unwrap();
+    String::from_utf8(job.serialize().unwrap()).unwrap()
+}
+
+/// A built-in job restored from stored `bytes`, or why it cannot be.
+fn restored(job_type: &str, bytes: &str) -> Result<Box<dyn Job>, Error> {
+    let mut job = Registry::builtin().make(&id(job_type))?;
+    job.deserialize(bytes.as_bytes())?;
+    Ok(job)
+}
+
+/// Issue #47: the built-ins write the bytes Spin Cycle 2.1.1's dev jobs write (compared
+/// with what its Request Manager stored for the same args) and read them back.
+#[tokio::test(start_paused = true)]
+async fn builtins_write_and_read_spin_cycles_dev_job_bytes() {
+    // Spin Cycle's sleep: {"duration": N}, N a Go time.Duration in nanoseconds.
+    assert_eq!(
+        bytes_of("sleep", json!({"duration": "100"})),
+        r#"{"duration":100000000}"#
+    );
+    let started = tokio::time::Instant::now();
+    let mut job = restored("sleep", r#"{"duration":6000000000}"#).unwrap();
+    assert_eq!(
+        job.run(&mut JobArgs::new(), ctx()).await.state,
+        State::Complete
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(6));
+    // The form Spindle wrote before (a Go duration string) still reads.
+    let started = tokio::time::Instant::now();
+    let mut job = restored("sleep", r#"{"duration":"1.5s"}"#).unwrap();
+    job.run(&mut JobArgs::new(), ctx()).await;
+    assert_eq!(started.elapsed(), Duration::from_millis(1500));
+    let err = restored("sleep", r#"{"duration":-1}"#).err().unwrap();
+    assert!(err.to_string().contains("nanoseconds"), "{err}");
+
+    // Spin Cycle's shell-command: {"cmd": ..., "args": [...]}, args left out when empty.
+    assert_eq!(
+        bytes_of("shell-command", json!({"cmd": "false", "args": ""})),
+        r#"{"cmd":"false"}"#
+    );
+    assert_eq!(
+        bytes_of("shell-command", json!({"cmd": "echo", "args": "a  b"})),
+        r#"{"cmd":"echo","args":["a","b"]}"#
+    );
+    let mut job = restored("shell-command", r#"{"cmd":"echo","args":["a","b"]}"#).unwrap();
+    let outcome = job.run(&mut JobArgs::new(), ctx()).await;
+    assert_eq!(
+        (outcome.state, outcome.stdout.as_str()),
+        (State::Complete, "a b\n")
+    );
+    let mut job = restored("shell-command", r#"{"cmd":"false"}"#).unwrap();
+    assert_eq!(job.run(&mut JobArgs::new(), ctx()).await.state, State::Fail);
+
+    // Spin Cycle's noop: no bytes at all.
+    assert_eq!(bytes_of("noop", json!({})), "");
+    assert!(restored("noop", "").is_ok());
+}
+
 #[test]
 fn env_names_of_job_args() {
     assert_eq!(arg_env_name("host"), "SPINDLE_ARG_HOST");

@@ -19,7 +19,7 @@ impl IntoResponse for Error {
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
             // Valid, but of job types this runner lacks: the chain waits for one that has.
-            Error::Refused(ref err) if !err.missing_job_types().is_empty() => {
+            Error::Refused(ref err) if err.waits_for_another_runner() => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Error::Refused(ref err) if err.is_invalid_chain() => StatusCode::BAD_REQUEST,

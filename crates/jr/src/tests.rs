@@ -223,7 +223,7 @@ async fn metrics_count_the_tries_and_calls_of_a_known_workload() {
 
 #[tokio::test]
 async fn bad_chains_are_refused() {
-    let (_, _, router) = setup();
+    let (_, kept, router) = setup();
     let (status, body, _) = call(
         &router,
         Method::POST,
@@ -266,6 +266,45 @@ async fn bad_chains_are_refused() {
     assert!(
         body["message"].as_str().unwrap().contains("`go-provision`"),
         "{body}"
+    );
+    // Valid, but a job's stored bytes cannot be read by its type here (issue #47): 422
+    // too, naming the job and the cause, new or resumed, and nothing runs.
+    let mut unreadable = chain("req4", "1s");
+    unreadable.jobs.get_mut("slep").unwrap().bytes = br#"{"duration":true}"#.to_vec();
+    let (status, body, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(serde_json::to_string(&unreadable).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains(job::UNREADABLE_BYTES)
+            && message.contains("job slep (ID slep, type sleep)")
+            && message.contains("expected nanoseconds"),
+        "{body}"
+    );
+    let suspended = proto::SuspendedJobChain {
+        request_id: "req4".to_owned(),
+        job_chain: unreadable,
+        ..proto::SuspendedJobChain::default()
+    };
+    let (status, body, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains/resume",
+        Some(serde_json::to_string(&suspended).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        kept.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|entry| entry.request_id != "req4")
     );
     let (status, _, _) = call(&router, Method::PUT, "/api/v1/job-chains/nope/stop", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -25,9 +25,10 @@ pub enum ClientError {
     /// accepts), which no chain can be blamed for.
     #[error("job runner refused this Request Manager's credentials: {0}")]
     Unauthorized(String),
-    /// The Job Runner lacks job types of the chain (HTTP 422): the chain is valid and
-    /// waits for a runner that has them.
-    #[error("job runner lacks job types of the chain: {0}")]
+    /// The Job Runner cannot run the chain as it is (HTTP 422): it lacks job types of the
+    /// chain, or its job types cannot read jobs' stored bytes. The chain is valid and
+    /// waits for a runner that can.
+    #[error("job runner cannot run the chain: {0}")]
     MissingJobTypes(String),
     /// The Job Runner refused what it was sent as invalid.
     #[error("job runner refused the chain: {0}")]
@@ -35,6 +36,20 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// Why a request waits, stored as its `error` (`spindle status`, the web UI), when a
+    /// runner could not run its chain as it is ([`ClientError::MissingJobTypes`]).
+    pub fn why_waiting(&self) -> String {
+        match self {
+            ClientError::MissingJobTypes(message) if message.contains(job::UNREADABLE_BYTES) => {
+                format!("waits for a job runner that can read its jobs: {message}")
+            }
+            ClientError::MissingJobTypes(message) => {
+                format!("waits for a job runner with its job types: {message}")
+            }
+            other => format!("waits for a job runner: {other}"),
+        }
+    }
+
     /// Whether the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Unavailable(_))

@@ -81,6 +81,11 @@ impl FakeJr {
             422 => Err(ClientError::MissingJobTypes(
                 "HTTP 422: this job runner has no job type `go-provision`".to_owned(),
             )),
+            // 422 for a job's bytes its type cannot read there (issue #47).
+            4221 => Err(ClientError::MissingJobTypes(format!(
+                "HTTP 422: {} of job deploy (ID abcd, type go-provision): cannot read the job's stored bytes: invalid type: integer 6000000000, expected a string",
+                job::UNREADABLE_BYTES
+            ))),
             _ => Err(ClientError::Invalid("invalid chain".to_owned())),
         }
     }

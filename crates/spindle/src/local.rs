@@ -32,7 +32,7 @@ fn client_error(err: jr::Error) -> ClientError {
     let message = err.to_string();
     match err {
         jr::Error::ShuttingDown | jr::Error::NotStopped(_) => ClientError::Unavailable(message),
-        jr::Error::Refused(ref err) if !err.missing_job_types().is_empty() => {
+        jr::Error::Refused(ref err) if err.waits_for_another_runner() => {
             ClientError::MissingJobTypes(message)
         }
         jr::Error::Refused(ref err) if !err.is_invalid_chain() => ClientError::Unavailable(message),

@@ -18,6 +18,13 @@ pub(crate) fn add(registry: &mut Registry, jobs: &[ProgramConfig]) -> anyhow::Re
             .with_context(|| format!("jobs[{index}]"))?;
         tracing::debug!(program = %program.program.display(), ?types, "job program added");
     }
+    let replaced: Vec<&str> = registry.replaced_builtins().collect();
+    if !replaced.is_empty() {
+        tracing::info!(
+            replaced = replaced.join(", "),
+            "job programs serve these built-in job types in the built-ins' place (their `types:` name them); chains' begin and end jobs stay the built-in noop"
+        );
+    }
     Ok(())
 }
 

@@ -43,10 +43,44 @@ impl Job for NoopJob {
 }
 
 /// `sleep`: waits `duration`, ending early (STOPPED) when stopped.
+///
+/// Its bytes are Spin Cycle's dev `sleep` job's, `{"duration": N}` with N a Go
+/// `time.Duration` (nanoseconds), so that a chain Spindle builds runs on a Spin Cycle Job
+/// Runner and one Spin Cycle suspended resumes here. It also reads the form Spindle wrote
+/// before (`{"duration": "1.5s"}`, a Go duration string), which older stored chains hold.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SleepJob {
-    /// Go duration string, as stored in the chain.
-    duration: String,
+    #[serde(with = "go_duration")]
+    duration: Duration,
+}
+
+/// A Go `time.Duration` as `encoding/json` writes it (an integer of nanoseconds); read
+/// also from a Go duration string.
+mod go_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+    use serde_json::Value;
+
+    pub(super) fn serialize<S: Serializer>(duration: &Duration, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_u64(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Duration, D::Error> {
+        match Value::deserialize(from)? {
+            Value::Number(number) => match number.as_u64() {
+                Some(nanos) => Ok(Duration::from_nanos(nanos)),
+                None => Err(D::Error::custom(format!(
+                    "duration {number} is not a whole, non-negative number of nanoseconds (a Go time.Duration)"
+                ))),
+            },
+            Value::String(text) => proto::duration::parse(&text)
+                .map_err(|err| D::Error::custom(format!("duration {text:?}: {err}"))),
+            other => Err(D::Error::custom(format!(
+                "duration is {other}; expected nanoseconds (a Go time.Duration, such as 1000000000) or a duration string (such as 1s)"
+            ))),
+        }
+    }
 }
 
 /// Reads a sleep duration as Spin Cycle's dev jobs take it — milliseconds, as a number or
@@ -80,7 +114,7 @@ impl Job for SleepJob {
         };
         let duration = parse_sleep_duration(value)
             .map_err(|err| Error::Args(format!("job arg `duration`: {err}")))?;
-        self.duration = proto::duration::format(duration);
+        self.duration = duration;
         Ok(())
     }
 
@@ -92,13 +126,12 @@ impl Job for SleepJob {
     }
 
     async fn run(&mut self, _data: &mut JobArgs, ctx: RunContext) -> Outcome {
-        let duration = match proto::duration::parse(&self.duration) {
-            Ok(duration) => duration,
-            Err(err) => return Outcome::failed(format!("invalid stored duration: {err}")),
-        };
-        ctx.status.set(format!("sleeping {}", self.duration));
+        ctx.status.set(format!(
+            "sleeping {}",
+            proto::duration::format(self.duration)
+        ));
         tokio::select! {
-            () = tokio::time::sleep(duration) => Outcome::complete(),
+            () = tokio::time::sleep(self.duration) => Outcome::complete(),
             () = ctx.cancel.cancelled() => Outcome::stopped(),
         }
     }

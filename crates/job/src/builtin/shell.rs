@@ -36,14 +36,23 @@ const SHOWN_ARG_CHARS: usize = 60;
 const OWN_ARGS: [&str; 5] = ["cmd", "args", "dir", "env", "timeout"];
 
 /// A program to run, read from job args.
+///
+/// Stored as Spin Cycle's dev `shell-command` job stores itself, `{"cmd": "...", "args":
+/// ["..."]}` (`args` left out when empty), so that each system's Job Runner reads the
+/// other's bytes; what Spindle adds (`dir`, `env`, `timeout`) is written only when set, and
+/// a Spin Cycle runner ignores it (docs/migrating.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Command {
     cmd: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     dir: Option<String>,
     /// From the `env` job arg, then `SPINDLE_ARG_*` for the other job args.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<String, String>,
     /// Go duration string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     timeout: Option<String>,
 }
 

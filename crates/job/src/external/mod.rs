@@ -143,9 +143,13 @@ impl Registry {
             None => describe(&program)?,
         };
         if types.is_empty() {
-            return Err(Error::Program(
-                program.error("describe", "serves no job types; expected at least one"),
-            ));
+            return Err(Error::Program(match config.types {
+                Some(_) => format!(
+                    "jobs: `{}` has `types: []`; expected the job types it serves, or leave `types:` out to ask the program",
+                    program.display()
+                ),
+                None => program.error("describe", "serves no job types; expected at least one"),
+            }));
         }
         for info in &types {
             if info.job_type.is_empty() {
@@ -154,15 +158,7 @@ impl Registry {
                 ));
             }
             if self.contains(&info.job_type) {
-                return Err(Error::Program(format!(
-                    "job type `{}` of job program `{}` is already a job type ({}); expected each type served once",
-                    info.job_type,
-                    program.display(),
-                    match self.programs.get(&info.job_type) {
-                        Some(other) => format!("served by `{other}`"),
-                        None => "built in".to_owned(),
-                    }
-                )));
+                self.replace_builtin(&info.job_type, &program, config.types.is_some())?;
             }
             let served = program.clone();
             self.register(&info.job_type, move |id| {
@@ -174,6 +170,39 @@ impl Registry {
                 .insert(info.job_type.clone(), program.display());
         }
         Ok(types.into_iter().map(|info| info.job_type).collect())
+    }
+}
+
+impl Registry {
+    /// A program serves `job_type`, which is registered already: it takes the built-in's
+    /// place when the program's config entry names the type (`types:`), as a Spin Cycle
+    /// team's factory serves `noop`, `sleep` or `shell-command` under those names; any
+    /// other case (a type another program serves, a built-in only described, `approval`,
+    /// which the Request Manager answers) is an error that says what to do.
+    fn replace_builtin(
+        &mut self,
+        job_type: &str,
+        program: &Program,
+        named: bool,
+    ) -> Result<(), Error> {
+        let served_by = |registry: &Registry| registry.programs.get(job_type).cloned();
+        let why = match served_by(self) {
+            Some(other) => format!("served by `{other}`"),
+            None if job_type == crate::APPROVAL => {
+                "built in, and answered by the Request Manager: it cannot be replaced".to_owned()
+            }
+            None if !named => format!(
+                "built in; to serve it in the built-in's place, name it in the entry's `types:` list ({job_type} among them)"
+            ),
+            None => {
+                self.replaced.insert(job_type.to_owned());
+                return Ok(());
+            }
+        };
+        Err(Error::Program(format!(
+            "job type `{job_type}` of job program `{}` is already a job type ({why}); expected each type served once",
+            program.display(),
+        )))
     }
 }
 

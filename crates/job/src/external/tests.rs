@@ -78,20 +78,67 @@ echo '{"protocol":1,"types":[{"type":"provision","required":["cluster"]},{"type"
     assert_eq!(types, ["provision", "drain"]);
     assert!(registry.knows("provision") && registry.knows("drain"));
     assert_eq!(registry.required_args("provision"), ["cluster"]);
-    // Served once: a second program (or a built-in) with the same type is refused.
-    let err = registry
-        .add_program(&config(&program.path, Some(&["noop"])))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("job type `noop`") && err.contains("built in"),
-        "{err}"
-    );
+    // Served once: a second program with the same type is refused.
     let err = registry
         .add_program(&config(&program.path, Some(&["drain"])))
         .unwrap_err()
         .to_string();
     assert!(err.contains("served by"), "{err}");
+}
+
+/// Issue #47: a program whose `types:` names a built-in serves it in the built-in's place
+/// (a Spin Cycle team's factory keeps its names); only described, `approval`, or served
+/// by two programs, it is refused, saying what to do.
+#[test]
+fn a_program_named_for_a_builtin_type_takes_its_place() {
+    let program = script(r#"echo '{"protocol":1,"types":[{"type":"sleep"}]}' >&3"#);
+    let mut registry = Registry::builtin();
+    let err = registry
+        .add_program(&config(&program.path, None))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("job type `sleep`") && err.contains("built in") && err.contains("`types:`"),
+        "{err}"
+    );
+    registry
+        .add_program(&config(
+            &program.path,
+            Some(&["noop", "sleep", "shell-command"]),
+        ))
+        .unwrap();
+    assert_eq!(
+        registry.replaced_builtins().collect::<Vec<_>>(),
+        ["noop", "shell-command", "sleep"]
+    );
+    // The program's job, not the built-in: its bytes are whatever the program keeps.
+    let mut job = registry.make(&id("sleep")).unwrap();
+    job.deserialize(b"not the built-in's JSON").unwrap();
+    assert_eq!(registry.required_args("sleep"), [] as [&str; 0]);
+    // A chain's wrapper jobs stay the built-in noop.
+    let wrapper = JobId {
+        name: "request_test_begin".to_owned(),
+        ..id("noop")
+    };
+    assert_eq!(registry.make(&wrapper).unwrap().serialize().unwrap(), b"");
+    let err = registry
+        .add_program(&config(&program.path, Some(&["sleep"])))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("served by"), "{err}");
+    let err = Registry::builtin()
+        .add_program(&config(&program.path, Some(&["approval"])))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cannot be replaced"), "{err}");
+    let err = Registry::builtin()
+        .add_program(&config(&program.path, Some(&[])))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`types: []`") && !err.contains("(describe):"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -36,7 +36,15 @@ impl Manager {
                 Ok(Handed::Later(
                     ClientError::AlreadyRunning(_) | ClientError::MissingJobTypes(_),
                 )) => {}
-                Ok(Handed::Later(_)) | Err(_) => return,
+                Ok(Handed::Later(err)) => {
+                    // The oldest says why it (and the rest) wait, once.
+                    let why = err.why_waiting();
+                    if request.error != why {
+                        let _ = self.store.set_waiting(&request_id, &why).await;
+                    }
+                    return;
+                }
+                Err(_) => return,
                 Ok(Handed::Refused(err)) => {
                     tracing::error!(%request_id, error = %err, "job runner refused the request");
                     if self
@@ -171,7 +179,7 @@ impl Manager {
                     // Cycle, say): it stays SUSPENDED, never expires, and says why; the
                     // claim is kept, so it is offered again once the claim is stale.
                     tracing::warn!(%request_id, error = %err, "the suspended chain waits for a job runner with its job types");
-                    let why = format!("waits for a job runner with its job types: {err}");
+                    let why = err.why_waiting();
                     if let Err(err) = self.store.set_waiting(&request_id, &why).await {
                         tracing::warn!(%request_id, error = %err, "recording why the chain waits failed");
                     }

@@ -141,7 +141,7 @@ impl Manager {
                 // Not the request's fault: its job types are not deployed on that
                 // runner. It stays PENDING, says why, and is offered again each round.
                 tracing::debug!(%request_id, jr_url = url, error = %err, "the job runner lacks job types of the request");
-                let why = format!("waits for a job runner with its job types: {err}");
+                let why = err.why_waiting();
                 if let Err(err) = self.store.set_waiting(request_id, &why).await {
                     tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
                 }
@@ -266,6 +266,10 @@ impl Manager {
             }
             Handed::Later(err) => {
                 tracing::warn!(%request_id, error = %err, "no job runner took the request; it stays PENDING and is offered again");
+                // Said by `status`, `info` and the UI (no runner registered at all, say).
+                if let Err(err) = self.store.set_waiting(request_id, &err.why_waiting()).await {
+                    tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
+                }
                 Ok(())
             }
             Handed::Refused(err) => {

@@ -367,6 +367,11 @@ impl Manager {
             request.state,
             from.is_some(),
         ) {
+            // A request that waits (for a runner with its job types, or one that can read
+            // its jobs' bytes) says why: retrying it would not change that.
+            if !request.state.is_finished() && !request.error.is_empty() {
+                return Err(Error::Conflict(format!("{refusal}; it {}", request.error)));
+            }
             return Err(Error::Conflict(refusal));
         }
         let chain = self.store.job_chain(request_id).await?;

@@ -120,6 +120,62 @@ async fn a_runner_without_the_job_types_leaves_the_request_pending_with_why() {
     );
 }
 
+/// Issue #47: a chain whose jobs' stored bytes the runner's job types cannot read (an
+/// imported chain, a job program that changed) waits, PENDING, with that cause; `retry`
+/// says the same rather than failing it again; it runs once a runner reads them.
+#[tokio::test]
+async fn a_runner_that_cannot_read_the_jobs_leaves_the_request_waiting_with_why() {
+    let env = env().await;
+    env.jr.answer.store(4221, Ordering::SeqCst);
+    let id = create(&env).await;
+    env.manager.start_pending().await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .starts_with("waits for a job runner that can read its jobs: ")
+            && stored.error.contains("cannot read the job's stored bytes")
+            && stored
+                .error
+                .contains("job deploy (ID abcd, type go-provision)"),
+        "{}",
+        stored.error
+    );
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/retry"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("expected FAIL or STOPPED")
+            && message.contains("it waits for a job runner that can read its jobs"),
+        "{message}"
+    );
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Pending
+    );
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (started.state, started.error.as_str()),
+        (State::Running, "")
+    );
+}
+
 #[tokio::test]
 async fn a_chain_the_job_runner_refuses_fails_the_request() {
     let env = env().await;

@@ -112,6 +112,10 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         complete,
         args_text.join(" ")
     );
+    // Why a PENDING or SUSPENDED request waits, as `status` says.
+    if matches!(request.state, State::Pending | State::Suspended) && !request.error.is_empty() {
+        out!("   waits: {}", request.error);
+    }
     if !request.spec_version.is_empty() {
         out!(
             "   specs: {} (spindle's GET /api/v1/requests/{}/spec has their text)",
