@@ -185,6 +185,7 @@ pub(crate) async fn local(
         stale_claim: crate::serve::stale_claim(lease, interval),
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
+        fixed_runners: Vec::new(),
         telemetry: telemetry.clone(),
         auth,
         retention,

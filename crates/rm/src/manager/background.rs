@@ -107,10 +107,12 @@ impl Manager {
                     continue;
                 }
             }
-            let target = self.target().await;
-            let tried = target.as_ref().ok().cloned();
+            let target = self
+                .targets(&hand_over::chain_types(&suspended.job_chain))
+                .await;
+            let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
             let resumed = match target {
-                Ok(url) => match self.store.hand_over(&request_id, State::Suspended).await {
+                Ok(urls) => match self.store.hand_over(&request_id, State::Suspended).await {
                     Ok(epoch) => {
                         let span = self.hand_over_span(&request_id);
                         let began = std::time::SystemTime::now();
@@ -133,7 +135,17 @@ impl Manager {
                         if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
                             tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
                         }
-                        let handed = self.jr.resume(&url, &suspended, &terms).await;
+                        // The first that takes it; one that lacks its job types is
+                        // passed over.
+                        let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
+                        for url in &urls {
+                            tried = Some(url.clone());
+                            handed = self.jr.resume(url, &suspended, &terms).await;
+                            if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
+                                break;
+                            }
+                        }
+                        let url = tried.clone().unwrap_or_default();
                         self.hand_over_ended(span, began, &url, epoch, &handed);
                         handed.map(|handed| (handed, epoch))
                     }

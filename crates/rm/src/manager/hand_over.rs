@@ -3,12 +3,24 @@
 
 use super::*;
 
+/// The job types of a chain's jobs.
+pub(super) fn chain_types(chain: &JobChain) -> BTreeSet<&str> {
+    chain
+        .jobs
+        .values()
+        .map(|job| job.job_type.as_str())
+        .collect()
+}
+
 impl Manager {
-    /// Where the next chain goes: the fixed URL, or the live registered runner with the
-    /// fewest running requests (counting those handed to it since the list was read).
-    pub(super) async fn target(&self) -> Result<String, ClientError> {
+    /// Where a chain of these job types may go, best first: the fixed `jr_url`; else the
+    /// config's fixed runners that have the types and the live registered runners, by the
+    /// fewest running requests (counting those handed to each since the list was read;
+    /// a fixed runner counts only those). A runner that refuses the chain for its job
+    /// types (HTTP 422) is passed over for the next.
+    pub(super) async fn targets(&self, types: &BTreeSet<&str>) -> Result<Vec<String>, ClientError> {
         if let Some(url) = &self.options.jr_url {
-            return Ok(url.clone());
+            return Ok(vec![url.clone()]);
         }
         let fresh = self
             .runners
@@ -18,7 +30,7 @@ impl Manager {
             .is_some_and(|(read, _)| read.elapsed() < RUNNERS_CACHE);
         if !fresh {
             let now = Utc::now();
-            let live: Vec<JobRunner> = self
+            let mut live: Vec<JobRunner> = self
                 .store
                 .job_runners(now, now)
                 .await
@@ -26,18 +38,41 @@ impl Manager {
                 .into_iter()
                 .filter(|runner| runner.state == RunnerState::Live)
                 .collect();
+            // The fixed ones by their URL (no instance: they never register).
+            live.extend(self.options.fixed_runners.iter().map(|fixed| JobRunner {
+                url: fixed.url.clone(),
+                ..JobRunner::default()
+            }));
             *self.runners.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some((tokio::time::Instant::now(), live));
         }
         let mut cached = self.runners.lock().unwrap_or_else(|p| p.into_inner());
-        let runner = cached
-            .as_mut()
-            .and_then(|(_, live)| live.iter_mut().min_by_key(|runner| runner.running_requests))
-            .ok_or_else(|| {
+        let Some((_, live)) = cached.as_mut() else {
+            return Err(ClientError::Unavailable(
+                "no live job runner is registered".to_owned(),
+            ));
+        };
+        let fixed = &self.options.fixed_runners;
+        let mut fit: Vec<&mut JobRunner> = live
+            .iter_mut()
+            .filter(|runner| {
+                !runner.instance_id.is_empty()
+                    || fixed.iter().any(|f| f.url == runner.url && f.has(types))
+            })
+            .collect();
+        if fit.is_empty() {
+            return Err(if live.is_empty() {
                 ClientError::Unavailable("no live job runner is registered".to_owned())
-            })?;
-        runner.running_requests += 1;
-        Ok(runner.url.clone())
+            } else {
+                ClientError::MissingJobTypes(format!(
+                    "no live job runner has all of its job types ({}): the fixed runners (`runners:` in the config) do not list them, and no Spindle Job Runner is registered",
+                    types.iter().copied().collect::<Vec<_>>().join(", ")
+                ))
+            });
+        }
+        fit.sort_by_key(|runner| runner.running_requests);
+        fit[0].running_requests += 1;
+        Ok(fit.into_iter().map(|runner| runner.url.clone()).collect())
     }
 
     /// Forgets the list of live runners (one registered, ended or was lost).
@@ -68,10 +103,12 @@ impl Manager {
                 locks::Locked::Moved => return Ok(Handed::Done),
             }
         }
-        let url = match self.target().await {
-            Ok(url) => url,
+        let types = chain_types(&job_chain);
+        let urls = match self.targets(&types).await {
+            Ok(urls) => urls,
             Err(err) => return Ok(Handed::Later(err)),
         };
+        drop(types);
         let epoch = if first {
             1
         } else {
@@ -94,7 +131,28 @@ impl Manager {
         if !first {
             self.with_answers(&mut job_chain).await?;
         }
-        let handed = self.jr.new_chain(&url, job_chain, &terms).await;
+        // The first that takes it; one that lacks its job types is passed over (nothing
+        // of it ran there), and the next is given the chain as stored.
+        let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
+        let mut url = String::new();
+        let mut chain = Some(job_chain);
+        for candidate in &urls {
+            let job_chain = match chain.take() {
+                Some(job_chain) => job_chain,
+                None => {
+                    let mut job_chain = self.store.job_chain(request_id).await?;
+                    if !first {
+                        self.with_answers(&mut job_chain).await?;
+                    }
+                    job_chain
+                }
+            };
+            url.clone_from(candidate);
+            handed = self.jr.new_chain(&url, job_chain, &terms).await;
+            if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
+                break;
+            }
+        }
         self.hand_over_ended(span, began, &url, epoch, &handed);
         if handed.is_ok() {
             self.credentials_accepted(&url);

@@ -76,6 +76,9 @@ pub struct Options {
     /// Where new and resumed chains go: one Job Runner or a load balancer. `None`: a
     /// live registered Job Runner with the fewest running requests.
     pub jr_url: Option<String>,
+    /// Job Runners named by URL that never register (Spin Cycle's, say), beside the
+    /// registered ones (issue #47): a chain goes to one whose job types it has.
+    pub fixed_runners: Vec<FixedRunner>,
     /// The metrics and traces this Request Manager reports to.
     pub telemetry: Telemetry,
     /// Who may do what; `None`: no authentication (anyone may do anything, and callers
@@ -87,6 +90,28 @@ pub struct Options {
     /// Creates are refused (503, `Retry-After`) while this many requests wait to be
     /// handed to a Job Runner (PENDING); `None`: never.
     pub max_backlog: Option<u64>,
+}
+
+/// A Job Runner the config names by URL (`runners:`): it does not register, so it has no
+/// lease and is not recovered when it dies (a Spin Cycle Job Runner suspends its chains
+/// on SIGTERM as Spin Cycle's do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedRunner {
+    /// Its base URL.
+    pub url: String,
+    /// The job types it has (a Spin Cycle runner cannot say, nor refuse a chain of
+    /// others: it fails the job); `None`: any (it refuses a chain it lacks types of, as a
+    /// Spindle runner or its load balancer does).
+    pub types: Option<BTreeSet<String>>,
+}
+
+impl FixedRunner {
+    /// Whether it can be given a chain of these job types.
+    pub(crate) fn has(&self, types: &BTreeSet<&str>) -> bool {
+        self.types
+            .as_ref()
+            .is_none_or(|own| types.iter().all(|t| own.contains(*t)))
+    }
 }
 
 /// Requests one retention transaction removes at most: small, so that no lock is held
@@ -124,6 +149,7 @@ impl Default for Options {
             host: "localhost".to_owned(),
             lease: Duration::from_secs(10),
             jr_url: None,
+            fixed_runners: Vec::new(),
             telemetry: Telemetry::default(),
             auth: None,
             retention: None,

@@ -18,9 +18,16 @@ use spincycle::{Batch, Policy, Source, TABLES};
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct SpincycleArgs {
-    /// Spin Cycle's database: mysql://USER:PASSWORD@HOST:PORT/DATABASE (only read)
+    /// Spin Cycle's database: mysql://USER:PASSWORD@HOST:PORT/DATABASE, or Spin Cycle's
+    /// DSN (SPINCYCLE_MYSQL_DSN) USER:PASSWORD@tcp(HOST:PORT)/DATABASE. Read, but for the
+    /// claims of the suspended chains it copies (see --read-only)
     #[arg(long)]
     from: String,
+    /// Only read Spin Cycle's database: do not claim the suspended chains the import
+    /// copies. A Spin Cycle Request Manager started again would then resume them too
+    /// (they would run in both systems): keep every one stopped for good
+    #[arg(long)]
+    read_only: bool,
     /// Spindle's database: sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or
     /// mysql://USER:PASSWORD@HOST:PORT/DATABASE
     #[arg(long, env = "SPINDLE_DATABASE", default_value = "sqlite://spindle.db")]
@@ -45,6 +52,8 @@ struct Counts {
     states: BTreeMap<State, u64>,
     bad: u64,
     refused: u64,
+    /// Requests Spindle owns (imported before) that Spin Cycle ran or runs since.
+    conflicts: u64,
 }
 
 impl Counts {
@@ -81,7 +90,13 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
         ));
         return Ok(Exit::Usage);
     }
-    let source = Source::connect(&args.from).await?;
+    let source = Source::connect(&args.from, !args.read_only).await?;
+    let claims = source.clone();
+    if args.read_only {
+        eprintln_failure(
+            "warning: --read-only: the SUSPENDED requests copied are not claimed in Spin Cycle's database; a Spin Cycle Request Manager started again would resume them too (they would run in both systems): keep every one stopped for good",
+        );
+    }
     let store = store::open(&args.to)
         .await
         .map_err(|err| anyhow::anyhow!("--to {}: {err}", store::redacted(&args.to)))?;
@@ -92,6 +107,7 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
     let bar = progress_bar(counts.in_source[0]);
     let policy = Policy {
         include_running: args.include_running,
+        claim: !args.read_only,
         now: chrono::Utc::now(),
     };
     let began = Instant::now();
@@ -126,14 +142,22 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
         for refused in &batch.refused {
             say(
                 &bar,
-                format!(
-                    "left out: request {} is {} in Spin Cycle (--include-running imports it as FAIL)",
-                    refused.request_id, refused.state
-                ),
+                format!("left out: request {} {}", refused.request_id, refused.why),
             );
         }
         match write(&*store, &batch).await {
-            Ok(stored) => counts.add(&batch, &stored),
+            Ok(stored) => {
+                counts.add(&batch, &stored);
+                // The claims of chains not copied go back to Spin Cycle.
+                let bad: Vec<String> = batch.bad.iter().map(|b| b.request_id.clone()).collect();
+                if let Err(err) = claims.release(&bad).await {
+                    say(&bar, format!("warning: {err}"));
+                }
+                for conflict in conflicts(&*store, &batch, &stored).await {
+                    say(&bar, format!("conflict: {conflict}"));
+                    counts.conflicts += 1;
+                }
+            }
             Err(err) => {
                 write_error = Some(err);
                 break;
@@ -153,6 +177,13 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
     }
     read.map_err(|err| anyhow::anyhow!("the reader of Spin Cycle's database failed: {err}"))??;
     report(&counts, began.elapsed());
+    if counts.conflicts > 0 {
+        eprintln_failure(&format!(
+            "{} request(s) that Spindle owns were run by Spin Cycle after they were imported (see `conflict:` above): they may have run in both systems; check their work, and stop the one that should not run",
+            counts.conflicts
+        ));
+        return Ok(Exit::Failure);
+    }
     if counts.bad + counts.refused > 0 {
         eprintln_failure(&format!(
             "{} request(s) were not imported ({} that could not be read, {} PENDING or RUNNING); see above",
@@ -163,6 +194,56 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
+}
+
+/// What Spin Cycle did with requests Spindle owns (imported before): one that it runs
+/// now (left out as RUNNING), and one whose job log in Spin Cycle has tries Spindle's copy
+/// lacks (Spin Cycle resumed it after the import). Each is one line.
+async fn conflicts(
+    store: &dyn store::Store,
+    batch: &Batch,
+    stored: &HashSet<String>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for refused in &batch.refused {
+        if let Ok(owned) = store.get_request(&refused.request_id, false).await {
+            found.push(format!(
+                "request {} is {} in Spin Cycle, but Spindle owns it (imported before; {} in Spindle): it runs in both systems",
+                refused.request_id, refused.state, owned.state
+            ));
+        }
+    }
+    for import in batch
+        .imports
+        .iter()
+        .filter(|i| !stored.contains(&i.request.id))
+    {
+        let id = &import.request.id;
+        let Ok(ours) = store.job_log(id).await else {
+            continue;
+        };
+        let known: HashSet<(&str, u32, i64)> = ours
+            .iter()
+            .map(|e| (e.job_id.as_str(), e.r#try, e.started_at))
+            .collect();
+        let new: Vec<&proto::JobLog> = import
+            .job_logs
+            .iter()
+            .filter(|e| !known.contains(&(e.job_id.as_str(), e.r#try, e.started_at)))
+            .collect();
+        if let Some(first) = new.first() {
+            found.push(format!(
+                "request {id}: Spin Cycle ran it after it was imported ({} job log entries Spindle's copy lacks, such as job {} ({}) try {} {}; {} in Spin Cycle now)",
+                new.len(),
+                first.name,
+                first.job_id,
+                first.r#try,
+                first.state,
+                import.request.state
+            ));
+        }
+    }
+    found
 }
 
 /// Stores a batch, trying again (up to 5 times, a second apart) while the store is
@@ -205,6 +286,7 @@ fn progress_bar(requests: u64) -> ProgressBar {
 /// Whether two database URLs name one database (what a user would type twice).
 fn same_database(from: &str, to: &str) -> bool {
     let norm = |url: &str| {
+        let url = spincycle::mysql_url(url).unwrap_or_else(|_| url.to_owned());
         url.replacen("mariadb://", "mysql://", 1)
             .trim_end_matches('/')
             .to_owned()

@@ -2,7 +2,11 @@
 //! `job_log`, `suspended_job_chains`) in batches of requests, in the order of their ids,
 //! and turning each request's rows into a [`store::ImportedRequest`].
 //!
-//! Only reads: the session is read-only. Spin Cycle's ids and names are binary columns
+//! Only reads, but for one column: to take over the SUSPENDED requests it copies, the
+//! import claims their suspended chains in Spin Cycle's own way (`rm_host`, storage.md §5)
+//! under [`CLAIM`], with an `updated_at` Spin Cycle's cleanup never finds stale, so that no
+//! Spin Cycle Request Manager resumes them (or expires them); a chain it did not copy is
+//! given back. `--read-only` leaves that out. Spin Cycle's ids and names are binary columns
 //! (read as bytes, then as UTF-8); its times are `TIMESTAMP(6)` (read as Unix
 //! microseconds, in UTC) but for the job log's, which are Unix nanoseconds as Spindle's.
 
@@ -28,7 +32,18 @@ pub(crate) struct BadRow {
 pub(crate) struct Refused {
     pub(crate) request_id: String,
     pub(crate) state: State,
+    /// Why, after "left out: request ID ".
+    pub(crate) why: String,
 }
+
+/// The `rm_host` under which the import holds the suspended chains it copied: Spin Cycle's
+/// Request Managers resume and expire only unclaimed chains (`rm_host IS NULL`).
+pub(crate) const CLAIM: &str = "spindle-import";
+
+/// The `updated_at` of a claim of the import's: Spin Cycle releases claims not updated
+/// for 5 minutes (abandoned); this is past any it will see (MySQL's last `TIMESTAMP`
+/// second is in 2038-01-19).
+const CLAIMED_UNTIL: &str = "2038-01-19 00:00:00";
 
 /// What one batch of Spin Cycle's requests became.
 #[derive(Debug, Default)]
@@ -51,14 +66,20 @@ pub(crate) struct Batch {
 pub(crate) struct Policy {
     /// PENDING and RUNNING requests are imported as FAIL (else left out).
     pub(crate) include_running: bool,
+    /// Suspended chains are claimed in Spin Cycle's database before they are read (else
+    /// Spin Cycle's database is only read).
+    pub(crate) claim: bool,
     /// The import's time: the end of what it fails, and the start of a suspended chain's
     /// time to live.
     pub(crate) now: DateTime<Utc>,
 }
 
-/// A Spin Cycle database, open for reading.
+/// A Spin Cycle database, open for reading (and, for the claims, for writing).
+#[derive(Clone)]
 pub(crate) struct Source {
     pool: MySqlPool,
+    /// A read-write session for the claims, when the import makes them.
+    claims: Option<MySqlPool>,
 }
 
 const REQUESTS: &str = "SELECT request_id, type, CAST(state AS SIGNED) AS state, `user`, \
@@ -69,14 +90,24 @@ const REQUESTS: &str = "SELECT request_id, type, CAST(state AS SIGNED) AS state,
      FROM requests WHERE request_id > ? ORDER BY request_id LIMIT ?";
 
 impl Source {
-    /// Connects to `url` (`mysql://USER:PASSWORD@HOST:PORT/DATABASE`), read-only, UTC.
-    pub(crate) async fn connect(url: &str) -> anyhow::Result<Source> {
+    /// Connects to `url` (`mysql://USER:PASSWORD@HOST:PORT/DATABASE`, or Spin Cycle's own
+    /// `SPINCYCLE_MYSQL_DSN` form, `USER:PASSWORD@tcp(HOST:PORT)/DATABASE`), read-only, UTC;
+    /// with `claim`, a second session may write the claims.
+    pub(crate) async fn connect(url: &str, claim: bool) -> anyhow::Result<Source> {
+        let url = mysql_url(url)?;
+        let url = url.as_str();
         let options: MySqlConnectOptions = url.parse().map_err(|err| {
             anyhow::anyhow!(
-                "--from {}: {err}; expected mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+                "--from {}: {err}; expected mysql://USER:PASSWORD@HOST:PORT/DATABASE (or Spin Cycle's DSN, USER:PASSWORD@tcp(HOST:PORT)/DATABASE)",
                 store::redacted(url)
             )
         })?;
+        let connected = |err: sqlx::Error| {
+            anyhow::anyhow!(
+                "--from {}: connecting to Spin Cycle's database failed: {err}",
+                store::redacted(url)
+            )
+        };
         let pool = MySqlPoolOptions::new()
             .max_connections(4)
             .acquire_timeout(std::time::Duration::from_secs(10))
@@ -87,15 +118,95 @@ impl Source {
                     Ok(())
                 })
             })
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
-            .map_err(|err| {
-                anyhow::anyhow!(
-                    "--from {}: connecting to Spin Cycle's database failed: {err}",
-                    store::redacted(url)
-                )
-            })?;
-        Ok(Source { pool })
+            .map_err(connected)?;
+        let claims = if claim {
+            Some(
+                MySqlPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(std::time::Duration::from_secs(10))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            conn.execute("SET SESSION time_zone = '+00:00'").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(options)
+                    .await
+                    .map_err(connected)?,
+            )
+        } else {
+            None
+        };
+        let source = Source { pool, claims };
+        source.check_schema(url).await?;
+        Ok(source)
+    }
+
+    /// Refuses a database that is not Spin Cycle's (saying which table or column is
+    /// missing) before anything is read.
+    async fn check_schema(&self, url: &str) -> anyhow::Result<()> {
+        for (table, columns) in COLUMNS {
+            let probe = format!("SELECT {} FROM {table} LIMIT 0", columns.join(", "));
+            if let Err(err) = sqlx::query(sqlx::AssertSqlSafe(probe))
+                .execute(&self.pool)
+                .await
+            {
+                anyhow::bail!(
+                    "--from {}: not a Spin Cycle 2.x database: {err} (its table {table} must have the columns {}, as Spin Cycle's request_manager_schema.sql makes them)",
+                    store::redacted(url),
+                    columns.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims the unclaimed suspended chains of the requests `ids` under [`CLAIM`].
+    async fn claim(&self, ids: &[Vec<u8>]) -> anyhow::Result<()> {
+        let Some(claims) = &self.claims else {
+            return Ok(());
+        };
+        let marks = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "UPDATE suspended_job_chains SET rm_host = ?, updated_at = ? WHERE rm_host IS NULL AND request_id IN ({marks})"
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(CLAIM)
+            .bind(CLAIMED_UNTIL);
+        for id in ids {
+            query = query.bind(id.as_slice());
+        }
+        query.execute(claims).await.map_err(|err| {
+            anyhow::anyhow!(
+                "claiming Spin Cycle's suspended chains failed: {err}; the import claims each SUSPENDED request's chain (rm_host = '{CLAIM}') so that Spin Cycle does not resume it too: grant UPDATE on suspended_job_chains, or stop every Spin Cycle Request Manager for good and import with --read-only"
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Gives back the import's claims of the chains of `ids` (requests it did not copy):
+    /// Spin Cycle resumes them as before.
+    pub(crate) async fn release(&self, ids: &[String]) -> anyhow::Result<()> {
+        let Some(claims) = &self.claims else {
+            return Ok(());
+        };
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let marks = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = CURRENT_TIMESTAMP(6) WHERE rm_host = ? AND request_id IN ({marks})"
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(CLAIM);
+        for id in ids {
+            query = query.bind(id.as_bytes());
+        }
+        query.execute(claims).await.map_err(|err| {
+            anyhow::anyhow!("giving back claims of Spin Cycle's suspended chains failed: {err}")
+        })?;
+        Ok(())
     }
 
     /// Rows in each of Spin Cycle's four tables.
@@ -140,6 +251,19 @@ impl Source {
             .iter()
             .map(|row| row.try_get("request_id"))
             .collect::<Result<_, _>>()?;
+        // Its suspended chains are claimed before they are read: from then on no Spin
+        // Cycle Request Manager resumes them.
+        let suspended_ids: Vec<Vec<u8>> = requests
+            .iter()
+            .filter(|row| {
+                row.try_get::<i64, _>("state")
+                    .is_ok_and(|state| state == i64::from(State::Suspended.value()))
+            })
+            .map(|row| row.try_get("request_id"))
+            .collect::<Result<_, _>>()?;
+        if !suspended_ids.is_empty() {
+            self.claim(&suspended_ids).await?;
+        }
         let archives = self
             .rows(
                 "SELECT request_id, create_request, args, job_chain FROM request_archives",
@@ -159,7 +283,7 @@ impl Source {
             .await?;
         let suspended = self
             .rows(
-                "SELECT request_id, suspended_job_chain FROM suspended_job_chains",
+                "SELECT request_id, suspended_job_chain, rm_host FROM suspended_job_chains",
                 "",
                 &ids,
             )
@@ -227,7 +351,93 @@ impl Source {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+        if let Some(claims) = &self.claims {
+            claims.close().await;
+        }
     }
+}
+
+/// The columns the import reads, by table.
+const COLUMNS: [(&str, &[&str]); 4] = [
+    (
+        "requests",
+        &[
+            "request_id",
+            "type",
+            "state",
+            "`user`",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "total_jobs",
+            "finished_jobs",
+        ],
+    ),
+    (
+        "request_archives",
+        &["request_id", "create_request", "args", "job_chain"],
+    ),
+    (
+        "job_log",
+        &[
+            "request_id",
+            "job_id",
+            "name",
+            "try",
+            "type",
+            "state",
+            "started_at",
+            "finished_at",
+            "error",
+            "`exit`",
+            "stdout",
+            "stderr",
+        ],
+    ),
+    (
+        "suspended_job_chains",
+        &["request_id", "suspended_job_chain", "rm_host", "updated_at"],
+    ),
+];
+
+/// `--from` as a `mysql://` URL: given as one, as it is; given in Spin Cycle's
+/// `SPINCYCLE_MYSQL_DSN` form (Go's `USER:PASSWORD@tcp(HOST:PORT)/DATABASE?PARAMS`),
+/// turned into one (the password percent-encoded).
+pub(crate) fn mysql_url(from: &str) -> anyhow::Result<String> {
+    if from.contains("://") {
+        return Ok(from.to_owned());
+    }
+    let expected = "expected mysql://USER:PASSWORD@HOST:PORT/DATABASE or Spin Cycle's DSN USER:PASSWORD@tcp(HOST:PORT)/DATABASE";
+    let Some((credentials, rest)) = from.rsplit_once("@tcp(") else {
+        anyhow::bail!(
+            "--from {}: not a URL nor a DSN of the tcp form; {expected}",
+            store::redacted(from)
+        );
+    };
+    let Some((address, rest)) = rest.split_once(")/") else {
+        anyhow::bail!("--from: the DSN's address has no `)/DATABASE` after it; {expected}");
+    };
+    let (database, _params) = rest.split_once('?').unwrap_or((rest, ""));
+    if database.is_empty() || address.is_empty() {
+        anyhow::bail!("--from: the DSN names no database or address; {expected}");
+    }
+    let (user, password) = credentials.split_once(':').unwrap_or((credentials, ""));
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                other => format!("%{other:02X}"),
+            })
+            .collect()
+    };
+    let login = if password.is_empty() {
+        encode(user)
+    } else {
+        format!("{}:{}", encode(user), encode(password))
+    };
+    Ok(format!("mysql://{login}@{address}/{database}"))
 }
 
 /// Spin Cycle's tables, in the order of the counts.
@@ -307,9 +517,32 @@ fn request(row: &MySqlRow, rows: Rows, policy: Policy) -> Result<Read, BadRow> {
     let state = request.state;
     if matches!(state, State::Pending | State::Running) && !policy.include_running {
         return Ok(Read::Refused(Refused {
+            why: format!("is {state} in Spin Cycle (--include-running imports it as FAIL)"),
             request_id: id,
             state,
         }));
+    }
+    // Claimed by a Spin Cycle Request Manager (resuming it now), or resumed since its
+    // row was read: Spin Cycle runs it; a later import takes it once it has ended.
+    if state == State::Suspended && policy.claim {
+        let holder = rows
+            .suspended
+            .first()
+            .map(|row| column::<Option<String>>(row, "rm_host").unwrap_or_default());
+        let why = match holder {
+            None => Some("was resumed by Spin Cycle while the import read it".to_owned()),
+            Some(Some(host)) if host != CLAIM => Some(format!(
+                "is being resumed by Spin Cycle (its suspended chain is claimed by {host})"
+            )),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return Ok(Read::Refused(Refused {
+                request_id: id,
+                state,
+                why: format!("{why}; import again once it has ended there"),
+            }));
+        }
     }
     let [archive] = <[MySqlRow; 1]>::try_from(rows.archive).map_err(|_| {
         bad("request_archives")(

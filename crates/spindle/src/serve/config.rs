@@ -14,6 +14,10 @@ pub(crate) struct FileConfig {
     pub(crate) specs: Option<PathBuf>,
     pub(crate) database: Option<String>,
     pub(crate) jr_url: Option<String>,
+    /// Job Runners named by URL beside the registered ones (Spin Cycle's, with the job
+    /// types compiled into them): a Request Manager's chains go to one that has their
+    /// types.
+    pub(crate) runners: Option<Vec<RunnerConfig>>,
     pub(crate) rm_url: Option<String>,
     /// The URL a Job Runner registers, as Request Managers reach it.
     pub(crate) advertise_url: Option<String>,
@@ -66,6 +70,17 @@ pub(crate) struct TlsConfig {
     pub(crate) cert: Option<PathBuf>,
     pub(crate) key: Option<PathBuf>,
     pub(crate) client_ca: Option<PathBuf>,
+}
+
+/// One entry of `runners:`: a Job Runner that does not register (a Spin Cycle Job
+/// Runner), by its URL, with the job types it has.
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunnerConfig {
+    pub(crate) url: String,
+    /// The job types it has (a Spin Cycle runner's compiled-in factory's, `noop` among
+    /// them); absent: any (it refuses a chain of types it lacks, as Spindle's do).
+    pub(crate) types: Option<Vec<String>>,
 }
 
 /// The `limits:` section.
@@ -138,7 +153,7 @@ pub(crate) struct ClientConfig {
 /// Flags every service takes.
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub(crate) struct CommonArgs {
-    /// YAML file with any of: listen, advertise_url, specs, database, jr_url, rm_url, shutdown_timeout,
+    /// YAML file with any of: listen, advertise_url, specs, database, jr_url, runners, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
     /// auth, token, client, tls, limits, jobs, triggers, notify, secrets
     #[arg(long, env = "SPINDLE_CONFIG")]
@@ -296,6 +311,8 @@ pub(crate) struct Settings {
     pub(crate) database: String,
     /// None: the live registered Job Runner with the fewest running requests.
     pub(crate) jr_url: Option<String>,
+    /// `runners:`: Job Runners by URL beside the registered ones.
+    pub(crate) fixed_runners: Vec<rm::FixedRunner>,
     /// One or more Request Managers.
     pub(crate) rm_urls: Vec<String>,
     /// None: the listen address (see [`Settings::runner_url`]).
@@ -427,6 +444,7 @@ impl FileConfig {
                 .clone()
                 .map(|value| url("jr_url", value))
                 .transpose()?,
+            fixed_runners: fixed_runners(&file, &url)?,
             advertise_url: file
                 .advertise_url
                 .clone()
@@ -570,4 +588,43 @@ pub(crate) fn lease_settings(lease: Duration) -> jr::LeaseSettings {
         host: gethostname::gethostname().to_string_lossy().into_owned(),
         pid: std::process::id(),
     }
+}
+
+/// The config's `runners:`, checked: each a URL, once, with job types if it lists any;
+/// not with `jr_url`, which sends every chain to one place.
+fn fixed_runners(
+    file: &FileConfig,
+    url: &dyn Fn(&str, String) -> anyhow::Result<String>,
+) -> anyhow::Result<Vec<rm::FixedRunner>> {
+    let Some(runners) = &file.runners else {
+        return Ok(Vec::new());
+    };
+    if file.jr_url.is_some() && !runners.is_empty() {
+        anyhow::bail!(
+            "runners: and jr_url both say where chains go; expected one (jr_url sends every chain to one Job Runner or load balancer; runners: lists Job Runners beside the registered ones)"
+        );
+    }
+    let mut fixed: Vec<rm::FixedRunner> = Vec::new();
+    for (index, runner) in runners.iter().enumerate() {
+        let at = format!("runners[{index}]");
+        let address = url(
+            &format!("{at}.url"),
+            runner.url.trim_end_matches('/').to_owned(),
+        )?;
+        if fixed.iter().any(|f| f.url == address) {
+            anyhow::bail!("{at}.url: {address} is listed twice; expected each Job Runner once");
+        }
+        let types = match &runner.types {
+            None => None,
+            Some(types) if types.is_empty() => anyhow::bail!(
+                "{at}.types: empty; expected the job types the runner has (noop among them), or no `types:` for a runner that refuses chains it cannot run"
+            ),
+            Some(types) => Some(types.iter().cloned().collect()),
+        };
+        fixed.push(rm::FixedRunner {
+            url: address,
+            types,
+        });
+    }
+    Ok(fixed)
 }

@@ -318,6 +318,7 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
         host: manager_host(address.port()),
         lease: settings.lease,
         jr_url: settings.jr_url.clone(),
+        fixed_runners: settings.fixed_runners.clone(),
         stale_claim: stale_claim(settings.lease, settings.interval),
         telemetry: telemetry(&settings, "spindle-rm")?,
         auth,
