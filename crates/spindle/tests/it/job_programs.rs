@@ -18,13 +18,13 @@ const COMPLETE: u64 = 3;
 const STOPPED: u64 = 6;
 const RUNNING: u64 = 2;
 
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Whether `program` runs here; without it the test is skipped (one line says so), unless
 /// `var=required` (CI), which fails it.
-fn have(test: &str, program: &str, version_flag: &str, var: &str) -> bool {
+pub(crate) fn have(test: &str, program: &str, version_flag: &str, var: &str) -> bool {
     let found = Command::new(program)
         .arg(version_flag)
         .output()
@@ -43,7 +43,7 @@ fn have(test: &str, program: &str, version_flag: &str, var: &str) -> bool {
 
 /// `go ARGS` in `dir` (of the repository), with Go's build cache under the target
 /// directory and no toolchain download.
-fn go(dir: &Path, args: &[&str]) -> std::process::Output {
+pub(crate) fn go(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new("go")
         .args(args)
         .current_dir(dir)

@@ -20,6 +20,7 @@ mod recovery;
 mod secrets;
 mod security;
 mod services;
+mod spincycle_peer;
 mod triggers;
 mod ui;
 
