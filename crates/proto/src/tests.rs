@@ -259,3 +259,31 @@ fn filter_errors_say_what_was_expected() {
     );
     assert!(err(&[("limit", "2"), ("offset", "x")]).starts_with("invalid 'offset'"));
 }
+
+/// Issue #47: Spin Cycle's `spinc start` reads an arg's `Default` as a string; a list
+/// default goes there as its JSON text and, as it is, in Spindle's `DefaultValue`.
+#[test]
+fn a_default_that_is_not_a_string_is_text_for_spin_cycles_clients() {
+    let arg = RequestArg {
+        pos: 0,
+        name: "hosts".to_owned(),
+        desc: String::new(),
+        arg_type: RequestArgType::Optional,
+        given: false,
+        default: serde_json::json!(["db1", "db2"]),
+        value: serde_json::Value::Null,
+        secret: false,
+    };
+    let wire = serde_json::to_value(&arg).unwrap();
+    assert_eq!(wire["Default"], r#"["db1","db2"]"#);
+    assert_eq!(wire["DefaultValue"], serde_json::json!(["db1", "db2"]));
+    assert_eq!(serde_json::from_value::<RequestArg>(wire).unwrap(), arg);
+    let plain = RequestArg {
+        default: serde_json::json!("10ms"),
+        ..arg
+    };
+    let wire = serde_json::to_value(&plain).unwrap();
+    assert_eq!(wire["Default"], "10ms");
+    assert!(wire.get("DefaultValue").is_none());
+    assert_eq!(serde_json::from_value::<RequestArg>(wire).unwrap(), plain);
+}

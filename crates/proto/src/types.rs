@@ -165,9 +165,12 @@ impl std::fmt::Display for RequestArgType {
 }
 
 /// One request arg as recorded for a request, or as listed in a [`RequestSpec`].
-/// Spin Cycle sends these with capitalized keys.
+/// Spin Cycle sends these with capitalized keys. Spin Cycle's clients read `Default` as a
+/// string (its `spinc start` panics on anything else), so a default that is not one (a
+/// list, say: Spindle's) is sent there as its JSON text, and as it is in Spindle's own
+/// `DefaultValue`, which Spindle's clients read first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+#[serde(into = "RequestArgWire", from = "RequestArgWire")]
 pub struct RequestArg {
     /// Index among the args of the same type.
     #[serde(default)]
@@ -189,6 +192,65 @@ pub struct RequestArg {
     /// (Spindle) `secret: true` in the spec: its value is never stored or shown (issue #33).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+}
+
+/// [`RequestArg`] as it crosses the wire: `Default` always what Spin Cycle's clients
+/// read (a string or null), `DefaultValue` the default itself when it is not.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RequestArgWire {
+    #[serde(default)]
+    pos: u32,
+    name: String,
+    #[serde(default)]
+    desc: String,
+    #[serde(rename = "Type")]
+    arg_type: RequestArgType,
+    #[serde(default)]
+    given: bool,
+    #[serde(default)]
+    default: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    default_value: Option<Value>,
+    #[serde(default)]
+    value: Value,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    secret: bool,
+}
+
+impl From<RequestArg> for RequestArgWire {
+    fn from(arg: RequestArg) -> RequestArgWire {
+        let (default, default_value) = match arg.default {
+            plain @ (Value::String(_) | Value::Null) => (plain, None),
+            other => (Value::String(other.to_string()), Some(other)),
+        };
+        RequestArgWire {
+            pos: arg.pos,
+            name: arg.name,
+            desc: arg.desc,
+            arg_type: arg.arg_type,
+            given: arg.given,
+            default,
+            default_value,
+            value: arg.value,
+            secret: arg.secret,
+        }
+    }
+}
+
+impl From<RequestArgWire> for RequestArg {
+    fn from(wire: RequestArgWire) -> RequestArg {
+        RequestArg {
+            pos: wire.pos,
+            name: wire.name,
+            desc: wire.desc,
+            arg_type: wire.arg_type,
+            given: wire.given,
+            default: wire.default_value.unwrap_or(wire.default),
+            value: wire.value,
+            secret: wire.secret,
+        }
+    }
 }
 
 /// A request type that callers can start, with its args (`GET /api/v1/request-list`).

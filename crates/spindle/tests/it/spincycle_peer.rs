@@ -62,6 +62,24 @@ const ASK_SPEC: &str = r#"sequences:
         type: approval
 "#;
 
+/// A request type with a list default (Spindle's), for Spin Cycle's `spinc start`.
+const RELEASE_SPEC: &str = r#"sequences:
+  release:
+    request: true
+    args:
+      required:
+        - name: question
+          desc: what is asked
+      optional:
+        - name: hosts
+          desc: where it goes
+          default: [db1, db2]
+    nodes:
+      done:
+        category: job
+        type: noop
+"#;
+
 /// Spin Cycle 2.1.1's folder (`bin/`, its schema, its dev `test` spec) when
 /// `SPINDLE_SPINCYCLE_PEER` names it; else the test is skipped, and one line says so.
 fn peer(test: &str) -> Option<PathBuf> {
@@ -380,6 +398,7 @@ async fn a_spindle_request_manager_drives_spin_cycles_job_runner_with_spin_cycle
         .unwrap();
     }
     std::fs::write(dir.path().join("specs/ask.yaml"), ASK_SPEC).unwrap();
+    std::fs::write(dir.path().join("specs/release.yaml"), RELEASE_SPEC).unwrap();
     let sc_jr_port = free_port();
     std::fs::write(
         dir.path().join("spindle.yaml"),
@@ -440,6 +459,37 @@ async fn a_spindle_request_manager_drives_spin_cycles_job_runner_with_spin_cycle
         spinc.status.success() && said.contains("state: FAIL") && said.contains("request: fail"),
         "{said}{}",
         String::from_utf8_lossy(&spinc.stderr)
+    );
+    // A list default reaches spinc as text it can read; the request gets the list.
+    let mut spinc = Command::new(peer.join("bin/spinc"))
+        .args(["--addr", &rm.url, "start", "release", "question=x"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut spinc.stdin.take().unwrap(), b"ok\n").unwrap();
+    let started = spinc.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&started.stdout);
+    assert!(
+        started.status.success() && said.contains("OK, started release request"),
+        "{said}{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let id = said
+        .split("OK, started release request ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap();
+    let released = ours.request(id).await;
+    let args = &released["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["Name"] == "hosts" && a["Value"] == json!(["db1", "db2"])),
+        "{args}"
     );
     let (stdout, stderr, code) =
         run(spindle(dir.path()).args(["log", &mine.resumed, "--addr", &rm.url]));

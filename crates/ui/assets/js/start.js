@@ -38,15 +38,18 @@
     const fields = new Map();
     const form = h("form", { class: "form", id: "start-form", novalidate: true });
     const byType = (t) => (spec.Args || []).filter((a) => a.Type === t);
+    // A default that is not a string is in DefaultValue (Default holds its JSON text for
+    // Spin Cycle's clients).
+    const dflt = (arg) => (arg.DefaultValue !== undefined ? arg.DefaultValue : arg.Default);
     const addField = (arg, required) => {
       // A secret arg (issue #33) is typed unseen, and never prefilled.
       const input = h("input", { type: arg.Secret ? "password" : "text", id: `arg-${arg.Name}`, name: arg.Name, required, autocomplete: arg.Secret ? "new-password" : "off",
-        placeholder: required ? "" : (arg.Default === null || arg.Default === undefined ? "" : valueText(arg.Default)),
+        placeholder: required ? "" : (dflt(arg) === null || dflt(arg) === undefined ? "" : valueText(dflt(arg))),
         "aria-describedby": `hint-${arg.Name} err-${arg.Name}` });
       if (arg.Name in prefill && !arg.Secret) input.value = valueText(prefill[arg.Name]);
       const error = h("div", { class: "field-error", id: `err-${arg.Name}`, "aria-live": "polite" });
       const desc = arg.Desc && !/[.!?]$/.test(arg.Desc) ? `${arg.Desc}.` : arg.Desc;
-      const hint = [desc, required ? "Required." : (arg.Default !== null && arg.Default !== undefined ? `Default: ${valueText(arg.Default)}.` : "Optional."),
+      const hint = [desc, required ? "Required." : (dflt(arg) !== null && dflt(arg) !== undefined ? `Default: ${valueText(dflt(arg))}.` : "Optional."),
         "A list or an object is entered as JSON, such as [\"a\", \"b\"]."].filter(Boolean).join(" ");
       const wrap = h("div", { class: "field", "data-arg": arg.Name },
         h("label", { for: input.id }, arg.Name, required ? h("span", { class: "muted" }, " (required)") : null),
@@ -60,7 +63,7 @@
     byType("optional").forEach((a) => addField(a, false));
     const statics = byType("static");
     if (statics.length) {
-      form.append(h("h2", {}, "Fixed by the spec"), h("ul", {}, statics.map((a) => h("li", {}, h("span", { class: "mono" }, a.Name), ` = ${valueText(a.Default)}`))));
+      form.append(h("h2", {}, "Fixed by the spec"), h("ul", {}, statics.map((a) => h("li", {}, h("span", { class: "mono" }, a.Name), ` = ${valueText(dflt(a))}`))));
     }
     const userInput = h("input", { type: "text", id: "start-user", autocomplete: "username", value: localStorage.getItem("spindle.user") || "" });
     // With authentication the server records who is signed in; the name is not asked.
