@@ -95,7 +95,7 @@ async fn a_request_waits_for_its_lock_and_goes_when_the_holder_ends() {
     assert_eq!(second["state"], 1, "{second}");
     let why = second["error"].as_str().unwrap_or_default();
     assert!(
-        why.starts_with("waiting for lock cluster-ops[cluster=db-7], held by request ")
+        why.starts_with("waiting for lock cluster-ops[db-7], held by request ")
             && why.contains(&format!("{first} of ann since "))
             && why.ends_with(", 0 ahead in the queue"),
         "{why}"
@@ -170,7 +170,7 @@ async fn skip_fails_at_once_and_cancel_in_progress_stops_the_holder() {
     assert_eq!(skipped["state"], 4, "{skipped}");
     let why = skipped["error"].as_str().unwrap();
     assert!(
-        why.starts_with("lock cluster-ops[cluster=db-7] is taken (held by request ")
+        why.starts_with("lock cluster-ops[db-7] is taken (held by request ")
             && why.contains(&holder)
             && why.ends_with("its type says `when_taken: skip`"),
         "{why}"
@@ -328,7 +328,7 @@ async fn a_stopped_waiter_leaves_the_queue_and_a_retry_takes_the_lock_again() {
     let why = retried["error"].as_str().unwrap();
     assert!(
         why.starts_with(&format!(
-            "waiting for lock cluster-ops[cluster=db-7], held by request {other}"
+            "waiting for lock cluster-ops[db-7], held by request {other}"
         )),
         "{why}"
     );

@@ -39,6 +39,8 @@ pub(crate) enum WholeLog<'a> {
     Stored {
         specs: &'a std::path::Path,
         database: &'a str,
+        /// The config file whose job programs the run had: the server needs them too.
+        config: Option<&'a std::path::Path>,
     },
 }
 
@@ -48,8 +50,15 @@ impl WholeLog<'_> {
         let job = job_id.map(|id| format!(" --job {id}")).unwrap_or_default();
         match self {
             WholeLog::Server => format!("spindle log {request_id}{job}"),
-            WholeLog::Stored { specs, database } => format!(
-                "spindle server --specs {} --database {}, then spindle log {request_id}{job}",
+            WholeLog::Stored {
+                specs,
+                database,
+                config,
+            } => format!(
+                "spindle server {}--specs {} --database {}, then spindle log {request_id}{job}",
+                config
+                    .map(|config| format!("--config {} ", config.display()))
+                    .unwrap_or_default(),
                 specs.display(),
                 store::redacted(database)
             ),
@@ -180,12 +189,24 @@ mod tests {
         let stored = super::WholeLog::Stored {
             specs: std::path::Path::new("specs"),
             database: "postgres://ann:secret@db/spindle",
+            config: None,
         };
         assert!(
             super::explain("r1", &log, None, stored).contains(
                 "the whole log: spindle server --specs specs --database postgres://ann:****@db/spindle, then spindle log r1 --job bbbb\n"
             ),
             "the password is not shown"
+        );
+        // With the run's config (its job programs), the server gets it too (issue #47).
+        let configured = super::WholeLog::Stored {
+            specs: std::path::Path::new("specs"),
+            database: "sqlite://s.db",
+            config: Some(std::path::Path::new("jobs.yaml")),
+        };
+        assert!(
+            super::explain("r1", &log, None, configured).contains(
+                "the whole log: spindle server --config jobs.yaml --specs specs --database sqlite://s.db, then"
+            )
         );
     }
 }

@@ -216,6 +216,7 @@ async fn print_end(
                 let whole = crate::explain::WholeLog::Stored {
                     specs: &args.specs,
                     database: &args.database,
+                    config: args.config.as_deref(),
                 };
                 let chain = local.manager.job_chain(&final_request.id).await.ok();
                 let explained =

@@ -607,6 +607,7 @@ async fn the_views_follow_the_job_log_and_the_runner() {
         poll["request"].get("args").is_none(),
         "args=0 leaves them out"
     );
+    assert!(poll.get("failure").is_none(), "running: no reason yet");
     // One job: its tries, the running try.
     let (status, view) = get_json(&env.router, &format!("/ui/api/requests/{id}/jobs/{prep}")).await;
     assert_eq!(status, StatusCode::OK);
@@ -621,6 +622,17 @@ async fn the_views_follow_the_job_log_and_the_runner() {
     .await;
     assert_eq!(view["running"]["status"], "stopping db2");
     assert_eq!(view["each"], json!({"host": "db2"}));
+    // Failed, the header's reason is its failed job's (issue #47).
+    env.manager
+        .finish(&rm::testing::final_state(&id, State::Fail, 1), None)
+        .await
+        .unwrap();
+    let (_, failed_poll) =
+        get_json(&env.router, &format!("/ui/api/requests/{id}/states?args=0")).await;
+    assert_eq!(
+        failed_poll["failure"], "job stop [host=db1] failed (try 1): it broke",
+        "{failed_poll}"
+    );
     // Unknown ids are 404 with a message.
     let (status, body) = get_json(&env.router, &format!("/ui/api/requests/{id}/jobs/nope")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -640,7 +652,7 @@ async fn the_views_follow_the_job_log_and_the_runner() {
     );
     // Requests by state, every state named.
     let (_, counts) = get_json(&env.router, "/ui/api/counts").await;
-    assert_eq!(counts["RUNNING"], 1);
+    assert_eq!(counts["FAIL"], 1);
     assert_eq!(counts["COMPLETE"], 0);
     assert_eq!(counts.as_object().unwrap().len(), State::ALL.len());
 }

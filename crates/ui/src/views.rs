@@ -197,6 +197,31 @@ struct Poll {
     failed: Vec<Failed>,
     /// Failed jobs in all.
     failed_total: u32,
+    /// A FAIL request's reason in one line, when its `error` has none: the first failed
+    /// job's and its last try's error (issue #47: the header says why without opening it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    failure: String,
+}
+
+/// `job NAME [EACH] failed (try N): ERROR`, the error's first line, cut to 200 characters.
+fn failure_line(failed: &Failed, entry: &proto::JobLog) -> String {
+    let each = if failed.each.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", failed.each)
+    };
+    let first = entry.error.lines().next().unwrap_or_default();
+    let mut error: String = first.chars().take(200).collect();
+    if error.len() < entry.error.len() {
+        error.push('…');
+    }
+    if error.is_empty() {
+        error = format!("exit {}", entry.exit);
+    }
+    format!(
+        "job {}{each} failed (try {}): {error}",
+        failed.name, entry.r#try
+    )
 }
 
 fn state_name(state: State) -> &'static str {
@@ -318,6 +343,15 @@ async fn states(
         }
         groups.insert(more.clone(), named(&sum));
     }
+    let failure = match failed.first() {
+        Some(first) if request.state == State::Fail && request.error.is_empty() => views
+            .manager
+            .latest_job_log(&proto::RequestId::new(id.clone()), &first.id)
+            .await
+            .map(|entry| failure_line(first, &entry))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
     Ok(Json(Poll {
         request,
         jobs,
@@ -325,6 +359,7 @@ async fn states(
         counts: named(&counts),
         failed,
         failed_total,
+        failure,
     }))
 }
 

@@ -17,19 +17,14 @@ pub const FAIR_KEY_MAX: usize = 64;
 #[derive(Debug, Clone)]
 pub(super) struct Claim {
     pub(super) claim: LockClaim,
-    /// The key arg's name (empty without one), for people.
-    pub(super) key_arg: String,
     pub(super) when_taken: WhenTaken,
 }
 
 impl Claim {
-    /// `cluster-ops[cluster=db-7]`, or the bare name without a key.
+    /// `cluster-ops[db-7]`, or the bare name without a key: as `spindle locks` and the
+    /// web UI name it.
     pub(super) fn label(&self) -> String {
-        if self.key_arg.is_empty() {
-            self.claim.name.clone()
-        } else {
-            format!("{}[{}={}]", self.claim.name, self.key_arg, self.claim.key)
-        }
+        proto::lock_label(&self.claim.name, &self.claim.key)
     }
 }
 
@@ -73,14 +68,12 @@ impl Manager {
         let mut claims = Vec::new();
         for lock in &sequence.locks {
             let Some(name) = &lock.name else { continue };
-            let (key_arg, key) = match &lock.key {
-                None => (String::new(), String::new()),
+            let key = match &lock.key {
+                None => String::new(),
                 Some(key_arg) => {
                     let value = args.iter().find(|arg| arg.name == key_arg.value);
-                    let key =
-                        spec::lock_key(&name.value, &key_arg.value, value.map(|arg| &arg.value))
-                            .map_err(Error::BadRequest)?;
-                    (key_arg.value.clone(), key)
+                    spec::lock_key(&name.value, &key_arg.value, value.map(|arg| &arg.value))
+                        .map_err(Error::BadRequest)?
                 }
             };
             // Round robin over the caller, or over an arg's values (a team).
@@ -104,7 +97,6 @@ impl Manager {
                     // What the databases index: the first characters of a long one.
                     fair_key: fair_key.chars().take(FAIR_KEY_MAX).collect(),
                 },
-                key_arg,
                 when_taken: lock.when_taken(),
             });
         }
@@ -330,7 +322,7 @@ pub(super) fn holders_text(wait: &LockWait) -> String {
     }
 }
 
-/// Why a request waits: `waiting for lock cluster-ops[cluster=db-7], held by request …
+/// Why a request waits: `waiting for lock cluster-ops[db-7], held by request …
 /// of ann since …, 3 ahead in the queue`.
 fn waiting_reason(claim: &Claim, wait: &LockWait) -> String {
     format!(

@@ -57,7 +57,9 @@ impl Manager {
         // before this Request Manager started was missed all the same (`missed: skip`
         // is honoured at start).
         let cutoff = (now - grace).max(self.started_at);
-        // A new schedule begins at the cutoff; one that ran goes on from its last run.
+        // A new schedule (no run stored) begins at the cutoff: runs due before a Request
+        // Manager first served it were never scheduled, so none is missed, whatever
+        // `missed:` says (README, "Schedules"); one that ran goes on from its last run.
         let after = recent.first().map_or(cutoff, |run| run.due_at);
         let mut due = fires.due(after, now);
         let late: Vec<_> = due.iter().copied().filter(|at| *at < cutoff).collect();

@@ -464,6 +464,11 @@ async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
     request: tick
     overlap: start
     missed: start
+  new-catching-up:
+    cron: \"* * * * * *\"
+    request: tick
+    overlap: start
+    missed: start
 ",
         std::time::Duration::from_millis(500),
     )
@@ -514,6 +519,13 @@ async fn missed_schedule_runs_are_skipped_or_the_latest_started_late() {
     assert!(
         catching_up.iter().min() < skipping.iter().min(),
         "{catching_up:?}"
+    );
+    // Issue #47: a schedule that never ran begins when the manager first serves it:
+    // nothing before that was missed, so `missed: start` starts nothing late.
+    let new = started("new-catching-up").await;
+    assert!(
+        !new.is_empty() && new.iter().all(|at| *at >= created),
+        "only runs due since the manager started ({created}): {new:?}"
     );
     // Another round (another Request Manager) starts nothing twice.
     let before = store

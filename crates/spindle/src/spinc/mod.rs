@@ -173,9 +173,21 @@ fn request_columns(request: Option<(&str, &str, &str, State)>) -> String {
             "{:<20} {:<40} {:<16} {}",
             squeeze(id, 20),
             squeeze(request_type, 40),
-            squeeze(user, 16),
+            squeeze(caller(user), 16),
             state_text(state, 9)
         ),
+    }
+}
+
+/// A caller as a column shows it: a schedule's runs (`schedule:NAME@DUE`) by the
+/// schedule's name, since the time they were due is the CREATED column's.
+fn caller(user: &str) -> &str {
+    match user.strip_prefix("schedule:") {
+        Some(rest) if rest.contains('@') => {
+            let end = "schedule:".len() + rest.rfind('@').unwrap_or(rest.len());
+            &user[..end]
+        }
+        _ => user,
     }
 }
 

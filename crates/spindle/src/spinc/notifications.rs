@@ -32,7 +32,7 @@ pub(crate) async fn notifications(
         return Ok(Exit::Success);
     }
     out!(
-        "CREATED              WEBHOOK          EVENT        ABOUT                 STATUS     TRIES  DELIVERY"
+        "CREATED                 WEBHOOK          EVENT        ABOUT                 STATUS     TRIES  DELIVERY"
     );
     for notification in &notifications {
         let about = if notification.request_id.is_empty() {
@@ -47,7 +47,7 @@ pub(crate) async fn notifications(
             (status, _) => status.to_owned(),
         };
         out!(
-            "{:<20} {:<16} {:<12} {:<21} {:<10} {:>5}  {}",
+            "{:<23} {:<16} {:<12} {:<21} {:<10} {:>5}  {}",
             time(Some(notification.created_at)),
             squeeze(&notification.webhook, 16),
             notification.event,

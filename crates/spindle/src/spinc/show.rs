@@ -243,7 +243,7 @@ pub(crate) async fn running(args: &ClientArgs, id: &str) -> anyhow::Result<Exit>
 }
 
 /// After a PENDING request's row in `find`: what it waits for, to the first comma
-/// (`  waiting for lock cluster-ops[cluster=db-7]`; `status` has the whole reason).
+/// (`  waiting for lock cluster-ops[db-7]`; `status` has the whole reason).
 fn waits(request: &Request) -> String {
     if request.state != State::Pending || request.error.is_empty() {
         return String::new();

@@ -68,3 +68,22 @@ fn running_jobs_name_their_expansion_element() {
         "drain [host=web-37]: sleeping 1.5s, drain [host=web-38], check: running sh, restart [host=web-39]: waiting for lock host[web-39]"
     );
 }
+
+/// Issue #47: `find` shows a schedule's runs by the schedule (the time is CREATED's),
+/// not cut to `schedul..:45:00Z`.
+#[test]
+fn a_schedules_runs_are_shown_by_the_schedule() {
+    assert_eq!(
+        super::caller("schedule:nightly-backup@2026-12-04T10:45:00Z"),
+        "schedule:nightly-backup"
+    );
+    assert_eq!(super::caller("ann"), "ann");
+    assert_eq!(super::caller("schedule:odd"), "schedule:odd");
+    let columns = super::request_columns(Some((
+        "dc9s6e2jueqtlcrisq1g",
+        "backup",
+        "schedule:nightly@2026-12-04T10:45:00Z",
+        proto::State::Complete,
+    )));
+    assert!(columns.contains("schedule:nightly "), "{columns}");
+}

@@ -54,7 +54,7 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
     );
     let said = String::from_utf8_lossy(&started.stderr);
     assert!(
-        said.contains("  PENDING: waiting for lock cluster-ops[cluster=db-7], held by request "),
+        said.contains("  PENDING: waiting for lock cluster-ops[db-7], held by request "),
         "{said}"
     );
     let waiter = String::from_utf8_lossy(&started.stdout)
@@ -69,14 +69,14 @@ fn a_locked_cluster_makes_the_next_request_wait_visibly_until_the_holder_ends() 
             .lines()
             .nth(1)
             .is_some_and(|line| line.starts_with(&waiter)
-                && line.ends_with("  waiting for lock cluster-ops[cluster=db-7]")),
+                && line.ends_with("  waiting for lock cluster-ops[db-7]")),
         "{found}"
     );
     let status_text = status(&waiter);
     assert!(status_text.contains("state: PENDING"), "{status_text}");
     assert!(
         status_text.contains(&format!(
-            "waiting for lock cluster-ops[cluster=db-7], held by request {holder} of ann since "
+            "waiting for lock cluster-ops[db-7], held by request {holder} of ann since "
         )) && status_text.contains(", 0 ahead in the queue"),
         "{status_text}"
     );

@@ -97,7 +97,7 @@
 
     // `counts`: the request's own jobs by state (not the grapher's wrappers, which the
     // request's totalJobs and finishedJobs count), when the page has them.
-    function renderRequest(r, counts) {
+    function renderRequest(r, counts, failureLine) {
       const state = stateName(r.state);
       const total = counts ? Object.values(counts).reduce((a, b) => a + b, 0) : r.ownJobs || r.totalJobs || 0;
       const done = counts ? counts.COMPLETE || 0 : r.ownJobs ? r.ownFinishedJobs || 0 : r.finishedJobs || 0;
@@ -111,6 +111,8 @@
       bar.firstChild.style.width = `${pct}%`;
       clear(summary);
       const row = (label, ...value) => h("div", {}, h("dt", {}, label), h("dd", {}, ...value));
+      // A reason spans the whole row rather than wrap in one narrow column.
+      const wide = (div) => { div.classList.add("wide"); return div; };
       append(summary, [
         row("Type", r.type),
         row("State", h("span", { id: "state" }, state), r.paused ? " (paused: nothing new starts until it is resumed)" : ""),
@@ -122,8 +124,10 @@
         row("Runtime", runtime(r)),
         // Why it waits (a lock, a runner) is not an error; why it failed is.
         r.error ? (state === "PENDING" || state === "SUSPENDED"
-          ? row("Waiting", h("span", { class: "waiting", id: "failure" }, r.error))
-          : row("Failure", h("span", { class: "error", id: "failure" }, r.error))) : null,
+          ? wide(row("Waiting", h("span", { class: "waiting", id: "failure" }, r.error)))
+          : wide(row("Failure", h("span", { class: "error", id: "failure" }, r.error))))
+          // A failed job's reason, when the request's own error has none.
+          : state === "FAIL" && failureLine ? wide(row("Failure", h("span", { class: "error", id: "failure" }, failureLine))) : null,
         r.jrURL ? row("Job Runner", h("span", { class: "mono" }, r.jrURL)) : null,
         r.specVersion ? row("Specs", h("a", { class: "mono", id: "spec-version", href: `/api/v1/requests/${enc(r.id)}/spec`, title: "The spec files this request was built from" }, r.specVersion)) : null,
       ].filter(Boolean));
@@ -364,7 +368,7 @@
           const mine = await whoAmI(request.type);
           if (mine.may) may = mine.may;
         }
-        renderRequest(request, data.counts);
+        renderRequest(request, data.counts, data.failure);
         if (drawing) applyStates(data);
         if (!performance.getEntriesByName("spindle:state-shown").length) performance.mark("spindle:state-shown");
         return !FINISHED.has(stateName(request.state));

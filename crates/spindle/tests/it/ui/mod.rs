@@ -535,7 +535,7 @@ async fn a_request_waiting_for_a_lock_says_for_which_and_behind_whom() {
             .take(2)
             .collect::<Vec<_>>(),
         [
-            "waiting for lock cluster-ops[cluster=db-7]".to_owned(),
+            "waiting for lock cluster-ops[db-7]".to_owned(),
             format!("held by request {holder} of ann since ")
                 .as_str()
                 .to_owned()
