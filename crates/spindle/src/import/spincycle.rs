@@ -689,3 +689,29 @@ fn suspended_row(row: &MySqlRow, request_id: &str) -> Result<SuspendedJobChain, 
     }
     Ok(chain)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Issue #47: `--from` takes the team's `SPINCYCLE_MYSQL_DSN` as pasted.
+    #[test]
+    fn spin_cycles_dsn_is_a_mysql_url() {
+        assert_eq!(
+            super::mysql_url("root:@tcp(127.0.0.1:3306)/nc_spincycle").unwrap(),
+            "mysql://root@127.0.0.1:3306/nc_spincycle"
+        );
+        assert_eq!(
+            super::mysql_url("sc:p@ss w/rd@tcp(db:3306)/spincycle?parseTime=true").unwrap(),
+            "mysql://sc:p%40ss%20w%2Frd@db:3306/spincycle"
+        );
+        let url = "mysql://root@127.0.0.1:3306/x";
+        assert_eq!(super::mysql_url(url).unwrap(), url);
+        for bad in [
+            "root@127.0.0.1/x",
+            "root:@tcp(127.0.0.1:3306)",
+            "root:@tcp()/x",
+        ] {
+            let err = super::mysql_url(bad).unwrap_err().to_string();
+            assert!(err.contains("expected mysql://"), "{bad}: {err}");
+        }
+    }
+}

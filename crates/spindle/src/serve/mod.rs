@@ -591,6 +591,56 @@ mod tests {
         );
     }
 
+    /// Issue #47: `runners:` names Job Runners by URL with their job types; with
+    /// `jr_url`, twice, or with empty `types:`, it is refused, saying what was expected.
+    #[test]
+    fn fixed_runners_are_read_and_checked() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples");
+        let mixed = FileConfig::read(&examples.join("mixed-rm.yaml"))
+            .unwrap()
+            .settings("127.0.0.1:1")
+            .unwrap();
+        assert_eq!(mixed.fixed_runners.len(), 2);
+        assert_eq!(
+            mixed.fixed_runners[0].url,
+            "http://sc-jr-1.example.com:32307"
+        );
+        assert!(
+            mixed.fixed_runners[0]
+                .types
+                .as_ref()
+                .unwrap()
+                .contains("sleep")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        for (text, expected) in [
+            (
+                "jr_url: http://a:1\nrunners: [{url: 'http://b:2'}]\n",
+                "runners: and jr_url both say where chains go",
+            ),
+            (
+                "runners: [{url: 'http://b:2'}, {url: 'http://b:2/'}]\n",
+                "runners[1].url: http://b:2 is listed twice",
+            ),
+            (
+                "runners: [{url: 'http://b:2', types: []}]\n",
+                "runners[0].types: empty",
+            ),
+            (
+                "runners: [{url: 'b:2'}]\n",
+                "runners[0].url: \"b:2\" is not a URL",
+            ),
+        ] {
+            let path = dir.path().join("c.yaml");
+            std::fs::write(&path, text).unwrap();
+            let err = FileConfig::read(&path)
+                .unwrap()
+                .settings("127.0.0.1:1")
+                .unwrap_err();
+            assert!(format!("{err:#}").contains(expected), "{text}: {err:#}");
+        }
+    }
+
     /// docs/examples' config files are what the services read, every value checked.
     #[test]
     fn the_documented_example_configs_are_valid() {

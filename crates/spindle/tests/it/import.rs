@@ -706,3 +706,30 @@ async fn imported_suspended_chains_resume_or_wait_for_their_job_types() {
     drop(server);
     source.remove().await;
 }
+
+/// Issue #47: `--from` a database that is not Spin Cycle's says so, naming what it lacks,
+/// before anything is read or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_is_not_spin_cycles_is_named_as_such() {
+    let test = "a_database_that_is_not_spin_cycles_is_named_as_such";
+    let Some(server) = mysql_url(test) else {
+        return;
+    };
+    let source = MysqlDatabase::create(&server, "notsc").await;
+    let pool = MySqlPool::connect(&source.url).await.unwrap();
+    sqlx::query("CREATE TABLE requests (request_id BINARY(20) PRIMARY KEY, type VARCHAR(10))")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, stderr, code) = import(dir.path(), &source.url, "sqlite://spindle.db", &[]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains("not a Spin Cycle 2.x database")
+            && stderr.contains("its table requests must have the columns"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("spindle.db").exists(), "nothing written");
+    source.remove().await;
+}
