@@ -176,6 +176,23 @@ async fn a_runner_that_cannot_read_the_jobs_leaves_the_request_waiting_with_why(
     );
 }
 
+/// Issue #47: with no runner to take it (none registered, or none answering), a
+/// request says so while it waits, PENDING.
+#[tokio::test]
+async fn a_request_no_runner_takes_says_so() {
+    let env = env().await;
+    env.jr.answer.store(503, Ordering::SeqCst);
+    let id = create(&env).await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored.error.starts_with("waits for a job runner: ")
+            && stored.error.contains("connection refused"),
+        "{}",
+        stored.error
+    );
+}
+
 #[tokio::test]
 async fn a_chain_the_job_runner_refuses_fails_the_request() {
     let env = env().await;

@@ -458,3 +458,53 @@ fn job_types_are_checked_against_this_binary() {
     assert_eq!(code, 1);
     assert!(stderr.contains("--preview"), "{stderr}");
 }
+
+/// Issue #47: a job program whose `types:` names a built-in serves it in the built-in's
+/// place for `spindle lint --config` as for the servers: its node no longer needs the
+/// built-in's required args; two programs serving one type stay an error, which lint and
+/// a server both say.
+#[test]
+fn a_program_serving_a_builtin_type_is_what_lint_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nap.yaml"),
+        "sequences:\n  nap:\n    request: true\n    nodes:\n      wait:\n        category: job\n        type: sleep\n",
+    )
+    .unwrap();
+    let (stdout, _, code) = run(spindle(dir.path()).args(["lint", "nap.yaml"]));
+    assert_eq!(code, 1, "the built-in sleep requires duration: {stdout}");
+    assert!(stdout.contains("requires job arg `duration`"), "{stdout}");
+    std::fs::write(
+        dir.path().join("team.yaml"),
+        "jobs:\n  - program: /bin/true\n    types: [noop, sleep, shell-command]\n",
+    )
+    .unwrap();
+    let (stdout, stderr, code) =
+        run(spindle(dir.path()).args(["lint", "--config", "team.yaml", "nap.yaml"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    std::fs::write(
+        dir.path().join("twice.yaml"),
+        "jobs:\n  - program: /bin/true\n    types: [sleep]\n  - program: /bin/false\n    types: [sleep]\n",
+    )
+    .unwrap();
+    let (_, stderr, code) =
+        run(spindle(dir.path()).args(["lint", "--config", "twice.yaml", "nap.yaml"]));
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("jobs[1]") && stderr.contains("served by `/bin/true`"),
+        "{stderr}"
+    );
+    let (_, stderr, code) = run(spindle(dir.path()).args([
+        "server",
+        "--config",
+        "twice.yaml",
+        "--listen",
+        "127.0.0.1:0",
+        "--specs",
+        "nap.yaml",
+        "--database",
+        "sqlite://s.db",
+    ]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("served by `/bin/true`"), "{stderr}");
+}
