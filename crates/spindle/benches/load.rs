@@ -274,16 +274,17 @@ async fn client(
     samples
 }
 
+/// Waits until the Request Manager at `base` is ready: Spindle's `/readyz`, or for
+/// Spin Cycle's (which has none) its request list.
 async fn wait_up(http: &reqwest::Client, base: &str) {
     let until = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .map(|r| r.status().as_u16())
-        .ok()
-        != Some(200)
-    {
+    let answers = async |path: &str| {
+        http.get(format!("{base}{path}"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().as_u16() == 200)
+    };
+    while !(answers("/readyz").await || answers("/api/v1/request-list").await) {
         assert!(Instant::now() < until, "{base} never became ready");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -33,7 +33,7 @@ mariadb -h127.0.0.1 -uroot -e "DROP DATABASE IF EXISTS sc_bench; CREATE DATABASE
 mariadb -h127.0.0.1 -uroot sc_bench < "$peer/request_manager_schema.sql"
 load() {
     cargo bench -q -p spindle --bench load -- --url "$1" --poll --specs "$work/specs" --type test \
-        --arg sleepTime=0 --count "$count" --clients "$clients" --pid "$2" --pid "$3"
+        --arg "sleepTime=\"0\"" --count "$count" --clients "$clients" --pid "$2" --pid "$3"
 }
 
 echo "== Spin Cycle 2.1.1: its Request Manager and Job Runner"
