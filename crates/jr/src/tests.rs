@@ -345,7 +345,7 @@ async fn stop_status_and_shutdown() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(running[0]["jobId"], "slep");
-    assert_eq!(running[0]["status"], "sleeping 1h");
+    assert_eq!(running[0]["status"], "sleeping 1h0m0s");
     let (status, _, _) = call(&router, Method::PUT, "/api/v1/job-chains/req1/stop", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Stopped);
