@@ -281,6 +281,10 @@ impl Oidc {
     /// The caller a JWT names, if it is valid: signed by one of the provider's keys,
     /// issued by it, for this client (or a configured audience), not expired; with
     /// `nonce`, the ID token of the sign-in that sent it.
+    // Long because a token is checked in the order RFC 7519 and OpenID Connect Core give,
+    // each check with its own refusal that says what was expected: alg (none refused),
+    // the key by kid (read again once for a new one), signature, issuer, audience,
+    // expiry and not-before, nonce, then the user and groups claims.
     pub fn validate(&self, token: &str, nonce: Option<&str>) -> Result<(Caller, u64), Denied> {
         let denied = |why: String| {
             Denied::Unauthenticated(format!("the OpenID Connect token is not valid: {why}"))

@@ -127,6 +127,10 @@ fn fill(state: State) -> &'static str {
     }
 }
 
+// Long because DOT is written in one pass over the layout: the graph's attributes, then
+// each sequence as a nested cluster (iteratively, so deep nesting cannot overflow the
+// stack) with its jobs styled by state, then the edges; the pieces share the open
+// clusters' depth.
 pub(crate) fn render(chain: &JobChain) -> String {
     let layout = Layout::of(chain);
     let mut out = String::new();

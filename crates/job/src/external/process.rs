@@ -202,6 +202,10 @@ async fn read_lines(reader: std::io::PipeReader, status: crate::Status) -> Lines
 }
 
 /// One try: the outcome and, when the program said it, the job data after it.
+// Long because it is one process's life, in order: start it (forked by the fork server
+// or spawned, with its secret env), read the protocol descriptor's status lines and the
+// answer while stdout and stderr stream out, meet a stop or a timeout (SIGTERM, the
+// grace, SIGKILL), and turn the exit and the answer into the outcome.
 pub(crate) async fn run_try(
     program: &Program,
     call: &Call<'_>,

@@ -131,28 +131,9 @@ impl Manager {
         if !first {
             self.with_answers(&mut job_chain).await?;
         }
-        // The first that takes it; one that lacks its job types is passed over (nothing
-        // of it ran there), and the next is given the chain as stored.
-        let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
-        let mut url = String::new();
-        let mut chain = Some(job_chain);
-        for candidate in &urls {
-            let job_chain = match chain.take() {
-                Some(job_chain) => job_chain,
-                None => {
-                    let mut job_chain = self.store.job_chain(request_id).await?;
-                    if !first {
-                        self.with_answers(&mut job_chain).await?;
-                    }
-                    job_chain
-                }
-            };
-            url.clone_from(candidate);
-            handed = self.jr.new_chain(&url, job_chain, &terms).await;
-            if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
-                break;
-            }
-        }
+        let (url, handed) = self
+            .send_new_chain(request_id, &urls, job_chain, first, &terms)
+            .await?;
         self.hand_over_ended(span, began, &url, epoch, &handed);
         if handed.is_ok() {
             self.credentials_accepted(&url);
@@ -207,6 +188,41 @@ impl Manager {
             }
             Err(err) => Ok(Handed::Refused(err)),
         }
+    }
+
+    /// Sends a new chain to the first of `urls` that takes it, and says which was asked
+    /// last and what it answered. One that lacks the chain's job types (422) is passed
+    /// over — nothing of the chain ran there — and the next is given the chain as stored
+    /// (with the approvals answered meanwhile, unless `first`).
+    async fn send_new_chain(
+        &self,
+        request_id: &RequestId,
+        urls: &[String],
+        job_chain: JobChain,
+        first: bool,
+        terms: &HandOver,
+    ) -> Result<(String, Result<HandedOver, ClientError>), Error> {
+        let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
+        let mut url = String::new();
+        let mut chain = Some(job_chain);
+        for candidate in urls {
+            let job_chain = match chain.take() {
+                Some(job_chain) => job_chain,
+                None => {
+                    let mut job_chain = self.store.job_chain(request_id).await?;
+                    if !first {
+                        self.with_answers(&mut job_chain).await?;
+                    }
+                    job_chain
+                }
+            };
+            url.clone_from(candidate);
+            handed = self.jr.new_chain(&url, job_chain, terms).await;
+            if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
+                break;
+            }
+        }
+        Ok((url, handed))
     }
 
     /// A Job Runner refused this Request Manager's credentials: a misconfiguration, not

@@ -127,24 +127,7 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
     });
     let mut write_error = None;
     while let Some(batch) = batches.recv().await {
-        for bad in &batch.bad {
-            say(
-                &bar,
-                format!(
-                    "warning: request {}: {}: {}; skipped",
-                    bad.request_id, bad.table, bad.problem
-                ),
-            );
-        }
-        for note in &batch.notes {
-            say(&bar, format!("note: {note}"));
-        }
-        for refused in &batch.refused {
-            say(
-                &bar,
-                format!("left out: request {} {}", refused.request_id, refused.why),
-            );
-        }
+        tell(&bar, &batch);
         match write(&*store, &batch).await {
             Ok(stored) => {
                 counts.add(&batch, &stored);
@@ -171,7 +154,7 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
     bar.finish_and_clear();
     if let Some(err) = write_error {
         return Err(anyhow::Error::new(err).context(format!(
-            "writing to {} failed; what was written stays, and importing again finishes",
+            "writing to {} failed; what was written stays, and importing again finishes (the suspended chains of the batch stay claimed for Spindle until then)",
             store::redacted(&args.to)
         )));
     }
@@ -194,6 +177,29 @@ pub(crate) async fn spincycle(args: &SpincycleArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
+}
+
+/// Says what of a batch is not copied as it was: rows that cannot be read, requests
+/// imported otherwise, requests left out.
+fn tell(bar: &ProgressBar, batch: &Batch) {
+    for bad in &batch.bad {
+        say(
+            bar,
+            format!(
+                "warning: request {}: {}: {}; skipped",
+                bad.request_id, bad.table, bad.problem
+            ),
+        );
+    }
+    for note in &batch.notes {
+        say(bar, format!("note: {note}"));
+    }
+    for refused in &batch.refused {
+        say(
+            bar,
+            format!("left out: request {} {}", refused.request_id, refused.why),
+        );
+    }
 }
 
 /// What Spin Cycle did with requests Spindle owns (imported before): one that it runs

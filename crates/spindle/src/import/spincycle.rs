@@ -522,27 +522,15 @@ fn request(row: &MySqlRow, rows: Rows, policy: Policy) -> Result<Read, BadRow> {
             state,
         }));
     }
-    // Claimed by a Spin Cycle Request Manager (resuming it now), or resumed since its
-    // row was read: Spin Cycle runs it; a later import takes it once it has ended.
-    if state == State::Suspended && policy.claim {
-        let holder = rows
-            .suspended
-            .first()
-            .map(|row| column::<Option<String>>(row, "rm_host").unwrap_or_default());
-        let why = match holder {
-            None => Some("was resumed by Spin Cycle while the import read it".to_owned()),
-            Some(Some(host)) if host != CLAIM => Some(format!(
-                "is being resumed by Spin Cycle (its suspended chain is claimed by {host})"
-            )),
-            Some(_) => None,
-        };
-        if let Some(why) = why {
-            return Ok(Read::Refused(Refused {
-                request_id: id,
-                state,
-                why: format!("{why}; import again once it has ended there"),
-            }));
-        }
+    if state == State::Suspended
+        && policy.claim
+        && let Some(why) = resumed_by_spin_cycle(&rows.suspended)
+    {
+        return Ok(Read::Refused(Refused {
+            request_id: id,
+            state,
+            why: format!("{why}; import again once it has ended there"),
+        }));
     }
     let [archive] = <[MySqlRow; 1]>::try_from(rows.archive).map_err(|_| {
         bad("request_archives")(
@@ -606,6 +594,22 @@ fn request(row: &MySqlRow, rows: Rows, policy: Policy) -> Result<Read, BadRow> {
         }),
         note,
     ))
+}
+
+/// Why a SUSPENDED request's chain is not the import's to take: claimed by a Spin Cycle
+/// Request Manager (resuming it now), or gone (resumed since its row was read). Spin
+/// Cycle runs it then; a later import takes it once it has ended.
+fn resumed_by_spin_cycle(suspended: &[MySqlRow]) -> Option<String> {
+    let holder = suspended
+        .first()
+        .map(|row| column::<Option<String>>(row, "rm_host").unwrap_or_default());
+    match holder {
+        None => Some("was resumed by Spin Cycle while the import read it".to_owned()),
+        Some(Some(host)) if host != CLAIM => Some(format!(
+            "is being resumed by Spin Cycle (its suspended chain is claimed by {host})"
+        )),
+        Some(_) => None,
+    }
 }
 
 fn request_row(row: &MySqlRow) -> Result<Request, String> {

@@ -86,6 +86,10 @@ sql_impl! {
     /// `job_id`: the job whose claims these are (empty: the request's own).
     /// `created`: the request's creation when `tx` has just stored it (PENDING), so that
     /// its row need not be read; for a job's claims, the time of its ask.
+    // Long because all of a request's claims are judged and stored in one transaction,
+    // all or none: the lock rows read in one order (no deadlock), each claim found held,
+    // free or taken (a fair lock's turn, a queue's order), then every claim stored held
+    // or queued to keep its place; splitting it would pass the half-judged state around.
     pub(super) async fn take_locks_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         request_id: &str,

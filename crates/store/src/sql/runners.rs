@@ -160,6 +160,10 @@ sql_impl! {
             .collect()
     }
 
+    // Long because every check must be made in the one transaction that stores the
+    // rebuilt chain, the request's row locked: the ownership (a request that moved on is
+    // left), the tries that began after the caller read the store (fenced), then the
+    // interrupted tries logged, the chain suspended and the epoch bumped.
     pub(super) async fn recover_request(
         &self,
         holder: Holder<'_>,

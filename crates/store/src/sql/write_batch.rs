@@ -4,6 +4,10 @@
 use super::*;
 
 sql_impl! {
+    // Long because the group commit is one transaction for every kind of write gathered
+    // (deliveries, creates with their secrets and locks, starts, job log entries,
+    // progress, ends), in the order that keeps each report's fence check before its
+    // write; each kind is a short loop over the batch.
     pub(super) async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
         let mut tx = self.pool.begin().await?;
         let mut refused = Vec::new();
