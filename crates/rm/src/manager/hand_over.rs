@@ -83,6 +83,11 @@ impl Manager {
     /// Hands a PENDING request's chain to a Job Runner as a new hand-over (its epoch) and
     /// marks it RUNNING there. The first hand-over of a new request has the epoch it was
     /// stored with (1); later ones (offered again) take a new one.
+    // Long because a hand-over is one sequence of steps that each may end it: take back a
+    // chain that began, take its locks, choose the runners, take a new epoch, send it
+    // (passing over runners that lack its types), and answer each way the runner
+    // answered (running, stopped meanwhile, later, credentials refused, types missing,
+    // refused).
     pub(super) async fn hand_over(
         &self,
         request_id: &RequestId,

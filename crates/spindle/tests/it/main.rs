@@ -40,11 +40,21 @@ fn fixtures() -> PathBuf {
 /// (relative to the repository, or absolute; CI sets it). Without it the test that asks is
 /// skipped, and one line on stderr says so.
 fn spincycle_fixtures(test: &str) -> Option<PathBuf> {
-    let Some(folder) = std::env::var_os("SPINDLE_SPINCYCLE_FIXTURES") else {
+    shared_folder(
+        test,
+        "SPINDLE_SPINCYCLE_FIXTURES",
+        "it reads Spin Cycle's spec fixtures",
+        &["a-b-c.yaml"],
+    )
+}
+
+/// The folder the variable `var` names (relative to the repository, or absolute), which
+/// must hold `marks`; unset, the test that asks is skipped (`doing` says why it needs
+/// the folder) and one line on stderr says so.
+pub(crate) fn shared_folder(test: &str, var: &str, doing: &str, marks: &[&str]) -> Option<PathBuf> {
+    let Some(folder) = std::env::var_os(var) else {
         // Straight to stderr: the test harness captures `eprintln!`.
-        let line = format!(
-            "{test}: skipped: it reads Spin Cycle's spec fixtures; set SPINDLE_SPINCYCLE_FIXTURES to their folder to run it\n"
-        );
+        let line = format!("{test}: skipped: {doing}; set {var} to its folder to run it\n");
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         return None;
     };
@@ -52,9 +62,10 @@ fn spincycle_fixtures(test: &str) -> Option<PathBuf> {
         .join("../..")
         .join(folder);
     assert!(
-        folder.join("a-b-c.yaml").is_file(),
-        "SPINDLE_SPINCYCLE_FIXTURES names {}, which holds no Spin Cycle fixtures",
-        folder.display()
+        marks.iter().all(|mark| folder.join(mark).is_file()),
+        "{var} names {}, which does not hold {}",
+        folder.display(),
+        marks.join(" and ")
     );
     Some(folder)
 }

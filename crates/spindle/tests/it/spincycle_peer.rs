@@ -81,25 +81,15 @@ const RELEASE_SPEC: &str = r#"sequences:
 "#;
 
 /// Spin Cycle 2.1.1's folder (`bin/`, its schema, its dev `test` spec) when
-/// `SPINDLE_SPINCYCLE_PEER` names it; else the test is skipped, and one line says so.
+/// `SPINDLE_SPINCYCLE_PEER` names it (`.ci/run` sets it to the shared peers' folder);
+/// else the test is skipped, and one line says so.
 fn peer(test: &str) -> Option<PathBuf> {
-    let Some(folder) = std::env::var_os("SPINDLE_SPINCYCLE_PEER") else {
-        let line = format!(
-            "{test}: skipped: it runs Spin Cycle 2.1.1's own binaries; set SPINDLE_SPINCYCLE_PEER to their folder (../shared/peers/spincycle-2.1.1) to run it\n"
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-        return None;
-    };
-    let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(folder);
-    assert!(
-        folder.join("bin/job-runner").is_file()
-            && folder.join("request_manager_schema.sql").is_file(),
-        "SPINDLE_SPINCYCLE_PEER names {}, which holds no Spin Cycle binaries",
-        folder.display()
-    );
-    Some(folder)
+    crate::shared_folder(
+        test,
+        "SPINDLE_SPINCYCLE_PEER",
+        "it runs Spin Cycle 2.1.1's own binaries (its peers/spincycle-2.1.1 folder)",
+        &["bin/job-runner", "request_manager_schema.sql"],
+    )
 }
 
 fn free_port() -> u16 {
@@ -158,6 +148,20 @@ impl SpinCycle {
             rm_port: free_port(),
             jr_port: free_port(),
         }
+    }
+
+    /// A directory for Spindle's side, with the same specs in `specs/`.
+    fn spindle_dir(&self) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("specs")).unwrap();
+        for file in ["dev-test.yaml", "fail.yaml"] {
+            std::fs::copy(
+                self.dir.path().join("specs").join(file),
+                dir.path().join("specs").join(file),
+            )
+            .unwrap();
+        }
+        dir
     }
 
     fn rm_url(&self) -> String {
@@ -388,15 +392,7 @@ async fn a_spindle_request_manager_drives_spin_cycles_job_runner_with_spin_cycle
     drop(theirs_jr);
 
     // A Spindle Request Manager, a Spin Cycle Job Runner and a Spindle one.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("specs")).unwrap();
-    for file in ["dev-test.yaml", "fail.yaml"] {
-        std::fs::copy(
-            sc.dir.path().join("specs").join(file),
-            dir.path().join("specs").join(file),
-        )
-        .unwrap();
-    }
+    let dir = sc.spindle_dir();
     std::fs::write(dir.path().join("specs/ask.yaml"), ASK_SPEC).unwrap();
     std::fs::write(dir.path().join("specs/release.yaml"), RELEASE_SPEC).unwrap();
     let sc_jr_port = free_port();
@@ -586,15 +582,7 @@ async fn spin_cycles_own_requests_import_into_every_backend_and_resume_there_alo
     let left = leave_every_state(&sc).await;
     let dev_jobs = dev_jobs(test);
 
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("specs")).unwrap();
-    for file in ["dev-test.yaml", "fail.yaml"] {
-        std::fs::copy(
-            sc.dir.path().join("specs").join(file),
-            dir.path().join("specs").join(file),
-        )
-        .unwrap();
-    }
+    let dir = sc.spindle_dir();
     let postgres = crate::services::NewDatabase::create(test).await;
     let mysql = MysqlDatabase::create(&server, "target").await;
     let mut targets = vec![("sqlite", "sqlite://spindle.db".to_owned())];
