@@ -441,6 +441,21 @@ async fn a_failed_iteration_is_red_and_one_click_away() {
         "const b = document.querySelector('.failed-list button'); return b && b.textContent";
     let listed = ui.until("the failed job listed", first_failed, 10).await;
     assert_eq!(listed, "ping [host=web-2]");
+    // Issue #47: the header says why in one line, without opening the job.
+    let reason = ui
+        .until(
+            "the failure's reason",
+            "const f = document.getElementById('failure'); return f && f.textContent",
+            10,
+        )
+        .await;
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .starts_with("job ping [host=web-2] failed (try 1): "),
+        "{reason}"
+    );
     ui.screenshot("failed-iteration").await;
 
     // In a 50-host fan-out (closed at first: a large expansion), the failed iteration is
@@ -554,6 +569,15 @@ async fn a_request_waiting_for_a_lock_says_for_which_and_behind_whom() {
         .js("return document.getElementById('failure').closest('div').querySelector('dt').textContent")
         .await;
     assert_eq!(label, "Waiting");
+    // Issue #47: the reason spans the summary's width, not one narrow column.
+    let widths = ui
+        .js("const d = document.getElementById('failure').closest('div'); return [d.getBoundingClientRect().width, d.parentElement.getBoundingClientRect().width]")
+        .await;
+    let (row, summary) = (widths[0].as_f64().unwrap(), widths[1].as_f64().unwrap());
+    assert!(
+        row > summary * 0.9,
+        "the Waiting row is {row} px of {summary}"
+    );
     ui.screenshot("waiting-for-lock").await;
     // The holder stopped: the waiter runs, and its page says nothing more of waiting.
     let stopped = ui
