@@ -111,7 +111,15 @@ impl Manager {
         let types = chain_types(&job_chain);
         let urls = match self.targets(&types).await {
             Ok(urls) => urls,
-            Err(err) => return Ok(Handed::Later(err)),
+            Err(err) => {
+                // No runner has its types: said, as a runner's refusal would be.
+                if matches!(err, ClientError::MissingJobTypes(_))
+                    && let Err(err) = self.store.set_waiting(request_id, &err.why_waiting()).await
+                {
+                    tracing::warn!(%request_id, error = %err, "storing why the request waits failed");
+                }
+                return Ok(Handed::Later(err));
+            }
         };
         drop(types);
         let epoch = if first {

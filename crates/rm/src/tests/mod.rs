@@ -48,7 +48,7 @@ pub(crate) async fn env() -> Env {
     .await
 }
 
-async fn env_with(options: Options) -> Env {
+pub(crate) async fn env_with(options: Options) -> Env {
     env_specs(options, SPECS).await
 }
 

@@ -176,6 +176,52 @@ async fn a_runner_that_cannot_read_the_jobs_leaves_the_request_waiting_with_why(
     );
 }
 
+/// Issue #47: fixed runners (`runners:`, Spin Cycle's) are given only chains of the job
+/// types they list; a chain none of them has the types of, with no registered runner,
+/// waits, PENDING, saying which types.
+#[tokio::test]
+async fn fixed_runners_get_only_chains_of_their_job_types() {
+    let fixed = |url: &str, types: &[&str]| crate::FixedRunner {
+        url: url.to_owned(),
+        types: Some(types.iter().map(|t| (*t).to_owned()).collect()),
+    };
+    // The spec's `deploy` is noop wrappers around a sleep.
+    let env = super::env_with(crate::Options {
+        fixed_runners: vec![
+            fixed("http://sc-jr-1:32307", &["noop", "shell-command"]),
+            fixed("http://sc-jr-2:32307", &["noop", "sleep"]),
+        ],
+        ..crate::Options::default()
+    })
+    .await;
+    let id = create(&env).await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(
+        (stored.state, stored.jr_url.as_str()),
+        (State::Running, "http://sc-jr-2:32307")
+    );
+    let env = super::env_with(crate::Options {
+        fixed_runners: vec![fixed("http://sc-jr-1:32307", &["noop", "shell-command"])],
+        ..crate::Options::default()
+    })
+    .await;
+    let id = create(&env).await;
+    let stored = env.manager.get(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored
+            .error
+            .starts_with("waits for a job runner with its job types: ")
+            && stored.error.contains("(noop, sleep)"),
+        "{}",
+        stored.error
+    );
+    assert!(
+        env.jr.sent_to.lock().unwrap().is_empty(),
+        "nothing was sent"
+    );
+}
+
 /// Issue #47: with no runner to take it (none registered, or none answering), a
 /// request says so while it waits, PENDING.
 #[tokio::test]
