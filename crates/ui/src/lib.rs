@@ -3,7 +3,7 @@
 //! again), the start form of each request type, and the Job Runners.
 //!
 //! Pages are one HTML shell each (`pages.rs`) with no inline script or style; the
-//! script (`assets/js/`, served as `/ui/app.js`) builds everything from JSON with `textContent`, so a value
+//! script (`assets/js/`, native ES modules served as they are under `/ui/js/`) builds everything from JSON with `textContent`, so a value
 //! is never markup. It reads Spin Cycle's API (`/api/v1`, creating and stopping through
 //! it) and this crate's view endpoints (`views.rs`, under `/ui/api`): the layout of a
 //! request's chain for the groups the viewer opened (`layout.rs`, computed here in

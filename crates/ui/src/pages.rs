@@ -8,16 +8,17 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-/// The page script, kept by page in `assets/js/` and served as one file: the parts share
-/// the function `common.js` opens and `main.js` closes.
-const APP_JS: &str = concat!(
-    include_str!("../assets/js/common.js"),
-    include_str!("../assets/js/list.js"),
-    include_str!("../assets/js/request.js"),
-    include_str!("../assets/js/start.js"),
-    include_str!("../assets/js/admin.js"),
-    include_str!("../assets/js/main.js"),
-);
+/// The page script: native ES modules (`assets/js/`), embedded and served as they are
+/// under `/ui/js/` (no build step). `main.js` is the entry; `common.js` holds what every
+/// page shares; each page is a module of its own.
+pub const SCRIPTS: [(&str, &str); 6] = [
+    ("common.js", include_str!("../assets/js/common.js")),
+    ("list.js", include_str!("../assets/js/list.js")),
+    ("request.js", include_str!("../assets/js/request.js")),
+    ("start.js", include_str!("../assets/js/start.js")),
+    ("admin.js", include_str!("../assets/js/admin.js")),
+    ("main.js", include_str!("../assets/js/main.js")),
+];
 const APP_CSS: &str = include_str!("../assets/app.css");
 const FAVICON: &str = include_str!("../assets/favicon.svg");
 
@@ -49,7 +50,7 @@ fn shell(title: &str, page: &str, subject: &str) -> Html<String> {
 <title>{title} · Spindle</title>
 <link rel="icon" href="/ui/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/ui/app.css">
-<script src="/ui/app.js" defer></script>
+<script type="module" src="/ui/js/main.js"></script>
 </head>
 <body data-page="{page}" data-subject="{subject}">
 <a class="skip" href="#main">Skip to content</a>
@@ -117,6 +118,18 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+/// One of the page script's modules, by its file name; 404 for any other.
+async fn script(Path(file): Path<String>) -> Response {
+    match SCRIPTS.iter().find(|(name, _)| *name == file) {
+        Some((_, text)) => asset("text/javascript; charset=utf-8", text),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no script {file:?}; expected one of the page script's modules"),
+        )
+            .into_response(),
+    }
+}
+
 pub(crate) fn routes() -> Router {
     Router::new()
         .route("/", get(list))
@@ -126,10 +139,7 @@ pub(crate) fn routes() -> Router {
         .route("/runners", get(runners))
         .route("/schedules", get(schedules))
         .route("/sign-in", get(sign_in))
-        .route(
-            "/ui/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
-        )
+        .route("/ui/js/{file}", get(script))
         .route(
             "/ui/app.css",
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),

@@ -440,8 +440,8 @@ async fn pages_are_shells_without_inline_script_or_style() {
             html.contains(&format!("data-page=\"{page}\"")),
             "{uri}: {html}"
         );
-        assert!(html.contains("<script src=\"/ui/app.js\" defer></script>"));
-        // The one script tag loads the file; no inline script, no style attribute.
+        assert!(html.contains("<script type=\"module\" src=\"/ui/js/main.js\"></script>"));
+        // The one script tag loads the entry module; no inline script, no style attribute.
         assert_eq!(html.matches("<script").count(), 1, "{uri}");
         assert!(!html.contains("style="), "{uri}");
         assert!(
@@ -459,7 +459,9 @@ async fn pages_are_shells_without_inline_script_or_style() {
     );
     assert!(html.contains("data-subject=\"&lt;script&gt;alert(1)&lt;/script&gt;\""));
     for (uri, kind) in [
-        ("/ui/app.js", "text/javascript; charset=utf-8"),
+        ("/ui/js/main.js", "text/javascript; charset=utf-8"),
+        ("/ui/js/common.js", "text/javascript; charset=utf-8"),
+        ("/ui/js/request.js", "text/javascript; charset=utf-8"),
         ("/ui/app.css", "text/css; charset=utf-8"),
         ("/ui/favicon.svg", "image/svg+xml"),
     ] {
@@ -470,16 +472,68 @@ async fn pages_are_shells_without_inline_script_or_style() {
         );
         assert!(body.len() > 100, "{uri}");
     }
-    // The script never writes markup from text.
-    let (_, _, script) = get(&env.router, "/ui/app.js").await;
-    for sink in [
-        "innerHTML",
-        "outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
-    ] {
-        assert!(!script.contains(sink), "app.js uses {sink}");
+    let (status, _, said) = get(&env.router, "/ui/js/nope.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{said}");
+    // The script never writes markup from text, and every module it imports is served.
+    for (file, script) in crate::pages::SCRIPTS {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
+            assert!(!script.contains(sink), "{file} uses {sink}");
+        }
+        for line in script.lines().filter(|l| l.starts_with("import ")) {
+            let module = line
+                .rsplit("from \"./")
+                .next()
+                .unwrap()
+                .trim_end_matches("\";");
+            assert!(
+                crate::pages::SCRIPTS
+                    .iter()
+                    .any(|(name, _)| *name == module),
+                "{file} imports {module}, which is not served"
+            );
+        }
+    }
+}
+
+/// Issue #49: every module of the page script is valid JavaScript alone (`node --check`,
+/// as an ES module); skipped with a line where Node.js is not installed, unless
+/// `SPINDLE_TEST_NODE=required` (CI).
+#[test]
+fn every_script_module_passes_node_check_alone() {
+    let found = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        assert!(
+            std::env::var("SPINDLE_TEST_NODE").as_deref() != Ok("required"),
+            "`node` is not installed and SPINDLE_TEST_NODE=required"
+        );
+        let line = "every_script_module_passes_node_check_alone: skipped: it needs `node` (set SPINDLE_TEST_NODE=required to fail instead)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return;
+    }
+    // As `.mjs`, which every Node.js checks as a module (imports are not followed).
+    let dir = tempfile::tempdir().unwrap();
+    for (file, script) in crate::pages::SCRIPTS {
+        let copy = dir.path().join(file.replace(".js", ".mjs"));
+        std::fs::write(&copy, script).unwrap();
+        let checked = std::process::Command::new("node")
+            .arg("--check")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
     }
 }
 

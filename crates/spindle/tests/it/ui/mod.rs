@@ -372,7 +372,7 @@ impl Ui {
     }
 
     async fn close(mut self) {
-        // No page hit a script error on the way (app.js records one on the body).
+        // No page hit a script error on the way (common.js records one on the body).
         let fault = self.js("return document.body.dataset.fault ?? null").await;
         assert_eq!(fault, Value::Null, "{}: the page hit an error", self.test);
         let _ = self.client.clone().close().await;
