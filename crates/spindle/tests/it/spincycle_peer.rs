@@ -300,7 +300,9 @@ async fn entries(api: &Client, id: &str) -> Vec<Entry> {
     entries
 }
 
-/// Waits until the request's `noop` job has completed (its sleeps run then).
+/// Waits until the request's `noop` job has completed (its sleeps run then). A request
+/// suspended after it sleeps 5 s: long enough that a busy machine's SIGTERM still comes
+/// while they sleep.
 async fn noop_done(api: &Client, id: &str) {
     eventually(
         "the request's noop job completed",
@@ -353,7 +355,7 @@ async fn scenarios(sc: &SpinCycle, api: &Client, jr_port: u16, rm_url: &str) -> 
     stop(api, &stopped).await;
     api.wait_state(&stopped, STOPPED, Duration::from_secs(60))
         .await;
-    let resumed = api.start("test", json!({"sleepTime": "1500"})).await;
+    let resumed = api.start("test", json!({"sleepTime": "5000"})).await;
     noop_done(api, &resumed).await;
     jr.terminate();
     api.wait_state(&resumed, SUSPENDED, Duration::from_secs(30))
@@ -527,7 +529,7 @@ async fn leave_every_state(sc: &SpinCycle) -> Left {
     jr.signal("KILL");
     drop(jr);
     let jr = sc.job_runner(sc.jr_port, &sc.rm_url());
-    let suspended = api.start("test", json!({"sleepTime": "1500"})).await;
+    let suspended = api.start("test", json!({"sleepTime": "5000"})).await;
     noop_done(&api, &suspended).await;
     jr.terminate();
     api.wait_state(&suspended, SUSPENDED, Duration::from_secs(30))
