@@ -104,20 +104,7 @@ async fn a_runner_without_the_job_types_leaves_the_request_pending_with_why() {
         "{}",
         stored.error
     );
-    env.jr.answer.store(0, Ordering::SeqCst);
-    let (status, body, _) = call(
-        &env.router,
-        Method::PUT,
-        &format!("/api/v1/requests/{id}/start"),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let started = env.manager.get(&id, false).await.unwrap();
-    assert_eq!(
-        (started.state, started.error.as_str()),
-        (State::Running, "")
-    );
+    runs_once_a_runner_takes_it(&env, &id).await;
 }
 
 /// Issue #47: a chain whose jobs' stored bytes the runner's job types cannot read (an
@@ -160,20 +147,7 @@ async fn a_runner_that_cannot_read_the_jobs_leaves_the_request_waiting_with_why(
         env.manager.get(&id, false).await.unwrap().state,
         State::Pending
     );
-    env.jr.answer.store(0, Ordering::SeqCst);
-    let (status, body, _) = call(
-        &env.router,
-        Method::PUT,
-        &format!("/api/v1/requests/{id}/start"),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let started = env.manager.get(&id, false).await.unwrap();
-    assert_eq!(
-        (started.state, started.error.as_str()),
-        (State::Running, "")
-    );
+    runs_once_a_runner_takes_it(&env, &id).await;
 }
 
 /// Issue #47: fixed runners (`runners:`, Spin Cycle's) are given only chains of the job
@@ -867,4 +841,23 @@ async fn a_stopped_in_process_runner_is_not_listed() {
         env.manager.end_runner(instance).await.unwrap();
     }
     assert_eq!(listed(env.manager.job_runners().await.unwrap()), ["jr-1"]);
+}
+
+/// The runner takes chains again: a start of the waiting request `id` hands it over, and
+/// it runs with nothing left of why it waited.
+async fn runs_once_a_runner_takes_it(env: &super::Env, id: &str) {
+    env.jr.answer.store(0, Ordering::SeqCst);
+    let (status, body, _) = call(
+        &env.router,
+        Method::PUT,
+        &format!("/api/v1/requests/{id}/start"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let started = env.manager.get(id, false).await.unwrap();
+    assert_eq!(
+        (started.state, started.error.as_str()),
+        (State::Running, "")
+    );
 }
