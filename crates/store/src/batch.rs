@@ -1,6 +1,6 @@
 //! Group commit: many callers hand in creates, starts, finishes, job log entries and
 //! progress updates; one task writes whatever has queued in one transaction
-//! ([`Store::write_batch`]: multi-row statements, one commit) and answers every caller
+//! ([`Lifecycle::write_batch`](crate::Lifecycle::write_batch): multi-row statements, one commit) and answers every caller
 //! once it committed. Nothing waits for a batch to fill: a write that arrives while a
 //! batch is being written goes in the next one.
 
@@ -100,13 +100,13 @@ impl Batcher {
         answer.await.unwrap_or(Err(Error::Stopped))
     }
 
-    /// [`Store::create_request`], group-committed; gives the request back once stored.
+    /// [`Requests::create_request`](crate::Requests::create_request), group-committed; gives the request back once stored.
     pub async fn create_request(&self, new: NewRequest) -> Result<Box<NewRequest>, Error> {
         self.submit(|reply| Write::Create(Box::new(new), reply))
             .await
     }
 
-    /// [`Store::start_request`], group-committed.
+    /// [`Lifecycle::start_request`](crate::Lifecycle::start_request), group-committed.
     pub async fn start_request(
         &self,
         request_id: &RequestId,
@@ -123,7 +123,7 @@ impl Batcher {
         self.submit(|reply| Write::Start(start, reply)).await
     }
 
-    /// [`Store::finish_request`], group-committed; the request as it is now comes back
+    /// [`Lifecycle::finish_request`](crate::Lifecycle::finish_request), group-committed; the request as it is now comes back
     /// when this finish ended it.
     pub async fn finish_request(
         &self,

@@ -6,21 +6,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
-use proto::{
-    AuditEvent, CreateRequest, Fence, FinishRequest, JobChain, JobLog, JobRunner, OutputChunk,
-    OutputQuery, Request, RequestFilter, RequestId, RunnerRegistration, SpecVersion, State,
-    SuspendedJobChain, TryStart,
-};
-
-use crate::{
-    BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
-    LockTake, Owner, Removed, StartedTry, Store, WriteBatch,
-};
+use crate::{Error, Store};
 
 /// `inner`, with the operations [`Faulty::fail`] names failing.
+/// Its impls of the store's traits are written with the traits ([`crate::operations`]).
 pub struct Faulty {
-    inner: Arc<dyn Store>,
+    pub(crate) inner: Arc<dyn Store>,
     /// Operation name → how many more calls succeed before every one fails.
     failing: Mutex<HashMap<&'static str, u32>>,
 }
@@ -58,7 +49,7 @@ impl Faulty {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn check(&self, operation: &'static str) -> Result<(), Error> {
+    pub(crate) fn check(&self, operation: &'static str) -> Result<(), Error> {
         match self.failing().get_mut(operation) {
             None => Ok(()),
             Some(0) => Err(Error::unreachable("the test took the database away").during(operation)),
@@ -69,19 +60,3 @@ impl Faulty {
         }
     }
 }
-
-macro_rules! faulty_store {
-    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty; )*) => {
-        #[async_trait::async_trait]
-        impl Store for Faulty {
-            $(
-                async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, Error> {
-                    self.check(stringify!($name))?;
-                    self.inner.$name($($arg),*).await
-                }
-            )*
-        }
-    };
-}
-
-store_operations!(faulty_store);

@@ -33,7 +33,7 @@ pub struct LockHolder {
     pub held_since: Option<DateTime<Utc>>,
 }
 
-/// What [`Store::take_locks`] did.
+/// What [`Locks::take_locks`](crate::Locks::take_locks) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockTake {
     /// Every claim is held.

@@ -101,6 +101,8 @@ impl Backend for MySql {
         // sqlx asks for found rows: an UPDATE counts the rows it matched, as PostgreSQL.
         result.rows_affected()
     }
+
+    crate::sql::runs_statements!();
 }
 
 /// Brings the schema up to date, one process at a time. MySQL runs DDL outside

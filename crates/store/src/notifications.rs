@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-/// One event not yet fanned out ([`crate::Store::notification_events`]).
+/// One event not yet fanned out ([`crate::Events::notification_events`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotificationEvent {
     /// Its place in the outbox: events are fanned out in this order.
@@ -34,7 +34,7 @@ pub struct NewNotification {
     pub at: DateTime<Utc>,
 }
 
-/// An event and what it fans out into ([`crate::Store::fan_out`]): none when no webhook
+/// An event and what it fans out into ([`crate::Events::fan_out`]): none when no webhook
 /// asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FannedOut {
@@ -43,7 +43,7 @@ pub struct FannedOut {
 }
 
 /// A pending notification this Request Manager claimed to send
-/// ([`crate::Store::claim_notifications`]).
+/// ([`crate::Events::claim_notifications`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedNotification {
     pub id: i64,
@@ -55,7 +55,7 @@ pub struct ClaimedNotification {
     pub attempts: u32,
 }
 
-/// What one attempt to send a notification did ([`crate::Store::notification_attempted`]).
+/// What one attempt to send a notification did ([`crate::Events::notification_attempted`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
     Delivered,
@@ -66,7 +66,7 @@ pub enum Attempt {
     },
 }
 
-/// Which notifications [`crate::Store::notifications`] lists, newest first.
+/// Which notifications [`crate::Events::notifications`] lists, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NotificationFilter {
     pub webhook: Option<String>,

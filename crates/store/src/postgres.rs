@@ -56,6 +56,8 @@ impl Backend for Postgres {
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }
+
+    crate::sql::runs_statements!();
 }
 
 /// How long a call waits for a connection once the store is open.

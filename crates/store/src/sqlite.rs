@@ -55,6 +55,8 @@ impl Backend for Sqlite {
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
+
+    crate::sql::runs_statements!();
 }
 
 impl SqlStore<Sqlite> {

@@ -661,7 +661,7 @@ async fn a_call_without_an_answer_is_unavailable_after_the_call_timeout() {
     let started = std::time::Instant::now();
     let err = tokio::time::timeout(
         std::time::Duration::from_secs(30),
-        store.get_request("r1", false),
+        crate::Requests::get_request(&store, "r1", false),
     )
     .await
     .expect("given up by the store's call timeout, not waiting for the lock")
@@ -677,7 +677,9 @@ async fn a_call_without_an_answer_is_unavailable_after_the_call_timeout() {
     );
     assert!(started.elapsed() >= std::time::Duration::from_secs(1));
     locker.rollback().await.unwrap();
-    let err = store.get_request("r1", false).await.unwrap_err();
+    let err = crate::Requests::get_request(&store, "r1", false)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
     drop_schema(&schema).await;
 }

@@ -521,7 +521,7 @@ impl store::QueryObserver for StartsAfterNextBatch {
                 .unwrap()
                 .block_on(async {
                     let other = store::SqliteStore::open(&path).await.unwrap();
-                    store::Store::start_request(
+                    store::Lifecycle::start_request(
                         &other,
                         &RequestId::from(request_id.as_str()),
                         "http://jr1:32307",

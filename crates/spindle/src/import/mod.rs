@@ -1,6 +1,6 @@
 //! `spindle import spincycle`: copies a Spin Cycle database's requests, archives, job log
 //! and suspended chains into Spindle's store (any backend), in batches of requests, each
-//! batch one transaction of the store's ([`store::Store::import_requests`]). A request
+//! batch one transaction of the store's ([`store::History::import_requests`]). A request
 //! stored already is skipped whole, so a second run copies nothing twice and a run
 //! killed halfway is finished by the next. Reading the next batch overlaps writing this
 //! one.

@@ -2,8 +2,8 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn add_answer(
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn add_answer(
         &self,
         request_id: &str,
         job_id: &str,
@@ -23,37 +23,42 @@ sql_impl! {
         .bind(micros(at))
         .bind(answer.comment.as_str())
         .skip_duplicates("request_id, job_id")
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
-    pub(super) async fn answers(&self, request_id: &str) -> Result<Vec<(String, proto::Answer)>, Error> {
+    pub(crate) async fn answers(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<(String, proto::Answer)>, Error> {
         let sql = "SELECT job_id, approved, user_name, at, comment FROM approvals WHERE request_id = $1 ORDER BY job_id";
         let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter()
             .map(|row| {
                 Ok((
-                    row.try_get("job_id")?,
+                    row.read("job_id")?,
                     proto::Answer {
-                        approved: row.try_get::<i32, _>("approved")? != 0,
-                        user: row.try_get("user_name")?,
-                        at: from_micros(row.try_get("at")?)
+                        approved: row.read::<i32>("approved")? != 0,
+                        user: row.read("user_name")?,
+                        at: from_micros(row.read("at")?)
                             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                        comment: row.try_get("comment")?,
+                        comment: row.read("comment")?,
                     },
                 ))
             })
             .collect()
     }
 
-    pub(super) async fn remove_answers(&self, request_id: &str, job_ids: &[String]) -> Result<(), Error> {
+    pub(crate) async fn remove_answers(
+        &self,
+        request_id: &str,
+        job_ids: &[String],
+    ) -> Result<(), Error> {
         for job_id in job_ids {
             Statement::new("DELETE FROM approvals WHERE request_id = $1 AND job_id = $2")
                 .bind(request_id)
                 .bind(job_id.as_str())
-                .query::<DB>()
                 .execute(&self.pool)
                 .await?;
         }

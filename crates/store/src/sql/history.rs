@@ -3,8 +3,12 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn add_spec_version(&self, specs: &SpecVersion, at: DateTime<Utc>) -> Result<(), Error> {
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn add_spec_version(
+        &self,
+        specs: &SpecVersion,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
         let files = to_json("spec files", &specs.files)?;
         Statement::new(
             "INSERT INTO spec_versions (version, files, created_at) VALUES ($1, $2, $3)",
@@ -13,27 +17,29 @@ sql_impl! {
         .bind(files)
         .bind(micros(at))
         .skip_duplicates("version")
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
+    pub(crate) async fn spec_version(&self, version: &str) -> Result<SpecVersion, Error> {
         let row = Statement::new("SELECT files FROM spec_versions WHERE version = $1")
             .bind(version)
-            .query::<DB>()
             .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("spec version", version))?;
-        let files: String = row.try_get("files")?;
+        let files: String = row.read("files")?;
         Ok(SpecVersion {
             version: version.to_owned(),
             files: from_json("stored spec files", &files)?,
         })
     }
 
-    pub(super) async fn add_audit(&self, request_id: &str, event: &AuditEvent) -> Result<(), Error> {
+    pub(crate) async fn add_audit(
+        &self,
+        request_id: &str,
+        event: &AuditEvent,
+    ) -> Result<(), Error> {
         Statement::new(
             "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -42,22 +48,21 @@ sql_impl! {
         .bind(event.action.as_str())
         .bind(event.user.as_str())
         .bind(event.address.as_str())
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
+    pub(crate) async fn audit(&self, request_id: &str) -> Result<Vec<AuditEvent>, Error> {
         let sql = "SELECT at, action, user_name, address FROM request_audit WHERE request_id = $1 ORDER BY at";
         let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter()
             .map(|row| {
                 Ok(AuditEvent {
-                    at: from_micros(row.try_get("at")?),
-                    action: row.try_get("action")?,
-                    user: row.try_get("user_name")?,
-                    address: row.try_get("address")?,
+                    at: from_micros(row.read("at")?),
+                    action: row.read("action")?,
+                    user: row.read("user_name")?,
+                    address: row.read("address")?,
                 })
             })
             .collect()

@@ -4,8 +4,8 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn import_requests(
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn import_requests(
         &self,
         imports: &[ImportedRequest],
     ) -> Result<Vec<String>, Error> {
@@ -19,11 +19,10 @@ sql_impl! {
         for chunk in imports.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let ids = chunk.iter().map(|import| import.request.id.as_str());
             let rows = Self::requests_in("SELECT request_id FROM requests", ids, DB::LOCK_ROWS)
-                .query::<DB>()
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut tx)
                 .await?;
             for row in rows {
-                stored.insert(row.try_get::<String, _>("request_id")?);
+                stored.insert(row.read::<String>("request_id")?);
             }
         }
         let mut seen = std::collections::HashSet::new();
@@ -50,7 +49,7 @@ sql_impl! {
                 ]);
                 row
             });
-            insert.query::<DB>().execute(&mut *tx).await?;
+            insert.execute(&mut tx).await?;
         }
         let archived: Vec<(&Request, &CreateRequest)> = new
             .iter()
@@ -85,7 +84,7 @@ sql_impl! {
                     (*at).into(),
                 ]
             });
-            insert.query::<DB>().execute(&mut *tx).await?;
+            insert.execute(&mut tx).await?;
         }
         tx.commit().await?;
         Ok(new.iter().map(|import| import.request.id.clone()).collect())

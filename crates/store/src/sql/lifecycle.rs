@@ -3,7 +3,7 @@
 
 use super::*;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     /// The owners of `request_ids`, read in `tx`; with `lock` (`DB::LOCK_ROWS`) their
     /// rows stay locked until it ends.
     pub(super) async fn owners_in(
@@ -18,15 +18,15 @@ sql_impl! {
                 chunk.iter().copied(),
                 lock,
             );
-            for row in select.query::<DB>().fetch_all(&mut **tx).await? {
+            for row in select.fetch_all(&mut *tx).await? {
                 owners.insert(
-                    row.try_get("request_id")?,
+                    row.read("request_id")?,
                     Owner {
-                        state: state_of(row.try_get("state")?)?,
+                        state: state_of(row.read("state")?)?,
                         instance: row
-                            .try_get::<Option<String>, _>("jr_instance")?
+                            .read::<Option<String>>("jr_instance")?
                             .unwrap_or_default(),
-                        epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
+                        epoch: u64::try_from(row.read::<i64>("epoch")?).unwrap_or(0),
                     },
                 );
             }
@@ -45,27 +45,26 @@ sql_impl! {
         if DB::UPDATE_RETURNING {
             let mut statement = update.statement::<DB>();
             statement.push(" RETURNING ").push(columns);
-            return Ok(statement.query::<DB>().fetch_all(&mut **tx).await?);
+            return Ok(statement.fetch_all(&mut *tx).await?);
         }
         let locked = update
             .select_for_update::<DB>("requests.request_id")
-            .query::<DB>()
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *tx)
             .await?;
         let ids = locked
             .iter()
-            .map(|row| row.try_get::<String, _>("request_id"))
+            .map(|row| row.read::<String>("request_id"))
             .collect::<Result<Vec<_>, _>>()?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        update.statement::<DB>().query::<DB>().execute(&mut **tx).await?;
+        update.statement::<DB>().execute(&mut *tx).await?;
         let select = Self::requests_in(
             &format!("SELECT {columns} FROM requests"),
             ids.iter().map(String::as_str),
             "",
         );
-        Ok(select.query::<DB>().fetch_all(&mut **tx).await?)
+        Ok(select.fetch_all(&mut *tx).await?)
     }
 
     /// Runs `update` of the one request `request_id` and answers `columns` of its row as
@@ -78,15 +77,17 @@ sql_impl! {
     ) -> Result<Option<DB::Row>, Error> {
         if DB::UPDATE_RETURNING {
             update.push(" RETURNING ").push(columns);
-            return Ok(update.query::<DB>().fetch_optional(&mut **tx).await?);
+            return Ok(update.fetch_optional(&mut *tx).await?);
         }
-        let done = update.query::<DB>().execute(&mut **tx).await?;
+        let done = update.execute(&mut *tx).await?;
         if DB::rows_affected(&done) == 0 {
             return Ok(None);
         }
-        let read = Statement::build(format!("SELECT {columns} FROM requests WHERE request_id = $1"))
-            .bind(request_id);
-        Ok(Some(read.query::<DB>().fetch_one(&mut **tx).await?))
+        let read = Statement::build(format!(
+            "SELECT {columns} FROM requests WHERE request_id = $1"
+        ))
+        .bind(request_id);
+        Ok(Some(read.fetch_one(&mut *tx).await?))
     }
 
     /// [`SqlStore::update_request_in`] on its own: one statement where the database
@@ -104,7 +105,7 @@ sql_impl! {
             return Ok(row);
         }
         update.push(" RETURNING ").push(columns);
-        Ok(update.query::<DB>().fetch_optional(&self.pool).await?)
+        Ok(update.fetch_optional(&self.pool).await?)
     }
 
     /// PENDING → RUNNING for many requests in one statement per chunk; returns, per
@@ -115,15 +116,16 @@ sql_impl! {
     ) -> Result<Vec<Option<bool>>, Error> {
         let mut started = HashMap::new();
         for chunk in starts.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut update = ValuesUpdate::new("requests", "request_id = v.column1", chunk, |start| {
-                vec![
-                    start.request_id.as_str().into(),
-                    micros(start.at).into(),
-                    start.jr_url.as_str().into(),
-                    instance_value(start.owner.as_ref()).into(),
-                    epoch_value(start.owner.as_ref()).into(),
-                ]
-            });
+            let mut update =
+                ValuesUpdate::new("requests", "request_id = v.column1", chunk, |start| {
+                    vec![
+                        start.request_id.as_str().into(),
+                        micros(start.at).into(),
+                        start.jr_url.as_str().into(),
+                        instance_value(start.owner.as_ref()).into(),
+                        epoch_value(start.owner.as_ref()).into(),
+                    ]
+                });
             // As start_request: never before it was created; only at the hand-over's epoch.
             let running = update.param(state_value(State::Running));
             let pending = update.param(state_value(State::Pending));
@@ -134,8 +136,8 @@ sql_impl! {
             update.filter = format!("state = {pending} AND (v.column5 < 0 OR epoch = v.column5)");
             for row in Self::update_requests(tx, update, "request_id, paused").await? {
                 started.insert(
-                    row.try_get::<String, _>("request_id")?,
-                    row.try_get::<i32, _>("paused")? != 0,
+                    row.read::<String>("request_id")?,
+                    row.read::<i32>("paused")? != 0,
                 );
             }
         }
@@ -154,17 +156,22 @@ sql_impl! {
     ) -> Result<Vec<Option<Request>>, Error> {
         let mut finished: HashMap<String, Request> = HashMap::new();
         for chunk in finishes.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut update = ValuesUpdate::new("requests", "request_id = v.column1", chunk, |(finish, fence)| {
-                vec![
-                    finish.request_id.as_str().into(),
-                    state_value(finish.state).into(),
-                    micros(finish.finished_at).into(),
-                    count(finish.finished_jobs).into(),
-                    finish.error.as_str().into(),
-                    epoch_value(fence.as_ref()).into(),
-                    instance_value(fence.as_ref()).into(),
-                ]
-            });
+            let mut update = ValuesUpdate::new(
+                "requests",
+                "request_id = v.column1",
+                chunk,
+                |(finish, fence)| {
+                    vec![
+                        finish.request_id.as_str().into(),
+                        state_value(finish.state).into(),
+                        micros(finish.finished_at).into(),
+                        count(finish.finished_jobs).into(),
+                        finish.error.as_str().into(),
+                        epoch_value(fence.as_ref()).into(),
+                        instance_value(fence.as_ref()).into(),
+                    ]
+                },
+            );
             // As finish_request: never before it started; only from the owner.
             let running = update.param(state_value(State::Running));
             update.set = "state = v.column2, \
@@ -204,12 +211,14 @@ sql_impl! {
                 "requests",
                 "request_id = v.column1",
                 chunk,
-                |(request_id, finished_jobs)| vec![(*request_id).into(), count(*finished_jobs).into()],
+                |(request_id, finished_jobs)| {
+                    vec![(*request_id).into(), count(*finished_jobs).into()]
+                },
             );
             let running = update.param(state_value(State::Running));
             update.set = "finished_jobs = v.column2".to_owned();
             update.filter = format!("state = {running}");
-            update.statement::<DB>().query::<DB>().execute(&mut **tx).await?;
+            update.statement::<DB>().execute(&mut *tx).await?;
         }
         Ok(())
     }
@@ -222,26 +231,33 @@ sql_impl! {
         request_id: &str,
         expected: State,
     ) -> Result<(), Error> {
-        let done = query.query::<DB>().execute(&self.pool).await?;
+        let done = query.execute(&self.pool).await?;
         if DB::rows_affected(&done) == 0 {
             return Err(self.state_error(request_id, expected).await);
         }
         Ok(())
     }
 
-    pub(super) async fn hand_over(&self, request_id: &RequestId, expected: State) -> Result<u64, Error> {
+    pub(crate) async fn hand_over(
+        &self,
+        request_id: &RequestId,
+        expected: State,
+    ) -> Result<u64, Error> {
         let update = Statement::new(
             "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2",
         )
         .bind(request_id.as_str())
         .bind(state_value(expected));
-        match self.update_request_returning(update, "epoch", request_id).await? {
-            Some(row) => Ok(u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0)),
+        match self
+            .update_request_returning(update, "epoch", request_id)
+            .await?
+        {
+            Some(row) => Ok(u64::try_from(row.read::<i64>("epoch")?).unwrap_or(0)),
             None => Err(self.state_error(request_id, expected).await),
         }
     }
 
-    pub(super) async fn start_request(
+    pub(crate) async fn start_request(
         &self,
         request_id: &RequestId,
         jr_url: &str,
@@ -260,13 +276,20 @@ sql_impl! {
         .bind(state_value(State::Pending))
         .bind(instance_value(owner))
         .bind(epoch_value(owner));
-        match self.update_request_returning(update, "paused", request_id).await? {
-            Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
+        match self
+            .update_request_returning(update, "paused", request_id)
+            .await?
+        {
+            Some(row) => Ok(row.read::<i32>("paused")? != 0),
             None => Err(self.refusal(request_id, owner, State::Pending).await),
         }
     }
 
-    pub(super) async fn set_paused(&self, request_id: &str, paused: bool) -> Result<Request, Error> {
+    pub(crate) async fn set_paused(
+        &self,
+        request_id: &str,
+        paused: bool,
+    ) -> Result<Request, Error> {
         let updated = Statement::new(
             "UPDATE requests SET paused = $2 WHERE request_id = $1 AND state IN ($3, $4, $5)",
         )
@@ -275,7 +298,6 @@ sql_impl! {
         .bind(state_value(State::Pending))
         .bind(state_value(State::Running))
         .bind(state_value(State::Suspended))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         if DB::rows_affected(&updated) == 0 {
@@ -284,33 +306,45 @@ sql_impl! {
         self.get_request(request_id, false).await
     }
 
-    pub(super) async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
+    pub(crate) async fn owner(&self, request_id: &str) -> Result<Owner, Error> {
         let row =
             Statement::new("SELECT state, jr_instance, epoch FROM requests WHERE request_id = $1")
                 .bind(request_id)
-                .query::<DB>()
                 .fetch_optional(&self.readers)
                 .await?
                 .ok_or_else(|| Error::not_found("request", request_id))?;
         Ok(Owner {
-            state: state_of(row.try_get("state")?)?,
+            state: state_of(row.read("state")?)?,
             instance: row
-                .try_get::<Option<String>, _>("jr_instance")?
+                .read::<Option<String>>("jr_instance")?
                 .unwrap_or_default(),
-            epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or(0),
+            epoch: u64::try_from(row.read::<i64>("epoch")?).unwrap_or(0),
         })
     }
 
-    pub(super) async fn fail_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+    pub(crate) async fn fail_pending(
+        &self,
+        request_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
         self.end_pending(request_id, State::Fail, at).await
     }
 
-    pub(super) async fn stop_pending(&self, request_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+    pub(crate) async fn stop_pending(
+        &self,
+        request_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
         self.end_pending(request_id, State::Stopped, at).await
     }
 
     /// Ends a PENDING request in `state` (FAIL or STOPPED), which releases its locks.
-    async fn end_pending(&self, request_id: &str, state: State, at: DateTime<Utc>) -> Result<(), Error> {
+    async fn end_pending(
+        &self,
+        request_id: &str,
+        state: State,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
         let query = Statement::new(
             "UPDATE requests SET state = $3, finished_at = CASE WHEN $2 < created_at THEN created_at ELSE $2 END, \
              jr_url = NULL WHERE request_id = $1 AND state = $4",
@@ -322,7 +356,7 @@ sql_impl! {
         self.update_request(query, request_id, State::Pending).await
     }
 
-    pub(super) async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error> {
+    pub(crate) async fn set_waiting(&self, request_id: &str, why: &str) -> Result<(), Error> {
         Statement::new(
             "UPDATE requests SET error = $2 WHERE request_id = $1 AND state IN ($3, $4)",
         )
@@ -330,13 +364,12 @@ sql_impl! {
         .bind(why)
         .bind(state_value(State::Pending))
         .bind(state_value(State::Suspended))
-            .query::<DB>()
-            .execute(&self.pool)
-            .await?;
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
-    pub(super) async fn finish_request(
+    pub(crate) async fn finish_request(
         &self,
         finish: &FinishRequest,
         fence: Option<&Fence>,
@@ -362,7 +395,6 @@ sql_impl! {
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
         .bind(finish.error.as_str())
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         // Its started tries go with the same statement (a trigger: migrations 0009/0010).
@@ -378,26 +410,31 @@ sql_impl! {
         }
     }
 
-    pub(super) async fn update_progress(&self, request_id: &str, finished_jobs: u64) -> Result<(), Error> {
+    pub(crate) async fn update_progress(
+        &self,
+        request_id: &str,
+        finished_jobs: u64,
+    ) -> Result<(), Error> {
         Statement::new(UPDATE_PROGRESS)
             .bind(request_id)
             .bind(count(finished_jobs))
             .bind(state_value(State::Running))
-            .query::<DB>()
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    pub(super) async fn update_progress_many(&self, updates: &[(String, u64)]) -> Result<(), Error> {
+    pub(crate) async fn update_progress_many(
+        &self,
+        updates: &[(String, u64)],
+    ) -> Result<(), Error> {
         let mut tx = self.pool.begin().await?;
         for (request_id, finished_jobs) in updates {
             Statement::new(UPDATE_PROGRESS)
                 .bind(request_id.as_str())
                 .bind(count(*finished_jobs))
                 .bind(state_value(State::Running))
-                .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;

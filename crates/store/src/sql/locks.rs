@@ -6,11 +6,11 @@
 use super::*;
 use crate::LockWait;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     // Long because it is one transaction's steps in order: the request locked and
     // checked, each lock's row locked, the claims recorded, each lock's holders and the
     // claims ahead counted, and all the claims granted or none.
-    pub(super) async fn take_locks(
+    pub(crate) async fn take_locks(
         &self,
         request_id: &str,
         claims: &[LockClaim],
@@ -21,12 +21,13 @@ sql_impl! {
             return Ok(LockTake::Granted);
         }
         let mut tx = self.pool.begin().await?;
-        let taken = Self::take_locks_in(&mut tx, request_id, "", claims, priority, now, None).await?;
+        let taken =
+            Self::take_locks_in(&mut tx, request_id, "", claims, priority, now, None).await?;
         tx.commit().await?;
         Ok(taken)
     }
 
-    pub(super) async fn take_job_locks(
+    pub(crate) async fn take_job_locks(
         &self,
         fence: Option<&Fence>,
         request_id: &str,
@@ -40,19 +41,24 @@ sql_impl! {
         let mut tx = self.pool.begin().await?;
         Self::running_owner(&mut tx, fence, request_id).await?;
         // A job's place in a queue: its first ask (first come, first served).
-        let taken = Self::take_locks_in(&mut tx, request_id, job_id, claims, 0, now, Some(now)).await?;
+        let taken =
+            Self::take_locks_in(&mut tx, request_id, job_id, claims, 0, now, Some(now)).await?;
         tx.commit().await?;
         Ok(taken)
     }
 
-    pub(super) async fn release_job_locks(&self, fence: Option<&Fence>, request_id: &str, job_id: &str) -> Result<(), Error> {
+    pub(crate) async fn release_job_locks(
+        &self,
+        fence: Option<&Fence>,
+        request_id: &str,
+        job_id: &str,
+    ) -> Result<(), Error> {
         let mut tx = self.pool.begin().await?;
         Self::running_owner(&mut tx, fence, request_id).await?;
         Statement::new("DELETE FROM request_locks WHERE request_id = $1 AND job_id = $2")
             .bind(request_id)
             .bind(job_id)
-            .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(())
@@ -62,9 +68,15 @@ sql_impl! {
     /// PENDING too when the fence is the hand-over's: a Job Runner begins the chain (and
     /// its first job asks for its locks) before the Request Manager that handed it over
     /// has stored RUNNING.
-    async fn running_owner(tx: &mut sqlx::Transaction<'_, DB>, fence: Option<&Fence>, request_id: &str) -> Result<(), Error> {
+    async fn running_owner(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        fence: Option<&Fence>,
+        request_id: &str,
+    ) -> Result<(), Error> {
         let owners = Self::owners_in(tx, &[request_id], DB::LOCK_ROWS).await?;
-        let owner = owners.get(request_id).ok_or_else(|| Error::not_found("request", request_id))?;
+        let owner = owners
+            .get(request_id)
+            .ok_or_else(|| Error::not_found("request", request_id))?;
         if let Some(fence) = fence
             && !owner.accepts(fence)
         {
@@ -81,7 +93,7 @@ sql_impl! {
         Ok(())
     }
 
-    /// [`Store::take_locks`] in `tx` (a create's own batch, so that a new request's
+    /// [`Locks::take_locks`](crate::Locks::take_locks) in `tx` (a create's own batch, so that a new request's
     /// locks are taken in the transaction that stores it).
     /// `job_id`: the job whose claims these are (empty: the request's own).
     /// `created`: the request's creation when `tx` has just stored it (PENDING), so that
@@ -110,7 +122,10 @@ sql_impl! {
             Some(created) => micros(created),
             None => Self::lockable_request(tx, request_id).await?,
         };
-        let lock_row = format!("SELECT name FROM lock_keys WHERE name = $1 AND lock_key = $2{}", DB::LOCK_ROWS);
+        let lock_row = format!(
+            "SELECT name FROM lock_keys WHERE name = $1 AND lock_key = $2{}",
+            DB::LOCK_ROWS
+        );
         // Where one writer at a time is the rule (SQLite), there is no row to lock.
         if !DB::LOCK_ROWS.is_empty() {
             for claim in &claims {
@@ -128,24 +143,26 @@ sql_impl! {
             )
             .bind(claim.name.as_str())
             .bind(claim.key.as_str())
-            .query::<DB>()
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *tx)
             .await?;
             let mut held = 0u32;
             let mut holds_it = false;
             let mut queue: Vec<Queued> = Vec::new();
             let me = who(request_id, job_id);
             for row in &rows {
-                let id = who(&row.try_get::<String, _>("request_id")?, &row.try_get::<String, _>("job_id")?);
-                if row.try_get::<Option<i64>, _>("held_since")?.is_some() {
+                let id = who(
+                    &row.read::<String>("request_id")?,
+                    &row.read::<String>("job_id")?,
+                );
+                if row.read::<Option<i64>>("held_since")?.is_some() {
                     holds_it |= id == me;
                     held += 1;
                 } else {
                     queue.push(Queued {
                         who: id,
-                        priority: row.try_get("priority")?,
-                        queued_at: row.try_get("queued_at")?,
-                        fair_key: row.try_get("fair_key")?,
+                        priority: row.read("priority")?,
+                        queued_at: row.read("queued_at")?,
+                        fair_key: row.read("fair_key")?,
                     });
                 }
             }
@@ -183,7 +200,11 @@ sql_impl! {
         }
         // All held, or none: a new claim is stored held, or queued to keep its place in
         // every queue.
-        let held_since = if taken.is_none() { Some(micros(now)) } else { None };
+        let held_since = if taken.is_none() {
+            Some(micros(now))
+        } else {
+            None
+        };
         for (claim, stored) in claims.iter().zip(&stored) {
             if *stored {
                 continue;
@@ -201,8 +222,7 @@ sql_impl! {
             .bind(claim.fair_key.as_str())
             .bind(held_since)
             .bind(job_id)
-            .query::<DB>()
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         if let Some(wait) = taken {
@@ -216,16 +236,14 @@ sql_impl! {
                 .bind(claim.fair_key.as_str())
                 .bind(micros(now))
                 .skip_duplicates("name, lock_key, fair_key")
-                .query::<DB>()
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
             Statement::new("UPDATE lock_turns SET served_at = $4 WHERE name = $1 AND lock_key = $2 AND fair_key = $3")
                 .bind(claim.name.as_str())
                 .bind(claim.key.as_str())
                 .bind(claim.fair_key.as_str())
                 .bind(micros(now))
-                .query::<DB>()
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         // The claims queued by an earlier offer, held from now.
@@ -234,8 +252,7 @@ sql_impl! {
                 .bind(request_id)
                 .bind(micros(now))
                 .bind(job_id)
-                .query::<DB>()
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         Ok(LockTake::Granted)
@@ -244,15 +261,20 @@ sql_impl! {
     /// The request's creation (its place in the queues), its row locked; it must be
     /// PENDING (before its first hand-over) or SUSPENDED (retried: its locks were
     /// released at its end; recovered: it holds them still).
-    async fn lockable_request(tx: &mut sqlx::Transaction<'_, DB>, request_id: &str) -> Result<i64, Error> {
-        let sql = format!("SELECT state, created_at FROM requests WHERE request_id = $1{}", DB::LOCK_ROWS);
+    async fn lockable_request(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+    ) -> Result<i64, Error> {
+        let sql = format!(
+            "SELECT state, created_at FROM requests WHERE request_id = $1{}",
+            DB::LOCK_ROWS
+        );
         let request = Statement::build(sql)
             .bind(request_id)
-            .query::<DB>()
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| Error::not_found("request", request_id))?;
-        let state = state_of(request.try_get("state")?)?;
+        let state = state_of(request.read("state")?)?;
         if !matches!(state, State::Pending | State::Suspended) {
             return Err(Error::State {
                 request_id: request_id.to_owned(),
@@ -260,27 +282,30 @@ sql_impl! {
                 expected: State::Pending,
             });
         }
-        Ok(request.try_get("created_at")?)
+        Ok(request.read("created_at")?)
     }
 
     /// Locks a lock's `lock_keys` row (made if new) until `tx` ends: one taker at a time.
-    async fn lock_the_lock(tx: &mut sqlx::Transaction<'_, DB>, lock_row: &str, claim: &LockClaim) -> Result<(), Error> {
+    async fn lock_the_lock(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        lock_row: &str,
+        claim: &LockClaim,
+    ) -> Result<(), Error> {
         let select = || {
             Statement::build(lock_row)
                 .bind(claim.name.as_str())
                 .bind(claim.key.as_str())
         };
-        if select().query::<DB>().fetch_optional(&mut **tx).await?.is_some() {
+        if select().fetch_optional(&mut *tx).await?.is_some() {
             return Ok(());
         }
         Statement::new("INSERT INTO lock_keys (name, lock_key) VALUES ($1, $2)")
             .bind(claim.name.as_str())
             .bind(claim.key.as_str())
             .skip_duplicates("name, lock_key")
-            .query::<DB>()
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
-        select().query::<DB>().fetch_one(&mut **tx).await?;
+        select().fetch_one(&mut *tx).await?;
         Ok(())
     }
 
@@ -290,14 +315,15 @@ sql_impl! {
         name: &str,
         key: &str,
     ) -> Result<HashMap<String, i64>, Error> {
-        let rows = Statement::new("SELECT fair_key, served_at FROM lock_turns WHERE name = $1 AND lock_key = $2")
-            .bind(name)
-            .bind(key)
-            .query::<DB>()
-            .fetch_all(&mut **tx)
-            .await?;
+        let rows = Statement::new(
+            "SELECT fair_key, served_at FROM lock_turns WHERE name = $1 AND lock_key = $2",
+        )
+        .bind(name)
+        .bind(key)
+        .fetch_all(&mut *tx)
+        .await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("fair_key")?, row.try_get("served_at")?)))
+            .map(|row| Ok((row.read("fair_key")?, row.read("served_at")?)))
             .collect()
     }
 
@@ -315,46 +341,44 @@ sql_impl! {
         )
         .bind(name)
         .bind(key)
-        .query::<DB>()
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
         rows.iter().map(Self::holder_of).collect()
     }
 
     /// Every claim of every lock, held or waiting, by lock and then in queue order (the
     /// holders first).
-    pub(super) async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error> {
+    pub(crate) async fn lock_claims(&self) -> Result<Vec<(LockClaim, LockHolder)>, Error> {
         let rows = Statement::new(
             "SELECT l.name, l.lock_key, l.lock_limit, l.request_id, l.job_id, r.type, r.user_name, l.priority, l.queued_at, l.fair_key, l.held_since \
              FROM request_locks l JOIN requests r ON r.request_id = l.request_id \
              ORDER BY l.name, l.lock_key, CASE WHEN l.held_since IS NULL THEN 1 ELSE 0 END, \
              l.priority DESC, l.queued_at, l.request_id, l.job_id",
         )
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
         let claims = rows
             .iter()
             .map(|row| {
                 let claim = LockClaim {
-                    name: row.try_get("name")?,
-                    key: row.try_get("lock_key")?,
-                    limit: u32::try_from(row.try_get::<i32, _>("lock_limit")?).unwrap_or(1),
+                    name: row.read("name")?,
+                    key: row.read("lock_key")?,
+                    limit: u32::try_from(row.read::<i32>("lock_limit")?).unwrap_or(1),
                     fair_key: String::new(),
                 };
                 Ok((claim, Self::holder_of(row)?))
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let turn_rows = Statement::new("SELECT name, lock_key, fair_key, served_at FROM lock_turns")
-            .query::<DB>()
-            .fetch_all(&self.readers)
-            .await?;
+        let turn_rows =
+            Statement::new("SELECT name, lock_key, fair_key, served_at FROM lock_turns")
+                .fetch_all(&self.readers)
+                .await?;
         let mut turns: HashMap<(String, String), HashMap<String, i64>> = HashMap::new();
         for row in &turn_rows {
             turns
-                .entry((row.try_get("name")?, row.try_get("lock_key")?))
+                .entry((row.read("name")?, row.read("lock_key")?))
                 .or_default()
-                .insert(row.try_get("fair_key")?, row.try_get("served_at")?);
+                .insert(row.read("fair_key")?, row.read("served_at")?);
         }
         Ok(in_served_order(claims, &turns))
     }
@@ -362,13 +386,14 @@ sql_impl! {
     /// Up to `limit` PENDING requests whose claims are at the head of a queue (within
     /// the lock's free places), first served first across locks: what to offer a Job
     /// Runner again when a lock may have been released.
-    pub(super) async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error> {
+    pub(crate) async fn lock_waiters(&self, limit: u32) -> Result<Vec<String>, Error> {
         // Nobody waits (the common case): one small read.
         // A job's claims are asked for again by its runner, not offered.
-        let waiting = Statement::new("SELECT request_id FROM request_locks WHERE held_since IS NULL AND job_id = '' LIMIT 1")
-            .query::<DB>()
-            .fetch_optional(&self.readers)
-            .await?;
+        let waiting = Statement::new(
+            "SELECT request_id FROM request_locks WHERE held_since IS NULL AND job_id = '' LIMIT 1",
+        )
+        .fetch_optional(&self.readers)
+        .await?;
         if waiting.is_none() {
             return Ok(Vec::new());
         }
@@ -384,13 +409,18 @@ sql_impl! {
             let rows = &claims[at..end];
             let held = rows.iter().filter(|(_, h)| h.held_since.is_some()).count();
             let free = (lock.limit as usize).saturating_sub(held);
-            let waiters = rows.iter().filter(|(_, h)| h.held_since.is_none()).take(free);
+            let waiters = rows
+                .iter()
+                .filter(|(_, h)| h.held_since.is_none())
+                .take(free);
             for (_, waiter) in waiters.filter(|(_, h)| h.job_id.is_empty()) {
                 heads.push((waiter.priority, waiter.queued_at, waiter.request_id.clone()));
             }
             at = end;
         }
-        heads.sort_by(|a, b| (std::cmp::Reverse(a.0), a.1, &a.2).cmp(&(std::cmp::Reverse(b.0), b.1, &b.2)));
+        heads.sort_by(|a, b| {
+            (std::cmp::Reverse(a.0), a.1, &a.2).cmp(&(std::cmp::Reverse(b.0), b.1, &b.2))
+        });
         let mut ids: Vec<String> = Vec::new();
         for (_, _, id) in heads {
             if !ids.contains(&id) {
@@ -403,14 +433,14 @@ sql_impl! {
 
     fn holder_of(row: &DB::Row) -> Result<LockHolder, Error> {
         Ok(LockHolder {
-            request_id: row.try_get("request_id")?,
-            job_id: row.try_get("job_id")?,
-            request_type: row.try_get("type")?,
-            user: row.try_get("user_name")?,
-            priority: row.try_get("priority")?,
-            queued_at: from_micros(row.try_get("queued_at")?),
-            fair_key: row.try_get("fair_key")?,
-            held_since: row.try_get::<Option<i64>, _>("held_since")?.map(from_micros),
+            request_id: row.read("request_id")?,
+            job_id: row.read("job_id")?,
+            request_type: row.read("type")?,
+            user: row.read("user_name")?,
+            priority: row.read("priority")?,
+            queued_at: from_micros(row.read("queued_at")?),
+            fair_key: row.read("fair_key")?,
+            held_since: row.read::<Option<i64>>("held_since")?.map(from_micros),
         })
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     pub(super) async fn insert_logs_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         entries: &[JobLog],
@@ -29,8 +29,7 @@ sql_impl! {
             });
             insert
                 .skip_duplicates("request_id, job_id, try")
-                .query::<DB>()
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         Ok(())
@@ -38,22 +37,22 @@ sql_impl! {
 
     pub(super) fn job_log_from_row(row: &DB::Row) -> Result<JobLog, Error> {
         Ok(JobLog {
-            request_id: row.try_get("request_id")?,
-            job_id: row.try_get("job_id")?,
-            r#try: u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0),
-            name: row.try_get("name")?,
-            job_type: row.try_get("type")?,
-            started_at: row.try_get("started_at")?,
-            finished_at: row.try_get("finished_at")?,
-            state: state_of(row.try_get("state")?)?,
-            exit: row.try_get("exit")?,
-            error: row.try_get("error")?,
-            stdout: row.try_get("stdout")?,
-            stderr: row.try_get("stderr")?,
+            request_id: row.read("request_id")?,
+            job_id: row.read("job_id")?,
+            r#try: u32::try_from(row.read::<i32>("try")?).unwrap_or(0),
+            name: row.read("name")?,
+            job_type: row.read("type")?,
+            started_at: row.read("started_at")?,
+            finished_at: row.read("finished_at")?,
+            state: state_of(row.read("state")?)?,
+            exit: row.read("exit")?,
+            error: row.read("error")?,
+            stdout: row.read("stdout")?,
+            stderr: row.read("stderr")?,
         })
     }
 
-    pub(super) async fn insert_job_logs(&self, entries: &[JobLog]) -> Result<(), Error> {
+    pub(crate) async fn insert_job_logs(&self, entries: &[JobLog]) -> Result<(), Error> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -63,7 +62,7 @@ sql_impl! {
         Ok(())
     }
 
-    pub(super) async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error> {
+    pub(crate) async fn insert_output(&self, chunks: &[OutputChunk]) -> Result<(), Error> {
         if chunks.is_empty() {
             return Ok(());
         }
@@ -94,8 +93,7 @@ sql_impl! {
             });
             insert
                 .skip_duplicates("request_id, job_id, try, stream, byte_offset")
-                .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         for ((request_id, job_id, try_no, stream), end) in ends {
@@ -115,15 +113,14 @@ sql_impl! {
             .bind(stream_value(stream))
             .bind(count(proto::OUTPUT_HEAD_BYTES))
             .bind(count(tail_start))
-            .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;
         Ok(())
     }
 
-    pub(super) async fn output(
+    pub(crate) async fn output(
         &self,
         request_id: &str,
         query: &OutputQuery,
@@ -144,35 +141,38 @@ sql_impl! {
         select
             .push(" ORDER BY seq LIMIT ")
             .push_param(i64::from(query.limit.clamp(1, OutputQuery::MAX_LIMIT)));
-        let rows = select.query::<DB>().fetch_all(&self.readers).await?;
+        let rows = select.fetch_all(&self.readers).await?;
         rows.iter()
             .map(|row| {
                 Ok(OutputChunk {
-                    seq: row.try_get("seq")?,
-                    request_id: row.try_get("request_id")?,
-                    job_id: row.try_get("job_id")?,
-                    r#try: u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0),
-                    stream: stream_of(row.try_get("stream")?)?,
-                    offset: u64::try_from(row.try_get::<i64, _>("byte_offset")?).unwrap_or(0),
-                    data: row.try_get("data")?,
+                    seq: row.read("seq")?,
+                    request_id: row.read("request_id")?,
+                    job_id: row.read("job_id")?,
+                    r#try: u32::try_from(row.read::<i32>("try")?).unwrap_or(0),
+                    stream: stream_of(row.read("stream")?)?,
+                    offset: u64::try_from(row.read::<i64>("byte_offset")?).unwrap_or(0),
+                    data: row.read("data")?,
                 })
             })
             .collect()
     }
 
-    pub(super) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
+    pub(crate) async fn job_log(&self, request_id: &str) -> Result<Vec<JobLog>, Error> {
         let sql = "SELECT * FROM job_log WHERE request_id = $1 ORDER BY job_id, try";
         let rows = self.rows_of_request(sql, request_id).await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
 
-    pub(super) async fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> Result<JobLog, Error> {
+    pub(crate) async fn latest_job_log(
+        &self,
+        request_id: &RequestId,
+        job_id: &str,
+    ) -> Result<JobLog, Error> {
         let row = Statement::new(
             "SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try DESC LIMIT 1",
         )
         .bind(request_id.as_str())
         .bind(job_id)
-        .query::<DB>()
         .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::NotFound {
@@ -182,22 +182,30 @@ sql_impl! {
         Self::job_log_from_row(&row)
     }
 
-    pub(super) async fn job_tries_log(&self, request_id: &str, job_id: &str) -> Result<Vec<JobLog>, Error> {
-        let rows =
-            Statement::new("SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try")
-                .bind(request_id)
-                .bind(job_id)
-                .query::<DB>()
-                .fetch_all(&self.readers)
-                .await?;
+    pub(crate) async fn job_tries_log(
+        &self,
+        request_id: &str,
+        job_id: &str,
+    ) -> Result<Vec<JobLog>, Error> {
+        let rows = Statement::new(
+            "SELECT * FROM job_log WHERE request_id = $1 AND job_id = $2 ORDER BY try",
+        )
+        .bind(request_id)
+        .bind(job_id)
+        .fetch_all(&self.readers)
+        .await?;
         rows.iter().map(Self::job_log_from_row).collect()
     }
 
-    pub(super) async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
+    pub(crate) async fn job_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
         self.latest_states(request_id).await
     }
 
-    pub(super) async fn insert_try_starts(&self, fence: Option<&Fence>, starts: &[TryStart]) -> Result<(), Error> {
+    pub(crate) async fn insert_try_starts(
+        &self,
+        fence: Option<&Fence>,
+        starts: &[TryStart],
+    ) -> Result<(), Error> {
         if starts.is_empty() {
             return Ok(());
         }
@@ -206,7 +214,10 @@ sql_impl! {
         if let Some(fence) = fence {
             // The owners' rows locked: a recovery of one of them waits for this, or this
             // sees its new owner and stores nothing.
-            let mut ids: Vec<&str> = starts.iter().map(|start| start.request_id.as_str()).collect();
+            let mut ids: Vec<&str> = starts
+                .iter()
+                .map(|start| start.request_id.as_str())
+                .collect();
             ids.sort_unstable();
             ids.dedup();
             let owners = Self::owners_in(&mut tx, &ids, DB::LOCK_ROWS).await?;
@@ -235,38 +246,36 @@ sql_impl! {
             });
             insert
                 .skip_duplicates("request_id, job_id, try")
-                .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;
         Ok(())
     }
 
-    pub(super) async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
+    pub(crate) async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
         let rows = Statement::new(
             "SELECT job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
              WHERE request_id = $1 ORDER BY job_id, try",
         )
         .bind(request_id)
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
         let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
-            Ok(u32::try_from(row.try_get::<i32, _>(name)?).unwrap_or(0))
+            Ok(u32::try_from(row.read::<i32>(name)?).unwrap_or(0))
         };
         rows.iter()
             .map(|row| {
                 Ok(StartedTry {
                     start: TryStart {
                         request_id: request_id.to_owned(),
-                        job_id: row.try_get("job_id")?,
+                        job_id: row.read("job_id")?,
                         r#try: number(row, "try")?,
                         run_try: number(row, "run_try")?,
                         sequence_try: number(row, "sequence_try")?,
-                        started_at: row.try_get("started_at")?,
+                        started_at: row.read("started_at")?,
                     },
-                    instance: row.try_get("jr_instance")?,
+                    instance: row.read("jr_instance")?,
                 })
             })
             .collect()

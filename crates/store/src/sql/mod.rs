@@ -6,10 +6,10 @@
 //! retention's lock) is in its `Backend` impl next to its constructor (`sqlite.rs`,
 //! `postgres.rs`, `mysql.rs`).
 //!
-//! One module a table or concern, each an `impl SqlStore` through `sql_impl!`; the
-//! [`Store`] impl at the end of this file (`store_impl!`) forwards each operation to the
-//! inherent method of the same name there, naming the operation in any database error it
-//! returns.
+//! One module a table or concern, each an ordinary `impl<DB: Backend> SqlStore<DB>`
+//! block whose methods are the operations of [`crate::operations`]' traits (which forward
+//! to them) and their helpers. Code here is generic over a [`Backend`] with no other
+//! bound: running a statement and reading its rows go through `run.rs`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,13 +21,16 @@ use proto::{
     State, Stream, SuspendedJobChain, TryStart,
 };
 use serde_json::Value;
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use sqlx::Pool;
 
-pub(crate) use statement::{Rendered, Statement, ValuesUpdate, positional};
+pub use run::{BoxFuture, Column, Columns};
+pub(crate) use run::{run_on, runs_statements};
+pub use statement::Statement;
+pub(crate) use statement::{Rendered, ValuesUpdate, positional};
 
 use crate::{
     BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
-    LockTake, Owner, Removed, StartRequest, StartedTry, Store, WriteBatch,
+    LockTake, Owner, Removed, StartRequest, StartedTry, WriteBatch,
 };
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
@@ -43,7 +46,7 @@ pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
 /// [`Statement`]s say by intent, and the few behaviours the concern modules branch on.
 /// A backend is this impl and its constructor, in a module of its own (`sqlite.rs`,
 /// `postgres.rs`, `mysql.rs`).
-pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
+pub trait Backend: sqlx::Database<Row: Columns> {
     /// Whether `UPDATE … RETURNING` is there; without it, an update that answers rows
     /// reads them in its transaction, locked first.
     const UPDATE_RETURNING: bool;
@@ -100,6 +103,26 @@ pub trait Backend: sqlx::Database<Arguments: IntoArguments<Self>> {
     fn push_value_match(query: &mut Statement<'_>, text: String);
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Every row `statement` answers on `conn` ([`runs_statements`] writes the three
+    /// running methods: each backend meets sqlx's bounds with its concrete types, so
+    /// that code generic over a `Backend` needs none).
+    fn fetch_all<'e, 'q: 'e>(
+        conn: &'e mut Self::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
+
+    /// The first row `statement` answers on `conn`, if any.
+    fn fetch_optional<'e, 'q: 'e>(
+        conn: &'e mut Self::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<Option<Self::Row>, sqlx::Error>>;
+
+    /// Runs `statement` on `conn` for what it changes.
+    fn execute<'e, 'q: 'e>(
+        conn: &'e mut Self::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
 }
 
 /// The store over a pool of `DB` connections; [`crate::SqliteStore`] and
@@ -229,67 +252,38 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
     serde_json::from_str(text).map_err(|err| Error::Corrupt(format!("{what}: {err}")))
 }
 
-// The bounds below say what the shared SQL needs of a database's types, rows and
-// connections. Rust has no way to name a list of bounds once, so every impl block of
-// `SqlStore` takes them from this macro: the concern modules' (`sql_impl! { ... }`, whose
-// bodies rustfmt does not format: keep them formatted by hand) and the `Store` impl that
-// `store_impl!` writes.
-macro_rules! sql_impl {
-    (@impl [$($attr:tt)*] [$($head:tt)*] $($body:tt)*) => {
-        $($attr)*
-        impl<DB> $($head)* SqlStore<DB>
-        where
-        DB: Backend,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        for<'a> &'a str: ColumnIndex<DB::Row> + Encode<'a, DB> + Type<DB>,
-        String: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        i16: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        i32: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        i64: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        Option<String>: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        Option<i64>: for<'r> Decode<'r, DB> + for<'a> Encode<'a, DB> + Type<DB>,
-        {
-            $($body)*
-        }
-    };
-    ($($body:tt)*) => {
-        sql_impl!(@impl [] [] $($body)*);
-    };
-}
-
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     /// The rows `sql` reads (from a reader) of one request: its one param, `$1`, is
     /// `request_id`.
-    async fn rows_of_request(&self, sql: &'static str, request_id: &str) -> Result<Vec<DB::Row>, Error> {
+    async fn rows_of_request(
+        &self,
+        sql: &'static str,
+        request_id: &str,
+    ) -> Result<Vec<DB::Row>, Error> {
         let rows = Statement::new(sql)
             .bind(request_id)
-            .query::<DB>()
             .fetch_all(&self.readers)
             .await?;
         Ok(rows)
     }
 }
 
-/// The [`Store`] impl: each operation forwards to the inherent method of the same name
-/// (in the concern modules; an inherent method is chosen before a trait's), and a
-/// database error it returns names the operation.
-macro_rules! store_impl {
-    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;)*) => {
-        sql_impl!(@impl [#[async_trait::async_trait]] [Store for]
-            $(
-                async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, Error> {
-                    let call = Self::$name(self $(, $arg)*);
-                    let res = match self.call_timeout {
-                        Some(limit) => tokio::time::timeout(limit, call)
-                            .await
-                            .unwrap_or_else(|_| Err(Error::timed_out(limit))),
-                        None => call.await,
-                    };
-                    res.map_err(|err| err.during(stringify!($name)))
-                }
-            )*
-        );
-    };
+impl<DB: Backend> SqlStore<DB> {
+    /// An operation's `work`, given at most the store's call timeout, a database error
+    /// it returns naming `operation`: what each trait impl of [`crate::operations`] runs.
+    pub(crate) async fn call<T>(
+        &self,
+        operation: &'static str,
+        work: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let res = match self.call_timeout {
+            Some(limit) => tokio::time::timeout(limit, work)
+                .await
+                .unwrap_or_else(|_| Err(Error::timed_out(limit))),
+            None => work.await,
+        };
+        res.map_err(|err| err.during(operation))
+    }
 }
 
 mod answers;
@@ -301,6 +295,7 @@ mod logs;
 mod notifications;
 mod requests;
 mod retention;
+mod run;
 mod runners;
 mod schedules;
 mod secrets;
@@ -308,8 +303,6 @@ mod statement;
 mod suspended;
 mod triggers;
 mod write_batch;
-
-store_operations!(store_impl);
 
 /// Connections a Request Manager's pool opens at most, unless its database URL says
 /// (`?max_connections=N`).

@@ -11,8 +11,8 @@ const PENDING: &str = "pending";
 const DELIVERED: &str = "delivered";
 const FAILED: &str = "failed";
 
-sql_impl! {
-    pub(super) async fn add_notification_event(
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn add_notification_event(
         &self,
         event: &str,
         request_id: &str,
@@ -26,28 +26,29 @@ sql_impl! {
         .bind(request_id)
         .bind(subject)
         .bind(micros(at))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn notification_events(&self, limit: u32) -> Result<Vec<NotificationEvent>, Error> {
+    pub(crate) async fn notification_events(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<NotificationEvent>, Error> {
         let rows = Statement::new(
             "SELECT seq, event, request_id, subject, at FROM notification_events ORDER BY seq LIMIT $1",
         )
         .bind(i64::from(limit.max(1)))
-        .query::<DB>()
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
             .map(|row| {
                 Ok(NotificationEvent {
-                    seq: row.try_get("seq")?,
-                    event: row.try_get("event")?,
-                    request_id: row.try_get("request_id")?,
-                    subject: row.try_get("subject")?,
-                    at: from_micros(row.try_get("at")?),
+                    seq: row.read("seq")?,
+                    event: row.read("event")?,
+                    request_id: row.read("request_id")?,
+                    subject: row.read("subject")?,
+                    at: from_micros(row.read("at")?),
                 })
             })
             .collect()
@@ -55,7 +56,7 @@ sql_impl! {
 
     /// Each event deleted and, if this transaction deleted it (another Request Manager
     /// fanning out the same event at once deletes nothing), its notifications inserted.
-    pub(super) async fn fan_out(&self, fanned: &[FannedOut]) -> Result<u64, Error> {
+    pub(crate) async fn fan_out(&self, fanned: &[FannedOut]) -> Result<u64, Error> {
         let mut tx = self.pool.begin().await?;
         let mut done = 0;
         // Events nobody asked for (all of them, without webhooks): deleted at once.
@@ -67,14 +68,16 @@ sql_impl! {
         for chunk in unwanted.chunks(500) {
             let mut delete = Statement::build("DELETE FROM notification_events WHERE seq IN (");
             delete.push_list(chunk.iter().copied()).push(")");
-            let deleted = delete.query::<DB>().execute(&mut *tx).await?;
+            let deleted = delete.execute(&mut tx).await?;
             done += DB::rows_affected(&deleted);
         }
-        for event in fanned.iter().filter(|event| !event.notifications.is_empty()) {
+        for event in fanned
+            .iter()
+            .filter(|event| !event.notifications.is_empty())
+        {
             let deleted = Statement::new("DELETE FROM notification_events WHERE seq = $1")
                 .bind(event.seq)
-                .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             if DB::rows_affected(&deleted) != 1 {
                 continue;
@@ -94,8 +97,7 @@ sql_impl! {
                 .bind(notification.body.as_str())
                 .bind(PENDING)
                 .bind(at)
-                .query::<DB>()
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             }
         }
@@ -106,7 +108,7 @@ sql_impl! {
     /// Pending notifications due by `now`, claimed for `host` until `until`: each by a
     /// conditional update, so that of two Request Managers claiming one, one gets it; a
     /// claim whose holder died lapses at its `until`.
-    pub(super) async fn claim_notifications(
+    pub(crate) async fn claim_notifications(
         &self,
         host: &str,
         now: DateTime<Utc>,
@@ -121,12 +123,11 @@ sql_impl! {
         .bind(PENDING)
         .bind(micros(now))
         .bind(i64::from(limit.max(1)))
-        .query::<DB>()
         .fetch_all(&self.pool)
         .await?;
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
-            let id: i64 = row.try_get("id")?;
+            let id: i64 = row.read("id")?;
             let taken = Statement::new(
                 "UPDATE notifications SET claimed_by = $2, claimed_until = $3 \
                  WHERE id = $1 AND status = $4 AND (claimed_until IS NULL OR claimed_until < $5)",
@@ -136,19 +137,18 @@ sql_impl! {
             .bind(micros(until))
             .bind(PENDING)
             .bind(micros(now))
-            .query::<DB>()
             .execute(&self.pool)
             .await?;
             if DB::rows_affected(&taken) != 1 {
                 continue;
             }
-            let attempts: i32 = row.try_get("attempts")?;
+            let attempts: i32 = row.read("attempts")?;
             claimed.push(ClaimedNotification {
                 id,
-                delivery_id: row.try_get("delivery_id")?,
-                webhook: row.try_get("webhook")?,
-                event: row.try_get("event")?,
-                body: row.try_get("body")?,
+                delivery_id: row.read("delivery_id")?,
+                webhook: row.read("webhook")?,
+                event: row.read("event")?,
+                body: row.read("body")?,
                 attempts: u32::try_from(attempts).unwrap_or(0),
             });
         }
@@ -156,7 +156,7 @@ sql_impl! {
     }
 
     /// Records an attempt of notification `id`, if `host` holds its claim still.
-    pub(super) async fn notification_attempted(
+    pub(crate) async fn notification_attempted(
         &self,
         id: i64,
         host: &str,
@@ -165,8 +165,14 @@ sql_impl! {
     ) -> Result<bool, Error> {
         let (status, error, next_at, done_at) = match attempt {
             Attempt::Delivered => (DELIVERED, "", micros(at), Some(micros(at))),
-            Attempt::Failed { error, retry_at: Some(retry_at) } => (PENDING, error.as_str(), micros(*retry_at), None),
-            Attempt::Failed { error, retry_at: None } => (FAILED, error.as_str(), micros(at), Some(micros(at))),
+            Attempt::Failed {
+                error,
+                retry_at: Some(retry_at),
+            } => (PENDING, error.as_str(), micros(*retry_at), None),
+            Attempt::Failed {
+                error,
+                retry_at: None,
+            } => (FAILED, error.as_str(), micros(at), Some(micros(at))),
         };
         let done = Statement::new(
             "UPDATE notifications SET status = $3, attempts = attempts + 1, last_error = $4, \
@@ -180,13 +186,15 @@ sql_impl! {
         .bind(next_at)
         .bind(done_at)
         .bind(PENDING)
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
-    pub(super) async fn notifications(&self, filter: &NotificationFilter) -> Result<Vec<proto::Notification>, Error> {
+    pub(crate) async fn notifications(
+        &self,
+        filter: &NotificationFilter,
+    ) -> Result<Vec<proto::Notification>, Error> {
         let mut query = Statement::build(
             "SELECT delivery_id, webhook, event, request_id, subject, status, attempts, created_at, \
              next_at, done_at, last_error FROM notifications WHERE 1 = 1",
@@ -197,28 +205,32 @@ sql_impl! {
             ("request_id", &filter.request_id),
         ] {
             if let Some(value) = value {
-                query.push(&format!(" AND {column} = ")).push_param(value.as_str());
+                query
+                    .push(&format!(" AND {column} = "))
+                    .push_param(value.as_str());
             }
         }
-        query.push(" ORDER BY id DESC LIMIT ").push_param(i64::from(filter.limit.max(1)));
-        let rows = query.query::<DB>().fetch_all(&self.readers).await?;
+        query
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_param(i64::from(filter.limit.max(1)));
+        let rows = query.fetch_all(&self.readers).await?;
         rows.iter()
             .map(|row| {
-                let status: String = row.try_get("status")?;
-                let attempts: i32 = row.try_get("attempts")?;
-                let next_at: i64 = row.try_get("next_at")?;
+                let status: String = row.read("status")?;
+                let attempts: i32 = row.read("attempts")?;
+                let next_at: i64 = row.read("next_at")?;
                 Ok(proto::Notification {
-                    delivery_id: row.try_get("delivery_id")?,
-                    webhook: row.try_get("webhook")?,
-                    event: row.try_get("event")?,
-                    request_id: row.try_get("request_id")?,
-                    subject: row.try_get("subject")?,
+                    delivery_id: row.read("delivery_id")?,
+                    webhook: row.read("webhook")?,
+                    event: row.read("event")?,
+                    request_id: row.read("request_id")?,
+                    subject: row.read("subject")?,
                     next_at: (status == PENDING).then(|| from_micros(next_at)),
                     status,
                     attempts: u32::try_from(attempts).unwrap_or(0),
-                    created_at: from_micros(row.try_get("created_at")?),
-                    done_at: row.try_get::<Option<i64>, _>("done_at")?.map(from_micros),
-                    last_error: row.try_get("last_error")?,
+                    created_at: from_micros(row.read("created_at")?),
+                    done_at: row.read::<Option<i64>>("done_at")?.map(from_micros),
+                    last_error: row.read("last_error")?,
                 })
             })
             .collect()

@@ -15,18 +15,17 @@ pub(super) fn request_row_head(request: &Request) -> Vec<statement::Param<'_>> {
     ]
 }
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     /// Why a conditional update of `request_id` matched no row.
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
         let row = Statement::new("SELECT state FROM requests WHERE request_id = $1")
             .bind(request_id)
-            .query::<DB>()
             .fetch_optional(&self.readers)
             .await;
         let actual = match row {
             Ok(None) => return Error::not_found("request", request_id),
             Ok(Some(row)) => row
-                .try_get::<i16, _>("state")
+                .read::<i16>("state")
                 .map_err(Error::from)
                 .and_then(state_of),
             Err(err) => return err.into(),
@@ -43,7 +42,12 @@ sql_impl! {
 
     /// Why a report with `fence` about `request_id` matched no row: not from the owner
     /// ([`Error::Fenced`]), or the request was not in the state expected.
-    pub(super) async fn refusal(&self, request_id: &str, fence: Option<&Fence>, expected: State) -> Error {
+    pub(super) async fn refusal(
+        &self,
+        request_id: &str,
+        fence: Option<&Fence>,
+        expected: State,
+    ) -> Error {
         if let Some(fence) = fence {
             match self.owner(request_id).await {
                 Ok(owner) if !owner.accepts(fence) => return owner.refusal(request_id, fence),
@@ -77,7 +81,7 @@ sql_impl! {
                 ]);
                 row
             });
-            insert.query::<DB>().execute(&mut **tx).await?;
+            insert.execute(&mut *tx).await?;
         }
         let archived: Vec<(&Request, &CreateRequest)> = creates
             .iter()
@@ -101,7 +105,7 @@ sql_impl! {
                     event.address.as_str().into(),
                 ]
             });
-            insert.query::<DB>().execute(&mut **tx).await?;
+            insert.execute(&mut *tx).await?;
         }
         Ok(())
     }
@@ -138,7 +142,7 @@ sql_impl! {
                     chain.as_str().into(),
                 ]
             });
-            insert.query::<DB>().execute(&mut **tx).await?;
+            insert.execute(&mut *tx).await?;
         }
         let args: Vec<(&str, &str, String)> = requests
             .iter()
@@ -155,7 +159,7 @@ sql_impl! {
             insert.push_rows(chunk, |(id, name, value)| {
                 vec![(*id).into(), (*name).into(), value.as_str().into()]
             });
-            insert.query::<DB>().execute(&mut **tx).await?;
+            insert.execute(&mut *tx).await?;
         }
         Ok(())
     }
@@ -168,36 +172,38 @@ sql_impl! {
         after: &str,
     ) -> Statement<'a> {
         let mut query = Statement::build(select);
-        query.push(" WHERE request_id IN (").push_list(ids).push(")").push(after);
+        query
+            .push(" WHERE request_id IN (")
+            .push_list(ids)
+            .push(")")
+            .push(after);
         query
     }
 
     pub(super) fn request_from_row(row: &DB::Row) -> Result<Request, Error> {
         let time = |name: &str| -> Result<Option<DateTime<Utc>>, Error> {
-            Ok(row.try_get::<Option<i64>, _>(name)?.map(from_micros))
+            Ok(row.read::<Option<i64>>(name)?.map(from_micros))
         };
         Ok(Request {
-            id: row.try_get("request_id")?,
-            request_type: row.try_get("type")?,
-            state: state_of(row.try_get("state")?)?,
-            user: row.try_get("user_name")?,
+            id: row.read("request_id")?,
+            request_type: row.read("type")?,
+            state: state_of(row.read("state")?)?,
+            user: row.read("user_name")?,
             args: Vec::new(),
             created_at: time("created_at")?.unwrap_or_default(),
             started_at: time("started_at")?,
             finished_at: time("finished_at")?,
             job_chain: None,
-            total_jobs: u64::try_from(row.try_get::<i64, _>("total_jobs")?).unwrap_or(0),
-            finished_jobs: u64::try_from(row.try_get::<i64, _>("finished_jobs")?).unwrap_or(0),
-            own_jobs: u64::try_from(row.try_get::<i64, _>("own_jobs")?).unwrap_or(0),
+            total_jobs: u64::try_from(row.read::<i64>("total_jobs")?).unwrap_or(0),
+            finished_jobs: u64::try_from(row.read::<i64>("finished_jobs")?).unwrap_or(0),
+            own_jobs: u64::try_from(row.read::<i64>("own_jobs")?).unwrap_or(0),
             // Counted from the job log when asked for (`Store::own_finished_jobs`).
             own_finished_jobs: 0,
-            jr_url: row
-                .try_get::<Option<String>, _>("jr_url")?
-                .unwrap_or_default(),
-            error: row.try_get("error")?,
-            paused: row.try_get::<i32, _>("paused")? != 0,
+            jr_url: row.read::<Option<String>>("jr_url")?.unwrap_or_default(),
+            error: row.read("error")?,
+            paused: row.read::<i32>("paused")? != 0,
             spec_version: row
-                .try_get::<Option<String>, _>("spec_version")?
+                .read::<Option<String>>("spec_version")?
                 .unwrap_or_default(),
         })
     }
@@ -219,9 +225,9 @@ sql_impl! {
         let rows = self.rows_of_request(sql, request_id).await?;
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
-            let job_id: String = row.try_get("job_id")?;
-            let tries = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
-            let state = state_of(row.try_get("state")?)?;
+            let job_id: String = row.read("job_id")?;
+            let tries = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
+            let state = state_of(row.read("state")?)?;
             match latest.get_mut(&job_id) {
                 Some(known) if known.tries > tries => {}
                 Some(known) => {
@@ -229,8 +235,8 @@ sql_impl! {
                     known.state = state;
                 }
                 None => {
-                    let name: String = row.try_get("name")?;
-                    let job_type: String = row.try_get("type")?;
+                    let name: String = row.read("name")?;
+                    let job_type: String = row.read("type")?;
                     latest.insert(
                         job_id.clone(),
                         JobState {
@@ -249,15 +255,14 @@ sql_impl! {
     pub(super) async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let row = Statement::new("SELECT job_chain FROM request_archives WHERE request_id = $1")
             .bind(request_id)
-            .query::<DB>()
             .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
-        let text: String = row.try_get("job_chain")?;
+        let text: String = row.read("job_chain")?;
         from_json("stored job chain", &text)
     }
 
-    pub(super) async fn create_request(
+    pub(crate) async fn create_request(
         &self,
         request: &Request,
         create_request: &CreateRequest,
@@ -269,7 +274,11 @@ sql_impl! {
         Ok(())
     }
 
-    pub(super) async fn get_request(&self, request_id: &str, with_chain: bool) -> Result<Request, Error> {
+    pub(crate) async fn get_request(
+        &self,
+        request_id: &str,
+        with_chain: bool,
+    ) -> Result<Request, Error> {
         let row = Statement::new(
             "SELECT r.request_id, r.type, r.state, r.user_name, r.created_at, r.started_at, r.finished_at, \
              r.total_jobs, r.own_jobs, r.finished_jobs, r.jr_url, r.error, r.paused, r.spec_version, a.args \
@@ -277,13 +286,12 @@ sql_impl! {
              WHERE r.request_id = $1",
         )
         .bind(request_id)
-        .query::<DB>()
         .fetch_optional(&self.readers)
         .await?
         .ok_or_else(|| Error::not_found("request", request_id))?;
         let mut request = Self::request_from_row(&row)?;
         if let Some(args) = row
-            .try_get::<Option<String>, _>("args")?
+            .read::<Option<String>>("args")?
             .filter(|a| !a.is_empty())
         {
             request.args = from_json("stored request args", &args)?;
@@ -294,7 +302,7 @@ sql_impl! {
         Ok(request)
     }
 
-    pub(super) async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
+    pub(crate) async fn ended_among(&self, request_ids: &[String]) -> Result<Vec<String>, Error> {
         let mut ended = Vec::new();
         for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let select = Self::requests_in(
@@ -302,22 +310,25 @@ sql_impl! {
                 chunk.iter().map(String::as_str),
                 "",
             );
-            for row in select.query::<DB>().fetch_all(&self.readers).await? {
-                if state_of(row.try_get("state")?)?.is_finished() {
-                    ended.push(row.try_get("request_id")?);
+            for row in select.fetch_all(&self.readers).await? {
+                if state_of(row.read("state")?)?.is_finished() {
+                    ended.push(row.read("request_id")?);
                 }
             }
         }
         Ok(ended)
     }
 
-    pub(super) async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+    pub(crate) async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let mut chain = self.archived_chain(request_id).await?;
         self.live_states(&mut chain).await?;
         Ok(chain)
     }
 
-    pub(super) async fn find_requests(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
+    pub(crate) async fn find_requests(
+        &self,
+        filter: &RequestFilter,
+    ) -> Result<Vec<Request>, Error> {
         let mut query = Statement::build(
             "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version \
              FROM requests WHERE 1 = 1",
@@ -358,30 +369,31 @@ sql_impl! {
             query.push(" LIMIT ").push_param(count(filter.limit));
             query.push(" OFFSET ").push_param(count(filter.offset));
         }
-        let rows = query.query::<DB>().fetch_all(&self.readers).await?;
+        let rows = query.fetch_all(&self.readers).await?;
         rows.iter().map(Self::request_from_row).collect()
     }
 
-    pub(super) async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {
+    pub(crate) async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {
         let rows = Statement::new(
             "SELECT DISTINCT jr_url FROM requests WHERE state = $1 AND jr_url IS NOT NULL ORDER BY jr_url",
         )
         .bind(state_value(State::Running))
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
-        rows.iter().map(|row| Ok(row.try_get("jr_url")?)).collect()
+        rows.iter().map(|row| Ok(row.read("jr_url")?)).collect()
     }
 
-    pub(super) async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
+    pub(crate) async fn count_requests(
+        &self,
+        states: &[State],
+    ) -> Result<Vec<(State, u64)>, Error> {
         let mut counts = Vec::with_capacity(states.len());
         for &state in states {
             let row = Statement::new("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
                 .bind(state_value(state))
-                .query::<DB>()
                 .fetch_one(&self.readers)
                 .await?;
-            let n: i64 = row.try_get("n")?;
+            let n: i64 = row.read("n")?;
             if n > 0 {
                 counts.push((state, u64::try_from(n).unwrap_or(0)));
             }
@@ -389,8 +401,8 @@ sql_impl! {
         Ok(counts)
     }
 
-    pub(super) async fn ping(&self) -> Result<(), Error> {
-        Statement::new("SELECT 1").query::<DB>().execute(&self.pool).await?;
+    pub(crate) async fn ping(&self) -> Result<(), Error> {
+        Statement::new("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 }

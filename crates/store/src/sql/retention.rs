@@ -3,11 +3,18 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Result<Removed, Error> {
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn remove_finished(
+        &self,
+        before: DateTime<Utc>,
+        limit: u64,
+    ) -> Result<Removed, Error> {
         let mut tx = self.pool.begin().await?;
         if let Some(lock) = DB::RETENTION_LOCK_SQL
-            && Statement::new(lock).query::<DB>().fetch_optional(&mut *tx).await?.is_none()
+            && Statement::new(lock)
+                .fetch_optional(&mut tx)
+                .await?
+                .is_none()
         {
             return Ok(Removed::default());
         }
@@ -20,11 +27,10 @@ sql_impl! {
         .bind(state_value(State::Stopped))
         .bind(micros(before))
         .bind(i64::try_from(limit.max(1)).unwrap_or(i64::MAX))
-        .query::<DB>()
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut tx)
         .await?
         .iter()
-        .map(|row| row.try_get("request_id"))
+        .map(|row| row.read("request_id"))
         .collect::<Result<_, _>>()?;
         let mut removed = Removed::default();
         if !ids.is_empty() {
@@ -43,10 +49,10 @@ sql_impl! {
                 "request_secrets",
                 "requests",
             ] {
-                let mut delete = Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));
+                let mut delete =
+                    Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));
                 delete.push_list(ids.iter().map(String::as_str)).push(")");
-                let query = delete.query::<DB>();
-                let n = DB::rows_affected(&query.execute(&mut *tx).await?);
+                let n = DB::rows_affected(&delete.execute(&mut tx).await?);
                 match table {
                     "job_log" => removed.job_log_entries = n,
                     "requests" => removed.requests = n,
@@ -55,12 +61,13 @@ sql_impl! {
             }
         }
         // Notifications about no request (a runner's loss), sent or given up on.
-        Statement::new("DELETE FROM notifications WHERE request_id = '' AND status <> $1 AND done_at < $2")
-            .bind("pending")
-            .bind(micros(before))
-            .query::<DB>()
-            .execute(&mut *tx)
-            .await?;
+        Statement::new(
+            "DELETE FROM notifications WHERE request_id = '' AND status <> $1 AND done_at < $2",
+        )
+        .bind("pending")
+        .bind(micros(before))
+        .execute(&mut tx)
+        .await?;
         // Runners that ended or were lost before the cut-off, with nothing left to own.
         let runners = Statement::new(
             "DELETE FROM job_runners WHERE COALESCE(ended_at, lost_at) < $1 \
@@ -68,8 +75,7 @@ sql_impl! {
         )
         .bind(micros(before))
         .bind(state_value(State::Running))
-        .query::<DB>()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         removed.job_runners = DB::rows_affected(&runners);
         tx.commit().await?;

@@ -3,12 +3,12 @@
 
 use super::*;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     pub(super) fn runner_from_row(row: &DB::Row, now: DateTime<Utc>) -> Result<JobRunner, Error> {
-        let renewed_at: i64 = row.try_get("renewed_at")?;
-        let lease_us: i64 = row.try_get("lease_us")?;
-        let lost_at: Option<i64> = row.try_get("lost_at")?;
-        let ended_at: Option<i64> = row.try_get("ended_at")?;
+        let renewed_at: i64 = row.read("renewed_at")?;
+        let lease_us: i64 = row.read("lease_us")?;
+        let lost_at: Option<i64> = row.read("lost_at")?;
+        let ended_at: Option<i64> = row.read("ended_at")?;
         let state = match (lost_at, ended_at) {
             (_, Some(_)) => RunnerState::Stopped,
             (Some(_), None) => RunnerState::Lost,
@@ -16,34 +16,36 @@ sql_impl! {
             (None, None) => RunnerState::Live,
         };
         Ok(JobRunner {
-            instance_id: row.try_get("instance_id")?,
-            url: row.try_get("url")?,
-            host: row.try_get("host")?,
-            pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
-            started_at: from_micros(row.try_get("started_at")?),
+            instance_id: row.read("instance_id")?,
+            url: row.read("url")?,
+            host: row.read("host")?,
+            pid: u32::try_from(row.read::<i64>("pid")?).unwrap_or(0),
+            started_at: from_micros(row.read("started_at")?),
             renewed_at: from_micros(renewed_at),
             lease: proto::duration::format(std::time::Duration::from_micros(
                 u64::try_from(lease_us).unwrap_or(0),
             )),
-            running_requests: u64::try_from(row.try_get::<i64, _>("running").unwrap_or(0))
-                .unwrap_or(0),
+            running_requests: u64::try_from(row.read::<i64>("running").unwrap_or(0)).unwrap_or(0),
             state,
             ended_at: ended_at.or(lost_at).map(from_micros),
         })
     }
 
-    pub(super) async fn runner(&self, instance: &str, now: DateTime<Utc>) -> Result<JobRunner, Error> {
+    pub(super) async fn runner(
+        &self,
+        instance: &str,
+        now: DateTime<Utc>,
+    ) -> Result<JobRunner, Error> {
         let row = Statement::new(concat!(runner_select!(), " WHERE r.instance_id = $2"))
             .bind(state_value(State::Running))
             .bind(instance)
-            .query::<DB>()
             .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job runner instance", instance))?;
         Self::runner_from_row(&row, now)
     }
 
-    pub(super) async fn register_runner(
+    pub(crate) async fn register_runner(
         &self,
         runner: &RunnerRegistration,
         at: DateTime<Utc>,
@@ -65,7 +67,6 @@ sql_impl! {
         .bind(i64::from(runner.pid))
         .bind(micros(at))
         .bind(lease_us)
-        .query::<DB>()
         .execute(&self.pool)
         .await;
         match inserted.map_err(Error::from) {
@@ -81,13 +82,16 @@ sql_impl! {
         self.runner(&runner.instance_id, at).await
     }
 
-    pub(super) async fn renew_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<JobRunner, Error> {
+    pub(crate) async fn renew_runner(
+        &self,
+        instance: &str,
+        at: DateTime<Utc>,
+    ) -> Result<JobRunner, Error> {
         let done = Statement::new(
             "UPDATE job_runners SET renewed_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         let runner = self.runner(instance, at).await?;
@@ -100,19 +104,18 @@ sql_impl! {
         Ok(runner)
     }
 
-    pub(super) async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
+    pub(crate) async fn end_runner(&self, instance: &str, at: DateTime<Utc>) -> Result<(), Error> {
         Statement::new(
             "UPDATE job_runners SET ended_at = $2 WHERE instance_id = $1 AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn job_runners(
+    pub(crate) async fn job_runners(
         &self,
         now: DateTime<Utc>,
         ended_since: DateTime<Utc>,
@@ -126,7 +129,6 @@ sql_impl! {
         ))
         .bind(state_value(State::Running))
         .bind(micros(ended_since))
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
         rows.iter()
@@ -134,37 +136,37 @@ sql_impl! {
             .collect()
     }
 
-    pub(super) async fn mark_runner_lost(&self, instance: &str, at: DateTime<Utc>) -> Result<bool, Error> {
+    pub(crate) async fn mark_runner_lost(
+        &self,
+        instance: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, Error> {
         let done = Statement::new(
             "UPDATE job_runners SET lost_at = $2 WHERE instance_id = $1 AND lost_at IS NULL AND ended_at IS NULL",
         )
         .bind(instance)
         .bind(micros(at))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
-    pub(super) async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error> {
+    pub(crate) async fn owned_requests(&self, instance: &str) -> Result<Vec<String>, Error> {
         let rows = Statement::new(
             "SELECT request_id FROM requests WHERE jr_instance = $1 AND state = $2 ORDER BY created_at",
         )
         .bind(instance)
         .bind(state_value(State::Running))
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get("request_id")?))
-            .collect()
+        rows.iter().map(|row| Ok(row.read("request_id")?)).collect()
     }
 
     // Long because every check must be made in the one transaction that stores the
     // rebuilt chain, the request's row locked: the ownership (a request that moved on is
     // left), the tries that began after the caller read the store (fenced), then the
     // interrupted tries logged, the chain suspended and the epoch bumped.
-    pub(super) async fn recover_request(
+    pub(crate) async fn recover_request(
         &self,
         holder: Holder<'_>,
         interrupted: &[JobLog],
@@ -201,8 +203,7 @@ sql_impl! {
             .bind(state_value(state))
             .bind(count(suspended.job_chain.finished_jobs)),
         }
-        .query::<DB>()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -237,12 +238,11 @@ sql_impl! {
                  WHERE t.request_id = $1 AND l.request_id IS NULL",
             )
             .bind(request_id)
-            .query::<DB>()
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut tx)
             .await?;
             for row in &unlogged {
-                let job_id: String = row.try_get("job_id")?;
-                let r#try = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+                let job_id: String = row.read("job_id")?;
+                let r#try = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
                 if !interrupted
                     .iter()
                     .any(|entry| entry.job_id == job_id && entry.r#try == r#try)
@@ -263,12 +263,11 @@ sql_impl! {
             ] {
                 let rows = Statement::new(sql)
                     .bind(request_id)
-                    .query::<DB>()
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await?;
                 for row in &rows {
-                    let job_id: String = row.try_get("job_id")?;
-                    let r#try = u32::try_from(row.try_get::<i32, _>("try")?).unwrap_or(0);
+                    let job_id: String = row.read("job_id")?;
+                    let r#try = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
                     let counted = suspended.total_job_tries.get(&job_id).copied().unwrap_or(0);
                     if r#try > counted {
                         return Err(Error::Fenced(format!(
@@ -280,9 +279,8 @@ sql_impl! {
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
         super::suspended::insert_suspended(request_id, suspended_json, at)
-            .query::<DB>()
-        .execute(&mut *tx)
-        .await?;
+            .execute(&mut tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }

@@ -2,8 +2,8 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn claim_schedule_run(
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn claim_schedule_run(
         &self,
         schedule: &str,
         due_at: DateTime<Utc>,
@@ -16,13 +16,12 @@ sql_impl! {
         .bind(micros(due_at))
         .bind(host)
         .skip_duplicates("schedule, due_at")
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done) == 1)
     }
 
-    pub(super) async fn schedule_run_done(
+    pub(crate) async fn schedule_run_done(
         &self,
         schedule: &str,
         due_at: DateTime<Utc>,
@@ -37,13 +36,12 @@ sql_impl! {
         .bind(micros(due_at))
         .bind(request_id)
         .bind(skipped)
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn schedule_runs(
+    pub(crate) async fn schedule_runs(
         &self,
         schedule: &str,
         limit: u32,
@@ -54,19 +52,18 @@ sql_impl! {
         )
         .bind(schedule)
         .bind(i64::from(limit))
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
                 Ok(proto::ScheduleRun {
                     schedule: schedule.to_owned(),
-                    due_at: from_micros(row.try_get("due_at")?),
-                    rm_host: row.try_get("rm_host")?,
+                    due_at: from_micros(row.read("due_at")?),
+                    rm_host: row.read("rm_host")?,
                     request_id: row
-                        .try_get::<Option<String>, _>("request_id")?
+                        .read::<Option<String>>("request_id")?
                         .unwrap_or_default(),
-                    skipped: row.try_get("skipped")?,
+                    skipped: row.read("skipped")?,
                 })
             })
             .collect()

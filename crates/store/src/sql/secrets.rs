@@ -3,13 +3,19 @@
 
 use super::*;
 
-sql_impl! {
-    pub(super) async fn request_secrets(&self, request_id: &str) -> Result<Vec<(String, String)>, Error> {
+impl<DB: Backend> SqlStore<DB> {
+    pub(crate) async fn request_secrets(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<(String, String)>, Error> {
         let rows = self
-            .rows_of_request("SELECT name, sealed FROM request_secrets WHERE request_id = $1 ORDER BY name", request_id)
+            .rows_of_request(
+                "SELECT name, sealed FROM request_secrets WHERE request_id = $1 ORDER BY name",
+                request_id,
+            )
             .await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("name")?, row.try_get("sealed")?)))
+            .map(|row| Ok((row.read("name")?, row.read("sealed")?)))
             .collect()
     }
 }

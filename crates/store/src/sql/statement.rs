@@ -11,9 +11,10 @@
 
 use std::borrow::Cow;
 
-use sqlx::{Encode, Type};
+use sqlx::IntoArguments;
 
 use super::Backend;
+use super::run::{Binds, Query};
 
 /// A value bound to a statement.
 #[derive(Debug, Clone)]
@@ -169,15 +170,11 @@ impl<'q> Statement<'q> {
     }
 
     /// The statement as `DB` runs it, its params bound.
-    pub(crate) fn query<DB>(self) -> sqlx::query::Query<'q, DB, DB::Arguments>
+    pub(crate) fn query<DB>(self) -> Query<'q, DB>
     where
         DB: Backend,
-        String: for<'a> Encode<'a, DB> + Type<DB>,
-        Option<String>: for<'a> Encode<'a, DB> + Type<DB>,
-        i16: for<'a> Encode<'a, DB> + Type<DB>,
-        i32: for<'a> Encode<'a, DB> + Type<DB>,
-        i64: for<'a> Encode<'a, DB> + Type<DB>,
-        Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
+        DB::Arguments: IntoArguments<DB>,
+        Param<'q>: Binds<'q, DB>,
     {
         let sql = match self.skip_duplicates {
             Some(key) => Cow::Owned(DB::skip_duplicates(&self.sql, key)),
@@ -189,16 +186,7 @@ impl<'q> Statement<'q> {
         };
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for index in order {
-            // An owned copy: MySQL may take a param twice. Text params are ids and
-            // short values, cloned once per statement.
-            query = match &self.params[index] {
-                Param::Text(text) => query.bind(text.clone().into_owned()),
-                Param::MaybeText(text) => query.bind(text.clone().map(Cow::into_owned)),
-                Param::Small(value) => query.bind(*value),
-                Param::Int(value) => query.bind(*value),
-                Param::Big(value) => query.bind(*value),
-                Param::MaybeBig(value) => query.bind(*value),
-            };
+            query = self.params[index].bind_to(query);
         }
         query
     }

@@ -18,7 +18,7 @@ pub(super) fn insert_suspended<'q>(
     .bind(micros(at))
 }
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     /// Deletes the suspended chain of `request_id` that `host` claimed (the first step of
     /// resuming it or failing it).
     pub(super) async fn delete_claimed(
@@ -26,13 +26,13 @@ sql_impl! {
         request_id: &str,
         host: &str,
     ) -> Result<(), Error> {
-        let deleted =
-            Statement::new("DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2")
-                .bind(request_id)
-                .bind(host)
-                .query::<DB>()
-                .execute(&mut **tx)
-                .await?;
+        let deleted = Statement::new(
+            "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2",
+        )
+        .bind(request_id)
+        .bind(host)
+        .execute(&mut *tx)
+        .await?;
         if DB::rows_affected(&deleted) == 0 {
             return Err(Error::Conflict(format!(
                 "the suspended job chain of request {request_id} is not claimed by {host}"
@@ -41,7 +41,7 @@ sql_impl! {
         Ok(())
     }
 
-    pub(super) async fn suspend_request(
+    pub(crate) async fn suspend_request(
         &self,
         suspended: &SuspendedJobChain,
         fence: Option<&Fence>,
@@ -51,8 +51,7 @@ sql_impl! {
         let suspended_json = to_json("suspended job chain", suspended)?;
         let mut tx = self.pool.begin().await?;
         let inserted = insert_suspended(request_id, suspended_json, at)
-            .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await;
         match inserted.map_err(Error::from) {
             Ok(_) => {}
@@ -85,8 +84,7 @@ sql_impl! {
         .bind(state_value(State::Running))
         .bind(epoch_value(fence))
         .bind(instance_value(fence))
-        .query::<DB>()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if DB::rows_affected(&updated) == 0 {
             drop(tx);
@@ -96,7 +94,7 @@ sql_impl! {
         Ok(())
     }
 
-    pub(super) async fn claim_suspended(
+    pub(crate) async fn claim_suspended(
         &self,
         host: &str,
         at: DateTime<Utc>,
@@ -109,28 +107,27 @@ sql_impl! {
              ORDER BY suspended_at, request_id LIMIT 1{}",
             DB::LOCK_ROWS_SKIP_LOCKED
         ));
-        let Some(row) = select.query::<DB>().fetch_optional(&mut *tx).await? else {
+        let Some(row) = select.fetch_optional(&mut tx).await? else {
             return Ok(None);
         };
-        let request_id: String = row.try_get("request_id")?;
+        let request_id: String = row.read("request_id")?;
         let claimed = Statement::new(
             "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 WHERE request_id = $3 AND rm_host IS NULL",
         )
         .bind(host)
         .bind(micros(at))
         .bind(request_id.as_str())
-        .query::<DB>()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if DB::rows_affected(&claimed) == 0 {
             return Ok(None);
         }
         tx.commit().await?;
-        let text: String = row.try_get("suspended_job_chain")?;
+        let text: String = row.read("suspended_job_chain")?;
         Ok(Some(from_json("stored suspended job chain", &text)?))
     }
 
-    pub(super) async fn resumed(
+    pub(crate) async fn resumed(
         &self,
         request_id: &RequestId,
         host: &str,
@@ -153,12 +150,12 @@ sql_impl! {
         let updated = Self::update_request_in(&mut tx, update, "paused", request_id).await?;
         tx.commit().await?;
         match updated {
-            Some(row) => Ok(row.try_get::<i32, _>("paused")? != 0),
+            Some(row) => Ok(row.read::<i32>("paused")? != 0),
             None => Err(self.state_error(request_id, State::Suspended).await),
         }
     }
 
-    pub(super) async fn fail_suspended(
+    pub(crate) async fn fail_suspended(
         &self,
         request_id: &RequestId,
         host: &str,
@@ -178,14 +175,13 @@ sql_impl! {
         .bind(state_value(State::Fail))
         .bind(state_value(State::Suspended))
         .bind(reason)
-        .query::<DB>()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         tx.commit().await?;
         Ok(())
     }
 
-    pub(super) async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
+    pub(crate) async fn unclaim(&self, request_id: &RequestId, host: &str) -> Result<(), Error> {
         let request_id = request_id.as_str();
         Statement::new(
             "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $3 WHERE request_id = $1 AND rm_host = $2",
@@ -193,25 +189,23 @@ sql_impl! {
         .bind(request_id)
         .bind(host)
         .bind(micros(Utc::now()))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    pub(super) async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error> {
+    pub(crate) async fn release_stale_claims(&self, before: DateTime<Utc>) -> Result<u64, Error> {
         let done = Statement::new(
             "UPDATE suspended_job_chains SET rm_host = NULL, updated_at = $2 WHERE rm_host IS NOT NULL AND updated_at < $1",
         )
         .bind(micros(before))
         .bind(micros(Utc::now()))
-        .query::<DB>()
         .execute(&self.pool)
         .await?;
         Ok(DB::rows_affected(&done))
     }
 
-    pub(super) async fn expire_suspended(
+    pub(crate) async fn expire_suspended(
         &self,
         before: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -222,12 +216,11 @@ sql_impl! {
              WHERE r.request_id = suspended_job_chains.request_id AND r.error <> '')",
         )
         .bind(micros(before))
-        .query::<DB>()
         .fetch_all(&self.pool)
         .await?;
         let mut expired = Vec::new();
         for row in rows {
-            let request_id: String = row.try_get("request_id")?;
+            let request_id: String = row.read("request_id")?;
             let mut tx = self.pool.begin().await?;
             // Deleting only an unclaimed chain is the claim: a resumer that got it first
             // wins.
@@ -235,8 +228,7 @@ sql_impl! {
                 "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host IS NULL",
             )
             .bind(request_id.as_str())
-            .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
             if DB::rows_affected(&deleted) == 0 {
                 continue;
@@ -251,8 +243,7 @@ sql_impl! {
             .bind(state_value(State::Fail))
             .bind(state_value(State::Suspended))
             .bind("its suspended chain was not resumed before it expired")
-            .query::<DB>()
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
             tx.commit().await?;
             expired.push(request_id);

@@ -4,7 +4,7 @@
 use super::*;
 use crate::Delivery;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     /// Records `delivery` as creating `request_id`, in the transaction that stores that
     /// request. `None` when it is new; else the request it created before (read with its
     /// row locked, so that a delivery committed meanwhile by another transaction is seen).
@@ -23,8 +23,7 @@ sql_impl! {
         .bind(request_id)
         .bind(micros(at))
         .skip_duplicates("trigger_name, delivery_id")
-        .query::<DB>()
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&inserted) == 1 {
             return Ok(None);
@@ -35,13 +34,12 @@ sql_impl! {
         ))
         .bind(delivery.trigger.as_str())
         .bind(delivery.id.as_str())
-        .query::<DB>()
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
-        Ok(Some(row.try_get("request_id")?))
+        Ok(Some(row.read("request_id")?))
     }
 
-    pub(super) async fn trigger_deliveries(
+    pub(crate) async fn trigger_deliveries(
         &self,
         trigger: &str,
         limit: u32,
@@ -52,22 +50,21 @@ sql_impl! {
         )
         .bind(trigger)
         .bind(i64::from(limit))
-        .query::<DB>()
         .fetch_all(&self.readers)
         .await?;
         rows.iter()
             .map(|row| {
                 Ok(proto::TriggerDelivery {
                     trigger: trigger.to_owned(),
-                    delivery_id: row.try_get("delivery_id")?,
-                    request_id: row.try_get("request_id")?,
-                    received_at: from_micros(row.try_get("received_at")?),
+                    delivery_id: row.read("delivery_id")?,
+                    request_id: row.read("request_id")?,
+                    received_at: from_micros(row.read("received_at")?),
                 })
             })
             .collect()
     }
 
-    pub(super) async fn delivered_request(
+    pub(crate) async fn delivered_request(
         &self,
         trigger: &str,
         delivery_id: &str,
@@ -77,10 +74,9 @@ sql_impl! {
         )
         .bind(trigger)
         .bind(delivery_id)
-        .query::<DB>()
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| row.try_get("request_id").map_err(Error::from))
+        row.map(|row| row.read("request_id").map_err(Error::from))
             .transpose()
     }
 }

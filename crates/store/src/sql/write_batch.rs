@@ -3,12 +3,12 @@
 
 use super::*;
 
-sql_impl! {
+impl<DB: Backend> SqlStore<DB> {
     // Long because the group commit is one transaction for every kind of write gathered
     // (deliveries, creates with their secrets and locks, starts, job log entries,
     // progress, ends), in the order that keeps each report's fence check before its
     // write; each kind is a short loop over the batch.
-    pub(super) async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
+    pub(crate) async fn write_batch(&self, batch: &WriteBatch) -> Result<BatchWritten, Error> {
         let mut tx = self.pool.begin().await?;
         let mut refused = Vec::new();
         // The refused (request, fence) pairs: each report is judged by its own fence.
@@ -35,8 +35,13 @@ sql_impl! {
         for new in &batch.creates {
             duplicates.push(match &new.delivery {
                 Some(delivery) => {
-                    Self::claim_delivery_in(&mut tx, delivery, &new.request.id, new.request.created_at)
-                        .await?
+                    Self::claim_delivery_in(
+                        &mut tx,
+                        delivery,
+                        &new.request.id,
+                        new.request.created_at,
+                    )
+                    .await?
                 }
                 None => None,
             });
@@ -57,13 +62,14 @@ sql_impl! {
                 continue;
             }
             for (name, sealed) in &new.secrets {
-                Statement::new("INSERT INTO request_secrets (request_id, name, sealed) VALUES ($1, $2, $3)")
-                    .bind(new.request.id.as_str())
-                    .bind(name.as_str())
-                    .bind(sealed.as_str())
-                    .query::<DB>()
-                    .execute(&mut *tx)
-                    .await?;
+                Statement::new(
+                    "INSERT INTO request_secrets (request_id, name, sealed) VALUES ($1, $2, $3)",
+                )
+                .bind(new.request.id.as_str())
+                .bind(name.as_str())
+                .bind(sealed.as_str())
+                .execute(&mut tx)
+                .await?;
             }
         }
         // Each new request's locks, in the transaction that stores it.
@@ -74,7 +80,18 @@ sql_impl! {
             } else {
                 let now = Utc::now();
                 let created = Some(new.request.created_at);
-                Some(Self::take_locks_in(&mut tx, &new.request.id, "", &new.locks, new.priority, now, created).await?)
+                Some(
+                    Self::take_locks_in(
+                        &mut tx,
+                        &new.request.id,
+                        "",
+                        &new.locks,
+                        new.priority,
+                        now,
+                        created,
+                    )
+                    .await?,
+                )
             });
         }
         let started = if batch.starts.is_empty() {

@@ -1,0 +1,161 @@
+//! The rules of `migrations/README.md`: the backends' first series stay as they were
+//! applied, and from 0100 on one number is one change on every backend.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The first number of the common series.
+const COMMON_FROM: u32 = 100;
+
+const BACKENDS: [&str; 3] = ["sqlite", "postgres", "mysql"];
+
+/// Each backend's migrations before the common series, as databases in use applied them.
+const FIRST_SERIES: [(&str, &[&str]); 3] = [
+    (
+        "sqlite",
+        &[
+            "0001_requests.sql",
+            "0002_job_output.sql",
+            "0003_runners.sql",
+            "0004_audit.sql",
+            "0005_paused.sql",
+            "0006_spec_versions.sql",
+            "0007_approvals.sql",
+            "0008_schedule_runs.sql",
+            "0009_forget_tries_at_the_end.sql",
+            "0010_own_jobs.sql",
+            "0011_locks.sql",
+            "0012_job_locks.sql",
+            "0013_trigger_deliveries.sql",
+            "0014_notifications.sql",
+            "0015_request_secrets.sql",
+        ],
+    ),
+    (
+        "postgres",
+        &[
+            "0001_requests.sql",
+            "0002_request_args_by_value_hash.sql",
+            "0003_job_output.sql",
+            "0004_runners.sql",
+            "0005_audit.sql",
+            "0006_paused.sql",
+            "0007_spec_versions.sql",
+            "0008_approvals.sql",
+            "0009_schedule_runs.sql",
+            "0010_forget_tries_at_the_end.sql",
+            "0011_own_jobs.sql",
+            "0012_locks.sql",
+            "0013_job_locks.sql",
+            "0014_trigger_deliveries.sql",
+            "0015_notifications.sql",
+            "0016_request_secrets.sql",
+        ],
+    ),
+    (
+        "mysql",
+        &[
+            "0001_schema.sql",
+            "0002_own_jobs.sql",
+            "0003_locks.sql",
+            "0004_job_locks.sql",
+            "0005_trigger_deliveries.sql",
+            "0006_notifications.sql",
+            "0007_request_secrets.sql",
+        ],
+    ),
+];
+
+/// A folder's migrations by number: file name, or an error naming a file that is not
+/// `NNNN_description.sql`.
+fn migrations(folder: &Path) -> Result<BTreeMap<u32, String>, String> {
+    let mut found = BTreeMap::new();
+    let entries =
+        std::fs::read_dir(folder).map_err(|err| format!("{}: {err}", folder.display()))?;
+    for entry in entries {
+        let name = entry.map_err(|err| err.to_string())?.file_name();
+        let name = name.to_string_lossy().into_owned();
+        let number = name
+            .strip_suffix(".sql")
+            .and_then(|stem| stem.split_once('_'))
+            .and_then(|(number, _)| number.parse::<u32>().ok())
+            .ok_or_else(|| format!("{}/{name} is not NNNN_description.sql", folder.display()))?;
+        if let Some(other) = found.insert(number, name.clone()) {
+            return Err(format!(
+                "{}: {other} and {name} share a number",
+                folder.display()
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// What breaks the rules in `root` (a folder of backend folders), each as a sentence.
+fn broken_rules(root: &Path) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut common: BTreeMap<u32, BTreeSet<(String, &str)>> = BTreeMap::new();
+    for (backend, first) in FIRST_SERIES {
+        let found = match migrations(&root.join(backend)) {
+            Ok(found) => found,
+            Err(err) => {
+                broken.push(err);
+                continue;
+            }
+        };
+        let before: Vec<&str> = found
+            .range(..COMMON_FROM)
+            .map(|(_, name)| name.as_str())
+            .collect();
+        if before != first {
+            broken.push(format!(
+                "{backend}'s migrations below {COMMON_FROM:04} changed: {before:?}, expected {first:?} (add a new one from {COMMON_FROM:04} on, in every backend)"
+            ));
+        }
+        for (number, name) in found.range(COMMON_FROM..) {
+            common
+                .entry(*number)
+                .or_default()
+                .insert((name.clone(), backend));
+        }
+    }
+    for (number, files) in common {
+        let names: BTreeSet<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+        let backends: BTreeSet<&str> = files.iter().map(|(_, backend)| *backend).collect();
+        if names.len() != 1 || backends.len() != BACKENDS.len() {
+            broken.push(format!(
+                "migration {number:04} is {files:?}; expected one name in each of {BACKENDS:?}"
+            ));
+        }
+    }
+    broken
+}
+
+#[test]
+fn one_number_is_one_change_on_every_backend() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    assert_eq!(broken_rules(&root), Vec::<String>::new());
+}
+
+#[test]
+fn a_migration_missing_on_a_backend_or_added_below_the_common_series_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, first) in FIRST_SERIES {
+        std::fs::create_dir(dir.path().join(backend)).unwrap();
+        for name in first {
+            std::fs::write(dir.path().join(backend).join(name), "").unwrap();
+        }
+    }
+    assert_eq!(broken_rules(dir.path()), Vec::<String>::new());
+    for backend in ["sqlite", "postgres"] {
+        std::fs::write(dir.path().join(backend).join("0100_runs.sql"), "").unwrap();
+    }
+    std::fs::write(dir.path().join("mysql/0100_run.sql"), "").unwrap();
+    std::fs::write(dir.path().join("mysql/0008_late.sql"), "").unwrap();
+    let broken = broken_rules(dir.path());
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert!(
+        broken[0].contains("mysql's migrations below 0100 changed"),
+        "{broken:?}"
+    );
+    assert!(broken[1].starts_with("migration 0100 is"), "{broken:?}");
+}

@@ -1,0 +1,263 @@
+//! Running a [`Statement`] and reading its rows, in code generic over a [`Backend`] with
+//! no other bound: sqlx's bounds on a database's types (binding params, decoding
+//! columns, executing on a connection) are named once here and met by each backend's
+//! concrete types, through the three running methods every `Backend` impl takes from
+//! [`runs_statements`].
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+
+use super::Backend;
+use super::statement::{Param, Statement};
+
+/// A future as sqlx answers it (the type of `futures::future::BoxFuture`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a [`Statement`] runs: on a connection of a pool's, or in a transaction.
+pub(crate) enum On<'a, 't, DB: Backend> {
+    Pool(&'a Pool<DB>),
+    Transaction(&'a mut sqlx::Transaction<'t, DB>),
+}
+
+impl<'a, DB: Backend> From<&'a Pool<DB>> for On<'a, '_, DB> {
+    fn from(pool: &'a Pool<DB>) -> Self {
+        On::Pool(pool)
+    }
+}
+
+impl<'a, 't, DB: Backend> From<&'a mut sqlx::Transaction<'t, DB>> for On<'a, 't, DB> {
+    fn from(tx: &'a mut sqlx::Transaction<'t, DB>) -> Self {
+        On::Transaction(tx)
+    }
+}
+
+/// Runs `$run` (a [`Backend`] method) on the connection `$on` stands for.
+macro_rules! on_connection {
+    ($on:expr, $statement:expr, $run:ident) => {
+        match $on.into() {
+            On::Pool(pool) => DB::$run(&mut *pool.acquire().await?, $statement).await,
+            On::Transaction(tx) => DB::$run(&mut **tx, $statement).await,
+        }
+    };
+}
+
+/// Running a statement: what the concern modules call, with no bounds but [`Backend`]
+/// (each backend runs it through [`run_on`], where sqlx's bounds are met by its
+/// concrete types).
+impl<'q> Statement<'q> {
+    /// Every row the statement answers.
+    pub(crate) async fn fetch_all<'a, 't: 'a, DB: Backend>(
+        self,
+        on: impl Into<On<'a, 't, DB>>,
+    ) -> Result<Vec<DB::Row>, sqlx::Error> {
+        on_connection!(on, self, fetch_all)
+    }
+
+    /// The first row the statement answers, if any.
+    pub(crate) async fn fetch_optional<'a, 't: 'a, DB: Backend>(
+        self,
+        on: impl Into<On<'a, 't, DB>>,
+    ) -> Result<Option<DB::Row>, sqlx::Error> {
+        on_connection!(on, self, fetch_optional)
+    }
+
+    /// The first row the statement answers; none is [`sqlx::Error::RowNotFound`].
+    pub(crate) async fn fetch_one<'a, 't: 'a, DB: Backend>(
+        self,
+        on: impl Into<On<'a, 't, DB>>,
+    ) -> Result<DB::Row, sqlx::Error> {
+        self.fetch_optional(on)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+
+    /// Runs the statement for what it changes.
+    pub(crate) async fn execute<'a, 't: 'a, DB: Backend>(
+        self,
+        on: impl Into<On<'a, 't, DB>>,
+    ) -> Result<DB::QueryResult, sqlx::Error> {
+        on_connection!(on, self, execute)
+    }
+}
+
+/// How a statement runs on a connection of `DB`, for a backend whose types meet sqlx's
+/// bounds: each [`Backend`] impl's `fetch_all`, `fetch_optional` and `execute` are these.
+pub(crate) mod run_on {
+    use super::*;
+
+    pub(crate) fn fetch_all<'e, 'q: 'e, DB>(
+        conn: &'e mut DB::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<Vec<DB::Row>, sqlx::Error>>
+    where
+        DB: Backend,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        Param<'q>: Binds<'q, DB>,
+    {
+        Box::pin(statement.query::<DB>().fetch_all(conn))
+    }
+
+    pub(crate) fn fetch_optional<'e, 'q: 'e, DB>(
+        conn: &'e mut DB::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<Option<DB::Row>, sqlx::Error>>
+    where
+        DB: Backend,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        Param<'q>: Binds<'q, DB>,
+    {
+        Box::pin(statement.query::<DB>().fetch_optional(conn))
+    }
+
+    pub(crate) fn execute<'e, 'q: 'e, DB>(
+        conn: &'e mut DB::Connection,
+        statement: Statement<'q>,
+    ) -> BoxFuture<'e, Result<DB::QueryResult, sqlx::Error>>
+    where
+        DB: Backend,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        Param<'q>: Binds<'q, DB>,
+    {
+        Box::pin(statement.query::<DB>().execute(conn))
+    }
+}
+
+/// The [`Backend`] methods that run a statement, each [`run_on`]'s function: one line
+/// in each backend's impl.
+macro_rules! runs_statements {
+    () => {
+        fn fetch_all<'e, 'q: 'e>(
+            conn: &'e mut Self::Connection,
+            statement: $crate::sql::Statement<'q>,
+        ) -> $crate::sql::BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
+            $crate::sql::run_on::fetch_all::<Self>(conn, statement)
+        }
+
+        fn fetch_optional<'e, 'q: 'e>(
+            conn: &'e mut Self::Connection,
+            statement: $crate::sql::Statement<'q>,
+        ) -> $crate::sql::BoxFuture<'e, Result<Option<Self::Row>, sqlx::Error>> {
+            $crate::sql::run_on::fetch_optional::<Self>(conn, statement)
+        }
+
+        fn execute<'e, 'q: 'e>(
+            conn: &'e mut Self::Connection,
+            statement: $crate::sql::Statement<'q>,
+        ) -> $crate::sql::BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
+            $crate::sql::run_on::execute::<Self>(conn, statement)
+        }
+    };
+}
+pub(crate) use runs_statements;
+
+/// Binding a [`Param`] to a query of `DB`: sqlx's bounds on the types of params, named
+/// once (met by each backend's concrete types).
+pub trait Binds<'q, DB: sqlx::Database> {
+    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB>;
+}
+
+/// A query of sqlx's on `DB`.
+pub type Query<'q, DB> = sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>;
+
+impl<'q, DB: sqlx::Database> Binds<'q, DB> for Param<'q>
+where
+    String: for<'a> Encode<'a, DB> + Type<DB>,
+    Option<String>: for<'a> Encode<'a, DB> + Type<DB>,
+    i16: for<'a> Encode<'a, DB> + Type<DB>,
+    i32: for<'a> Encode<'a, DB> + Type<DB>,
+    i64: for<'a> Encode<'a, DB> + Type<DB>,
+    Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
+{
+    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB> {
+        // An owned copy: MySQL may take a param twice. Text params are ids and short
+        // values, cloned once per statement.
+        match self {
+            Param::Text(text) => query.bind(text.clone().into_owned()),
+            Param::MaybeText(text) => query.bind(text.clone().map(Cow::into_owned)),
+            Param::Small(value) => query.bind(*value),
+            Param::Int(value) => query.bind(*value),
+            Param::Big(value) => query.bind(*value),
+            Param::MaybeBig(value) => query.bind(*value),
+        }
+    }
+}
+
+/// A row's columns read by name, as the concern modules read them: the types Spindle
+/// stores, each decoded by the row's database ([`Backend`] asks this of its rows).
+pub trait Columns {
+    fn small(&self, name: &str) -> Result<i16, sqlx::Error>;
+    fn int(&self, name: &str) -> Result<i32, sqlx::Error>;
+    fn big(&self, name: &str) -> Result<i64, sqlx::Error>;
+    fn maybe_big(&self, name: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn text(&self, name: &str) -> Result<String, sqlx::Error>;
+    fn maybe_text(&self, name: &str) -> Result<Option<String>, sqlx::Error>;
+
+    /// The column `name` as a `T`.
+    fn read<T: Column>(&self, name: &str) -> Result<T, sqlx::Error>
+    where
+        Self: Sized,
+    {
+        T::read(self, name)
+    }
+}
+
+impl<R> Columns for R
+where
+    R: sqlx::Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i16: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i32: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    Option<String>: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    Option<i64>: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn small(&self, name: &str) -> Result<i16, sqlx::Error> {
+        self.try_get(name)
+    }
+    fn int(&self, name: &str) -> Result<i32, sqlx::Error> {
+        self.try_get(name)
+    }
+    fn big(&self, name: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(name)
+    }
+    fn maybe_big(&self, name: &str) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(name)
+    }
+    fn text(&self, name: &str) -> Result<String, sqlx::Error> {
+        self.try_get(name)
+    }
+    fn maybe_text(&self, name: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(name)
+    }
+}
+
+/// A type a column is read as ([`Columns::read`]).
+pub trait Column: Sized {
+    fn read(row: &impl Columns, name: &str) -> Result<Self, sqlx::Error>;
+}
+
+macro_rules! column {
+    ($($ty:ty => $method:ident),* $(,)?) => {
+        $(impl Column for $ty {
+            fn read(row: &impl Columns, name: &str) -> Result<Self, sqlx::Error> {
+                row.$method(name)
+            }
+        })*
+    };
+}
+
+column!(
+    i16 => small,
+    i32 => int,
+    i64 => big,
+    Option<i64> => maybe_big,
+    String => text,
+    Option<String> => maybe_text,
+);
