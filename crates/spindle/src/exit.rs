@@ -39,17 +39,14 @@ impl Exit {
     }
 }
 
-impl crate::api_client::ClientError {
-    /// How a command that met this failure of the Request Manager ends.
-    pub(crate) fn exit(&self) -> Exit {
-        use crate::api_client::ClientError;
-        match self {
-            ClientError::NotFound(_) => Exit::NotFound,
-            ClientError::Unreachable { .. } => Exit::Unreachable,
-            ClientError::Timeout { .. } => Exit::Timeout,
-            ClientError::Api { .. } => Exit::Failure,
-        }
-    }
+/// Runs a command's `future` to its [`Exit`] on a runtime of its own.
+pub(crate) fn block_on<F: std::future::Future<Output = anyhow::Result<Exit>>>(
+    future: F,
+) -> anyhow::Result<Exit> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
 }
 
 /// The exit codes as `spindle --help` lists them.

@@ -2,6 +2,7 @@
 //! anything.
 
 use std::io::{IsTerminal as _, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use job::{CreateContext, Factory, Job, JobId, Outcome, Registry, RunContext};
@@ -9,8 +10,8 @@ use proto::JobArgs;
 use serde_json::Value;
 
 use crate::args::parse_request_args;
+use crate::client::dot::{GraphFormat, print_chain};
 use crate::exit::Exit;
-use crate::{GraphArgs, GraphFormat};
 
 /// The job factory of `spindle graph`: the registry's, except that `shell-args` jobs
 /// (which run a program to create themselves) are placeholders unless
@@ -74,7 +75,7 @@ impl Factory for GraphFactory {
 pub(crate) fn run(
     args: &GraphArgs,
     registry: Registry,
-    client: &crate::spinc::ClientArgs,
+    client: &crate::client::spinc::ClientArgs,
 ) -> anyhow::Result<Exit> {
     let format = args.format.unwrap_or_else(|| {
         if std::io::stdout().is_terminal() {
@@ -84,13 +85,17 @@ pub(crate) fn run(
         }
     });
     let Some(specs) = &args.specs else {
-        return crate::block_on(crate::spinc::stored_graph(client, &args.request, format));
+        return crate::exit::block_on(crate::client::spinc::stored_graph(
+            client,
+            &args.request,
+            format,
+        ));
     };
     let request_args = parse_request_args(&args.args)?;
-    let registry = crate::programs::with_config(registry, args.config.as_deref())?;
+    let registry = crate::service::programs::with_config(registry, args.config.as_deref())?;
     // With --preview, job types this binary does not know are shown, not refused.
     let checked = (!args.preview).then_some(&registry);
-    let Some(specs_read) = crate::lint::load_specs(specs, checked)? else {
+    let Some(specs_read) = crate::service::lint::load_specs(specs, checked)? else {
         crate::exit::eprintln_failure(&format!(
             "the specs in {} have errors; fix them first (`spindle lint {}` lists them)",
             specs.display(),
@@ -132,16 +137,37 @@ pub(crate) fn run(
     Ok(Exit::Success)
 }
 
-/// Prints a chain in `format`.
-pub(crate) fn print_chain(chain: &proto::JobChain, format: GraphFormat) -> anyhow::Result<()> {
-    let mut stdout = anstream::stdout().lock();
-    match format {
-        GraphFormat::Json => {
-            serde_json::to_writer_pretty(&mut stdout, chain)?;
-            writeln!(stdout)?;
-        }
-        GraphFormat::Dot => write!(stdout, "{}", crate::dot::render(chain))?,
-        GraphFormat::Tree => write!(stdout, "{}", crate::dot::tree(chain))?,
-    }
-    Ok(())
+#[derive(Debug, clap::Args)]
+pub(crate) struct GraphArgs {
+    /// Directory (or file) of request specs to build the chain from; without it,
+    /// REQUEST is the id of a stored request, whose chain is printed with each job's state
+    /// (only the flag chooses: an exported SPINDLE_SPECS, meant for the servers, does not)
+    #[arg(long)]
+    pub(crate) specs: Option<PathBuf>,
+    /// The request type to build (or, without --specs, a request id)
+    pub(crate) request: String,
+    /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
+    /// is passed as that value, anything else as a string
+    pub(crate) args: Vec<String>,
+    /// Output format [default: tree on a terminal, otherwise json]
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<GraphFormat>,
+    /// Show job types this binary does not know as placeholders (the chain is for looking
+    /// at, not for running)
+    #[arg(long)]
+    pub(crate) preview: bool,
+    /// Run the programs of `shell-args` jobs, as creating the request would; without it
+    /// they are not run and what they set shows as "computed at create time"
+    #[arg(long)]
+    pub(crate) run_shell_args: bool,
+    /// A config file whose job programs (`jobs:`) serve job types besides this binary's;
+    /// their `create` runs, as creating the request would
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Options for a stored request (without --specs): where its server is
+    #[command(
+        flatten,
+        next_help_heading = "Server (only without --specs, for a stored request)"
+    )]
+    pub(crate) client: crate::client::spinc::ClientArgs,
 }

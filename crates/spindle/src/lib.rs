@@ -2,29 +2,21 @@
 //! codes. `main.rs` runs it with the built-in job types; a user's own binary runs it with
 //! its own [`job::Registry`] (see `examples/custom-job`).
 
-mod api_client;
 mod args;
-mod credentials;
-mod dot;
+mod client;
 mod exit;
-mod explain;
 mod graph;
-mod http_server;
-mod import;
-mod lint;
-mod local;
-mod programs;
 mod run;
-mod serve;
-mod spinc;
-mod supervise;
+mod service;
 
-use std::path::PathBuf;
+use client::spinc;
+use service::{import, lint, supervise};
+
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
-use crate::exit::{EXIT_CODES, Exit, eprintln_failure};
+use crate::exit::{EXIT_CODES, Exit, block_on, eprintln_failure};
 
 /// Spindle: job orchestration that reads Spin Cycle's request specs.
 #[derive(Debug, Parser)]
@@ -40,18 +32,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Check request specs and print every problem found, like a compiler
-    Lint(LintArgs),
+    Lint(lint::LintArgs),
     /// Build a request's job chain from specs and print it, without running anything
-    Graph(GraphArgs),
+    Graph(graph::GraphArgs),
     /// Run one request here and now: embedded store, Request Manager and Job Runner in
     /// this process, a progress bar; Ctrl-C stops it
     Run(run::RunArgs),
     /// Serve Spin Cycle's API with the Request Manager and a Job Runner in one process
-    Server(serve::ServerArgs),
+    Server(service::ServerArgs),
     /// Serve the Request Manager alone; chains go to Job Runners over HTTP (--jr-url)
-    Rm(serve::RmArgs),
+    Rm(service::RmArgs),
     /// Serve a Job Runner that reports to a Request Manager over HTTP (--rm-url)
-    Jr(serve::JrArgs),
+    Jr(service::JrArgs),
     /// Print Spindle's version and the Spin Cycle API version it speaks
     Version,
     /// Help for a command, or a request type's args (from the server)
@@ -231,88 +223,6 @@ enum ImportCommand {
     Spincycle(import::SpincycleArgs),
 }
 
-#[derive(Debug, clap::Args)]
-struct LintArgs {
-    /// Spec files or directories (walked recursively for .yaml and .yml files)
-    #[arg(default_value = ".")]
-    paths: Vec<PathBuf>,
-    /// Treat warnings as errors
-    #[arg(long, short = 's')]
-    strict: bool,
-    /// Accept any job type (specs written for another binary's job types); by default a
-    /// job node's type must be one this binary runs, with the job args it requires
-    #[arg(long)]
-    any_job_type: bool,
-    /// A config file whose job programs (`jobs:`) serve job types besides this binary's
-    #[arg(long, env = "SPINDLE_CONFIG")]
-    config: Option<PathBuf>,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    format: Format,
-}
-
-#[derive(Debug, clap::Args)]
-struct GraphArgs {
-    /// Directory (or file) of request specs to build the chain from; without it,
-    /// REQUEST is the id of a stored request, whose chain is printed with each job's state
-    /// (only the flag chooses: an exported SPINDLE_SPECS, meant for the servers, does not)
-    #[arg(long)]
-    specs: Option<PathBuf>,
-    /// The request type to build (or, without --specs, a request id)
-    request: String,
-    /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
-    /// is passed as that value, anything else as a string
-    args: Vec<String>,
-    /// Output format [default: tree on a terminal, otherwise json]
-    #[arg(long, value_enum)]
-    format: Option<GraphFormat>,
-    /// Show job types this binary does not know as placeholders (the chain is for looking
-    /// at, not for running)
-    #[arg(long)]
-    preview: bool,
-    /// Run the programs of `shell-args` jobs, as creating the request would; without it
-    /// they are not run and what they set shows as "computed at create time"
-    #[arg(long)]
-    run_shell_args: bool,
-    /// A config file whose job programs (`jobs:`) serve job types besides this binary's;
-    /// their `create` runs, as creating the request would
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Options for a stored request (without --specs): where its server is
-    #[command(
-        flatten,
-        next_help_heading = "Server (only without --specs, for a stored request)"
-    )]
-    client: spinc::ClientArgs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum GraphFormat {
-    /// Spin Cycle's JobChain JSON (`requestId`, `jobs`, `adjacencyList`, ...)
-    Json,
-    /// Graphviz DOT, each sequence a cluster, jobs coloured by state
-    Dot,
-    /// An indented tree of sequences and jobs with their states
-    Tree,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
-    /// `file:line:col: error: message` lines and a summary
-    Human,
-    /// A JSON array of diagnostics
-    Json,
-}
-
-fn block_on<F: std::future::Future<Output = anyhow::Result<Exit>>>(
-    future: F,
-) -> anyhow::Result<Exit> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(future)
-}
-
 /// Runs the `spindle` command line with the job types of `registry`.
 /// `spindle token create`: the token on stdout's first line, the tokens file's line on
 /// the second; nothing is stored.
@@ -346,21 +256,13 @@ fn token_create(user: &str, roles: &[String]) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// Authenticators a team's binary adds ([`main_with_authenticators`]).
-static AUTHENTICATORS: std::sync::OnceLock<Vec<std::sync::Arc<dyn auth::Authenticator>>> =
-    std::sync::OnceLock::new();
-
-pub(crate) fn custom_authenticators() -> &'static [std::sync::Arc<dyn auth::Authenticator>] {
-    AUTHENTICATORS.get().map_or(&[], Vec::as_slice)
-}
-
 /// [`main`] with a team's own ways of recognising callers, asked before the built-in
 /// ones when the config file has an `auth:` section.
 pub fn main_with_authenticators(
     registry: job::Registry,
     authenticators: Vec<std::sync::Arc<dyn auth::Authenticator>>,
 ) -> ExitCode {
-    let _ = AUTHENTICATORS.set(authenticators);
+    service::set_authenticators(authenticators);
     main(registry)
 }
 
@@ -395,9 +297,9 @@ pub fn main(registry: job::Registry) -> ExitCode {
                 let output = args.output.unwrap_or(top.output());
                 block_on(run::run(&args, registry, output))
             }
-            Command::Server(args) => block_on(serve::server(&args, registry)),
-            Command::Rm(args) => block_on(serve::request_manager(&args, registry)),
-            Command::Jr(args) => block_on(serve::job_runner(&args, registry)),
+            Command::Server(args) => block_on(service::server(&args, registry)),
+            Command::Rm(args) => block_on(service::request_manager(&args, registry)),
+            Command::Jr(args) => block_on(service::job_runner(&args, registry)),
             Command::Version => {
                 version();
                 Ok(Exit::Success)

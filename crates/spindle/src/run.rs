@@ -12,11 +12,11 @@ use job::Registry;
 use proto::{CreateRequest, State};
 
 use crate::args::parse_request_args;
+use crate::client::spinc::Output;
 use crate::exit::Exit;
 use crate::exit::eprintln_failure;
-use crate::lint::load_specs;
-use crate::local::local;
-use crate::spinc::Output;
+use crate::service::lint::load_specs;
+use crate::service::local::local;
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunArgs {
@@ -46,7 +46,7 @@ const RUNNING_SHOWN: usize = 5;
 
 /// The progress line's running jobs: the oldest few, then how many more run.
 fn running_summary(shown: &[proto::JobStatus], running: usize) -> String {
-    let line = crate::spinc::running_line(shown);
+    let line = crate::client::spinc::running_line(shown);
     match running.saturating_sub(shown.len()) {
         0 => line,
         more => format!("{line} and {more} more"),
@@ -60,7 +60,7 @@ pub(crate) async fn run(
     output: Output,
 ) -> anyhow::Result<Exit> {
     let request_args = parse_request_args(&args.args)?;
-    let registry = crate::programs::with_config(registry, args.config.as_deref())?;
+    let registry = crate::service::programs::with_config(registry, args.config.as_deref())?;
     // The specs are read and linted on a blocking thread while the store opens (and a new
     // database is migrated): on two cores the two overlap.
     let loading = tokio::task::spawn_blocking({
@@ -79,10 +79,10 @@ pub(crate) async fn run(
     let local = local(
         specs,
         registry,
-        crate::local::LocalSettings {
+        crate::service::local::LocalSettings {
             store: opened?,
             base_url: "in-process://spindle-run",
-            host: crate::serve::manager_host("spindle-run"),
+            host: crate::service::manager_host("spindle-run"),
             interval: Duration::from_secs(1),
             suspended_ttl: Duration::from_secs(3600),
             lease: Duration::from_secs(10),
@@ -97,16 +97,18 @@ pub(crate) async fn run(
     .await?;
     // The runner in this process holds a lease like any other, so that a server on the
     // same database resumes this request if this process is killed.
-    crate::serve::reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
+    crate::service::reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop_lease = tokio_util::sync::CancellationToken::new();
     let lease = tokio::spawn(jr::lease::hold(
         local.runner.clone(),
-        Arc::new(crate::local::ManagerRegistry(local.manager.clone())),
-        crate::serve::lease_settings(Duration::from_secs(10)),
+        Arc::new(crate::service::local::ManagerRegistry(
+            local.manager.clone(),
+        )),
+        crate::service::lease_settings(Duration::from_secs(10)),
         stop_lease.clone(),
     ));
     local.runner.registered().await;
-    let user = crate::api_client::caller();
+    let user = crate::client::api::caller();
     let create_request = CreateRequest {
         request_type: args.request.clone(),
         args: request_args,
@@ -134,10 +136,10 @@ pub(crate) async fn run(
 
 /// Shows the request's progress on a bar until it ends (Ctrl-C stops it); its end.
 async fn follow(
-    local: &crate::local::Local,
+    local: &crate::service::local::Local,
     request: &proto::Request,
 ) -> anyhow::Result<proto::Request> {
-    let (_, all) = crate::spinc::job_counts(request);
+    let (_, all) = crate::client::spinc::job_counts(request);
     let bar = ProgressBar::new(all);
     bar.set_style(
         ProgressStyle::with_template(
@@ -158,7 +160,7 @@ async fn follow(
         if !bar.is_hidden() && counted.elapsed() >= Duration::from_secs(1) {
             counted = std::time::Instant::now();
             local.manager.count_own_finished(&mut current).await?;
-            bar.set_position(crate::spinc::job_counts(&current).0);
+            bar.set_position(crate::client::spinc::job_counts(&current).0);
         }
         // The line shows a few of the running jobs: describing every one of a large
         // fan-out's at each tick would cost more than running them.
@@ -200,7 +202,7 @@ async fn follow(
 /// What `spindle run` prints at the end: the request id and final state (and why it
 /// failed), or (JSON) the final request and its job log.
 async fn print_end(
-    local: &crate::local::Local,
+    local: &crate::service::local::Local,
     final_request: &proto::Request,
     output: Output,
     args: &RunArgs,
@@ -213,15 +215,19 @@ async fn print_end(
             stdout.flush()?;
             if final_request.state == State::Fail {
                 let job_log = local.manager.job_log(&final_request.id).await?;
-                let whole = crate::explain::WholeLog::Stored {
+                let whole = crate::client::explain::WholeLog::Stored {
                     specs: &args.specs,
                     database: &args.database,
                     config: args.config.as_deref(),
                 };
                 let chain = local.manager.job_chain(&final_request.id).await.ok();
-                let explained =
-                    crate::explain::explain(&final_request.id, &job_log, chain.as_ref(), whole);
-                crate::spinc::eprint_block(&explained)?;
+                let explained = crate::client::explain::explain(
+                    &final_request.id,
+                    &job_log,
+                    chain.as_ref(),
+                    whole,
+                );
+                crate::client::spinc::eprint_block(&explained)?;
             }
             let took = match (final_request.started_at, final_request.finished_at) {
                 (Some(started), Some(finished)) => (finished - started)
@@ -229,8 +235,8 @@ async fn print_end(
                     .map_or_else(|_| "0s".to_owned(), proto::duration::format),
                 _ => "0s".to_owned(),
             };
-            let (complete, all) = crate::spinc::job_counts(final_request);
-            crate::spinc::eprint_block(&format!(
+            let (complete, all) = crate::client::spinc::job_counts(final_request);
+            crate::client::spinc::eprint_block(&format!(
                 "{}: {complete} of {all} {} complete in {took}\n",
                 final_request.state,
                 if all == 1 { "job" } else { "jobs" }

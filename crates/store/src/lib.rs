@@ -243,28 +243,56 @@ pub struct StartedTry {
     pub instance: String,
 }
 
-/// Opens the store a URL names: `sqlite://PATH` (created if missing), `postgres://...`
-/// or `mysql://...` (MySQL or MariaDB), and runs its migrations.
+/// A database URL, its scheme checked: the one place that says which URLs name a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// `sqlite://PATH` or `sqlite:PATH`: the file (created if missing).
+    Sqlite(std::path::PathBuf),
+    /// `postgres://…` or `postgresql://…`, as given.
+    Postgres(String),
+    /// `mysql://…`, or `mariadb://…` given as `mysql://`.
+    Mysql(String),
+}
+
+impl DatabaseUrl {
+    /// `url` read by its scheme; another scheme is an [`Error::Config`] that says which
+    /// are taken (the password shown as `****`).
+    pub fn parse(url: &str) -> Result<DatabaseUrl, Error> {
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            return Ok(DatabaseUrl::Sqlite(path.into()));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(DatabaseUrl::Postgres(url.to_owned()));
+        }
+        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            return Ok(DatabaseUrl::Mysql(url.replacen(
+                "mariadb://",
+                "mysql://",
+                1,
+            )));
+        }
+        Err(Error::Config(format!(
+            "unsupported database URL {:?}; expected sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+            redacted(url)
+        )))
+    }
+
+    /// Opens the store it names, and runs its migrations.
+    pub async fn open(&self) -> Result<Arc<dyn Store>, Error> {
+        Ok(match self {
+            DatabaseUrl::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
+            DatabaseUrl::Postgres(url) => Arc::new(PostgresStore::connect(url, None).await?),
+            DatabaseUrl::Mysql(url) => Arc::new(MysqlStore::connect(url).await?),
+        })
+    }
+}
+
+/// Opens the store a URL names ([`DatabaseUrl`]), and runs its migrations.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
-    if let Some(path) = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-    {
-        return Ok(Arc::new(
-            SqliteStore::open(std::path::Path::new(path)).await?,
-        ));
-    }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(PostgresStore::connect(url, None).await?));
-    }
-    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
-        let url = url.replacen("mariadb://", "mysql://", 1);
-        return Ok(Arc::new(MysqlStore::connect(&url).await?));
-    }
-    Err(Error::Config(format!(
-        "unsupported database URL {:?}; expected sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE",
-        redacted(url)
-    )))
+    DatabaseUrl::parse(url)?.open().await
 }
 
 /// `url` with the password of its authority (`scheme://user:PASSWORD@host`) shown as

@@ -7,7 +7,7 @@ use anstyle::{AnsiColor, Style};
 use spec::{Diagnostic, Severity};
 
 use crate::exit::Exit;
-use crate::{Format, LintArgs};
+use clap::ValueEnum;
 
 /// The job types `registry` runs, as the linter checks nodes against them.
 pub(crate) fn job_types(registry: &job::Registry) -> spec::JobTypes {
@@ -21,7 +21,8 @@ pub(crate) fn job_types(registry: &job::Registry) -> spec::JobTypes {
 pub(crate) fn run(args: &LintArgs, registry: &job::Registry) -> anyhow::Result<Exit> {
     let mut report = spec::lint(&args.paths)?;
     if !args.any_job_type {
-        let registry = crate::programs::with_config(registry.clone(), args.config.as_deref())?;
+        let registry =
+            crate::service::programs::with_config(registry.clone(), args.config.as_deref())?;
         report.check_job_types(&job_types(&registry));
     }
     for diagnostic in &mut report.diagnostics {
@@ -149,4 +150,32 @@ pub(crate) fn lint_report(
         report.check_job_types(&job_types(registry));
     }
     Ok(report)
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct LintArgs {
+    /// Spec files or directories (walked recursively for .yaml and .yml files)
+    #[arg(default_value = ".")]
+    pub(crate) paths: Vec<PathBuf>,
+    /// Treat warnings as errors
+    #[arg(long, short = 's')]
+    pub(crate) strict: bool,
+    /// Accept any job type (specs written for another binary's job types); by default a
+    /// job node's type must be one this binary runs, with the job args it requires
+    #[arg(long)]
+    pub(crate) any_job_type: bool,
+    /// A config file whose job programs (`jobs:`) serve job types besides this binary's
+    #[arg(long, env = "SPINDLE_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub(crate) format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// `file:line:col: error: message` lines and a summary
+    Human,
+    /// A JSON array of diagnostics
+    Json,
 }

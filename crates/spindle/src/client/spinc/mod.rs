@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use proto::{CreateRequest, Request, RequestArgType, RequestFilter, State};
 use serde_json::Value;
 
-use crate::api_client::{Client, ClientError};
+use crate::client::api::{Client, ClientError};
 use crate::exit::Exit;
 
 /// How a command prints what it read.
@@ -127,7 +127,7 @@ impl ClientArgs {
         let timeout_text = given.timeout.as_deref().unwrap_or("10s");
         let timeout = proto::duration::parse(timeout_text)
             .map_err(|err| anyhow::anyhow!("--timeout {timeout_text:?}: {err}"))?;
-        let credentials = crate::credentials::Credentials {
+        let credentials = crate::client::credentials::Credentials {
             token: given.token.clone().or(file.token).filter(|t| !t.is_empty()),
             ca: given.ca_cert.clone().or(file.ca_cert),
             client_cert: given.client_cert.clone().or(file.client_cert),
@@ -375,12 +375,13 @@ mod start;
 mod triggers;
 mod watch;
 
+pub(crate) use crate::client::api::NotificationQuery;
 pub(crate) use act::{AnswerArgs, answer, rerun};
 use act::{pause, retry, stop};
 pub(crate) use bulk::{Target, act};
 pub(crate) use locks::locks;
 pub(crate) use log::{LogArgs, log};
-pub(crate) use notifications::{NotificationQuery, notifications};
+pub(crate) use notifications::notifications;
 pub(crate) use show::{find, info, ps, running, schedules, status};
 pub(crate) use start::{StartArgs, help_request, list, start};
 pub(crate) use triggers::triggers;
@@ -390,14 +391,14 @@ pub(crate) use watch::watch;
 pub(crate) async fn stored_graph(
     args: &ClientArgs,
     id: &str,
-    format: crate::GraphFormat,
+    format: crate::client::dot::GraphFormat,
 ) -> anyhow::Result<Exit> {
     let client = args.client()?;
     let chain = match client.job_chain(id).await {
         Ok(chain) => chain,
         Err(err) => return Ok(fail(&err)),
     };
-    crate::graph::print_chain(&chain, format)?;
+    crate::client::dot::print_chain(&chain, format)?;
     Ok(Exit::Success)
 }
 

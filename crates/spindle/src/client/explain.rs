@@ -82,7 +82,7 @@ pub(crate) fn explain(
     for entry in failed.iter().take(JOBS_SHOWN) {
         let each = chain
             .and_then(|chain| chain.jobs.get(&entry.job_id))
-            .map(|job| crate::spinc::each_text(&job.each))
+            .map(|job| crate::client::spinc::each_text(&job.each))
             .filter(|each| !each.is_empty())
             .map(|each| format!(" [{each}]"))
             .unwrap_or_default();

@@ -182,7 +182,7 @@ pub(crate) async fn local(
         suspended_ttl,
         host,
         lease,
-        stale_claim: crate::serve::stale_claim(lease, interval),
+        stale_claim: super::config::stale_claim(lease, interval),
         // The runner in this process takes every chain.
         jr_url: Some(base_url.to_owned()),
         fixed_runners: Vec::new(),

@@ -1,7 +1,7 @@
 //! The services' logs: the filter, the format, and reading the settings before anything
 //! is logged.
 
-use super::*;
+use super::config::{FileConfig, LogFormat, Settings};
 
 /// A log level or filter, checked.
 pub(super) fn log_filter(text: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
@@ -47,16 +47,16 @@ pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
 pub(super) fn settings_and_logs(
     args: &impl serde::Serialize,
     config: Option<&std::path::Path>,
-    format: LogFormat,
     default_listen: &str,
 ) -> anyhow::Result<Settings> {
     let settings = config
         .map_or_else(|| Ok(FileConfig::default()), FileConfig::read)
         .and_then(|file| file.under(args))
         .and_then(|config| config.settings(default_listen));
-    init_logging(
-        format,
-        settings.as_ref().ok().and_then(|s| s.log_level.as_deref()),
-    );
+    let (format, level) = match &settings {
+        Ok(settings) => (settings.log_format, settings.log_level.as_deref()),
+        Err(_) => (LogFormat::default(), None),
+    };
+    init_logging(format, level);
     settings
 }

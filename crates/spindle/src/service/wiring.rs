@@ -1,7 +1,16 @@
 //! What the services are built from: telemetry, the listener and HTTP server, the
 //! clients that call the other services, authentication.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{LogFormat, Settings};
+use super::specs::acls_of;
 
 /// Metrics (unless off) and the trace exporter (when an endpoint is set) of a service.
 pub(super) fn telemetry(
@@ -16,7 +25,7 @@ pub(super) fn telemetry(
         Some(endpoint) => {
             // The collector is not a Spindle service: it gets no token, only the CA.
             let collector = Settings {
-                credentials: crate::credentials::Credentials {
+                credentials: crate::client::credentials::Credentials {
                     token: None,
                     client_cert: None,
                     client_key: None,
@@ -89,7 +98,7 @@ pub(super) fn serve(
     let tls = settings.tls.clone();
     let limits = settings.limits;
     async move {
-        crate::http_server::serve(listener, router, stop, tls, limits)
+        super::http_server::serve(listener, router, stop, tls, limits)
             .await
             .context("serving HTTP")
     }
@@ -222,4 +231,17 @@ pub(super) fn warn_if_open(settings: &Settings, what: &str) {
             settings.listen
         );
     }
+}
+
+/// Authenticators a team's binary adds ([`main_with_authenticators`]).
+static AUTHENTICATORS: std::sync::OnceLock<Vec<std::sync::Arc<dyn auth::Authenticator>>> =
+    std::sync::OnceLock::new();
+
+pub(crate) fn custom_authenticators() -> &'static [std::sync::Arc<dyn auth::Authenticator>] {
+    AUTHENTICATORS.get().map_or(&[], Vec::as_slice)
+}
+
+/// Sets the authenticators of [`custom_authenticators`], once, before any service starts.
+pub(crate) fn set_authenticators(authenticators: Vec<std::sync::Arc<dyn auth::Authenticator>>) {
+    let _ = AUTHENTICATORS.set(authenticators);
 }

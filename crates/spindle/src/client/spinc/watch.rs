@@ -53,11 +53,11 @@ pub(crate) async fn watch(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
             && let Ok(job_log) = client.job_log(&request.id).await
         {
             let chain = client.job_chain(&request.id).await.ok();
-            eprint_block(&crate::explain::explain(
+            eprint_block(&crate::client::explain::explain(
                 &request.id,
                 &job_log,
                 chain.as_ref(),
-                crate::explain::WholeLog::Server,
+                crate::client::explain::WholeLog::Server,
             ))?;
         }
     }

@@ -208,7 +208,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
     let create_request = CreateRequest {
         request_type: start.request.clone(),
         args: given,
-        user: crate::api_client::caller(),
+        user: crate::client::api::caller(),
         priority: start.priority,
     };
     let request = match client.create(&create_request).await {

@@ -27,7 +27,7 @@ fn filter_times_are_times_dates_or_durations_ago() {
 
 #[test]
 fn the_documented_user_config_is_valid() {
-    let text = include_str!("../../../../docs/examples/spindle.yaml");
+    let text = include_str!("../../../../../docs/examples/spindle.yaml");
     let config: super::UserConfig = serde_saphyr::from_str(text).unwrap();
     assert_eq!(config.addr.as_deref(), Some("rm.example.com:32308"));
 }

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use job::Registry;
 use job::external::ProgramConfig;
 
-use crate::serve::FileConfig;
+use super::config::FileConfig;
 
 /// Adds every program's job types to `registry`; an error names the program.
 pub(crate) fn add(registry: &mut Registry, jobs: &[ProgramConfig]) -> anyhow::Result<()> {

@@ -63,7 +63,7 @@ impl Client {
     pub(crate) fn new(
         addr: &str,
         timeout: Duration,
-        credentials: &crate::credentials::Credentials,
+        credentials: &crate::client::credentials::Credentials,
     ) -> anyhow::Result<Client> {
         let http = credentials
             .apply(reqwest::Client::builder().timeout(timeout))?
@@ -217,7 +217,7 @@ impl Client {
     /// Notifications, newest first, as `query` filters them.
     pub(crate) async fn notifications(
         &self,
-        query: &crate::spinc::NotificationQuery,
+        query: &NotificationQuery,
     ) -> Result<Vec<proto::Notification>, ClientError> {
         let mut params = url::form_urlencoded::Serializer::new(String::new());
         for (name, value) in [
@@ -289,5 +289,26 @@ impl Client {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// Which notifications to list.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NotificationQuery {
+    pub(crate) webhook: Option<String>,
+    pub(crate) status: Option<String>,
+    pub(crate) request: Option<String>,
+    pub(crate) limit: u32,
+}
+
+impl ClientError {
+    /// How a command that met this failure of the Request Manager ends.
+    pub(crate) fn exit(&self) -> crate::exit::Exit {
+        match self {
+            ClientError::NotFound(_) => crate::exit::Exit::NotFound,
+            ClientError::Unreachable { .. } => crate::exit::Exit::Unreachable,
+            ClientError::Timeout { .. } => crate::exit::Exit::Timeout,
+            ClientError::Api { .. } => crate::exit::Exit::Failure,
+        }
     }
 }

@@ -78,7 +78,7 @@ pub(crate) async fn rerun(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     let create_request = CreateRequest {
         request_type: first.request_type.clone(),
         args: given,
-        user: crate::api_client::caller(),
+        user: crate::client::api::caller(),
         priority: None,
     };
     let request = match client.create(&create_request).await {

@@ -2,15 +2,7 @@
 //! how each delivery went.
 
 use super::*;
-
-/// Which notifications to list.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NotificationQuery {
-    pub(crate) webhook: Option<String>,
-    pub(crate) status: Option<String>,
-    pub(crate) request: Option<String>,
-    pub(crate) limit: u32,
-}
+use crate::client::api::NotificationQuery;
 
 pub(crate) async fn notifications(
     args: &ClientArgs,

@@ -61,8 +61,8 @@ async fn print_failure(client: &Client, request: &Request) -> anyhow::Result<()>
     }
     if let Ok(job_log) = client.job_log(&request.id).await {
         let chain = client.job_chain(&request.id).await.ok();
-        let whole = crate::explain::WholeLog::Server;
-        let text = crate::explain::explain(&request.id, &job_log, chain.as_ref(), whole);
+        let whole = crate::client::explain::WholeLog::Server;
+        let text = crate::client::explain::explain(&request.id, &job_log, chain.as_ref(), whole);
         if !text.is_empty() {
             out!("\n{}", text.trim_end());
         }

@@ -1,7 +1,13 @@
 //! The specs a Request Manager serves: their schedules and versions, and reloading them
 //! (SIGHUP or a change of their files).
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use job::Registry;
+use rm::Manager;
+use tokio_util::sync::CancellationToken;
 
 /// Specs without a request type start, but nothing can be started on them: say so.
 pub(super) fn warn_if_no_request_types(specs: &spec::Specs, path: &std::path::Path) {
@@ -119,7 +125,7 @@ pub(super) async fn keep_specs(
             continue;
         }
         seen = now;
-        let report = match crate::lint::lint_report(&path, Some(&registry)) {
+        let report = match crate::service::lint::lint_report(&path, Some(&registry)) {
             Ok(report) => report,
             Err(err) => {
                 tracing::error!(path = %path.display(), error = %err, "reading the specs failed; the loaded ones stay");

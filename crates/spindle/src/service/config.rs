@@ -1,7 +1,13 @@
 //! The services' configuration: the config file, the flags and the environment, and the
 //! validated settings made of them.
 
-use super::*;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::logging::log_filter;
 
 /// The configuration: the config file's keys, and what the flags (and environment)
 /// give, written in the same keys; `None` means "not given here". A command's
@@ -41,6 +47,10 @@ pub(crate) struct FileConfig {
     pub(crate) otlp_endpoint: Option<String>,
     /// The log level or filter (as `RUST_LOG` takes).
     pub(crate) log_level: Option<String>,
+    /// Log lines as `text` (the default) or `json`.
+    pub(crate) log_format: Option<LogFormat>,
+    /// Reload the specs when their files change (default false).
+    pub(crate) watch_specs: Option<bool>,
     /// Authentication and authorization; absent: none (anyone may do anything).
     pub(crate) auth: Option<AuthConfig>,
     /// The token this service presents to the others (Job Runner → Request Manager and
@@ -155,7 +165,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, runners, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
-    /// auth, token, client, tls, limits, jobs, triggers, notify, secrets
+    /// log_format, watch_specs, auth, token, client, tls, limits, jobs, triggers, notify, secrets
     #[arg(long, env = "SPINDLE_CONFIG")]
     #[serde(skip)]
     pub(crate) config: Option<PathBuf>,
@@ -168,9 +178,8 @@ pub(crate) struct CommonArgs {
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub(crate) listen: Option<String>,
     /// Log lines as text or as one JSON object each (for a log collector)
-    #[arg(long, env = "SPINDLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    #[serde(skip)]
-    pub(crate) log_format: LogFormat,
+    #[arg(long, env = "SPINDLE_LOG_FORMAT", value_enum)]
+    pub(crate) log_format: Option<LogFormat>,
     /// What to log: error, warn, info (the default), debug or trace, or a filter such as
     /// `info,rm=debug`; without it `RUST_LOG` is read
     #[arg(long, env = "SPINDLE_LOG_LEVEL")]
@@ -206,9 +215,24 @@ pub(crate) struct TlsArgs {
     pub(crate) client_ca: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// How log lines are written.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum LogFormat {
+    /// For people: one line each, coloured on a terminal.
+    #[default]
     Text,
+    /// One JSON object each, for a log collector.
     Json,
 }
 
@@ -238,9 +262,8 @@ pub(crate) struct ManagerArgs {
     pub(crate) max_backlog: Option<u64>,
     /// Reload the specs when their files change (they are read every second); they are
     /// always reloaded on SIGHUP, linted first, the old ones kept when the new have errors
-    #[arg(long, env = "SPINDLE_WATCH_SPECS")]
-    #[serde(skip)]
-    pub(crate) watch_specs: bool,
+    #[arg(long, env = "SPINDLE_WATCH_SPECS", num_args = 0..=1, default_missing_value = "true")]
+    pub(crate) watch_specs: Option<bool>,
 }
 
 /// Flags of the services that hold a Job Runner, under their own heading in `--help`.
@@ -329,13 +352,16 @@ pub(crate) struct Settings {
     pub(crate) otlp_endpoint: Option<String>,
     /// None: `RUST_LOG`, else info.
     pub(crate) log_level: Option<String>,
+    pub(crate) log_format: LogFormat,
+    /// Whether the specs are reloaded when their files change.
+    pub(crate) watch_specs: bool,
     /// None: no authentication.
     pub(crate) auth: Option<AuthConfig>,
     /// What this service presents and trusts when it calls another.
-    pub(crate) credentials: crate::credentials::Credentials,
+    pub(crate) credentials: crate::client::credentials::Credentials,
     /// None: plain HTTP.
-    pub(crate) tls: Option<crate::http_server::ServerTls>,
-    pub(crate) limits: crate::http_server::Limits,
+    pub(crate) tls: Option<super::http_server::ServerTls>,
+    pub(crate) limits: super::http_server::Limits,
     /// Job programs whose types are added to the binary's own.
     pub(crate) jobs: Vec<job::external::ProgramConfig>,
     pub(crate) triggers: Vec<rm::triggers::TriggerConfig>,
@@ -418,17 +444,7 @@ impl FileConfig {
             )
         })?;
         let database = pick(&file.database, "sqlite://spindle.db");
-        if !(database.starts_with("sqlite:")
-            || database.starts_with("postgres://")
-            || database.starts_with("postgresql://")
-            || database.starts_with("mysql://")
-            || database.starts_with("mariadb://"))
-        {
-            anyhow::bail!(
-                "database: {:?}; expected sqlite://PATH, postgres://USER@HOST:PORT/DATABASE or mysql://USER:PASSWORD@HOST:PORT/DATABASE",
-                store::redacted(&database)
-            );
-        }
+        store::DatabaseUrl::parse(&database).context("database")?;
         let url = |name: &str, value: String| -> anyhow::Result<String> {
             if !(value.starts_with("http://") || value.starts_with("https://")) {
                 anyhow::bail!("{name}: {value:?} is not a URL; expected http://HOST:PORT");
@@ -479,6 +495,8 @@ impl FileConfig {
                 .clone()
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
+            log_format: file.log_format.unwrap_or_default(),
+            watch_specs: file.watch_specs.unwrap_or(false),
             tls: tls(file.tls.clone().unwrap_or_default())?,
             limits: limits(file.limits.clone().unwrap_or_default())?,
             jobs: file.jobs.clone().unwrap_or_default(),
@@ -486,7 +504,7 @@ impl FileConfig {
             notify: file.notify.clone().unwrap_or_default(),
             secrets: file.secrets.clone().unwrap_or_default(),
             auth: file.auth,
-            credentials: crate::credentials::Credentials {
+            credentials: crate::client::credentials::Credentials {
                 token: file.token.clone().filter(|t| !t.is_empty()),
                 ca: file.client.as_ref().and_then(|c| c.ca.clone()),
                 client_cert: file.client.as_ref().and_then(|c| c.cert.clone()),
@@ -516,14 +534,14 @@ fn advertised(url: String) -> anyhow::Result<String> {
 }
 
 /// HTTPS: the certificate and key (both or neither), and the CA of clients' certificates.
-fn tls(given: TlsConfig) -> anyhow::Result<Option<crate::http_server::ServerTls>> {
+fn tls(given: TlsConfig) -> anyhow::Result<Option<super::http_server::ServerTls>> {
     let TlsConfig {
         cert,
         key,
         client_ca,
     } = given;
     Ok(match (cert, key) {
-        (Some(cert), Some(key)) => Some(crate::http_server::ServerTls {
+        (Some(cert), Some(key)) => Some(super::http_server::ServerTls {
             cert,
             key,
             client_ca,
@@ -544,13 +562,13 @@ pub(crate) fn stale_claim(lease: Duration, interval: Duration) -> Duration {
 }
 
 /// The `limits:` section, checked, over the defaults.
-fn limits(given: LimitsConfig) -> anyhow::Result<crate::http_server::Limits> {
-    let default = crate::http_server::Limits::default();
+fn limits(given: LimitsConfig) -> anyhow::Result<super::http_server::Limits> {
+    let default = super::http_server::Limits::default();
     let timeout = |name: &str, given: &Option<String>, default: Duration| match given {
         Some(text) => positive(name, duration(name, text)?),
         None => Ok(default),
     };
-    Ok(crate::http_server::Limits {
+    Ok(super::http_server::Limits {
         body_bytes: given.body_bytes.unwrap_or(default.body_bytes),
         header_bytes: given.header_bytes.unwrap_or(default.header_bytes),
         header_timeout: timeout(

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::io::Write as _;
 
 use graph::structure::{GroupKind, Structure, each_text, own_each};
 use proto::{JobChain, State};
@@ -267,4 +268,29 @@ pub(crate) fn tree(chain: &JobChain) -> String {
         stack.extend(items.into_iter().rev().map(|(_, work)| work));
     }
     out
+}
+
+/// How `spindle graph` prints a chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum GraphFormat {
+    /// Spin Cycle's JobChain JSON (`requestId`, `jobs`, `adjacencyList`, ...)
+    Json,
+    /// Graphviz DOT, each sequence a cluster, jobs coloured by state
+    Dot,
+    /// An indented tree of sequences and jobs with their states
+    Tree,
+}
+
+/// Prints a chain in `format`.
+pub(crate) fn print_chain(chain: &proto::JobChain, format: GraphFormat) -> anyhow::Result<()> {
+    let mut stdout = anstream::stdout().lock();
+    match format {
+        GraphFormat::Json => {
+            serde_json::to_writer_pretty(&mut stdout, chain)?;
+            writeln!(stdout)?;
+        }
+        GraphFormat::Dot => write!(stdout, "{}", render(chain))?,
+        GraphFormat::Tree => write!(stdout, "{}", tree(chain))?,
+    }
+    Ok(())
 }
