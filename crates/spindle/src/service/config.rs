@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::logging::log_filter;
+use super::logging::{LogFormat, init_logging, log_filter};
 
 /// The configuration: the config file's keys, and what the flags (and environment)
 /// give, written in the same keys; `None` means "not given here". A command's
@@ -213,27 +213,6 @@ pub(crate) struct TlsArgs {
     /// `tls.client_ca`)
     #[arg(long = "tls-client-ca", env = "SPINDLE_TLS_CLIENT_CA")]
     pub(crate) client_ca: Option<PathBuf>,
-}
-
-/// How log lines are written.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Deserialize,
-    serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum LogFormat {
-    /// For people: one line each, coloured on a terminal.
-    #[default]
-    Text,
-    /// One JSON object each, for a log collector.
-    Json,
 }
 
 /// Flags of the services that hold a Request Manager.
@@ -645,4 +624,24 @@ fn fixed_runners(
         });
     }
     Ok(fixed)
+}
+
+/// The service's settings: its arguments (`args`, which name the config file in
+/// `config`) over the config file, read and checked, with logging set up by them. A bad
+/// setting is reported before anything starts.
+pub(super) fn settings_and_logs(
+    args: &impl serde::Serialize,
+    config: Option<&std::path::Path>,
+    default_listen: &str,
+) -> anyhow::Result<Settings> {
+    let settings = config
+        .map_or_else(|| Ok(FileConfig::default()), FileConfig::read)
+        .and_then(|file| file.under(args))
+        .and_then(|config| config.settings(default_listen));
+    let (format, level) = match &settings {
+        Ok(settings) => (settings.log_format, settings.log_level.as_deref()),
+        Err(_) => (LogFormat::default(), None),
+    };
+    init_logging(format, level);
+    settings
 }

@@ -1,8 +1,6 @@
 //! The services' logs: the filter, the format, and reading the settings before anything
 //! is logged.
 
-use super::config::{FileConfig, LogFormat, Settings};
-
 /// A log level or filter, checked.
 pub(super) fn log_filter(text: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
@@ -41,22 +39,23 @@ pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
     };
 }
 
-/// The service's settings: its arguments (`args`, which name the config file in
-/// `config`) over the config file, read and checked, with logging set up by them. A bad
-/// setting is reported before anything starts.
-pub(super) fn settings_and_logs(
-    args: &impl serde::Serialize,
-    config: Option<&std::path::Path>,
-    default_listen: &str,
-) -> anyhow::Result<Settings> {
-    let settings = config
-        .map_or_else(|| Ok(FileConfig::default()), FileConfig::read)
-        .and_then(|file| file.under(args))
-        .and_then(|config| config.settings(default_listen));
-    let (format, level) = match &settings {
-        Ok(settings) => (settings.log_format, settings.log_level.as_deref()),
-        Err(_) => (LogFormat::default(), None),
-    };
-    init_logging(format, level);
-    settings
+/// How log lines are written.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    /// For people: one line each, coloured on a terminal.
+    #[default]
+    Text,
+    /// One JSON object each, for a log collector.
+    Json,
 }

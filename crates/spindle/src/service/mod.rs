@@ -29,7 +29,6 @@ use config::*;
 pub(crate) use config::{
     JrArgs, RmArgs, ServerArgs, Settings, lease_settings, manager_host, stale_claim,
 };
-use logging::*;
 pub(crate) use process::{reap_dead_local_runners, shutdown_signal};
 use specs::*;
 use wiring::*;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use super::config::*;
+use super::logging::LogFormat;
 use super::*;
 
 /// Issue #35: flags (and the environment) over the config file over the defaults, in

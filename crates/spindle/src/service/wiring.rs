@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{LogFormat, Settings};
+use super::config::Settings;
+use super::logging::LogFormat;
 use super::specs::acls_of;
 
 /// Metrics (unless off) and the trace exporter (when an endpoint is set) of a service.

@@ -4,14 +4,13 @@
 //! concrete types, through the three running methods every `Backend` impl takes from
 //! [`runs_statements`].
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::{ColumnIndex, Decode, Executor, IntoArguments, Pool, Type};
 
 use super::Backend;
-use super::statement::{Param, Statement};
+use super::statement::{Binds, Param, Statement};
 
 /// A future as sqlx answers it (the type of `futures::future::BoxFuture`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -155,38 +154,6 @@ macro_rules! runs_statements {
     };
 }
 pub(crate) use runs_statements;
-
-/// Binding a [`Param`] to a query of `DB`: sqlx's bounds on the types of params, named
-/// once (met by each backend's concrete types).
-pub trait Binds<'q, DB: sqlx::Database> {
-    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB>;
-}
-
-/// A query of sqlx's on `DB`.
-pub type Query<'q, DB> = sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>;
-
-impl<'q, DB: sqlx::Database> Binds<'q, DB> for Param<'q>
-where
-    String: for<'a> Encode<'a, DB> + Type<DB>,
-    Option<String>: for<'a> Encode<'a, DB> + Type<DB>,
-    i16: for<'a> Encode<'a, DB> + Type<DB>,
-    i32: for<'a> Encode<'a, DB> + Type<DB>,
-    i64: for<'a> Encode<'a, DB> + Type<DB>,
-    Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
-{
-    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB> {
-        // An owned copy: MySQL may take a param twice. Text params are ids and short
-        // values, cloned once per statement.
-        match self {
-            Param::Text(text) => query.bind(text.clone().into_owned()),
-            Param::MaybeText(text) => query.bind(text.clone().map(Cow::into_owned)),
-            Param::Small(value) => query.bind(*value),
-            Param::Int(value) => query.bind(*value),
-            Param::Big(value) => query.bind(*value),
-            Param::MaybeBig(value) => query.bind(*value),
-        }
-    }
-}
 
 /// A row's columns read by name, as the concern modules read them: the types Spindle
 /// stores, each decoded by the row's database ([`Backend`] asks this of its rows).

@@ -11,10 +11,9 @@
 
 use std::borrow::Cow;
 
-use sqlx::IntoArguments;
+use sqlx::{Encode, IntoArguments, Type};
 
 use super::Backend;
-use super::run::{Binds, Query};
 
 /// A value bound to a statement.
 #[derive(Debug, Clone)]
@@ -68,6 +67,38 @@ impl From<Option<i64>> for Param<'_> {
 impl From<i64> for Param<'_> {
     fn from(value: i64) -> Self {
         Param::Big(value)
+    }
+}
+
+/// Binding a [`Param`] to a query of `DB`: sqlx's bounds on the types of params, named
+/// once (met by each backend's concrete types).
+pub trait Binds<'q, DB: sqlx::Database> {
+    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB>;
+}
+
+/// A query of sqlx's on `DB`.
+pub type Query<'q, DB> = sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>;
+
+impl<'q, DB: sqlx::Database> Binds<'q, DB> for Param<'q>
+where
+    String: for<'a> Encode<'a, DB> + Type<DB>,
+    Option<String>: for<'a> Encode<'a, DB> + Type<DB>,
+    i16: for<'a> Encode<'a, DB> + Type<DB>,
+    i32: for<'a> Encode<'a, DB> + Type<DB>,
+    i64: for<'a> Encode<'a, DB> + Type<DB>,
+    Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
+{
+    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB> {
+        // An owned copy: MySQL may take a param twice. Text params are ids and short
+        // values, cloned once per statement.
+        match self {
+            Param::Text(text) => query.bind(text.clone().into_owned()),
+            Param::MaybeText(text) => query.bind(text.clone().map(Cow::into_owned)),
+            Param::Small(value) => query.bind(*value),
+            Param::Int(value) => query.bind(*value),
+            Param::Big(value) => query.bind(*value),
+            Param::MaybeBig(value) => query.bind(*value),
+        }
     }
 }
 
