@@ -66,7 +66,17 @@ async fn creates_past_the_backlog_are_refused_with_a_time_to_retry() {
     let stop = format!("/api/v1/requests/{}/stop", ids[0]);
     let (status, answer, _) = call(&env.router, Method::PUT, &stop, None).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (status, answer, _) = create().await;
-    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, answer, _) = create().await;
+        if status == StatusCode::CREATED {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still refused once the stopped request left the backlog: {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

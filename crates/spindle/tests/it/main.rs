@@ -1,5 +1,6 @@
 //! Integration tests of the `spindle` binary: each test runs the real binary.
 
+mod architecture;
 mod backpressure;
 mod beyond;
 mod bulk;
