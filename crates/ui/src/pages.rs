@@ -11,10 +11,26 @@ use axum::routing::get;
 /// The page script: native ES modules (`assets/js/`), embedded and served as they are
 /// under `/ui/js/` (no build step). `main.js` is the entry; `common.js` holds what every
 /// page shares; each page is a module of its own.
-pub const SCRIPTS: [(&str, &str); 6] = [
+pub const SCRIPTS: [(&str, &str); 10] = [
     ("common.js", include_str!("../assets/js/common.js")),
     ("list.js", include_str!("../assets/js/list.js")),
     ("request.js", include_str!("../assets/js/request.js")),
+    (
+        "request-header.js",
+        include_str!("../assets/js/request-header.js"),
+    ),
+    (
+        "request-graph.js",
+        include_str!("../assets/js/request-graph.js"),
+    ),
+    (
+        "request-job.js",
+        include_str!("../assets/js/request-job.js"),
+    ),
+    (
+        "request-log.js",
+        include_str!("../assets/js/request-log.js"),
+    ),
     ("start.js", include_str!("../assets/js/start.js")),
     ("admin.js", include_str!("../assets/js/admin.js")),
     ("main.js", include_str!("../assets/js/main.js")),
