@@ -343,6 +343,12 @@ pub trait Factory: Send + Sync {
         let _ = job_type;
         true
     }
+
+    /// The approval jobs of the runner this factory serves (a [`Registry`]'s), to hand
+    /// answers to; none by default.
+    fn approvals(&self) -> Option<&std::sync::Arc<approval::Approvals>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct Registry {
     pub(crate) programs: BTreeMap<String, String>,
     /// Built-in types a job program serves in their place (its `types:` names them).
     pub(crate) replaced: std::collections::BTreeSet<String>,
+    /// The approval jobs its runner has waiting (shared by its clones).
+    approvals: Arc<builtin::approval::Approvals>,
 }
 
 impl fmt::Debug for Registry {
@@ -41,8 +43,13 @@ impl Registry {
         let mut registry = Registry::new();
         registry.register(builtin::NOOP, |_| Box::new(builtin::NoopJob));
         registry.register(builtin::SLEEP, |_| Box::<builtin::SleepJob>::default());
-        registry.register(builtin::APPROVAL, |id| {
-            Box::new(builtin::approval::ApprovalJob::new(&id.request_id, &id.id))
+        let approvals = Arc::clone(&registry.approvals);
+        registry.register(builtin::APPROVAL, move |id| {
+            Box::new(builtin::approval::ApprovalJob::new(
+                &id.request_id,
+                &id.id,
+                Arc::clone(&approvals),
+            ))
         });
         registry.register(builtin::SHELL_COMMAND, |_| {
             Box::<builtin::ShellCommandJob>::default()
@@ -54,6 +61,12 @@ impl Registry {
         registry.require_args(builtin::SHELL_COMMAND, &["cmd"]);
         registry.require_args(builtin::SHELL_ARGS, &["cmd"]);
         registry
+    }
+
+    /// The approval jobs waiting on the runner that makes its jobs, and the answers kept
+    /// for them.
+    pub fn approvals(&self) -> &Arc<builtin::approval::Approvals> {
+        &self.approvals
     }
 
     /// Adds (or replaces) a job type.
@@ -113,5 +126,9 @@ impl Factory for Registry {
 
     fn knows(&self, job_type: &str) -> bool {
         self.contains(job_type)
+    }
+
+    fn approvals(&self) -> Option<&Arc<builtin::approval::Approvals>> {
+        Some(&self.approvals)
     }
 }

@@ -548,12 +548,18 @@ async fn a_failure_names_the_command_with_long_arguments_cut() {
     assert_eq!(outcome.error, "`sh -c exit 3…` exited with status 3");
 }
 
-/// The `approval` job waits until it is answered, through `approval::answer`, or finds
-/// its stored answer in its data at once; a rejection fails the try; a stop stops it.
+/// The `approval` job waits until it is answered, through its registry's
+/// [`crate::approval::Approvals`], or finds its stored answer in its data at once; a
+/// rejection fails the try; a stop stops it; a wait is told; another registry's (another
+/// runner's) approvals are apart.
 #[tokio::test]
 async fn an_approval_waits_for_its_answer() {
-    use crate::approval::{Answer, answer, data_key};
+    use crate::approval::{Answer, data_key};
     let registry = Registry::builtin();
+    let approvals = std::sync::Arc::clone(registry.approvals());
+    let other = Registry::builtin();
+    let answer = |request: &str, job: &str, said: Answer| approvals.answer(request, job, said);
+    let mut waits = approvals.waits();
     let make = |job: &str| {
         let id = JobId {
             job_type: "approval".to_owned(),
@@ -581,6 +587,10 @@ async fn an_approval_waits_for_its_answer() {
     };
     // Answered before it begins to wait: it finds the answer when it begins.
     assert!(!answer("req1", "gat0", said(true)), "nobody waits yet");
+    assert!(
+        !other.approvals().answer("req1", "gat1", said(false)),
+        "another runner's"
+    );
     assert_eq!(
         make("gat0").run(&mut JobArgs::new(), ctx()).await.state,
         State::Complete
@@ -596,6 +606,11 @@ async fn an_approval_waits_for_its_answer() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(status.get(), "waiting for approval: ship it?");
+    assert_eq!(
+        waits.try_recv().unwrap(),
+        ("req1".to_owned(), "gat1".to_owned()),
+        "its wait is told (gat0's was not: its answer was there)"
+    );
     assert!(answer("req1", "gat1", said(true)));
     let outcome = waiting.await.unwrap();
     assert_eq!(outcome.state, State::Complete);

@@ -298,9 +298,13 @@ async fn unpause(State(runner): Shared, Path(id): Path<String>) -> Result<Status
 
 /// The answer to an approval job: handed to it if it waits here, else kept for when it
 /// begins (the Request Manager has it stored, and hands it over again with the chain).
-async fn answer(Path((id, job)): Path<(String, String)>, body: Bytes) -> Result<StatusCode, Error> {
+async fn answer(
+    State(runner): Shared,
+    Path((id, job)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<StatusCode, Error> {
     let answer: proto::Answer = decode(&body, "answer")?;
-    job::approval::answer(&id, &job, answer);
+    runner.answer(&id, &job, answer);
     Ok(StatusCode::OK)
 }
 

@@ -59,6 +59,9 @@ pub struct Runner {
     chains: Mutex<HashMap<String, Handle>>,
     shutting_down: AtomicBool,
     telemetry: Telemetry,
+    /// The tasks that see each chain to its end (forget it, count it): owned, and
+    /// awaited at shutdown.
+    ends: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for Runner {
@@ -87,6 +90,7 @@ impl Runner {
             chains: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             telemetry,
+            ends: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -196,12 +200,14 @@ impl Runner {
         // Forget the chain once it ended and reported.
         let runner = Arc::clone(self);
         let request_id = request_id.to_owned();
-        tokio::spawn(async move {
+        self.ends.spawn(async move {
             let end = handle.wait().await;
             // The Request Manager logs the request's end; this is the runner's view.
             tracing::debug!(request_id, state = %end.state, "chain ended");
             runner.chains().remove(&request_id);
-            job::approval::forget(&request_id);
+            if let Some(approvals) = runner.factory.approvals() {
+                approvals.forget(&request_id);
+            }
             if let Some(metrics) = &runner.telemetry.metrics {
                 metrics.chains_running.dec();
             }
@@ -210,6 +216,21 @@ impl Runner {
             }
         });
         Ok(())
+    }
+
+    /// Hands `answer` to approval job `job_id` of `request_id`: at once if it waits
+    /// here, else kept for when it begins (the Request Manager has it stored, and hands it
+    /// over again with the chain).
+    pub fn answer(&self, request_id: &str, job_id: &str, answer: proto::Answer) {
+        if let Some(approvals) = self.factory.approvals() {
+            approvals.answer(request_id, job_id, answer);
+        }
+    }
+
+    /// The approval jobs of this runner that begin to wait, as (request, job), from now
+    /// on (none when its factory has no approvals).
+    pub fn approval_waits(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {
+        self.factory.approvals().map(|approvals| approvals.waits())
     }
 
     /// The reporter of a chain handed over as `epoch`, and the instance it names.
@@ -341,10 +362,13 @@ impl Runner {
         for handle in &handles {
             handle.suspend();
         }
+        self.ends.close();
         let all = async {
             for handle in &handles {
                 handle.wait().await;
             }
+            // Each chain's end seen to (forgotten, counted, its span ended).
+            self.ends.wait().await;
         };
         if tokio::time::timeout(timeout, all).await.is_err() {
             tracing::error!(

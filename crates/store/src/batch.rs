@@ -64,6 +64,9 @@ impl std::fmt::Debug for Write {
 #[derive(Debug, Clone)]
 pub struct Batcher {
     queue: mpsc::UnboundedSender<Write>,
+    /// The writer task: kept, so that it is owned (a write it could not finish answers
+    /// [`Error::Stopped`], as does every write after it ended).
+    writer: Arc<tokio::task::JoinHandle<()>>,
 }
 
 impl Batcher {
@@ -71,7 +74,7 @@ impl Batcher {
     /// the batcher is dropped.
     pub fn spawn(store: Arc<dyn Store>, options: BatchOptions) -> Batcher {
         let (queue, mut incoming) = mpsc::unbounded_channel::<Write>();
-        tokio::spawn(async move {
+        let writer = tokio::spawn(async move {
             while let Some(first) = incoming.recv().await {
                 let mut writes = vec![first];
                 let (mut entries, mut requests) = (0, 0);
@@ -89,7 +92,16 @@ impl Batcher {
                 write(store.as_ref(), writes).await;
             }
         });
-        Batcher { queue }
+        Batcher {
+            queue,
+            writer: Arc::new(writer),
+        }
+    }
+
+    /// Whether the writer task still runs (it ends when every clone is dropped, or if it
+    /// panicked).
+    pub fn is_running(&self) -> bool {
+        !self.writer.is_finished()
     }
 
     async fn submit<T>(&self, write: impl FnOnce(Reply<T>) -> Write) -> Result<T, Error> {

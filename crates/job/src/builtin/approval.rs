@@ -7,11 +7,11 @@
 //! `timeout:` bounds the wait (the try then fails: nobody answered).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use proto::JobArgs;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::{CreateContext, Error, Job, Outcome, RunContext};
 
@@ -50,72 +50,109 @@ fn outcome(answer: &Answer) -> Outcome {
     }
 }
 
-/// The approval jobs waiting in this process, by (request, job), and the answers given
-/// to ones that have not begun to wait (their chain runs here, the job comes later).
+/// The approval jobs waiting on one runner, by (request, job), and the answers given to
+/// ones that have not begun to wait (their chain runs there, the job comes later). Each
+/// [`crate::Registry`] has its own ([`crate::Registry::approvals`]), so that two runners
+/// in one process keep theirs apart.
+#[derive(Default)]
+pub struct Approvals {
+    state: Mutex<Waiting>,
+    /// Told of each approval job that begins to wait (not when its answer was given
+    /// already): (request, job).
+    waits: Mutex<Option<mpsc::UnboundedSender<(String, String)>>>,
+}
+
 #[derive(Default)]
 struct Waiting {
     jobs: HashMap<(String, String), watch::Sender<Option<Answer>>>,
     early: HashMap<(String, String), Answer>,
 }
 
-fn waiting() -> &'static Mutex<Waiting> {
-    static WAITING: OnceLock<Mutex<Waiting>> = OnceLock::new();
-    WAITING.get_or_init(Mutex::default)
-}
-
-/// What is told when an approval job begins to wait: (request, job).
-type WaitHook = std::sync::Arc<dyn Fn(&str, &str) + Send + Sync>;
-
-fn wait_hook() -> &'static std::sync::RwLock<Option<WaitHook>> {
-    static HOOK: OnceLock<std::sync::RwLock<Option<WaitHook>>> = OnceLock::new();
-    HOOK.get_or_init(std::sync::RwLock::default)
-}
-
-/// Calls `hook` with (request, job) whenever an approval job of this process begins to
-/// wait for an answer (not when its answer was given already): the Job Runner tells its
-/// Request Manager, whose notifications say so. The last hook set is called; it must
-/// return at once.
-pub fn on_wait(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
-    *wait_hook().write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::new(hook));
-}
-
-/// Hands `answer` to approval job `job_id` of `request_id`: at once if it waits in this
-/// process (returns true), else kept for when it begins here.
-pub fn answer(request_id: &str, job_id: &str, answer: Answer) -> bool {
-    let mut waiting = waiting().lock().unwrap_or_else(|p| p.into_inner());
-    let key = (request_id.to_owned(), job_id.to_owned());
-    match waiting.jobs.get(&key) {
-        Some(sender) => {
-            sender.send_replace(Some(answer));
-            true
-        }
-        None => {
-            waiting.early.insert(key, answer);
-            false
-        }
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state();
+        f.debug_struct("Approvals")
+            .field("waiting", &state.jobs.len())
+            .field("early", &state.early.len())
+            .finish_non_exhaustive()
     }
 }
 
-/// Forgets the answers kept for approval jobs of `request_id` that never began here (its
-/// chain ended on this runner).
-pub fn forget(request_id: &str) {
-    waiting()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .early
-        .retain(|(request, _), _| request != request_id);
+impl Approvals {
+    fn state(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// From now on, each approval job that begins to wait for an answer (not when its
+    /// answer was given already) is sent as (request, job) to what this answers: the Job
+    /// Runner tells its Request Manager, whose notifications say so. A later call takes
+    /// the waits from an earlier one's receiver.
+    pub fn waits(&self) -> mpsc::UnboundedReceiver<(String, String)> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender);
+        receiver
+    }
+
+    /// Hands `answer` to approval job `job_id` of `request_id`: at once if it waits here
+    /// (returns true), else kept for when it begins here.
+    pub fn answer(&self, request_id: &str, job_id: &str, answer: Answer) -> bool {
+        let mut waiting = self.state();
+        let key = (request_id.to_owned(), job_id.to_owned());
+        match waiting.jobs.get(&key) {
+            Some(sender) => {
+                sender.send_replace(Some(answer));
+                true
+            }
+            None => {
+                waiting.early.insert(key, answer);
+                false
+            }
+        }
+    }
+
+    /// Forgets the answers kept for approval jobs of `request_id` that never began here
+    /// (its chain ended on this runner).
+    pub fn forget(&self, request_id: &str) {
+        self.state()
+            .early
+            .retain(|(request, _), _| request != request_id);
+    }
+
+    /// Registers job `key` as waiting, unless its answer came first (then that answer).
+    fn begin(
+        self: &Arc<Self>,
+        key: (String, String),
+    ) -> Result<(Registered, watch::Receiver<Option<Answer>>), Answer> {
+        let (sender, answers) = watch::channel(None);
+        let mut waiting = self.state();
+        if let Some(given) = waiting.early.remove(&key) {
+            return Err(given);
+        }
+        waiting.jobs.insert(key.clone(), sender);
+        drop(waiting);
+        let sink = self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sink) = sink.as_ref() {
+            let _ = sink.send(key.clone());
+        }
+        Ok((
+            Registered {
+                approvals: Arc::clone(self),
+                key,
+            },
+            answers,
+        ))
+    }
 }
 
 /// Removes a waiting job's entry when its try ends (whatever way).
-struct Registered(String, String);
+struct Registered {
+    approvals: Arc<Approvals>,
+    key: (String, String),
+}
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        waiting()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .jobs
-            .remove(&(std::mem::take(&mut self.0), std::mem::take(&mut self.1)));
+        self.approvals.state().jobs.remove(&self.key);
     }
 }
 
@@ -129,13 +166,17 @@ pub struct ApprovalJob {
     request_id: String,
     #[serde(skip)]
     job_id: String,
+    /// Its runner's approvals.
+    #[serde(skip)]
+    approvals: Arc<Approvals>,
 }
 
 impl ApprovalJob {
-    pub fn new(request_id: &str, job_id: &str) -> ApprovalJob {
+    pub fn new(request_id: &str, job_id: &str, approvals: Arc<Approvals>) -> ApprovalJob {
         ApprovalJob {
             request_id: request_id.to_owned(),
             job_id: job_id.to_owned(),
+            approvals,
             ..ApprovalJob::default()
         }
     }
@@ -200,22 +241,10 @@ impl Job for ApprovalJob {
             };
         }
         let key = (self.request_id.clone(), self.job_id.clone());
-        let (sender, mut answers) = watch::channel(None);
-        {
-            let mut waiting = waiting().lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(given) = waiting.early.remove(&key) {
-                return outcome(&given);
-            }
-            waiting.jobs.insert(key.clone(), sender);
-        }
-        let _registered = Registered(key.0, key.1);
-        let hook = wait_hook()
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(hook) = hook {
-            hook(&self.request_id, &self.job_id);
-        }
+        let (_registered, mut answers) = match self.approvals.begin(key) {
+            Ok(waiting) => waiting,
+            Err(given) => return outcome(&given),
+        };
         ctx.status.set(if self.message.is_empty() {
             "waiting for approval".to_owned()
         } else {

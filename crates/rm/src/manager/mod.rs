@@ -178,6 +178,8 @@ pub struct Manager {
     waiting: Waiting,
     /// Whether a [`watch_ends`] task runs (it ends when nobody waits).
     watching: Arc<AtomicBool>,
+    /// The last [`watch_ends`] task started: its handle kept, so that it is owned.
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// By runner instance: the requests it owns as RUNNING that its last renewal here
     /// left out (see [`Manager::renew_runner`]).
     unheld: Mutex<HashMap<String, HashSet<String>>>,
@@ -306,6 +308,7 @@ impl Manager {
             healthy_since: Mutex::new(None),
             waiting: Waiting::default(),
             watching: Arc::new(AtomicBool::new(false)),
+            watcher: Mutex::new(None),
             unheld: Mutex::default(),
             refused_by: Mutex::default(),
             started_at: chrono::Utc::now(),

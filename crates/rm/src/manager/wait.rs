@@ -66,7 +66,8 @@ impl Manager {
             Arc::clone(&self.waiting),
             Arc::clone(&self.watching),
         );
-        tokio::spawn(watch_ends(store, waiting, watching));
+        let task = tokio::spawn(watch_ends(store, waiting, watching));
+        *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
     }
 
     /// How many callers wait for `request_id` to end (for tests and diagnostics).

@@ -251,8 +251,11 @@ pub(crate) async fn serve(
         Some(tls) => Some(Arc::new(RwLock::new(server_config(tls)?))),
         None => None,
     };
+    // Every task of the server is owned here: the TLS reloads, and each connection's
+    // (which the graceful shutdown also waits for).
+    let tasks = tokio_util::task::TaskTracker::new();
     if let (Some(tls), Some(config)) = (tls.clone(), config.clone()) {
-        tokio::spawn(reload_tls(tls, config, stop.clone()));
+        tasks.spawn(reload_tls(tls, config, stop.clone()));
     }
     let builder = Arc::new(connection_builder(&limits));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -282,7 +285,7 @@ pub(crate) async fn serve(
         });
         let watcher = graceful.watcher();
         let header_timeout = limits.header_timeout;
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let service = |peer: auth::Peer| {
                 hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                     let mut request = request.map(axum::body::Body::new);
@@ -337,5 +340,7 @@ pub(crate) async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+    tasks.close();
+    tasks.wait().await;
     Ok(())
 }

@@ -112,7 +112,7 @@ impl JrClient for InProcessJr {
         job_id: &str,
         answer: &proto::Answer,
     ) -> Result<(), ClientError> {
-        job::approval::answer(request_id, job_id, answer.clone());
+        self.runner()?.answer(request_id, job_id, answer.clone());
         Ok(())
     }
 

@@ -166,23 +166,26 @@ async fn run_manager(
 ) -> (tokio::task::JoinHandle<()>, axum::Router) {
     let started_with = record_specs(manager, sources).await;
     // The background round and the notifications' task, observed as one.
-    let background = tokio::spawn({
-        let (manager, stop) = (manager.clone(), stop.clone());
-        async move {
-            tokio::join!(
-                manager.clone().run_background(stop.clone()),
-                manager.run_notifications(stop)
-            );
-        }
-    });
-    tokio::spawn(keep_specs(
+    // The background round, the notifications' task and the specs' reloads, observed
+    // as one.
+    let specs = keep_specs(
         manager.clone(),
         settings.specs.clone(),
         registry,
         started_with,
         watch,
         stop.clone(),
-    ));
+    );
+    let background = tokio::spawn({
+        let (manager, stop) = (manager.clone(), stop.clone());
+        async move {
+            tokio::join!(
+                manager.clone().run_background(stop.clone()),
+                manager.run_notifications(stop),
+                specs
+            );
+        }
+    });
     let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
     (background, router)
 }
@@ -222,20 +225,23 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     local.manager.set_triggers(start.triggers);
     local.manager.set_notify(start.notify, webhook_http()?);
     local.manager.set_secret_args(start.secret_args);
-    // An approval that waits here is told to the Request Manager here.
-    let told = local.manager.clone();
-    job::approval::on_wait(move |request_id, job_id| {
-        let (manager, request_id, job_id) =
-            (told.clone(), request_id.to_owned(), job_id.to_owned());
-        tokio::spawn(async move {
-            if let Err(err) = manager.approval_waiting(&request_id, &job_id).await {
-                tracing::warn!(%request_id, job_id, error = %err, "recording that an approval waits failed; no notification tells of it");
-            }
-        });
-    });
     // What a killed predecessor on this machine ran resumes at once.
     reap_dead_local_runners(&local.manager, &local.runner.instance()).await;
     let stop = CancellationToken::new();
+    // An approval that waits here is told to the Request Manager here.
+    let told = local.manager.clone();
+    let approvals = tokio::spawn(tell_approval_waits(
+        local.runner.approval_waits(),
+        stop.clone(),
+        move |request_id, job_id| {
+            let manager = told.clone();
+            async move {
+                if let Err(err) = manager.approval_waiting(&request_id, &job_id).await {
+                    tracing::warn!(%request_id, job_id, error = %err, "recording that an approval waits failed; no notification tells of it");
+                }
+            }
+        },
+    ));
     let stop_lease = CancellationToken::new();
     let lease = tokio::spawn(jr::lease::hold(
         local.runner.clone(),
@@ -267,6 +273,7 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
     let _ = lease.await;
     stop.cancel();
     let _ = background.await;
+    let _ = approvals.await;
     finish_serving(server, settings.shutdown_timeout).await?;
     flush_traces(&telemetry).await;
     Ok(Exit::Success)
@@ -358,26 +365,49 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     Ok(Exit::Success)
 }
 
-/// Tells the Request Manager of each approval job of this runner that begins to wait
-/// (its notifications say so), trying a few times.
-fn tell_approvals_waiting(rm: jr::HttpRmClient) {
-    job::approval::on_wait(move |request_id, job_id| {
-        let (rm, request_id, job_id) = (rm.clone(), request_id.to_owned(), job_id.to_owned());
-        tokio::spawn(async move {
-            let mut wait = Duration::from_millis(200);
-            for attempt in 1..=5 {
-                match rm.approval_waiting(&request_id, &job_id).await {
-                    Ok(()) => return,
-                    Err(err) if attempt == 5 || !err.is_transient() => {
-                        tracing::warn!(%request_id, job_id, error = %err.message, "telling the Request Manager that an approval waits failed; no notification tells of it");
-                        return;
-                    }
-                    Err(_) => tokio::time::sleep(wait).await,
-                }
-                wait *= 2;
+/// Tells the Request Manager of an approval job of this runner that begins to wait (its
+/// notifications say so), trying a few times.
+async fn tell_rm_approval_waits(rm: jr::HttpRmClient, request_id: String, job_id: String) {
+    let mut wait = Duration::from_millis(200);
+    for attempt in 1..=5 {
+        match rm.approval_waiting(&request_id, &job_id).await {
+            Ok(()) => return,
+            Err(err) if attempt == 5 || !err.is_transient() => {
+                tracing::warn!(%request_id, job_id, error = %err.message, "telling the Request Manager that an approval waits failed; no notification tells of it");
+                return;
             }
-        });
-    });
+            Err(_) => tokio::time::sleep(wait).await,
+        }
+        wait *= 2;
+    }
+}
+
+/// Calls `tell` with each (request, job) of `waits` (the approval jobs of a runner that
+/// begin to wait), each call a task this one owns, until `stop`; then waits for the calls
+/// begun.
+async fn tell_approval_waits<F, Fut>(
+    waits: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
+    stop: CancellationToken,
+    tell: F,
+) where
+    F: Fn(String, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Some(mut waits) = waits else { return };
+    let mut telling = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            wait = waits.recv() => match wait {
+                Some((request_id, job_id)) => {
+                    telling.spawn(tell(request_id, job_id));
+                }
+                None => break,
+            },
+            Some(_) = telling.join_next(), if !telling.is_empty() => {}
+            () = stop.cancelled() => break,
+        }
+    }
+    while telling.join_next().await.is_some() {}
 }
 
 /// `spindle jr`: a Job Runner, reporting to a Request Manager over HTTP.
@@ -386,7 +416,7 @@ pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow:
     crate::service::programs::add(&mut registry, &settings.jobs)?;
     let (listener, address) = bind("spindle jr", &settings, settings.log_format).await?;
     let rm = jr::HttpRmClient::new(&settings.rm_urls, service_http(&settings)?);
-    tell_approvals_waiting(rm.clone());
+    let told = rm.clone();
     let base_url = settings.runner_url(address);
     let runner = jr::Runner::new(
         Arc::new(registry),
@@ -403,6 +433,11 @@ pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow:
         stop_lease.clone(),
     ));
     let stop = CancellationToken::new();
+    let approvals = tokio::spawn(tell_approval_waits(
+        runner.approval_waits(),
+        stop.clone(),
+        move |request_id, job_id| tell_rm_approval_waits(told.clone(), request_id, job_id),
+    ));
     let router = jr::router(runner.clone(), &proto::version());
     let router = match build_runner_auth(&settings)? {
         Some(auth) => jr::with_auth(router, auth),
@@ -423,6 +458,7 @@ pub(crate) async fn job_runner(args: &JrArgs, mut registry: Registry) -> anyhow:
     stop_lease.cancel();
     let _ = lease.await;
     stop.cancel();
+    let _ = approvals.await;
     server.await??;
     flush_traces(runner.telemetry()).await;
     Ok(Exit::Success)
