@@ -243,7 +243,10 @@ pub(super) async fn cleanup_reference_scenario(store: Arc<dyn Store>, raw: Raw) 
 pub(super) async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw: Raw) {
     running(&*store, "r1").await;
     let batcher = Batcher::spawn(Arc::clone(&store), crate::BatchOptions::default());
-    assert!(batcher.is_running(), "its writer runs while a clone is held");
+    assert!(
+        batcher.is_running(),
+        "its writer runs while a clone is held"
+    );
     let mut tasks = tokio::task::JoinSet::new();
     for job in 0..50 {
         let batcher = batcher.clone();

@@ -80,7 +80,9 @@ impl std::fmt::Debug for Approvals {
 
 impl Approvals {
     fn state(&self) -> std::sync::MutexGuard<'_, Waiting> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// From now on, each approval job that begins to wait for an answer (not when its
@@ -89,7 +91,10 @@ impl Approvals {
     /// the waits from an earlier one's receiver.
     pub fn waits(&self) -> mpsc::UnboundedReceiver<(String, String)> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        *self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender);
+        *self
+            .waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender);
         receiver
     }
 
@@ -130,7 +135,10 @@ impl Approvals {
         }
         waiting.jobs.insert(key.clone(), sender);
         drop(waiting);
-        let sink = self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sink = self
+            .waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(sink) = sink.as_ref() {
             let _ = sink.send(key.clone());
         }
