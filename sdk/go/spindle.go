@@ -65,14 +65,48 @@ type idMsg struct {
 	RequestId string `json:"request_id"`
 }
 
+// callMsg is the call on stdin (any of the three: docs/job-protocol.schema.json, $defs
+// describeCall, createCall and runCall).
 type callMsg struct {
-	Protocol int                    `json:"protocol"`
-	Call     string                 `json:"call"`
-	Job      idMsg                  `json:"job"`
-	Args     map[string]interface{} `json:"args"`
-	Sets     []string               `json:"sets"`
-	Bytes    []byte                 `json:"bytes"`
-	Data     map[string]interface{} `json:"data"`
+	Protocol int            `json:"protocol"`
+	Call     string         `json:"call"`
+	Job      idMsg          `json:"job"`
+	Args     map[string]any `json:"args"`
+	Sets     []string       `json:"sets"`
+	Bytes    []byte         `json:"bytes"`
+	Data     map[string]any `json:"data"`
+}
+
+// The lines written on the protocol descriptor, one type each (the schema's $defs of the
+// same names).
+
+// failure fails a call with the program's own words.
+type failure struct {
+	Protocol int    `json:"protocol"`
+	Error    string `json:"error"`
+}
+
+type describeAnswer struct {
+	Protocol int       `json:"protocol"`
+	Types    []JobType `json:"types"`
+}
+
+type createAnswer struct {
+	Protocol int            `json:"protocol"`
+	Args     map[string]any `json:"args"`
+	Bytes    []byte         `json:"bytes"`
+}
+
+type runAnswer struct {
+	Protocol int            `json:"protocol"`
+	State    string         `json:"state"`
+	Exit     int64          `json:"exit"`
+	Error    string         `json:"error"`
+	Data     map[string]any `json:"data"`
+}
+
+type statusLine struct {
+	Status string `json:"status"`
 }
 
 // lines writes one JSON object a line, from any goroutine.
@@ -81,19 +115,14 @@ type lines struct {
 	enc *json.Encoder
 }
 
-func (l *lines) write(v interface{}) error {
+func (l *lines) write(v any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.enc.Encode(v)
 }
 
-func answer(fields map[string]interface{}) map[string]interface{} {
-	fields["protocol"] = Protocol
-	return fields
-}
-
-func failed(err string) map[string]interface{} {
-	return answer(map[string]interface{}{"error": err})
+func failed(err string) failure {
+	return failure{Protocol: Protocol, Error: err}
 }
 
 func serve(factory job.Factory, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -123,7 +152,7 @@ func serve(factory job.Factory, getenv func(string) string, stdin io.Reader, std
 	}
 }
 
-func finish(out *lines, stderr io.Writer, msg map[string]interface{}) int {
+func finish(out *lines, stderr io.Writer, msg any) int {
 	if err := out.write(msg); err != nil {
 		fmt.Fprintf(stderr, "cannot write the answer: %v\n", err)
 		return 2
@@ -131,12 +160,16 @@ func finish(out *lines, stderr io.Writer, msg map[string]interface{}) int {
 	return 0
 }
 
-func describe(factory job.Factory) map[string]interface{} {
+func describe(factory job.Factory) any {
 	d, ok := factory.(Describer)
 	if !ok {
 		return failed("this program's factory does not list its job types (it is not a spindle.Describer)")
 	}
-	return answer(map[string]interface{}{"types": d.JobTypes()})
+	types := d.JobTypes()
+	if types == nil {
+		types = []JobType{}
+	}
+	return describeAnswer{Protocol: Protocol, Types: types}
 }
 
 func makeJob(factory job.Factory, call callMsg) (j job.Job, err error) {
@@ -152,7 +185,7 @@ func makeJob(factory job.Factory, call callMsg) (j job.Job, err error) {
 	return j, err
 }
 
-func create(factory job.Factory, call callMsg) (msg map[string]interface{}) {
+func create(factory job.Factory, call callMsg) (msg any) {
 	defer func() {
 		if r := recover(); r != nil {
 			msg = failed(fmt.Sprintf("panic from job.Create: %v", r))
@@ -164,7 +197,7 @@ func create(factory job.Factory, call callMsg) (msg map[string]interface{}) {
 	}
 	args := call.Args
 	if args == nil {
-		args = map[string]interface{}{}
+		args = map[string]any{}
 	}
 	if err := j.Create(args); err != nil {
 		return failed(err.Error())
@@ -173,10 +206,10 @@ func create(factory job.Factory, call callMsg) (msg map[string]interface{}) {
 	if err != nil {
 		return failed(fmt.Sprintf("job.Serialize: %v", err))
 	}
-	return answer(map[string]interface{}{"args": args, "bytes": bytes})
+	return createAnswer{Protocol: Protocol, Args: args, Bytes: bytes}
 }
 
-func run(factory job.Factory, call callMsg, out *lines, stdout, stderr io.Writer) map[string]interface{} {
+func run(factory job.Factory, call callMsg, out *lines, stdout, stderr io.Writer) runAnswer {
 	j, err := makeJob(factory, call)
 	if err != nil {
 		return ended(proto.STATE_FAIL, 1, fmt.Sprintf("cannot make job type %q: %v", call.Job.Type, err), call.Data)
@@ -186,7 +219,7 @@ func run(factory job.Factory, call callMsg, out *lines, stdout, stderr io.Writer
 	}
 	data := call.Data
 	if data == nil {
-		data = map[string]interface{}{}
+		data = map[string]any{}
 	}
 	// A stop is SIGTERM (or SIGINT) to the program: the job's Stop is called.
 	signals := make(chan os.Signal, 1)
@@ -211,11 +244,17 @@ func run(factory job.Factory, call callMsg, out *lines, stdout, stderr io.Writer
 	ret, runErr := runJob(j, data)
 	close(done)
 	watchers.Wait()
+	// The job's output, which its Return carries: a write that fails is said on stderr
+	// (the try's end is answered all the same).
 	if ret.Stdout != "" {
-		io.WriteString(stdout, ret.Stdout)
+		if _, err := io.WriteString(stdout, ret.Stdout); err != nil {
+			fmt.Fprintf(stderr, "spindle: cannot write the job's stdout: %v\n", err)
+		}
 	}
 	if ret.Stderr != "" {
-		io.WriteString(stderr, ret.Stderr)
+		if _, err := io.WriteString(stderr, ret.Stderr); err != nil {
+			fmt.Fprintf(os.Stderr, "spindle: cannot write the job's stderr: %v\n", err)
+		}
 	}
 	// As Spin Cycle's runner: Run's error, else the Return's.
 	text := ""
@@ -227,7 +266,7 @@ func run(factory job.Factory, call callMsg, out *lines, stdout, stderr io.Writer
 	return ended(ret.State, ret.Exit, text, data)
 }
 
-func runJob(j job.Job, data map[string]interface{}) (ret job.Return, err error) {
+func runJob(j job.Job, data map[string]any) (ret job.Return, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ret = job.Return{State: proto.STATE_FAIL, Exit: 1}
@@ -248,16 +287,16 @@ func reportStatus(j job.Job, out *lines, done <-chan struct{}) {
 		case <-ticker.C:
 			if status := j.Status(); status != last {
 				last = status
-				_ = out.write(map[string]interface{}{"status": status})
+				_ = out.write(statusLine{Status: status})
 			}
 		}
 	}
 }
 
-func ended(state byte, exit int64, err string, data map[string]interface{}) map[string]interface{} {
+func ended(state byte, exit int64, err string, data map[string]any) runAnswer {
 	name, ok := proto.StateName[state]
 	if !ok {
 		name = "UNKNOWN"
 	}
-	return answer(map[string]interface{}{"state": name, "exit": exit, "error": err, "data": data})
+	return runAnswer{Protocol: Protocol, State: name, Exit: exit, Error: err, Data: data}
 }

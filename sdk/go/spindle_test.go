@@ -22,7 +22,7 @@ type testJob struct {
 	block chan struct{}
 }
 
-func (j *testJob) Create(args map[string]interface{}) error {
+func (j *testJob) Create(args map[string]any) error {
 	host, ok := args["host"].(string)
 	if !ok {
 		return job.ErrArgNotSet{Arg: "host"}
@@ -36,7 +36,7 @@ func (j *testJob) Deserialize(b []byte) error { return json.Unmarshal(b, j) }
 func (j *testJob) Stop() error                { close(j.block); return nil }
 func (j *testJob) Status() string             { return "busy on " + j.Host }
 func (j *testJob) Id() job.Id                 { return j.id }
-func (j *testJob) Run(data map[string]interface{}) (job.Return, error) {
+func (j *testJob) Run(data map[string]any) (job.Return, error) {
 	if j.panic {
 		panic("boom")
 	}
@@ -72,7 +72,7 @@ func (describing) JobTypes() []JobType {
 
 // call runs serve with call on stdin; returns its lines on the protocol descriptor and
 // what it wrote on stdout.
-func call(t *testing.T, f job.Factory, input string) ([]map[string]interface{}, string) {
+func call(t *testing.T, f job.Factory, input string) ([]map[string]any, string) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -85,19 +85,56 @@ func call(t *testing.T, f job.Factory, input string) ([]map[string]interface{}, 
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var lines []map[string]interface{}
+	var lines []map[string]any
 	scanner := bufio.NewScanner(r)
 	for scanner.Scan() {
-		var line map[string]interface{}
+		var line map[string]any
 		if err := json.Unmarshal(scanner.Bytes(), &line); err != nil {
 			t.Fatalf("line %q: %v", scanner.Text(), err)
 		}
 		lines = append(lines, line)
+		record(t, input, scanner.Bytes())
 	}
 	return lines, stdout.String()
 }
 
-func last(lines []map[string]interface{}) map[string]interface{} {
+// record appends a line the kit wrote for the call input to the file
+// SPINDLE_PROTOCOL_LINES names, when it is set: Spindle's test suite checks each against
+// the job protocol's schema (docs/job-protocol.schema.json).
+func record(t *testing.T, input string, line []byte) {
+	t.Helper()
+	path := os.Getenv("SPINDLE_PROTOCOL_LINES")
+	if path == "" {
+		return
+	}
+	var call struct {
+		Protocol int    `json:"protocol"`
+		Call     string `json:"call"`
+	}
+	_ = json.Unmarshal([]byte(input), &call)
+	kind := call.Call
+	if call.Protocol != Protocol {
+		kind = "another-protocol"
+	}
+	entry, err := json.Marshal(struct {
+		Kit  string          `json:"kit"`
+		Call string          `json:"call"`
+		Line json.RawMessage `json:"line"`
+	}{"go", kind, line})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(entry, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func last(lines []map[string]any) map[string]any {
 	return lines[len(lines)-1]
 }
 
@@ -107,8 +144,8 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("a factory without JobTypes: %v", lines)
 	}
 	lines, _ = call(t, describing{}, `{"protocol":1,"call":"describe"}`)
-	types := last(lines)["types"].([]interface{})
-	if len(types) != 1 || types[0].(map[string]interface{})["type"] != "ok" {
+	types := last(lines)["types"].([]any)
+	if len(types) != 1 || types[0].(map[string]any)["type"] != "ok" {
 		t.Fatalf("%v", lines)
 	}
 }
@@ -116,7 +153,7 @@ func TestDescribe(t *testing.T) {
 func TestCreateSetsArgsAndBytes(t *testing.T) {
 	lines, _ := call(t, factory{}, `{"protocol":1,"call":"create","job":{"type":"ok","name":"n","id":"a","request_id":"r"},"args":{"host":"db1"}}`)
 	answer := last(lines)
-	if answer["protocol"].(float64) != 1 || answer["args"].(map[string]interface{})["ip"] != "10.0.0.7" || answer["bytes"] != "eyJob3N0IjoiZGIxIn0=" {
+	if answer["protocol"].(float64) != 1 || answer["args"].(map[string]any)["ip"] != "10.0.0.7" || answer["bytes"] != "eyJob3N0IjoiZGIxIn0=" {
 		t.Fatalf("%v", answer)
 	}
 	lines, _ = call(t, factory{}, `{"protocol":1,"call":"create","job":{"type":"ok"},"args":{}}`)
@@ -132,7 +169,7 @@ func TestCreateSetsArgsAndBytes(t *testing.T) {
 func TestRunReturnsStateDataAndOutput(t *testing.T) {
 	lines, stdout := call(t, factory{}, `{"protocol":1,"call":"run","job":{"type":"ok"},"bytes":"eyJob3N0IjoiZGIxIn0=","data":{"a":1}}`)
 	answer := last(lines)
-	data := answer["data"].(map[string]interface{})
+	data := answer["data"].(map[string]any)
 	if answer["state"] != "COMPLETE" || data["seen"] != "db1" || data["a"].(float64) != 1 || stdout != "done\n" {
 		t.Fatalf("%v %q", answer, stdout)
 	}
@@ -154,7 +191,7 @@ func TestAnotherProtocolVersionIsAnsweredWithOurs(t *testing.T) {
 func TestStatusLinesWhileRunning(t *testing.T) {
 	StatusInterval = 10 * time.Millisecond
 	waiting = make(chan struct{})
-	done := make(chan []map[string]interface{})
+	done := make(chan []map[string]any)
 	go func() {
 		lines, _ := call(t, factory{}, `{"protocol":1,"call":"run","job":{"type":"waits"},"bytes":"eyJob3N0IjoiZGIxIn0="}`)
 		done <- lines

@@ -33,8 +33,12 @@ import signal
 import sys
 import threading
 import traceback
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 PROTOCOL = 1
+
+#: A JSON object: job args, job data, a message.
+Json = Dict[str, Any]
 
 #: How often a running job's status is read, in seconds.
 STATUS_INTERVAL = 0.25
@@ -45,7 +49,7 @@ COMPLETE, FAIL, STOPPED = "COMPLETE", "FAIL", "STOPPED"
 class Return:
     """The end of one try: ``state`` (COMPLETE, FAIL or STOPPED), ``exit`` and ``error``."""
 
-    def __init__(self, state=COMPLETE, exit=0, error=""):
+    def __init__(self, state: str = COMPLETE, exit: int = 0, error: str = "") -> None:
         self.state = state
         self.exit = exit
         self.error = error
@@ -56,31 +60,31 @@ class Job:
     ``request_id``. The defaults keep the args as the job's bytes."""
 
     #: Job args a node of this type must pass (the linter checks them).
-    required = ()
-    optional = ()
+    required: Sequence[str] = ()
+    optional: Sequence[str] = ()
 
-    def __init__(self, job_id):
+    def __init__(self, job_id: Json) -> None:
         self.job_id = job_id
-        self.args = {}
+        self.args: Json = {}
 
-    def create(self, args):
+    def create(self, args: Json) -> None:
         """May check and change ``args`` (the changed args reach later nodes' ``sets:``)."""
         self.args = args
 
-    def serialize(self):
+    def serialize(self) -> bytes:
         return json.dumps(self.args).encode()
 
-    def deserialize(self, data):
+    def deserialize(self, data: bytes) -> None:
         self.args = json.loads(data.decode()) if data else {}
 
-    def run(self, data):
+    def run(self, data: Json) -> Optional[Return]:
         """One try; may change ``data`` (job data). Returns a :class:`Return`."""
         raise NotImplementedError
 
-    def stop(self):
+    def stop(self) -> None:
         pass
 
-    def status(self):
+    def status(self) -> str:
         return ""
 
 
@@ -88,56 +92,69 @@ class Context:
     """What a function job gets: its ``args``, the job ``data`` (change it in place),
     ``job_id``, ``set_status(text)`` and ``stopping`` (a threading.Event set on stop)."""
 
-    def __init__(self, job_id, args, data):
+    def __init__(self, job_id: Json, args: Json, data: Json) -> None:
         self.job_id = job_id
         self.args = args
         self.data = data
         self.stopping = threading.Event()
         self._status = ""
 
-    def set_status(self, text):
+    def set_status(self, text: object) -> None:
         self._status = str(text)
 
 
+#: A function job: ``f(ctx)``, which may return a :class:`Return`.
+JobFunction = Callable[[Context], Optional[Return]]
+
+
 class _FunctionJob(Job):
-    def __init__(self, job_id, function, required, optional):
+    def __init__(
+        self, job_id: Json, function: JobFunction, required: List[str], optional: List[str]
+    ) -> None:
         super().__init__(job_id)
         self.function = function
         self.required = required
         self.optional = optional
-        self.context = None
+        self.context: Optional[Context] = None
 
-    def create(self, args):
+    def create(self, args: Json) -> None:
         missing = [name for name in self.required if name not in args]
         if missing:
             raise ValueError("%s job arg is not set" % missing[0])
         self.args = args
 
-    def run(self, data):
+    def run(self, data: Json) -> Return:
         self.context = Context(self.job_id, self.args, data)
         returned = self.function(self.context)
         return returned if isinstance(returned, Return) else Return()
 
-    def stop(self):
+    def stop(self) -> None:
         if self.context is not None:
             self.context.stopping.set()
 
-    def status(self):
+    def status(self) -> str:
         return self.context._status if self.context is not None else ""
 
 
-_types = {}
+#: Makes a job of a type from its ``job_id``.
+Maker = Callable[[Json], Job]
+
+_types: Dict[str, Tuple[Maker, List[str], List[str]]] = {}
 
 
-def register(job_type, make, required=(), optional=()):
+def register(
+    job_type: str, make: Maker, required: Sequence[str] = (), optional: Sequence[str] = ()
+) -> None:
     """Serves ``job_type``: ``make(job_id)`` returns a :class:`Job`."""
     _types[job_type] = (make, list(required), list(optional))
 
 
-def job(job_type, required=(), optional=()):
+def job(
+    job_type: str, required: Sequence[str] = (), optional: Sequence[str] = ()
+) -> Callable[[JobFunction], JobFunction]:
     """A decorator: the function ``f(ctx)`` is a job of ``job_type``."""
 
-    def decorate(function):
+    def decorate(function: JobFunction) -> JobFunction:
         register(
             job_type,
             lambda job_id: _FunctionJob(job_id, function, list(required), list(optional)),
@@ -149,29 +166,31 @@ def job(job_type, required=(), optional=()):
     return decorate
 
 
-def job_class(cls):
+def job_class(cls: Any) -> Any:
     """A class decorator: registers ``cls`` (a :class:`Job` with a ``type`` attribute)."""
     register(cls.type, cls, getattr(cls, "required", ()), getattr(cls, "optional", ()))
     return cls
 
 
 class _Lines:
-    def __init__(self, stream):
+    """One JSON object a line on the protocol descriptor, from any thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.lock = threading.Lock()
 
-    def write(self, message):
+    def write(self, message: Json) -> None:
         with self.lock:
             self.stream.write(json.dumps(message) + "\n")
             self.stream.flush()
 
 
-def _answer(**fields):
+def _answer(**fields: Any) -> Json:
     fields["protocol"] = PROTOCOL
     return fields
 
 
-def _make(call):
+def _make(call: Json) -> Job:
     ident = call.get("job") or {}
     entry = _types.get(ident.get("type"))
     if entry is None:
@@ -182,7 +201,7 @@ def _make(call):
     return entry[0](ident)
 
 
-def _describe():
+def _describe() -> Json:
     return _answer(
         types=[
             {"type": name, "required": required, "optional": optional}
@@ -191,7 +210,7 @@ def _describe():
     )
 
 
-def _create(call):
+def _create(call: Json) -> Json:
     try:
         made = _make(call)
         args = call.get("args") or {}
@@ -202,7 +221,7 @@ def _create(call):
     return _answer(args=args, bytes=base64.b64encode(data).decode())
 
 
-def _run(call, lines):
+def _run(call: Json, lines: _Lines) -> Json:
     data = call.get("data") or {}
     try:
         made = _make(call)
@@ -215,7 +234,7 @@ def _run(call, lines):
     signal.signal(signal.SIGINT, lambda *_: made.stop())
     done = threading.Event()
 
-    def report():
+    def report() -> None:
         last = ""
         while not done.wait(STATUS_INTERVAL):
             try:
@@ -241,12 +260,12 @@ def _run(call, lines):
     return _answer(state=returned.state, exit=returned.exit, error=returned.error or "", data=data)
 
 
-def _end_group():
+def _end_group() -> None:
     os.killpg(0, signal.SIGKILL)
     os._exit(128 + signal.SIGKILL)
 
 
-def _guard_parent(parent):
+def _guard_parent(parent: str) -> None:
     """Ends this program's process group when the Job Runner named by ``parent`` dies: the
     kernel sends SIGUSR1 at its death (Linux's PR_SET_PDEATHSIG, through ctypes); a SIGUSR1
     while it lives is ignored."""
@@ -277,7 +296,7 @@ def _guard_parent(parent):
         _end_group()
 
 
-def _answer_call(fd):
+def _answer_call(fd: int) -> int:
     """Reads the call on stdin, answers it on descriptor ``fd``; returns the exit code."""
     lines = _Lines(os.fdopen(fd, "w"))
     try:
@@ -316,7 +335,7 @@ def _answer_call(fd):
     return 0
 
 
-def _forked(fds, server):
+def _forked(fds: List[int], server: int) -> None:
     """In a try's process just forked by the fork server: its four descriptors become
     stdin, stdout, stderr and 3, and it runs as if Spindle had started it; never returns."""
     code = 1
@@ -344,7 +363,7 @@ def _forked(fds, server):
             os._exit(code)
 
 
-def _serve_forks(fd):
+def _serve_forks(fd: int) -> None:
     """The fork server (``SPINDLE_JOB_CALL=serve``, docs/job-protocol.md): one process, its
     jobs' module imported once, that forks a process for each try the Job Runner asks for
     on the socket ``fd``, and says when each ends. It ends when the runner closes the
@@ -358,9 +377,9 @@ def _serve_forks(fd):
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     server = os.getpid()
-    children = {}
+    children: Dict[int, Any] = {}
 
-    def send(message):
+    def send(message: Json) -> None:
         sock.send(json.dumps(message).encode())
 
     send({"protocol": PROTOCOL, "ready": True})
@@ -405,7 +424,7 @@ def _serve_forks(fd):
         send({"forked": ident, "pid": pid})
 
 
-def serve():
+def serve() -> None:
     """Answers the call Spindle made of this program, then exits (or, as a fork server,
     serves the Job Runner's tries until it goes)."""
     try:

@@ -10,7 +10,7 @@
 mod acl;
 pub mod oidc;
 mod secret;
-pub use secret::SecretSource;
+pub use secret::{SecretError, SecretSource};
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod tokens;

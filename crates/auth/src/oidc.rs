@@ -145,30 +145,67 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Why OpenID Connect cannot be used: a setting, its secret, or the provider.
+#[derive(Debug, thiserror::Error)]
+pub enum OidcError {
+    /// A setting of `auth.oidc` is wrong, and what was expected.
+    #[error("auth.oidc.{setting}: {problem}")]
+    Setting {
+        setting: &'static str,
+        problem: String,
+    },
+    #[error(transparent)]
+    Secret(#[from] crate::SecretError),
+    /// The provider could not be read at `url`, or answered what was not expected.
+    #[error("reading {url}: {problem}")]
+    Provider {
+        url: String,
+        problem: String,
+        #[source]
+        source: Option<reqwest::Error>,
+    },
+    /// Its discovery document has not been read yet.
+    #[error("the identity provider has not been reached yet; try again shortly")]
+    NotReached,
+}
+
+impl OidcError {
+    fn setting(setting: &'static str, problem: impl Into<String>) -> OidcError {
+        OidcError::Setting {
+            setting,
+            problem: problem.into(),
+        }
+    }
+}
+
 impl Oidc {
     /// Checks `config` and reads its secret; the provider is asked by [`Oidc::discover`].
-    pub fn new(config: &OidcConfig, http: reqwest::Client) -> Result<Oidc, String> {
+    pub fn new(config: &OidcConfig, http: reqwest::Client) -> Result<Oidc, OidcError> {
         let issuer = url::Url::parse(&config.issuer)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https"))
             .ok_or_else(|| {
-                format!(
-                    "auth.oidc.issuer: {:?} is not an http(s) URL; expected the provider's issuer, such as https://login.example.com",
-                    config.issuer
+                OidcError::setting(
+                    "issuer",
+                    format!(
+                        "{:?} is not an http(s) URL; expected the provider's issuer, such as https://login.example.com",
+                        config.issuer
+                    ),
                 )
             })?;
         let _ = issuer;
         if config.client_id.is_empty() {
-            return Err(
-                "auth.oidc.client_id: expected the client id registered with the provider"
-                    .to_owned(),
-            );
+            return Err(OidcError::setting(
+                "client_id",
+                "expected the client id registered with the provider",
+            ));
         }
         if let Some(redirect) = &config.redirect_url
             && url::Url::parse(redirect).is_err()
         {
-            return Err(format!(
-                "auth.oidc.redirect_url: {redirect:?} is not a URL; expected https://HOST/ui/oidc/callback"
+            return Err(OidcError::setting(
+                "redirect_url",
+                format!("{redirect:?} is not a URL; expected https://HOST/ui/oidc/callback"),
             ));
         }
         let client_secret = config
@@ -193,39 +230,47 @@ impl Oidc {
     }
 
     /// Reads the provider's discovery document and keys: an error says what was wrong.
-    pub async fn discover(&self) -> Result<(), String> {
+    pub async fn discover(&self) -> Result<(), OidcError> {
         let url = format!(
             "{}/.well-known/openid-configuration",
             self.config.issuer.trim_end_matches('/')
         );
         let metadata: Metadata = self.get_json(&url).await?;
         if metadata.issuer.trim_end_matches('/') != self.config.issuer.trim_end_matches('/') {
-            return Err(format!(
-                "auth.oidc.issuer: the provider at {url} says its issuer is {:?}; expected {:?}",
-                metadata.issuer, self.config.issuer
+            return Err(OidcError::setting(
+                "issuer",
+                format!(
+                    "the provider at {url} says its issuer is {:?}; expected {:?}",
+                    metadata.issuer, self.config.issuer
+                ),
             ));
         }
         *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = Some(metadata);
         self.refresh_keys().await
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, String> {
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, OidcError> {
+        let failed = |problem: String, source: Option<reqwest::Error>| OidcError::Provider {
+            url: url.to_owned(),
+            problem,
+            source,
+        };
         let response = self
             .http
             .get(url)
             .send()
             .await
-            .map_err(|err| format!("reading {url}: {}", chain(&err)))?;
+            .map_err(|err| failed("cannot reach the provider".to_owned(), Some(err)))?;
         if !response.status().is_success() {
-            return Err(format!(
-                "reading {url}: the provider answered {}",
-                response.status()
+            return Err(failed(
+                format!("the provider answered {}", response.status()),
+                None,
             ));
         }
         response
             .json()
             .await
-            .map_err(|err| format!("reading {url}: not the JSON expected: {}", chain(&err)))
+            .map_err(|err| failed("not the JSON expected".to_owned(), Some(err)))
     }
 
     fn metadata(&self) -> Option<Metadata> {
@@ -235,9 +280,9 @@ impl Oidc {
             .clone()
     }
 
-    async fn refresh_keys(&self) -> Result<(), String> {
+    async fn refresh_keys(&self) -> Result<(), OidcError> {
         let Some(metadata) = self.metadata() else {
-            return Err("the provider's discovery document was not read".to_owned());
+            return Err(OidcError::NotReached);
         };
         let set: JwkSet = self.get_json(&metadata.jwks_uri).await?;
         let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
@@ -274,7 +319,10 @@ impl Oidc {
             self.refresh_keys().await
         };
         if let Err(err) = refreshed {
-            tracing::warn!(error = %err, "reading the identity provider's keys failed");
+            tracing::warn!(
+                error = &err as &dyn std::error::Error,
+                "reading the identity provider's keys failed"
+            );
         }
     }
 
@@ -393,13 +441,14 @@ impl Oidc {
 
     /// Begins a sign-in that returns to `next` (a path of this server): the provider's
     /// URL to send the browser to, with a new state, nonce and PKCE challenge.
-    pub fn begin(&self, next: &str) -> Result<SignIn, String> {
-        let metadata = self
-            .metadata()
-            .ok_or("the identity provider has not been reached yet; try again shortly")?;
-        let redirect = self.config.redirect_url.as_deref().ok_or(
-            "auth.oidc.redirect_url is not set; expected https://HOST/ui/oidc/callback, as registered with the provider",
-        )?;
+    pub fn begin(&self, next: &str) -> Result<SignIn, OidcError> {
+        let metadata = self.metadata().ok_or(OidcError::NotReached)?;
+        let redirect = self.config.redirect_url.as_deref().ok_or_else(|| {
+            OidcError::setting(
+                "redirect_url",
+                "not set; expected https://HOST/ui/oidc/callback, as registered with the provider",
+            )
+        })?;
         let state = random_text(24);
         let nonce = random_text(24);
         let verifier = random_text(48);
@@ -413,8 +462,13 @@ impl Oidc {
                 .into_iter()
                 .filter(|s| s != "openid"),
         );
-        let mut url = url::Url::parse(&metadata.authorization_endpoint)
-            .map_err(|err| format!("the provider's authorization_endpoint is not a URL: {err}"))?;
+        let mut url = url::Url::parse(&metadata.authorization_endpoint).map_err(|err| {
+            OidcError::Provider {
+                url: metadata.authorization_endpoint.clone(),
+                problem: format!("the provider's authorization_endpoint is not a URL: {err}"),
+                source: None,
+            }
+        })?;
         url.query_pairs_mut()
             .append_pair("response_type", "code")
             .append_pair("client_id", &self.config.client_id)
@@ -504,9 +558,13 @@ impl Oidc {
             .send()
             .await
             .map_err(|err| {
+                tracing::warn!(
+                    error = &err as &dyn std::error::Error,
+                    url = metadata.token_endpoint,
+                    "sign-in: the provider's token endpoint cannot be reached"
+                );
                 Denied::Unauthenticated(format!(
-                    "sign-in failed: the provider's token endpoint cannot be reached: {}",
-                    chain(&err)
+                    "sign-in failed: the provider's token endpoint cannot be reached: {err}"
                 ))
             })?;
         let status = response.status();
@@ -562,17 +620,6 @@ fn key_id(token: &str) -> Option<String> {
         return None;
     }
     jsonwebtoken::decode_header(token).ok()?.kid
-}
-
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl Authenticator for Oidc {

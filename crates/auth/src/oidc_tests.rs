@@ -221,7 +221,8 @@ fn a_misconfigured_provider_says_what_was_expected() {
         },
         http(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         err.starts_with("auth.oidc.issuer: \"login.example.com\" is not an http(s) URL"),
         "{err}"
@@ -233,6 +234,36 @@ fn a_misconfigured_provider_says_what_was_expected() {
         },
         http(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("auth.oidc.client_id: expected"), "{err}");
+}
+
+/// A provider that cannot be reached is an error that names its URL and keeps the
+/// client's error as its source (logged with it), not flattened into text.
+#[tokio::test]
+async fn an_unreachable_provider_keeps_the_cause() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let issuer = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let oidc = Oidc::new(
+        &OidcConfig {
+            issuer: issuer.clone(),
+            client_id: "x".to_owned(),
+            ..OidcConfig::default()
+        },
+        reqwest::Client::new(),
+    )
+    .unwrap();
+    let err = oidc.discover().await.unwrap_err();
+    match &err {
+        super::OidcError::Provider { url, source, .. } => {
+            assert_eq!(url, &format!("{issuer}/.well-known/openid-configuration"));
+            assert!(source.is_some(), "{err:?}");
+        }
+        other => panic!("not the provider's error: {other:?}"),
+    }
+    assert!(std::error::Error::source(&err).is_some(), "{err:?}");
+    assert!(matches!(oidc.begin("/"), Err(super::OidcError::NotReached)));
 }

@@ -17,25 +17,46 @@ pub struct SecretSource {
     pub env: Option<String>,
 }
 
+/// Why a secret cannot be read; each names the setting (`what`) and never holds the
+/// secret.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The file's error is in the message (not a source: printed once).
+    #[error("{what}: cannot read {}: {error}", path.display())]
+    File {
+        what: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{what}: environment variable {name} is not set; expected the secret")]
+    Unset { what: String, name: String },
+    #[error("{what}: expected exactly one of `file:` and `env:`")]
+    Source { what: String },
+    #[error("{what}: the secret is empty")]
+    Empty { what: String },
+}
+
 impl SecretSource {
-    /// The secret, its surrounding whitespace dropped; an error starts with `what` and
-    /// never holds the secret.
-    pub fn read(&self, what: &str) -> Result<String, String> {
+    /// The secret, its surrounding whitespace dropped.
+    pub fn read(&self, what: &str) -> Result<String, SecretError> {
+        let what = what.to_owned();
         let text = match (&self.file, &self.env) {
-            (Some(path), None) => std::fs::read_to_string(path)
-                .map_err(|err| format!("{what}: cannot read {}: {err}", path.display()))?,
-            (None, Some(name)) => std::env::var(name).map_err(|_| {
-                format!("{what}: environment variable {name} is not set; expected the secret")
-            })?,
-            _ => {
-                return Err(format!(
-                    "{what}: expected exactly one of `file:` and `env:`"
-                ));
+            (Some(path), None) => {
+                std::fs::read_to_string(path).map_err(|error| SecretError::File {
+                    what: what.clone(),
+                    path: path.clone(),
+                    error,
+                })?
             }
+            (None, Some(name)) => std::env::var(name).map_err(|_| SecretError::Unset {
+                what: what.clone(),
+                name: name.clone(),
+            })?,
+            _ => return Err(SecretError::Source { what }),
         };
         let text = text.trim();
         if text.is_empty() {
-            return Err(format!("{what}: the secret is empty"));
+            return Err(SecretError::Empty { what });
         }
         Ok(text.to_owned())
     }

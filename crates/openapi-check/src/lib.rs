@@ -150,6 +150,18 @@ pub fn check_response(
     })
 }
 
+/// Whether `value` fits the definition `definition` (`$defs/NAME`) of the JSON Schema
+/// `document` (such as `docs/job-protocol.schema.json`); the error lists where it does not.
+pub fn check_definition(document: &str, definition: &str, value: &Value) -> Result<(), String> {
+    let mut schema: Value =
+        serde_json::from_str(document).map_err(|err| format!("the schema is not JSON: {err}"))?;
+    if schema.pointer(&format!("/$defs/{definition}")).is_none() {
+        return Err(format!("the schema has no definition {definition:?}"));
+    }
+    schema["$ref"] = Value::String(format!("#/$defs/{definition}"));
+    validate(&schema, value).map_err(|errors| format!("{value} is no {definition}: {errors}"))
+}
+
 fn validate(schema: &Value, body: &Value) -> Result<(), String> {
     let validator = validator(schema)?;
     let errors: Vec<String> = validator

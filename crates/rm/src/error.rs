@@ -2,6 +2,41 @@
 //! Spindle's own text: a fault's cause (the database's words, say) is kept as its source
 //! and logged, never sent.
 
+/// Why a section of the Request Manager's config (`notify:`, `triggers:`, `secrets:`)
+/// cannot be used: each says the setting and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A setting is wrong: its place (such as `notify.webhooks: deploys: url`), what it
+    /// is and what was expected.
+    #[error("{0}")]
+    Invalid(String),
+    /// A secret it names cannot be read.
+    #[error(transparent)]
+    Secret(#[from] auth::SecretError),
+}
+
+impl From<String> for ConfigError {
+    fn from(text: String) -> ConfigError {
+        ConfigError::Invalid(text)
+    }
+}
+
+/// Why a secret arg cannot be sealed, opened or resolved: says which arg (or source) and
+/// of which request.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretArgError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Secret(#[from] auth::SecretError),
+}
+
+impl From<String> for SecretArgError {
+    fn from(text: String) -> SecretArgError {
+        SecretArgError::Invalid(text)
+    }
+}
+
 /// What went wrong, and whose fault it is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -112,15 +112,15 @@ pub struct Notify {
 
 impl Notify {
     /// Checks `config` and reads its secrets; an error names the webhook and the field.
-    pub fn load(config: &NotifyConfig) -> Result<Notify, String> {
+    pub fn load(config: &NotifyConfig) -> Result<Notify, crate::ConfigError> {
         let mut webhooks: Vec<Webhook> = Vec::new();
         for webhook in &config.webhooks {
             let loaded = Webhook::load(webhook)?;
             if webhooks.iter().any(|w| w.name == loaded.name) {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "notify.webhooks: {} is configured twice; expected each name once",
                     loaded.name
-                ));
+                )));
             }
             webhooks.push(loaded);
         }
@@ -142,16 +142,16 @@ impl Notify {
 }
 
 impl Webhook {
-    fn load(config: &WebhookConfig) -> Result<Webhook, String> {
+    fn load(config: &WebhookConfig) -> Result<Webhook, crate::ConfigError> {
         let name = &config.name;
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         {
-            return Err(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "notify.webhooks: name {name:?} is not a webhook name; expected letters, digits, -, _ and ."
-            ));
+            )));
         }
         let what = |field: &str| format!("notify.webhooks: {name}: {field}");
         let url = url::Url::parse(&config.url)
@@ -165,27 +165,27 @@ impl Webhook {
                 )
             })?;
         if config.events.is_empty() {
-            return Err(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "{}: expected at least one of: {}",
                 what("events"),
                 EVENTS.join(", ")
-            ));
+            )));
         }
         if let Some(unknown) = config.events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
-            return Err(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "{}: {unknown:?} is not an event; expected one of: {}",
                 what("events"),
                 EVENTS.join(", ")
-            ));
+            )));
         }
         let template = match config.template.as_deref() {
             None | Some("json") => Template::Json,
             Some("slack") => Template::Slack,
             Some(other) => {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "{}: {other:?} is not a template; expected json or slack",
                     what("template")
-                ));
+                )));
             }
         };
         let secret = config
@@ -195,7 +195,10 @@ impl Webhook {
             .transpose()?;
         let max_attempts = config.max_attempts.unwrap_or(10);
         if max_attempts == 0 {
-            return Err(format!("{}: expected at least 1", what("max_attempts")));
+            return Err(crate::ConfigError::Invalid(format!(
+                "{}: expected at least 1",
+                what("max_attempts")
+            )));
         }
         let backoff = match &config.backoff {
             Some(text) => {

@@ -11,7 +11,7 @@ fn config(events: &[&str]) -> WebhookConfig {
     }
 }
 
-fn load(webhooks: Vec<WebhookConfig>) -> Result<Notify, String> {
+fn load(webhooks: Vec<WebhookConfig>) -> Result<Notify, crate::ConfigError> {
     Notify::load(&NotifyConfig {
         ui_url: None,
         webhooks,
@@ -76,16 +76,19 @@ fn a_misconfigured_webhook_says_which_and_what_was_expected() {
         ),
     ];
     for (webhook, expected) in cases {
-        let err = load(vec![webhook]).unwrap_err();
+        let err = load(vec![webhook]).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}\nexpected: {expected}");
     }
-    let twice = load(vec![config(&["failed"]), config(&["completed"])]).unwrap_err();
+    let twice = load(vec![config(&["failed"]), config(&["completed"])])
+        .unwrap_err()
+        .to_string();
     assert!(twice.contains("chat is configured twice"), "{twice}");
     let bad_ui = Notify::load(&NotifyConfig {
         ui_url: Some("spindle".to_owned()),
         webhooks: Vec::new(),
     })
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         bad_ui.starts_with("notify.ui_url: \"spindle\" is not a URL"),
         "{bad_ui}"

@@ -19,7 +19,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Reads `source` (see [`SecretSource::read`]) as a [`Secret`].
-pub(crate) fn read(source: &SecretSource, what: &str) -> Result<Secret, String> {
+pub(crate) fn read(source: &SecretSource, what: &str) -> Result<Secret, auth::SecretError> {
     source.read(what).map(|text| Secret(text.into_bytes()))
 }
 
@@ -90,20 +90,22 @@ const SEALED_V1: &str = "v1";
 
 impl SecretArgs {
     /// Reads the keys and checks the sources; an error names the key or source.
-    pub fn load(config: &SecretsConfig) -> Result<SecretArgs, String> {
+    pub fn load(config: &SecretsConfig) -> Result<SecretArgs, crate::ConfigError> {
         use aes_gcm::KeyInit as _;
         use base64::Engine as _;
         let mut keys = Vec::new();
         for key in &config.keys {
             let what = format!("secrets.keys: {}", key.id);
             if key.id.is_empty() || key.id.contains(':') {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "secrets.keys: id {:?}; expected a name without `:`",
                     key.id
-                ));
+                )));
             }
             if keys.iter().any(|(id, _)| id == &key.id) {
-                return Err(format!("{what}: configured twice; expected each id once"));
+                return Err(crate::ConfigError::Invalid(format!(
+                    "{what}: configured twice; expected each id once"
+                )));
             }
             let text = SecretSource {
                 file: key.file.clone(),
@@ -128,14 +130,14 @@ impl SecretArgs {
                 source.command.is_some(),
             ];
             if given.iter().filter(|given| **given).count() != 1 {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "secrets.sources: {name}: expected exactly one of `env:`, `file:` and `command:`"
-                ));
+                )));
             }
             if source.command.as_ref().is_some_and(Vec::is_empty) {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "secrets.sources: {name}: command: expected the program and its args, such as [vault, read, -field=password, secret/db]"
-                ));
+                )));
             }
         }
         Ok(SecretArgs {
@@ -150,14 +152,18 @@ impl SecretArgs {
 
     /// `value` encrypted under the first key, bound to its request and arg (so that a
     /// sealed value copied to another row does not open).
-    pub fn seal(&self, request_id: &str, name: &str, value: &str) -> Result<String, String> {
+    pub fn seal(
+        &self,
+        request_id: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<String, crate::SecretArgError> {
         use aes_gcm::aead::{Aead as _, Payload};
         use base64::Engine as _;
         use rand::RngExt as _;
-        let (id, cipher) = self
-            .keys
-            .first()
-            .ok_or("no secrets.keys to encrypt secret args with")?;
+        let (id, cipher) = self.keys.first().ok_or_else(|| {
+            crate::SecretArgError::Invalid("no secrets.keys to encrypt secret args with".to_owned())
+        })?;
         let nonce: [u8; 12] = rand::rng().random();
         let aad = format!("{request_id}\0{name}");
         let sealed = cipher
@@ -178,15 +184,20 @@ impl SecretArgs {
     }
 
     /// The value `seal` sealed for this request and arg.
-    pub fn open(&self, request_id: &str, name: &str, sealed: &str) -> Result<String, String> {
+    pub fn open(
+        &self,
+        request_id: &str,
+        name: &str,
+        sealed: &str,
+    ) -> Result<String, crate::SecretArgError> {
         use aes_gcm::aead::{Aead as _, Payload};
         use base64::Engine as _;
         let mut parts = sealed.splitn(3, ':');
         let (Some(SEALED_V1), Some(id), Some(data)) = (parts.next(), parts.next(), parts.next())
         else {
-            return Err(format!(
+            return Err(crate::SecretArgError::Invalid(format!(
                 "secret arg {name} of request {request_id} is not a sealed value"
-            ));
+            )));
         };
         let (_, cipher) = self.keys.iter().find(|(key, _)| key == id).ok_or_else(|| {
             format!(
@@ -215,12 +226,19 @@ impl SecretArgs {
             .map_err(|_| {
                 format!("secret arg {name} of request {request_id} does not open with key {id:?} (changed, or not this request's)")
             })?;
-        String::from_utf8(value)
-            .map_err(|_| format!("secret arg {name} of request {request_id} is not text"))
+        String::from_utf8(value).map_err(|_| {
+            crate::SecretArgError::Invalid(format!(
+                "secret arg {name} of request {request_id} is not text"
+            ))
+        })
     }
 
     /// The value of source `name` for a request of `request_type`, read now.
-    pub async fn resolve(&self, name: &str, request_type: &str) -> Result<String, String> {
+    pub async fn resolve(
+        &self,
+        name: &str,
+        request_type: &str,
+    ) -> Result<String, crate::SecretArgError> {
         let source = self.sources.get(name).ok_or_else(|| {
             format!(
                 "no secret source {name:?}; expected one of the Request Manager's secrets.sources: {}",
@@ -232,9 +250,9 @@ impl SecretArgs {
             )
         })?;
         if !source.requests.is_empty() && !source.requests.iter().any(|r| r == request_type) {
-            return Err(format!(
+            return Err(crate::SecretArgError::Invalid(format!(
                 "secret source {name:?} is not for requests of type {request_type}"
-            ));
+            )));
         }
         let what = format!("secret source {name}");
         if let Some(argv) = &source.command {
@@ -249,21 +267,27 @@ impl SecretArgs {
                 .map_err(|err| format!("{what}: cannot run `{}`: {err}", argv[0]))?;
             if !output.status.success() {
                 // Its stderr may hold the secret; only the status is said.
-                return Err(format!("{what}: `{}` failed ({})", argv[0], output.status));
+                return Err(crate::SecretArgError::Invalid(format!(
+                    "{what}: `{}` failed ({})",
+                    argv[0], output.status
+                )));
             }
             let text = String::from_utf8(output.stdout)
                 .map_err(|_| format!("{what}: `{}` printed what is not text", argv[0]))?;
             let text = text.trim_end_matches(['\n', '\r']);
             if text.is_empty() {
-                return Err(format!("{what}: `{}` printed nothing", argv[0]));
+                return Err(crate::SecretArgError::Invalid(format!(
+                    "{what}: `{}` printed nothing",
+                    argv[0]
+                )));
             }
             return Ok(text.to_owned());
         }
-        SecretSource {
+        Ok(SecretSource {
             file: source.file.clone(),
             env: source.env.clone(),
         }
-        .read(&what)
+        .read(&what)?)
     }
 }
 

@@ -39,7 +39,7 @@ fn a_sealed_value_opens_only_for_its_request_and_arg_and_after_a_rotation() {
         "a nonce each time"
     );
     assert_eq!(old.open("r1", "password", &sealed).unwrap(), "hunter2");
-    let other = old.open("r2", "password", &sealed).unwrap_err();
+    let other = old.open("r2", "password", &sealed).unwrap_err().to_string();
     assert!(other.contains("does not open with key \"k1\""), "{other}");
     assert!(old.open("r1", "token", &sealed).is_err());
     // Rotated: a new key first seals; the old one still opens what it sealed.
@@ -64,7 +64,10 @@ fn a_sealed_value_opens_only_for_its_request_and_arg_and_after_a_rotation() {
         ..SecretsConfig::default()
     })
     .unwrap();
-    let err = dropped.open("r1", "password", &sealed).unwrap_err();
+    let err = dropped
+        .open("r1", "password", &sealed)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("sealed with key \"k1\", which secrets.keys no longer has"),
         "{err}"
@@ -115,17 +118,29 @@ async fn sources_are_read_on_the_request_manager_for_the_types_they_allow() {
         secrets.resolve("command", "deploy").await.unwrap(),
         "from a command"
     );
-    let err = secrets.resolve("command", "restart").await.unwrap_err();
+    let err = secrets
+        .resolve("command", "restart")
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         "secret source \"command\" is not for requests of type restart"
     );
-    let err = secrets.resolve("failing", "any").await.unwrap_err();
+    let err = secrets
+        .resolve("failing", "any")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("`sh` failed") && !err.contains("s3cret"),
         "{err}"
     );
-    let err = secrets.resolve("vault", "any").await.unwrap_err();
+    let err = secrets
+        .resolve("vault", "any")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains(
             "expected one of the Request Manager's secrets.sources: command, failing, file"
@@ -145,7 +160,8 @@ async fn sources_are_read_on_the_request_manager_for_the_types_they_allow() {
         .collect(),
         ..SecretsConfig::default()
     })
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         bad.contains("expected exactly one of `env:`, `file:` and `command:`"),
         "{bad}"

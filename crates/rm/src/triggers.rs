@@ -96,23 +96,23 @@ fn check_pointer(what: &str, pointer: &str) -> Result<(), String> {
 
 impl Trigger {
     /// Checks `config` and reads its secret; the error names the trigger and the field.
-    pub fn load(config: &TriggerConfig) -> Result<Trigger, String> {
+    pub fn load(config: &TriggerConfig) -> Result<Trigger, crate::ConfigError> {
         let name = &config.name;
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         {
-            return Err(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "triggers: name {name:?} is not a trigger name; expected letters, digits, -, _ and . (it ends the trigger's URL)"
-            ));
+            )));
         }
         let what = |field: &str| format!("triggers: {name}: {field}");
         if config.request.is_empty() {
-            return Err(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "{}: expected the request type it starts",
                 what("request")
-            ));
+            )));
         }
         for (arg, from) in &config.args {
             if !from.starts_with('=') {
@@ -126,10 +126,10 @@ impl Trigger {
                     DeliveryFrom::Header(header.trim().to_owned())
                 }
                 Some(header) => {
-                    return Err(format!(
+                    return Err(crate::ConfigError::Invalid(format!(
                         "{}: {header:?} is not a header name",
                         what("delivery")
-                    ));
+                    )));
                 }
                 None => {
                     check_pointer(&what("delivery"), text).map_err(|_| {
@@ -149,10 +149,10 @@ impl Trigger {
                     .clone()
                     .unwrap_or_else(|| DEFAULT_SIGNATURE_HEADER.to_owned());
                 if axum::http::HeaderName::try_from(header.as_str()).is_err() {
-                    return Err(format!(
+                    return Err(crate::ConfigError::Invalid(format!(
                         "{}: {header:?} is not a header name",
                         what("signature_header")
-                    ));
+                    )));
                 }
                 Proof::Hmac {
                     secret: crate::secrets::read(source, &what("hmac_secret"))?,
@@ -161,17 +161,17 @@ impl Trigger {
             }
             (None, Some(source)) => {
                 if config.signature_header.is_some() {
-                    return Err(format!(
+                    return Err(crate::ConfigError::Invalid(format!(
                         "{}: only an HMAC trigger (hmac_secret) has a signature header",
                         what("signature_header")
-                    ));
+                    )));
                 }
                 Proof::Token(crate::secrets::read(source, &what("token"))?)
             }
             _ => {
-                return Err(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "triggers: {name}: expected exactly one of `hmac_secret:` and `token:`, how its sender proves itself"
-                ));
+                )));
             }
         };
         Ok(Trigger {

@@ -72,7 +72,7 @@ pub(crate) async fn login(
                 .insert(header::SET_COOKIE, state_cookie(&sign_in.state, 600));
             response
         }
-        Err(why) => refused(StatusCode::SERVICE_UNAVAILABLE, &why),
+        Err(why) => refused(StatusCode::SERVICE_UNAVAILABLE, &why.to_string()),
     }
 }
 

@@ -39,7 +39,7 @@ type lookupPrimary struct {
 	Primary string `json:"primary"`
 }
 
-func (j *lookupPrimary) Create(jobArgs map[string]interface{}) error {
+func (j *lookupPrimary) Create(jobArgs map[string]any) error {
 	cluster, ok := jobArgs["cluster"]
 	if !ok {
 		return job.ErrArgNotSet{Arg: "cluster"}
@@ -60,7 +60,7 @@ func (j *lookupPrimary) Stop() error                    { return nil }
 func (j *lookupPrimary) Status() string                 { return "looking up " + j.Cluster }
 func (j *lookupPrimary) Id() job.Id                     { return j.id }
 
-func (j *lookupPrimary) Run(jobData map[string]interface{}) (job.Return, error) {
+func (j *lookupPrimary) Run(jobData map[string]any) (job.Return, error) {
 	jobData["lease"] = "lease-" + j.Cluster + "-" + j.id.RequestId
 	return job.Return{
 		State:  proto.STATE_COMPLETE,
@@ -75,7 +75,7 @@ type useLease struct {
 	Primary string `json:"primary"`
 }
 
-func (j *useLease) Create(jobArgs map[string]interface{}) error {
+func (j *useLease) Create(jobArgs map[string]any) error {
 	primary, ok := jobArgs["primary"].(string)
 	if !ok {
 		return job.ErrArgNotSet{Arg: "primary"}
@@ -90,7 +90,7 @@ func (j *useLease) Stop() error                    { return nil }
 func (j *useLease) Status() string                 { return "using the lease on " + j.Primary }
 func (j *useLease) Id() job.Id                     { return j.id }
 
-func (j *useLease) Run(jobData map[string]interface{}) (job.Return, error) {
+func (j *useLease) Run(jobData map[string]any) (job.Return, error) {
 	value, ok := jobData["lease"]
 	if !ok {
 		err := job.ErrDataNotSet{Key: "lease"}
@@ -116,7 +116,7 @@ type waitUntilStopped struct {
 	status   string
 }
 
-func (j *waitUntilStopped) Create(jobArgs map[string]interface{}) error {
+func (j *waitUntilStopped) Create(jobArgs map[string]any) error {
 	switch v := jobArgs["seconds"].(type) {
 	case nil:
 	case string:
@@ -148,7 +148,7 @@ func (j *waitUntilStopped) Status() string {
 	return j.status
 }
 
-func (j *waitUntilStopped) Run(jobData map[string]interface{}) (job.Return, error) {
+func (j *waitUntilStopped) Run(jobData map[string]any) (job.Return, error) {
 	started := time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

@@ -43,13 +43,13 @@ func (factory) Make(id job.Id) (job.Job, error) {
 
 type noop struct{ id job.Id }
 
-func (j *noop) Create(map[string]interface{}) error { return nil }
-func (j *noop) Serialize() ([]byte, error)          { return nil, nil }
-func (j *noop) Deserialize([]byte) error            { return nil }
-func (j *noop) Stop() error                         { return nil }
-func (j *noop) Status() string                      { return "nop" }
-func (j *noop) Id() job.Id                          { return j.id }
-func (j *noop) Run(map[string]interface{}) (job.Return, error) {
+func (j *noop) Create(map[string]any) error { return nil }
+func (j *noop) Serialize() ([]byte, error)  { return nil, nil }
+func (j *noop) Deserialize([]byte) error    { return nil }
+func (j *noop) Stop() error                 { return nil }
+func (j *noop) Status() string              { return "nop" }
+func (j *noop) Id() job.Id                  { return j.id }
+func (j *noop) Run(map[string]any) (job.Return, error) {
 	return job.Return{State: proto.STATE_COMPLETE}, nil
 }
 
@@ -60,7 +60,7 @@ type sleep struct {
 	once     sync.Once
 }
 
-func (j *sleep) Create(jobArgs map[string]interface{}) error {
+func (j *sleep) Create(jobArgs map[string]any) error {
 	value, ok := jobArgs["duration"]
 	if !ok {
 		return job.ErrArgNotSet{Arg: "duration"}
@@ -87,7 +87,7 @@ func (j *sleep) Stop() error {
 	return nil
 }
 
-func (j *sleep) Run(map[string]interface{}) (job.Return, error) {
+func (j *sleep) Run(map[string]any) (job.Return, error) {
 	select {
 	case <-time.After(j.Duration):
 		return job.Return{State: proto.STATE_COMPLETE}, nil
@@ -102,7 +102,7 @@ type shellCommand struct {
 	Args []string `json:"args,omitempty"`
 }
 
-func (j *shellCommand) Create(jobArgs map[string]interface{}) error {
+func (j *shellCommand) Create(jobArgs map[string]any) error {
 	cmd, ok := jobArgs["cmd"].(string)
 	if !ok {
 		return job.ErrArgNotSet{Arg: "cmd"}
@@ -120,7 +120,7 @@ func (j *shellCommand) Stop() error                   { return nil }
 func (j *shellCommand) Status() string                { return "running " + j.Cmd }
 func (j *shellCommand) Id() job.Id                    { return j.id }
 
-func (j *shellCommand) Run(map[string]interface{}) (job.Return, error) {
+func (j *shellCommand) Run(map[string]any) (job.Return, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(j.Cmd, j.Args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -16,10 +16,10 @@ import (
 // chain's job data (which it may change for the jobs after it). Stop asks a running job
 // to end; Status says what it is doing.
 type Job interface {
-	Create(jobArgs map[string]interface{}) error
+	Create(jobArgs map[string]any) error
 	Serialize() ([]byte, error)
 	Deserialize([]byte) error
-	Run(jobData map[string]interface{}) (Return, error)
+	Run(jobData map[string]any) (Return, error)
 	Stop() error
 	Status() string
 	Id() Id
@@ -95,7 +95,7 @@ type ErrWrongDataType struct {
 
 // NewErrWrongDataType says that the job data value at key is gotValue, not of
 // expectValue's type.
-func NewErrWrongDataType(key string, gotValue, expectValue interface{}) ErrWrongDataType {
+func NewErrWrongDataType(key string, gotValue, expectValue any) ErrWrongDataType {
 	return ErrWrongDataType{Key: key, GotType: reflect.TypeOf(gotValue), ExpectType: reflect.TypeOf(expectValue)}
 }
 
@@ -111,7 +111,7 @@ type ErrWrongArgType struct {
 }
 
 // NewErrWrongArgType says that the job arg at key is gotValue, not of expectValue's type.
-func NewErrWrongArgType(key string, gotValue, expectValue interface{}) ErrWrongArgType {
+func NewErrWrongArgType(key string, gotValue, expectValue any) ErrWrongArgType {
 	return ErrWrongArgType{Key: key, GotType: reflect.TypeOf(gotValue), ExpectType: reflect.TypeOf(expectValue)}
 }
 

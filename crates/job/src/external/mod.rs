@@ -326,4 +326,6 @@ impl Job for ExternalJob {
 }
 
 #[cfg(test)]
+mod schema_tests;
+#[cfg(test)]
 mod tests;

@@ -99,12 +99,13 @@ impl Manager {
         secrets
             .iter()
             .map(|(name, value)| {
-                let sealed = secret_args
-                    .seal(request_id, name, value)
-                    .map_err(|message| Error::Internal {
-                        message,
-                        source: None,
-                    })?;
+                let sealed =
+                    secret_args
+                        .seal(request_id, name, value)
+                        .map_err(|err| Error::Internal {
+                            message: format!("secret arg {name} cannot be sealed"),
+                            source: Some(Box::new(err)),
+                        })?;
                 Ok((name.clone(), sealed))
             })
             .collect()
@@ -133,9 +134,9 @@ impl Manager {
         for (name, sealed) in sealed {
             let value = secret_args
                 .open(request_id, &name, &sealed)
-                .map_err(|message| Error::Internal {
-                    message,
-                    source: None,
+                .map_err(|err| Error::Internal {
+                    message: format!("secret arg {name} of request {request_id} cannot be opened"),
+                    source: Some(Box::new(err)),
                 })?;
             opened.push((job::secret_placeholder(&name), value));
         }

@@ -222,7 +222,7 @@ fn a_bad_trigger_config_says_where_and_what_was_expected() {
         ),
     ];
     for (config, expected) in cases {
-        let err = Trigger::load(&config).unwrap_err();
+        let err = Trigger::load(&config).unwrap_err().to_string();
         assert!(err.contains(expected), "{config:?}: {err}");
     }
 }

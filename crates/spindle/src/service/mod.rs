@@ -76,8 +76,7 @@ fn manager_start(
     let schedules = schedules_of(&report.specs);
     let triggers = triggers_of(&settings.triggers, &report.specs)?;
     let notify = notify_of(&settings.notify, &report.specs)?;
-    let secret_args =
-        rm::secrets::SecretArgs::load(&settings.secrets).map_err(anyhow::Error::msg)?;
+    let secret_args = rm::secrets::SecretArgs::load(&settings.secrets)?;
     Ok(Some(ManagerStart {
         settings,
         specs: report.specs,
@@ -99,7 +98,7 @@ fn triggers_of(
     let mut seen = std::collections::HashSet::new();
     let mut triggers = Vec::new();
     for config in configs {
-        let trigger = rm::triggers::Trigger::load(config).map_err(anyhow::Error::msg)?;
+        let trigger = rm::triggers::Trigger::load(config)?;
         if !seen.insert(trigger.name.clone()) {
             anyhow::bail!(
                 "triggers: {} is configured twice; expected each name once",
@@ -140,7 +139,7 @@ fn notify_of(
             );
         }
     }
-    rm::notify::Notify::load(config).map_err(anyhow::Error::msg)
+    Ok(rm::notify::Notify::load(config)?)
 }
 
 /// The client notifications are sent with: no client certificate or token of the

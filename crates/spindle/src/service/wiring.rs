@@ -128,7 +128,10 @@ pub(crate) async fn discover_provider(auth: Option<&Arc<auth::Auth>>) {
     match oidc.discover().await {
         Ok(()) => tracing::info!("the OpenID Connect provider was reached; single sign-on is on"),
         Err(err) => {
-            tracing::error!(error = %err, "auth.oidc: the provider cannot be read; single sign-on fails until it can")
+            tracing::error!(
+                error = &err as &dyn std::error::Error,
+                "auth.oidc: the provider cannot be read; single sign-on fails until it can"
+            )
         }
     }
 }
@@ -152,7 +155,7 @@ pub(crate) fn build_auth(
             .timeout(Duration::from_secs(10))
             .build()
             .context("building the OpenID Connect client")?;
-        let provider = auth::oidc::Oidc::new(oidc, http).map_err(anyhow::Error::msg)?;
+        let provider = auth::oidc::Oidc::new(oidc, http)?;
         authenticators.push(Arc::new(provider));
     }
     if let Some(path) = &config.tokens {

@@ -44,8 +44,14 @@ pub(crate) fn have(test: &str, program: &str, version_flag: &str, var: &str) -> 
 /// `go ARGS` in `dir` (of the repository), with Go's build cache under the target
 /// directory and no toolchain download.
 pub(crate) fn go(dir: &Path, args: &[&str]) -> std::process::Output {
+    go_with(dir, args, &[])
+}
+
+/// [`go`] with more environment variables.
+pub(crate) fn go_with(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
     Command::new("go")
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .env(
             "GOCACHE",
@@ -535,7 +541,8 @@ async fn a_hanging_job_program_times_out_and_lint_knows_described_types() {
 }
 
 /// The Go kit's own tests (`sdk/go`: describe, create, run, a panic, another protocol
-/// version, status lines and a stop), and `go vet` over the kit and the example.
+/// version, status lines and a stop), every line they saw it write checked against the
+/// job protocol's schema, and `go vet` over the kit and the examples.
 #[test]
 fn the_go_kit_passes_its_own_tests_and_vet() {
     if !have(
@@ -546,12 +553,18 @@ fn the_go_kit_passes_its_own_tests_and_vet() {
     ) {
         return;
     }
+    let lines = tempfile::NamedTempFile::new().unwrap();
     for (dir, args) in [
-        ("sdk/go", &["test", "./..."][..]),
+        ("sdk/go", &["test", "-count=1", "./..."][..]),
         ("sdk/go", &["vet", "./..."][..]),
         ("examples/go-jobs", &["vet", "./..."][..]),
+        ("examples/spincycle-dev-jobs", &["vet", "./..."][..]),
     ] {
-        let out = go(&repository().join(dir), args);
+        let out = go_with(
+            &repository().join(dir),
+            args,
+            &[("SPINDLE_PROTOCOL_LINES", lines.path())],
+        );
         assert!(
             out.status.success(),
             "go {args:?} in {dir}: {}{}",
@@ -559,11 +572,68 @@ fn the_go_kit_passes_its_own_tests_and_vet() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    check_protocol_lines("go", lines.path());
 }
 
-/// The Python kit's own tests (`sdk/python/test_spindle_job.py`: its guard against the
-/// runner's death kills the program's children too, which the end-to-end test above
-/// cannot see: its program also dies of its broken pipes).
+/// Each line a kit's tests saw it write (`SPINDLE_PROTOCOL_LINES`: one `{"kit", "call",
+/// "line"}` a line) fits the job protocol's schema (`docs/job-protocol.schema.json`), and
+/// the tests saw every kind: describe, create and run answers, status lines, a stop, the
+/// job's errors and another protocol's call.
+fn check_protocol_lines(kit: &str, path: &Path) {
+    let schema =
+        std::fs::read_to_string(repository().join("docs/job-protocol.schema.json")).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for record in text.lines() {
+        let record: Value = serde_json::from_str(record).unwrap();
+        assert_eq!(record["kit"], kit, "{record}");
+        let line = &record["line"];
+        let call = record["call"].as_str().unwrap();
+        let definition = match call {
+            _ if line.get("status").is_some() => "statusLine",
+            "describe" => "describeAnswer",
+            "create" => "createAnswer",
+            "run" => "runAnswer",
+            "another-protocol" => "failure",
+            other => panic!("a line of an unknown call {other:?}: {record}"),
+        };
+        if let Err(err) = openapi_check::check_definition(&schema, definition, line) {
+            panic!("the {kit} kit wrote, for a {call} call, a line the schema refuses: {err}");
+        }
+        seen.insert(definition.to_owned());
+        if line["state"] == "STOPPED" {
+            seen.insert("stopped run".to_owned());
+        }
+        if line["error"].as_str().is_some_and(|e| !e.is_empty()) && call == "create" {
+            seen.insert("create's error".to_owned());
+        }
+        if line["state"] == "FAIL" {
+            seen.insert("failed run".to_owned());
+        }
+    }
+    let expected = [
+        "create's error",
+        "createAnswer",
+        "describeAnswer",
+        "failed run",
+        "failure",
+        "runAnswer",
+        "statusLine",
+        "stopped run",
+    ];
+    for kind in expected {
+        assert!(
+            seen.contains(kind),
+            "the {kit} kit's tests wrote no {kind} line: {seen:?}"
+        );
+    }
+}
+
+/// The Python kit's own tests (`sdk/python/test_spindle_job.py`: describe, create, run,
+/// status lines, a stop, errors and another protocol version, every line checked against
+/// the job protocol's schema; and its guard against the runner's death, which kills the
+/// program's children too, which the end-to-end test above cannot see: its program also
+/// dies of its broken pipes).
 #[test]
 fn the_python_kit_passes_its_own_tests() {
     if !have(
@@ -574,9 +644,11 @@ fn the_python_kit_passes_its_own_tests() {
     ) {
         return;
     }
+    let lines = tempfile::NamedTempFile::new().unwrap();
     let out = Command::new("python3")
         .args(["-m", "unittest", "-v"])
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("SPINDLE_PROTOCOL_LINES", lines.path())
         .current_dir(repository().join("sdk/python"))
         .output()
         .unwrap();
@@ -586,4 +658,5 @@ fn the_python_kit_passes_its_own_tests() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    check_protocol_lines("python", lines.path());
 }
