@@ -2,8 +2,9 @@
 //! Spindle's own text: a fault's cause (the database's words, say) is kept as its source
 //! and logged, never sent.
 
-/// Why a section of the Request Manager's config (`notify:`, `triggers:`, `secrets:`)
-/// cannot be used: each says the setting and what was expected.
+/// Why a section of the Request Manager's config (`notify:`, `triggers:`, `secrets:`),
+/// or a secret it names, cannot be used (at start, or when a secret arg is sealed, opened
+/// or resolved): each says the setting (or the arg and request) and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A setting is wrong: its place (such as `notify.webhooks: deploys: url`), what it
@@ -18,22 +19,6 @@ pub enum ConfigError {
 impl From<String> for ConfigError {
     fn from(text: String) -> ConfigError {
         ConfigError::Invalid(text)
-    }
-}
-
-/// Why a secret arg cannot be sealed, opened or resolved: says which arg (or source) and
-/// of which request.
-#[derive(Debug, thiserror::Error)]
-pub enum SecretArgError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Secret(#[from] auth::SecretError),
-}
-
-impl From<String> for SecretArgError {
-    fn from(text: String) -> SecretArgError {
-        SecretArgError::Invalid(text)
     }
 }
 

@@ -18,7 +18,7 @@ pub mod secrets;
 pub mod triggers;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
-pub use error::{ConfigError, Error, SecretArgError};
+pub use error::{ConfigError, Error};
 pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
 pub use manager::{FixedRunner, Manager, Options, spec_version};
 

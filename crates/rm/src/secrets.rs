@@ -157,12 +157,12 @@ impl SecretArgs {
         request_id: &str,
         name: &str,
         value: &str,
-    ) -> Result<String, crate::SecretArgError> {
+    ) -> Result<String, crate::ConfigError> {
         use aes_gcm::aead::{Aead as _, Payload};
         use base64::Engine as _;
         use rand::RngExt as _;
         let (id, cipher) = self.keys.first().ok_or_else(|| {
-            crate::SecretArgError::Invalid("no secrets.keys to encrypt secret args with".to_owned())
+            crate::ConfigError::Invalid("no secrets.keys to encrypt secret args with".to_owned())
         })?;
         let nonce: [u8; 12] = rand::rng().random();
         let aad = format!("{request_id}\0{name}");
@@ -189,13 +189,13 @@ impl SecretArgs {
         request_id: &str,
         name: &str,
         sealed: &str,
-    ) -> Result<String, crate::SecretArgError> {
+    ) -> Result<String, crate::ConfigError> {
         use aes_gcm::aead::{Aead as _, Payload};
         use base64::Engine as _;
         let mut parts = sealed.splitn(3, ':');
         let (Some(SEALED_V1), Some(id), Some(data)) = (parts.next(), parts.next(), parts.next())
         else {
-            return Err(crate::SecretArgError::Invalid(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "secret arg {name} of request {request_id} is not a sealed value"
             )));
         };
@@ -227,7 +227,7 @@ impl SecretArgs {
                 format!("secret arg {name} of request {request_id} does not open with key {id:?} (changed, or not this request's)")
             })?;
         String::from_utf8(value).map_err(|_| {
-            crate::SecretArgError::Invalid(format!(
+            crate::ConfigError::Invalid(format!(
                 "secret arg {name} of request {request_id} is not text"
             ))
         })
@@ -238,7 +238,7 @@ impl SecretArgs {
         &self,
         name: &str,
         request_type: &str,
-    ) -> Result<String, crate::SecretArgError> {
+    ) -> Result<String, crate::ConfigError> {
         let source = self.sources.get(name).ok_or_else(|| {
             format!(
                 "no secret source {name:?}; expected one of the Request Manager's secrets.sources: {}",
@@ -250,7 +250,7 @@ impl SecretArgs {
             )
         })?;
         if !source.requests.is_empty() && !source.requests.iter().any(|r| r == request_type) {
-            return Err(crate::SecretArgError::Invalid(format!(
+            return Err(crate::ConfigError::Invalid(format!(
                 "secret source {name:?} is not for requests of type {request_type}"
             )));
         }
@@ -267,7 +267,7 @@ impl SecretArgs {
                 .map_err(|err| format!("{what}: cannot run `{}`: {err}", argv[0]))?;
             if !output.status.success() {
                 // Its stderr may hold the secret; only the status is said.
-                return Err(crate::SecretArgError::Invalid(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "{what}: `{}` failed ({})",
                     argv[0], output.status
                 )));
@@ -276,7 +276,7 @@ impl SecretArgs {
                 .map_err(|_| format!("{what}: `{}` printed what is not text", argv[0]))?;
             let text = text.trim_end_matches(['\n', '\r']);
             if text.is_empty() {
-                return Err(crate::SecretArgError::Invalid(format!(
+                return Err(crate::ConfigError::Invalid(format!(
                     "{what}: `{}` printed nothing",
                     argv[0]
                 )));

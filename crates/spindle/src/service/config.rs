@@ -9,57 +9,32 @@ use anyhow::Context as _;
 
 use super::logging::{LogFormat, init_logging, log_filter};
 
-/// The configuration: the config file's keys, and what the flags (and environment)
-/// give, written in the same keys; `None` means "not given here". A command's
-/// arguments are serialized into these keys and laid over the file's (`under`), so
-/// that each setting is merged in one place.
+/// The configuration: the config file's keys, each written once. The keys flags also
+/// set are the fields of the flag groups ([`CommonArgs`], [`ManagerArgs`], [`RunnerArgs`],
+/// [`ShutdownArgs`], [`SendsArgs`], [`ReportsArgs`]), which clap fills from flags and the
+/// environment and serde from the file; the sections only the file sets are here. `None`
+/// means "not given here". A command's arguments are serialized into these keys and laid
+/// over the file's (`under`), so that each setting is merged in one place.
 #[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct FileConfig {
-    pub(crate) listen: Option<String>,
-    pub(crate) specs: Option<PathBuf>,
-    pub(crate) database: Option<String>,
-    pub(crate) jr_url: Option<String>,
+    #[serde(flatten)]
+    pub(crate) common: CommonArgs,
+    #[serde(flatten)]
+    pub(crate) manager: ManagerArgs,
+    #[serde(flatten)]
+    pub(crate) runner: RunnerArgs,
+    #[serde(flatten)]
+    pub(crate) sends: SendsArgs,
+    #[serde(flatten)]
+    pub(crate) reports: ReportsArgs,
     /// Job Runners named by URL beside the registered ones (Spin Cycle's, with the job
     /// types compiled into them): a Request Manager's chains go to one that has their
     /// types.
     pub(crate) runners: Option<Vec<RunnerConfig>>,
-    pub(crate) rm_url: Option<String>,
-    /// The URL a Job Runner registers, as Request Managers reach it.
-    pub(crate) advertise_url: Option<String>,
-    /// Go-style duration: how long a Job Runner has to hand back its chains at shutdown.
-    pub(crate) shutdown_timeout: Option<String>,
-    /// Go-style duration: how often PENDING requests and suspended chains are retried.
-    pub(crate) interval: Option<String>,
-    /// Go-style duration: suspended chains not resumed within it fail their request.
-    pub(crate) suspended_ttl: Option<String>,
-    /// Go-style duration: finished requests older than it are removed (none: kept).
-    pub(crate) retention: Option<String>,
-    /// Creates are refused (503, Retry-After) while this many requests wait to be handed
-    /// to a Job Runner; 0: never (default 10000).
-    pub(crate) max_backlog: Option<u64>,
-    /// Go-style duration: how long a Job Runner's registration holds without renewal.
-    pub(crate) lease: Option<String>,
-    /// Whether `/metrics` is served and metrics are kept (default true).
-    pub(crate) metrics: Option<bool>,
-    /// An OTLP/HTTP receiver (such as an OpenTelemetry collector's :4318) to export
-    /// traces to; none: no traces.
-    pub(crate) otlp_endpoint: Option<String>,
-    /// The log level or filter (as `RUST_LOG` takes).
-    pub(crate) log_level: Option<String>,
-    /// Log lines as `text` (the default) or `json`.
-    pub(crate) log_format: Option<LogFormat>,
-    /// Reload the specs when their files change (default false).
-    pub(crate) watch_specs: Option<bool>,
     /// Authentication and authorization; absent: none (anyone may do anything).
     pub(crate) auth: Option<AuthConfig>,
-    /// The token this service presents to the others (Job Runner → Request Manager and
-    /// back), when they require one.
-    pub(crate) token: Option<String>,
     /// What this service trusts and presents when it calls the others over HTTPS.
     pub(crate) client: Option<ClientConfig>,
-    /// HTTPS: the server's certificate and key, and the CA of its clients' certificates.
-    pub(crate) tls: Option<TlsConfig>,
     /// What one client may send.
     pub(crate) limits: Option<LimitsConfig>,
     /// Job programs: job types served by programs in any language (docs/job-protocol.md).
@@ -73,13 +48,14 @@ pub(crate) struct FileConfig {
     pub(crate) secrets: Option<rm::secrets::SecretsConfig>,
 }
 
-/// The `tls:` section.
-#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TlsConfig {
-    pub(crate) cert: Option<PathBuf>,
-    pub(crate) key: Option<PathBuf>,
-    pub(crate) client_ca: Option<PathBuf>,
+impl FileConfig {
+    /// Every key of the file, as the fields above name them (the flag groups' too).
+    pub(crate) fn keys() -> Vec<String> {
+        match serde_json::to_value(FileConfig::default()) {
+            Ok(serde_json::Value::Object(keys)) => keys.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One entry of `runners:`: a Job Runner that does not register (a Spin Cycle Job
@@ -160,8 +136,9 @@ pub(crate) struct ClientConfig {
     pub(crate) key: Option<PathBuf>,
 }
 
-/// Flags every service takes.
-#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+/// Flags every service takes, and their keys in the file.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
 pub(crate) struct CommonArgs {
     /// YAML file with any of: listen, advertise_url, specs, database, jr_url, runners, rm_url, shutdown_timeout,
     /// interval, suspended_ttl, retention, max_backlog, lease, metrics, otlp_endpoint, log_level,
@@ -195,13 +172,16 @@ pub(crate) struct CommonArgs {
     /// config file); prefer the environment to a flag, which others can see
     #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// The file's `tls:` section.
     #[command(flatten)]
-    pub(crate) tls: TlsArgs,
+    pub(crate) tls: TlsConfig,
 }
 
-/// The `tls:` flags.
-#[derive(Debug, Clone, clap::Args, serde::Serialize)]
-pub(crate) struct TlsArgs {
+/// HTTPS: the server's certificate and key, and the CA of its clients' certificates
+/// (`tls:` in the file, `--tls-*` flags).
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TlsConfig {
     /// Serve HTTPS with this PEM certificate (chain), with --tls-key (or `tls.cert`);
     /// reloaded when the file changes
     #[arg(long = "tls-cert", env = "SPINDLE_TLS_CERT")]
@@ -215,8 +195,9 @@ pub(crate) struct TlsArgs {
     pub(crate) client_ca: Option<PathBuf>,
 }
 
-/// Flags of the services that hold a Request Manager.
-#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+/// Flags of the services that hold a Request Manager, and their keys in the file.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
 pub(crate) struct ManagerArgs {
     /// Directory (or file) of request specs
     #[arg(long, env = "SPINDLE_SPECS")]
@@ -245,17 +226,50 @@ pub(crate) struct ManagerArgs {
     pub(crate) watch_specs: Option<bool>,
 }
 
-/// Flags of the services that hold a Job Runner, under their own heading in `--help`.
-#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+/// Flags of the services that hold a Job Runner, under their own heading in `--help`,
+/// and their keys in the file.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
 #[command(next_help_heading = "Job Runner")]
+#[serde(default)]
 pub(crate) struct RunnerArgs {
     /// The URL this Job Runner registers, as Request Managers reach it (default: its
     /// listen address, or this host's name when listening on 0.0.0.0 or ::)
     #[arg(long, env = "SPINDLE_ADVERTISE_URL")]
     pub(crate) advertise_url: Option<String>,
-    /// How long running chains have to be handed back at shutdown (Go duration)
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) shutdown: ShutdownArgs,
+}
+
+/// How long a service has at shutdown.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub(crate) struct ShutdownArgs {
+    /// How long a service has at shutdown (Go duration; default 20s): a Job Runner to
+    /// hand its running chains back, a Request Manager to finish the HTTP requests in
+    /// flight
     #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
     pub(crate) shutdown_timeout: Option<String>,
+}
+
+/// Where a Request Manager alone sends chains.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub(crate) struct SendsArgs {
+    /// Where to send chains: a Job Runner or a load balancer before several (default:
+    /// the live registered Job Runner with the fewest running requests)
+    #[arg(long, env = "SPINDLE_JR_URL")]
+    pub(crate) jr_url: Option<String>,
+}
+
+/// Where a Job Runner alone reports.
+#[derive(Debug, Default, Clone, clap::Args, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub(crate) struct ReportsArgs {
+    /// The Request Managers to register and report with: one URL, or several separated by
+    /// commas (whichever answers is used)
+    #[arg(long, env = "SPINDLE_RM_URL")]
+    pub(crate) rm_url: Option<String>,
 }
 
 /// `spindle server`: a Request Manager and a Job Runner in one process.
@@ -281,13 +295,12 @@ pub(crate) struct RmArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub(crate) manager: ManagerArgs,
-    /// Where to send chains: a Job Runner or a load balancer before several (default:
-    /// the live registered Job Runner with the fewest running requests)
-    #[arg(long, env = "SPINDLE_JR_URL")]
-    pub(crate) jr_url: Option<String>,
-    /// How long in-flight HTTP requests have to finish at shutdown (Go duration)
-    #[arg(long, env = "SPINDLE_SHUTDOWN_TIMEOUT")]
-    pub(crate) shutdown_timeout: Option<String>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) sends: SendsArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) shutdown: ShutdownArgs,
 }
 
 /// `spindle jr`: a Job Runner alone.
@@ -296,10 +309,9 @@ pub(crate) struct JrArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub(crate) common: CommonArgs,
-    /// The Request Managers to register and report with: one URL, or several separated by
-    /// commas (whichever answers is used)
-    #[arg(long, env = "SPINDLE_RM_URL")]
-    pub(crate) rm_url: Option<String>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) reports: ReportsArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub(crate) runner: RunnerArgs,
@@ -386,8 +398,24 @@ impl FileConfig {
     pub(crate) fn read(path: &std::path::Path) -> anyhow::Result<FileConfig> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        serde_saphyr::from_str::<FileConfig>(&text)
-            .map_err(|err| anyhow::anyhow!("config file {}: {err}", path.display()))
+        let failed =
+            |err: &dyn std::fmt::Display| anyhow::anyhow!("config file {}: {err}", path.display());
+        // Flattened groups of keys take what they do not know: the keys are checked
+        // against the ones the file may have first.
+        if let Ok(serde_json::Value::Object(given)) =
+            serde_saphyr::from_str::<serde_json::Value>(&text)
+        {
+            let keys = FileConfig::keys();
+            if let Some(unknown) = given.keys().find(|key| !keys.contains(key)) {
+                let mut expected = keys;
+                expected.sort();
+                return Err(failed(&format!(
+                    "unknown key `{unknown}`; expected one of: {}",
+                    expected.join(", ")
+                )));
+            }
+        }
+        serde_saphyr::from_str::<FileConfig>(&text).map_err(|err| failed(&err))
     }
 
     /// A command's arguments (`flags`, serialized in the file's keys, `None` where not
@@ -416,13 +444,13 @@ impl FileConfig {
         let pick = |given: &Option<String>, default: &str| {
             given.clone().unwrap_or_else(|| default.to_owned())
         };
-        let listen = pick(&file.listen, default_listen);
+        let listen = pick(&file.common.listen, default_listen);
         let listen: SocketAddr = listen.parse().with_context(|| {
             format!(
                 "listen: {listen:?} is not an address; expected IP:PORT such as 127.0.0.1:32308"
             )
         })?;
-        let database = pick(&file.database, "sqlite://spindle.db");
+        let database = pick(&file.manager.database, "sqlite://spindle.db");
         store::DatabaseUrl::parse(&database).context("database")?;
         let url = |name: &str, value: String| -> anyhow::Result<String> {
             if !(value.starts_with("http://") || value.starts_with("https://")) {
@@ -432,37 +460,50 @@ impl FileConfig {
         };
         Ok(Settings {
             listen,
-            specs: file.specs.clone().unwrap_or_else(|| PathBuf::from("specs")),
+            specs: file
+                .manager
+                .specs
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("specs")),
             database,
             jr_url: file
+                .sends
                 .jr_url
                 .clone()
                 .map(|value| url("jr_url", value))
                 .transpose()?,
             fixed_runners: fixed_runners(&file, &url)?,
             advertise_url: file
+                .runner
                 .advertise_url
                 .clone()
                 .map(|value| advertised(url("advertise_url", value)?))
                 .transpose()?,
-            rm_urls: pick(&file.rm_url, "http://127.0.0.1:32308")
+            rm_urls: pick(&file.reports.rm_url, "http://127.0.0.1:32308")
                 .split(',')
                 .map(|value| url("rm_url", value.trim().to_owned()))
                 .collect::<anyhow::Result<_>>()?,
-            shutdown_timeout: duration("shutdown_timeout", &pick(&file.shutdown_timeout, "20s"))?,
-            interval: duration("interval", &pick(&file.interval, "10s"))?,
-            suspended_ttl: duration("suspended_ttl", &pick(&file.suspended_ttl, "1h"))?,
-            retention: match file.retention.clone() {
+            shutdown_timeout: duration(
+                "shutdown_timeout",
+                &pick(&file.runner.shutdown.shutdown_timeout, "20s"),
+            )?,
+            interval: duration("interval", &pick(&file.manager.interval, "10s"))?,
+            suspended_ttl: duration("suspended_ttl", &pick(&file.manager.suspended_ttl, "1h"))?,
+            retention: match file.manager.retention.clone() {
                 Some(text) => Some(positive("retention", duration("retention", &text)?)?),
                 None => None,
             },
-            max_backlog: match file.max_backlog.unwrap_or(DEFAULT_MAX_BACKLOG) {
+            max_backlog: match file.manager.max_backlog.unwrap_or(DEFAULT_MAX_BACKLOG) {
                 0 => None,
                 n => Some(n),
             },
-            lease: positive("lease", duration("lease", &pick(&file.lease, "10s"))?)?,
-            metrics: file.metrics.unwrap_or(true),
+            lease: positive(
+                "lease",
+                duration("lease", &pick(&file.common.lease, "10s"))?,
+            )?,
+            metrics: file.common.metrics.unwrap_or(true),
             otlp_endpoint: file
+                .common
                 .otlp_endpoint
                 .clone()
                 .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
@@ -470,13 +511,14 @@ impl FileConfig {
                 .map(|value| url("otlp_endpoint", value))
                 .transpose()?,
             log_level: file
+                .common
                 .log_level
                 .clone()
                 .map(|value| log_filter(&value).map(|_| value))
                 .transpose()?,
-            log_format: file.log_format.unwrap_or_default(),
-            watch_specs: file.watch_specs.unwrap_or(false),
-            tls: tls(file.tls.clone().unwrap_or_default())?,
+            log_format: file.common.log_format.unwrap_or_default(),
+            watch_specs: file.manager.watch_specs.unwrap_or(false),
+            tls: tls(file.common.tls.clone())?,
             limits: limits(file.limits.clone().unwrap_or_default())?,
             jobs: file.jobs.clone().unwrap_or_default(),
             triggers: file.triggers.clone().unwrap_or_default(),
@@ -484,7 +526,7 @@ impl FileConfig {
             secrets: file.secrets.clone().unwrap_or_default(),
             auth: file.auth,
             credentials: crate::client::credentials::Credentials {
-                token: file.token.clone().filter(|t| !t.is_empty()),
+                token: file.common.token.clone().filter(|t| !t.is_empty()),
                 ca: file.client.as_ref().and_then(|c| c.ca.clone()),
                 client_cert: file.client.as_ref().and_then(|c| c.cert.clone()),
                 client_key: file.client.as_ref().and_then(|c| c.key.clone()),
@@ -596,7 +638,7 @@ fn fixed_runners(
     let Some(runners) = &file.runners else {
         return Ok(Vec::new());
     };
-    if file.jr_url.is_some() && !runners.is_empty() {
+    if file.sends.jr_url.is_some() && !runners.is_empty() {
         anyhow::bail!(
             "runners: and jr_url both say where chains go; expected one (jr_url sends every chain to one Job Runner or load balancer; runners: lists Job Runners beside the registered ones)"
         );

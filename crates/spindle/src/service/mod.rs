@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use job::Registry;
 use rm::Manager;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{Exit, eprintln_failure};
@@ -153,26 +154,24 @@ fn webhook_http() -> anyhow::Result<reqwest::Client> {
 }
 
 /// Starts a Request Manager's work until `stop`: its specs' version recorded, its
-/// background round, the specs kept up to date (SIGHUP, or `watch` their files); its
-/// router (the API and the web UI) and the background round's task.
+/// background round, its notifications, the specs kept up to date (SIGHUP, or their
+/// files watched), all one task; and its router (the API and the web UI) serving on
+/// `listener`, another.
 async fn run_manager(
     manager: &Arc<Manager>,
     settings: &Settings,
     sources: Vec<proto::SpecFile>,
     registry: Arc<Registry>,
-    watch: bool,
+    listener: TcpListener,
     stop: &CancellationToken,
-) -> (tokio::task::JoinHandle<()>, axum::Router) {
+) -> (Task<()>, Task<anyhow::Result<()>>) {
     let started_with = record_specs(manager, sources).await;
-    // The background round and the notifications' task, observed as one.
-    // The background round, the notifications' task and the specs' reloads, observed
-    // as one.
     let specs = keep_specs(
         manager.clone(),
         settings.specs.clone(),
         registry,
         started_with,
-        watch,
+        settings.watch_specs,
         stop.clone(),
     );
     let background = tokio::spawn({
@@ -186,8 +185,12 @@ async fn run_manager(
         }
     });
     let router = rm::router(manager.clone()).merge(ui::router(manager.clone()));
-    (background, router)
+    let server = tokio::spawn(serve(listener, router, stop.clone(), settings));
+    (background, server)
 }
+
+/// A task this process waits for.
+type Task<T> = tokio::task::JoinHandle<T>;
 
 /// `spindle server`: Request Manager and Job Runner in one process.
 pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow::Result<Exit> {
@@ -250,16 +253,15 @@ pub(crate) async fn server(args: &ServerArgs, mut registry: Registry) -> anyhow:
         lease_settings(settings.lease),
         stop_lease.clone(),
     ));
-    let (background, router) = run_manager(
+    let (background, mut server) = run_manager(
         &local.manager,
         &settings,
         start.sources,
         reload_registry,
-        settings.watch_specs,
+        listener,
         &stop,
     )
     .await;
-    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         stop_lease.cancel();
@@ -341,16 +343,8 @@ pub(crate) async fn request_manager(args: &RmArgs, mut registry: Registry) -> an
     manager.set_notify(notify, webhook_http()?);
     manager.set_secret_args(secret_args);
     let stop = CancellationToken::new();
-    let (background, router) = run_manager(
-        &manager,
-        &settings,
-        sources,
-        registry,
-        settings.watch_specs,
-        &stop,
-    )
-    .await;
-    let mut server = tokio::spawn(serve(listener, router, stop.clone(), &settings));
+    let (background, mut server) =
+        run_manager(&manager, &settings, sources, registry, listener, &stop).await;
     if let Some(ended) = until_shutdown(&mut server).await {
         stop.cancel();
         return ended.map(|()| Exit::Success);

@@ -66,9 +66,12 @@ fn flags_are_laid_over_the_config_file_key_by_key() {
 #[test]
 fn observability_settings_are_checked() {
     let args = |otlp: Option<&str>, level: Option<&str>| FileConfig {
-        otlp_endpoint: otlp.map(str::to_owned),
-        log_level: level.map(str::to_owned),
-        metrics: Some(false),
+        common: CommonArgs {
+            otlp_endpoint: otlp.map(str::to_owned),
+            log_level: level.map(str::to_owned),
+            metrics: Some(false),
+            ..CommonArgs::default()
+        },
         ..FileConfig::default()
     };
     let settings = args(Some("http://c:4318"), Some("info,rm=debug"))
@@ -341,4 +344,38 @@ fn log_format_and_watch_specs_are_settable_in_the_file_and_by_flag() {
     std::fs::write(&config, "log_format: xml\n").unwrap();
     let err = FileConfig::read(&config).unwrap_err().to_string();
     assert!(err.contains("log_format") || err.contains("xml"), "{err}");
+}
+
+/// Every key is written once, in the file's structs and the flag groups alike: a key the
+/// file may not have is named with the keys it may (those of the flag groups too), and a
+/// section's unknown key is refused as before.
+#[test]
+fn an_unknown_key_of_the_config_file_is_named_with_the_keys_it_may_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "listen: 127.0.0.1:1\nshutdown_timout: 5s\n").unwrap();
+    let err = FileConfig::read(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("unknown key `shutdown_timout`; expected one of:")
+            && err.contains("shutdown_timeout")
+            && err.contains("jr_url")
+            && err.contains("rm_url")
+            && err.contains("tls")
+            && !err.contains("config,"),
+        "{err}"
+    );
+    std::fs::write(&path, "tls:\n  certificate: a.pem\n").unwrap();
+    let err = FileConfig::read(&path).unwrap_err().to_string();
+    assert!(err.contains("certificate"), "{err}");
+    let keys = FileConfig::keys();
+    for key in [
+        "listen",
+        "database",
+        "watch_specs",
+        "log_format",
+        "runners",
+        "secrets",
+    ] {
+        assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+    }
 }

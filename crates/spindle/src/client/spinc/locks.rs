@@ -5,14 +5,7 @@ use super::*;
 
 pub(crate) async fn locks(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let locks = match client.locks().await {
-        Ok(locks) => locks,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&locks)?;
-        return Ok(Exit::Success);
-    }
+    let locks = text_of!(args, client.locks().await);
     if locks.is_empty() {
         super::eprintln_line(
             "no lock is held or waited for (`locks:` of a request type or a node, and `pools:`, declare them)",

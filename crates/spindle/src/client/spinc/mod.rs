@@ -345,6 +345,32 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An answer shown as text by its command: a failure ends the command (said, with its
+/// exit code), and so does `--output json`, which prints the answer as it is.
+fn for_text<T: serde::Serialize>(
+    args: &ClientArgs,
+    answer: Result<T, ClientError>,
+) -> anyhow::Result<Result<T, Exit>> {
+    match answer {
+        Err(err) => Ok(Err(fail(&err))),
+        Ok(answer) if args.output() == Output::Json => {
+            print_json(&answer)?;
+            Ok(Err(Exit::Success))
+        }
+        Ok(answer) => Ok(Ok(answer)),
+    }
+}
+
+/// `for_text`'s answer, or the command's end.
+macro_rules! text_of {
+    ($args:expr, $answer:expr) => {
+        match super::for_text($args, $answer)? {
+            Ok(answer) => answer,
+            Err(exit) => return Ok(exit),
+        }
+    };
+}
+
 macro_rules! out {
     ($($arg:tt)*) => {{
         let mut stdout = anstream::stdout().lock();

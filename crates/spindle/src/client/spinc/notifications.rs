@@ -9,14 +9,7 @@ pub(crate) async fn notifications(
     query: &NotificationQuery,
 ) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let notifications = match client.notifications(query).await {
-        Ok(notifications) => notifications,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&notifications)?;
-        return Ok(Exit::Success);
-    }
+    let notifications = text_of!(args, client.notifications(query).await);
     if notifications.is_empty() {
         super::eprintln_line(
             "no notifications (the Request Manager's config `notify:` adds webhooks)",

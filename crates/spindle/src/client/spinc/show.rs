@@ -78,14 +78,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
     } else {
         client.request(id).await
     };
-    let request = match read {
-        Ok(request) => request,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&request)?;
-        return Ok(Exit::Success);
-    }
+    let request = text_of!(args, read);
     let ago = |t: Option<DateTime<Utc>>| {
         t.map_or_else(String::new, |t| {
             format!("{} ({} ago)", time(Some(t)), runtime(Utc::now() - t))
@@ -153,14 +146,7 @@ pub(crate) async fn info(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
 /// `ps [id]`: running jobs with their live status line.
 pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let status = match client.running(id).await {
-        Ok(status) => status,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&status)?;
-        return Ok(Exit::Success);
-    }
+    let status = text_of!(args, client.running(id).await);
     if status.jobs.is_empty() {
         return Ok(Exit::Success);
     }
@@ -255,14 +241,7 @@ fn waits(request: &Request) -> String {
 /// `schedules`: each schedule with its next and last runs.
 pub(crate) async fn schedules(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let schedules = match client.schedules().await {
-        Ok(schedules) => schedules,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&schedules)?;
-        return Ok(Exit::Success);
-    }
+    let schedules = text_of!(args, client.schedules().await);
     if schedules.is_empty() {
         super::eprintln_line("no schedules (a spec's `schedules:` adds them)")?;
         return Ok(Exit::Success);

@@ -6,14 +6,7 @@ use super::*;
 /// No command: the request types the server offers.
 pub(crate) async fn list(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let specs = match client.request_list().await {
-        Ok(specs) => specs,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&specs)?;
-        return Ok(Exit::Success);
-    }
+    let specs = text_of!(args, client.request_list().await);
     out!("Request Manager address: {}\n\nRequests:", client.addr);
     for spec in &specs {
         out!("  {}", spec.name);

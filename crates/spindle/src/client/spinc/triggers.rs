@@ -5,14 +5,7 @@ use super::*;
 
 pub(crate) async fn triggers(args: &ClientArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    let triggers = match client.triggers().await {
-        Ok(triggers) => triggers,
-        Err(err) => return Ok(fail(&err)),
-    };
-    if args.output() == Output::Json {
-        print_json(&triggers)?;
-        return Ok(Exit::Success);
-    }
+    let triggers = text_of!(args, client.triggers().await);
     if triggers.is_empty() {
         super::eprintln_line("no triggers (the Request Manager's config `triggers:` adds them)")?;
         return Ok(Exit::Success);
