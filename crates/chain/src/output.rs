@@ -212,13 +212,9 @@ pub(crate) async fn flush(
         };
         let chunks = hub.take(&request_id);
         if !chunks.is_empty() {
-            let _ = with_retries(
-                &policy,
-                observer.as_deref(),
-                "job output",
-                &request_id,
-                || reporter.output(&chunks),
-            )
+            let _ = with_retries(&policy, observer.as_deref(), "job output", || {
+                reporter.output(&chunks)
+            })
             .await;
         }
         if last {

@@ -12,6 +12,7 @@ use proto::{
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::output::{self, Hub};
 
@@ -227,7 +228,6 @@ pub(crate) async fn with_retries<F, Fut>(
     policy: &RetryPolicy,
     observer: Option<&dyn Observer>,
     what: &str,
-    request_id: &str,
     mut send: F,
 ) -> Result<(), ReportError>
 where
@@ -250,13 +250,13 @@ where
         match res {
             Ok(()) => return Ok(()),
             Err(err) if policy.again(&err, attempt, faults) => {
-                tracing::warn!(request_id, attempt, error = %err, "sending {what} failed; retrying");
+                tracing::warn!(attempt, error = %err, "sending {what} failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(policy.max_delay);
                 attempt += 1;
             }
             Err(err) => {
-                tracing::error!(request_id, attempt, error = %err, "sending {what} failed; giving up");
+                tracing::error!(attempt, error = %err, "sending {what} failed; giving up");
                 return Err(err);
             }
         }
@@ -298,14 +298,17 @@ pub(crate) async fn deliver(
     abandoned: CancellationToken,
 ) -> bool {
     let flush_done = CancellationToken::new();
-    let flusher = tokio::spawn(output::flush(
-        hub,
-        Arc::clone(&reporter),
-        policy.clone(),
-        observer.clone(),
-        request_id.clone(),
-        flush_done.clone(),
-    ));
+    let flusher = tokio::spawn(
+        output::flush(
+            hub,
+            Arc::clone(&reporter),
+            policy.clone(),
+            observer.clone(),
+            request_id.clone(),
+            flush_done.clone(),
+        )
+        .instrument(tracing::Span::current()),
+    );
     let mut flusher = Flusher {
         done: flush_done,
         task: Some(flusher),
@@ -330,16 +333,16 @@ pub(crate) async fn deliver(
 /// A debug line per try (the Request Manager logs each failed one as a warning, with its
 /// error, when it stores it).
 fn log_try(entry: &JobLog) {
-    tracing::debug!(request_id = entry.request_id, job_id = entry.job_id, r#try = entry.r#try, job_type = entry.job_type, state = %entry.state, exit = entry.exit, "job try ended");
+    tracing::debug!(job_id = entry.job_id, r#try = entry.r#try, job_type = entry.job_type, state = %entry.state, exit = entry.exit, "job try ended");
 }
 
 /// Whether a failed delivery was a refusal of this runner as not the owner: then the
 /// chain is abandoned.
-fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken, request_id: &str) {
+fn fenced<T>(res: &Result<T, ReportError>, abandoned: &CancellationToken) {
     if let Err(err) = res
         && err.kind == ReportErrorKind::Fenced
     {
-        tracing::warn!(request_id, error = %err, "this job runner no longer owns the request; its chain is abandoned");
+        tracing::warn!(error = %err, "this job runner no longer owns the request; its chain is abandoned");
         abandoned.cancel();
     }
 }
@@ -431,11 +434,11 @@ async fn deliver_all(
         }
         if !starts.is_empty() {
             let to_send: Vec<TryStart> = starts.iter().map(|(start, _)| start.clone()).collect();
-            let res = with_retries(policy, observer, "try starts", request_id, || {
+            let res = with_retries(policy, observer, "try starts", || {
                 reporter.try_starts(&to_send)
             })
             .await;
-            fenced(&res, abandoned, request_id);
+            fenced(&res, abandoned);
             if abandoned.is_cancelled() {
                 return false;
             }
@@ -466,7 +469,7 @@ async fn deliver_all(
             if logs.is_empty() {
                 return Ok(());
             }
-            with_retries(policy, observer, "job log entries", request_id, || {
+            with_retries(policy, observer, "job log entries", || {
                 reporter.job_logs(&logs)
             })
             .await
@@ -476,14 +479,11 @@ async fn deliver_all(
                 return Ok(());
             };
             // Progress is advisory: a failure is not retried beyond the policy.
-            with_retries(policy, observer, "progress", request_id, || {
-                reporter.progress(body)
-            })
-            .await
+            with_retries(policy, observer, "progress", || reporter.progress(body)).await
         };
         let (logs_sent, progress_sent) = tokio::join!(send_logs, send_progress);
-        fenced(&logs_sent, abandoned, request_id);
-        fenced(&progress_sent, abandoned, request_id);
+        fenced(&logs_sent, abandoned);
+        fenced(&progress_sent, abandoned);
         if abandoned.is_cancelled() {
             return false;
         }
@@ -533,25 +533,25 @@ async fn send_locks(
     locks: &mut LockReports,
 ) {
     for job_id in locks.releases.drain(..) {
-        let res = with_retries(policy, observer, "a job's lock release", request_id, || {
+        let res = with_retries(policy, observer, "a job's lock release", || {
             reporter.release_job_locks(request_id, &job_id)
         })
         .await;
-        fenced(&res, abandoned, request_id);
+        fenced(&res, abandoned);
         if abandoned.is_cancelled() {
             return;
         }
     }
     for (take, answer) in locks.takes.drain(..) {
         let taken = std::sync::Mutex::new(None);
-        let res = with_retries(policy, observer, "a job's locks", request_id, || async {
+        let res = with_retries(policy, observer, "a job's locks", || async {
             let answer = reporter.take_job_locks(request_id, &take).await?;
             *taken.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
             Ok(())
         })
         .await;
         let taken = taken.into_inner().unwrap_or_else(|p| p.into_inner());
-        fenced(&res, abandoned, request_id);
+        fenced(&res, abandoned);
         if abandoned.is_cancelled() {
             return;
         }
@@ -584,18 +584,16 @@ async fn send_end(
 ) -> End {
     match last {
         Some(Report::Finish(finish)) => {
-            let res = with_retries(policy, observer, "final state", request_id, || {
-                reporter.finish(&finish)
-            })
-            .await;
-            fenced(&res, abandoned, request_id);
+            let res =
+                with_retries(policy, observer, "final state", || reporter.finish(&finish)).await;
+            fenced(&res, abandoned);
         }
         Some(Report::Suspend(suspended)) => {
-            let res = with_retries(policy, observer, "suspended chain", request_id, || {
+            let res = with_retries(policy, observer, "suspended chain", || {
                 reporter.suspend(&suspended)
             })
             .await;
-            fenced(&res, abandoned, request_id);
+            fenced(&res, abandoned);
             if abandoned.is_cancelled() {
                 return End::Abandoned;
             }
@@ -611,11 +609,10 @@ async fn send_end(
                     ),
                     job_logs: Vec::new(),
                 };
-                let res = with_retries(policy, observer, "final state", request_id, || {
-                    reporter.finish(&finish)
-                })
-                .await;
-                fenced(&res, abandoned, request_id);
+                let res =
+                    with_retries(policy, observer, "final state", || reporter.finish(&finish))
+                        .await;
+                fenced(&res, abandoned);
                 return End::SuspendFailed;
             }
         }

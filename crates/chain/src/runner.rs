@@ -15,6 +15,7 @@ use job::{Factory, Job, JobId, Outcome, RunContext, Status};
 use proto::{JobArgs, JobLog, State, TryStart};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::incoming::RunJob;
 use crate::output::Hub;
@@ -477,7 +478,10 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                         Either::Right(Box::pin(run_timed(&mut **job_to_run, data, ctx, timeout)))
                     }
                 };
-                let outcome = match try_run.await {
+                // The try's span: what the job logs carries its job and try (and, through
+                // the chain's span, its request).
+                let span = tracing::info_span!("try", job_id = %job.id, r#try = try_no);
+                let outcome = match try_run.instrument(span).await {
                     Ok(outcome) => outcome,
                     Err(payload) => {
                         // The job may be half-changed: the next try makes it anew.
@@ -568,7 +572,8 @@ mod size {
         let size = std::mem::size_of_val(&future);
         // 320 until a try whose start the Request Manager would not take stopped running
         // anyway (the refusal's text is held beside the try): 24 bytes a job; 344 until
-        // a try's context held its request's secret args (issue #33): 8 bytes a job.
-        assert!(size <= 352, "runner future grew to {size} bytes");
+        // a try's context held its request's secret args (issue #33): 8 bytes a job; 352
+        // until each try ran in a span of its own (issue #49): 8 bytes a job.
+        assert!(size <= 360, "runner future grew to {size} bytes");
     }
 }

@@ -16,6 +16,23 @@ pub enum ConfigError {
     Secret(#[from] auth::SecretError),
 }
 
+impl ConfigError {
+    /// `name` as a name of the config's (a webhook's, a trigger's): letters, digits, `-`,
+    /// `_` and `.`; else the error says where (`place`) and what (`kind`) it is.
+    pub(crate) fn check_name(place: &str, kind: &str, name: &str) -> Result<(), ConfigError> {
+        let good = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if good {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid(format!(
+            "{place}: name {name:?} is not a {kind} name; expected letters, digits, -, _ and ."
+        )))
+    }
+}
+
 impl From<String> for ConfigError {
     fn from(text: String) -> ConfigError {
         ConfigError::Invalid(text)

@@ -144,15 +144,7 @@ impl Notify {
 impl Webhook {
     fn load(config: &WebhookConfig) -> Result<Webhook, crate::ConfigError> {
         let name = &config.name;
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(crate::ConfigError::Invalid(format!(
-                "notify.webhooks: name {name:?} is not a webhook name; expected letters, digits, -, _ and ."
-            )));
-        }
+        crate::ConfigError::check_name("notify.webhooks", "webhook", name)?;
         let what = |field: &str| format!("notify.webhooks: {name}: {field}");
         let url = url::Url::parse(&config.url)
             .ok()

@@ -98,15 +98,8 @@ impl Trigger {
     /// Checks `config` and reads its secret; the error names the trigger and the field.
     pub fn load(config: &TriggerConfig) -> Result<Trigger, crate::ConfigError> {
         let name = &config.name;
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(crate::ConfigError::Invalid(format!(
-                "triggers: name {name:?} is not a trigger name; expected letters, digits, -, _ and . (it ends the trigger's URL)"
-            )));
-        }
+        // It ends the trigger's URL.
+        crate::ConfigError::check_name("triggers", "trigger", name)?;
         let what = |field: &str| format!("triggers: {name}: {field}");
         if config.request.is_empty() {
             return Err(crate::ConfigError::Invalid(format!(

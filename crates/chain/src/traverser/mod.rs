@@ -18,6 +18,7 @@ use proto::{FinishRequest, JobArgs, JobLog, JobStatus, State};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::output::Hub;
 use crate::reporter::{self, Report, Reporter};
@@ -130,6 +131,8 @@ struct Traverser {
     deferred: std::collections::VecDeque<JobIdx>,
     /// Jobs started in this turn of the loop.
     started_this_turn: usize,
+    /// The chain's span, which its job tasks run in.
+    span: tracing::Span,
 }
 
 pub(crate) fn spawn(
@@ -145,15 +148,21 @@ pub(crate) fn spawn(
     let request_id: Arc<str> = Arc::from(chain.request_id.as_str());
     let output = Arc::new(Hub::new(chain.jobs.clone(), options.secrets.clone()));
     let abandoned = CancellationToken::new();
-    let delivery = tokio::spawn(reporter::deliver(
-        reporter,
-        options.retry.clone(),
-        options.observer.clone(),
-        chain.request_id.clone(),
-        Arc::clone(&output),
-        reports_rx,
-        abandoned.clone(),
-    ));
+    // The chain's span: every line its tasks log (the traverser's, the delivery's, each
+    // job's) carries its request.
+    let span = tracing::info_span!("chain", request_id = %chain.request_id);
+    let delivery = tokio::spawn(
+        reporter::deliver(
+            reporter,
+            options.retry.clone(),
+            options.observer.clone(),
+            chain.request_id.clone(),
+            Arc::clone(&output),
+            reports_rx,
+            abandoned.clone(),
+        )
+        .instrument(span.clone()),
+    );
     let paused = options.paused;
     let traverser = Traverser {
         request_id: Arc::clone(&request_id),
@@ -180,8 +189,13 @@ pub(crate) fn spawn(
         held: Default::default(),
         deferred: Default::default(),
         started_this_turn: 0,
+        span: span.clone(),
     };
-    tokio::spawn(traverser.run(events_rx, commands_rx, delivery, done_tx));
+    tokio::spawn(
+        traverser
+            .run(events_rx, commands_rx, delivery, done_tx)
+            .instrument(span),
+    );
     Handle {
         request_id,
         commands: commands_tx,
@@ -457,7 +471,7 @@ impl Traverser {
                 };
                 let _ = events.send(event);
             });
-        tokio::spawn(observed).abort_handle()
+        tokio::spawn(observed.instrument(self.span.clone())).abort_handle()
     }
 
     /// A job's runner panicked outside the job's own calls: its try fails.
@@ -467,7 +481,7 @@ impl Traverser {
         };
         self.observe_job_end();
         let error = format!("the job's runner panicked: {panic}");
-        tracing::error!(request_id = %self.request_id, job_id = %self.chain.jobs[idx].id, error, "job runner panicked");
+        tracing::error!(job_id = %self.chain.jobs[idx].id, error, "job runner panicked");
         self.fail_lost_try(idx, &active, runner::now_nanos(), &error);
         // The job's data went with its runner.
         self.chain.data[idx] = JobArgs::new();
@@ -521,7 +535,7 @@ impl Traverser {
         let chain = &self.chain;
         if self.mode == Mode::Abandoning || self.abandoned.is_cancelled() {
             // Another runner owns the request now: nothing more is said about it.
-            tracing::warn!(request_id = %chain.request_id, "chain abandoned: this job runner no longer owns the request");
+            tracing::warn!("chain abandoned: this job runner no longer owns the request");
             self.backlog.clear();
             return Final {
                 state: State::Unknown,
@@ -573,7 +587,7 @@ impl Traverser {
             let _ = self.reports.send(earlier).await;
         }
         let _ = self.reports.send(report).await;
-        tracing::debug!(request_id = %chain.request_id, state = %state, finished_jobs, "chain ended");
+        tracing::debug!(state = %state, finished_jobs, "chain ended");
         Final {
             state,
             finished_jobs,

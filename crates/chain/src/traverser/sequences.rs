@@ -140,7 +140,7 @@ impl Traverser {
                 proto::duration::format(timeout)
             )
         };
-        tracing::warn!(request_id = %self.request_id, sequence = %self.chain.jobs[start].name, reason, "sequence timed out");
+        tracing::warn!(sequence = %self.chain.jobs[start].name, reason, "sequence timed out");
         {
             let mut reasons = self
                 .stop_reasons

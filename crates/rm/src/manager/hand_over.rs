@@ -88,6 +88,7 @@ impl Manager {
     // (passing over runners that lack its types), and answer each way the runner
     // answered (running, stopped meanwhile, later, credentials refused, types missing,
     // refused).
+    #[tracing::instrument(name = "hand_over", skip_all, fields(request_id = %request_id))]
     pub(super) async fn hand_over(
         &self,
         request_id: &RequestId,
@@ -153,7 +154,12 @@ impl Manager {
         }
         match handed {
             Ok(HandedOver { url, instance }) => {
-                tracing::info!(%request_id, jr_url = url, instance, epoch, "request handed to a job runner");
+                tracing::info!(
+                    jr_url = url,
+                    instance,
+                    epoch,
+                    "request handed to a job runner"
+                );
                 let owner = Fence { instance, epoch };
                 match self
                     .batcher

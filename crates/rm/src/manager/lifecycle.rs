@@ -95,6 +95,11 @@ impl Manager {
     // runtime, the locks' keys checked, one group-committed transaction (request, chain,
     // secrets, locks, delivery), then the first hand-over; each step's refusal is
     // answered where it happens, before anything is stored or after.
+    #[tracing::instrument(
+        name = "request",
+        skip_all,
+        fields(request_id = tracing::field::Empty, request_type = %create_request.request_type)
+    )]
     pub(crate) async fn create_from(
         &self,
         mut create_request: CreateRequest,
@@ -198,13 +203,8 @@ impl Manager {
             span.kind = traces::Kind::Server;
             span
         });
-        tracing::info!(
-            request_id = %request.id,
-            request_type = %request.request_type,
-            user,
-            jobs = request.total_jobs,
-            "request created"
-        );
+        tracing::Span::current().record("request_id", tracing::field::display(&request.id));
+        tracing::info!(user, jobs = request.total_jobs, "request created");
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
         let request_id = RequestId::new(request.id.clone());

@@ -384,8 +384,8 @@ fn failed_tries(entries: &[JobLog]) -> Vec<JobLog> {
 
 fn log_failed_tries(failed: &[JobLog]) {
     for entry in failed {
+        let _request = tracing::info_span!("request", request_id = %entry.request_id).entered();
         tracing::warn!(
-            request_id = %entry.request_id,
             job_id = %entry.job_id,
             job = entry.name,
             r#try = entry.r#try,

@@ -175,6 +175,7 @@ impl Manager {
     }
 
     pub(super) fn log_finished(&self, request_id: &str, request: Result<Request, store::Error>) {
+        let _request = tracing::info_span!("request", request_id).entered();
         match request {
             Ok(request) => {
                 let runtime = match (request.started_at, request.finished_at) {
@@ -186,7 +187,6 @@ impl Manager {
                 };
                 self.request_ended(&request);
                 tracing::info!(
-                    %request_id,
                     state = %request.state,
                     runtime,
                     finished_jobs = request.finished_jobs,
@@ -194,7 +194,7 @@ impl Manager {
                     "request finished"
                 );
             }
-            Err(err) => tracing::info!(%request_id, error = %err, "request finished"),
+            Err(err) => tracing::info!(error = %err, "request finished"),
         }
     }
 

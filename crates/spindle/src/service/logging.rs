@@ -21,7 +21,8 @@ pub(super) fn log_filter(text: &str) -> anyhow::Result<tracing_subscriber::EnvFi
 
 /// Logs go to stderr: text in colour only on a terminal (and not with `NO_COLOR`), so
 /// that a log file or journal holds plain text; or one JSON object a line, its fields
-/// (request_id, job_id, try, ...) at the top level. The level is `log_level`, else
+/// and those of the spans it is in (the request's, the chain's, a hand-over's:
+/// request_id, job_id, try, ...) at the top level. The level is `log_level`, else
 /// `RUST_LOG`, else info.
 pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
     let filter = level
@@ -30,13 +31,30 @@ pub(super) fn init_logging(format: LogFormat, level: Option<&str>) {
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => logs.with_ansi(colour).try_init(),
-        LogFormat::Json => logs.json().flatten_event(true).try_init(),
-    };
+    // A second init (tests run several services in one process) keeps the first.
+    match format {
+        LogFormat::Text => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(colour)
+                .try_init();
+        }
+        LogFormat::Json => {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            use tracing_subscriber::util::SubscriberInitExt as _;
+            let json = json_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .flatten_event(true)
+                .flatten_span_list_on_top_level(true)
+                .with_current_span(false)
+                .with_span_list(false);
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(json)
+                .try_init();
+        }
+    }
 }
 
 /// How log lines are written.

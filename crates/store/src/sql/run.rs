@@ -83,47 +83,32 @@ impl<'q> Statement<'q> {
 }
 
 /// How a statement runs on a connection of `DB`, for a backend whose types meet sqlx's
-/// bounds: each [`Backend`] impl's `fetch_all`, `fetch_optional` and `execute` are these.
+/// bounds: each [`Backend`] impl's `fetch_all`, `fetch_optional` and `execute` are these,
+/// one function each of sqlx's of the same name.
 pub(crate) mod run_on {
     use super::*;
 
-    pub(crate) fn fetch_all<'e, 'q: 'e, DB>(
-        conn: &'e mut DB::Connection,
-        statement: Statement<'q>,
-    ) -> BoxFuture<'e, Result<Vec<DB::Row>, sqlx::Error>>
-    where
-        DB: Backend,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        Param<'q>: Binds<'q, DB>,
-    {
-        Box::pin(statement.query::<DB>().fetch_all(conn))
+    macro_rules! run_on {
+        ($($run:ident -> $answer:ty;)*) => {$(
+            pub(crate) fn $run<'e, 'q: 'e, DB>(
+                conn: &'e mut DB::Connection,
+                statement: Statement<'q>,
+            ) -> BoxFuture<'e, Result<$answer, sqlx::Error>>
+            where
+                DB: Backend,
+                for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+                DB::Arguments: IntoArguments<DB>,
+                Param<'q>: Binds<'q, DB>,
+            {
+                Box::pin(statement.query::<DB>().$run(conn))
+            }
+        )*};
     }
 
-    pub(crate) fn fetch_optional<'e, 'q: 'e, DB>(
-        conn: &'e mut DB::Connection,
-        statement: Statement<'q>,
-    ) -> BoxFuture<'e, Result<Option<DB::Row>, sqlx::Error>>
-    where
-        DB: Backend,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        Param<'q>: Binds<'q, DB>,
-    {
-        Box::pin(statement.query::<DB>().fetch_optional(conn))
-    }
-
-    pub(crate) fn execute<'e, 'q: 'e, DB>(
-        conn: &'e mut DB::Connection,
-        statement: Statement<'q>,
-    ) -> BoxFuture<'e, Result<DB::QueryResult, sqlx::Error>>
-    where
-        DB: Backend,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        Param<'q>: Binds<'q, DB>,
-    {
-        Box::pin(statement.query::<DB>().execute(conn))
+    run_on! {
+        fetch_all -> Vec<DB::Row>;
+        fetch_optional -> Option<DB::Row>;
+        execute -> DB::QueryResult;
     }
 }
 
