@@ -22,7 +22,7 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 
 pub use acl::{AclEntry, Acls};
-pub use tokens::{TOKEN_PREFIX, TokenLine, Tokens, hash_token, new_token};
+pub use tokens::{TOKEN_PREFIX, TokenLine, Tokens, TokensError, hash_token, new_token};
 
 /// The name of the cookie the web UI keeps its token in.
 pub const TOKEN_COOKIE: &str = "spindle_token";

@@ -67,6 +67,20 @@ impl std::fmt::Display for TokenLine {
 }
 
 /// The tokens of a tokens file, by hash.
+/// Why a tokens file cannot be used: it cannot be read, or a line (named `file:line`) is
+/// not what `spindle token create` prints.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensError {
+    /// The file's error is in the message (not a source: printed once).
+    #[error("cannot read the tokens file {}: {error}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{at}: {problem}")]
+    Line { at: String, problem: String },
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     by_hash: HashMap<String, (String, Vec<String>)>,
@@ -74,7 +88,7 @@ pub struct Tokens {
 
 impl Tokens {
     /// Reads a tokens file; an error names the line and what was expected.
-    pub fn parse(file: &str, text: &str) -> Result<Tokens, String> {
+    pub fn parse(file: &str, text: &str) -> Result<Tokens, TokensError> {
         let mut by_hash = HashMap::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -82,21 +96,20 @@ impl Tokens {
                 continue;
             }
             let at = || format!("{file}:{}", n + 1);
+            let bad = |problem: String| TokensError::Line { at: at(), problem };
             let mut words = line.split_whitespace();
             let hash = words.next().unwrap_or_default();
             let valid = hash
                 .strip_prefix("sha256:")
                 .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
             if !valid {
-                return Err(format!(
-                    "{}: {hash:?} is not a token hash; expected sha256: and 64 hex digits (the line `spindle token create` prints)",
-                    at()
-                ));
+                return Err(bad(format!(
+                    "{hash:?} is not a token hash; expected sha256: and 64 hex digits (the line `spindle token create` prints)"
+                )));
             }
             let Some(user) = words.next() else {
-                return Err(format!(
-                    "{}: the line names no user; expected HASH USER [ROLE,...]",
-                    at()
+                return Err(bad(
+                    "the line names no user; expected HASH USER [ROLE,...]".to_owned()
                 ));
             };
             let roles: Vec<String> = words
@@ -109,24 +122,25 @@ impl Tokens {
                 })
                 .unwrap_or_default();
             if let Some(extra) = words.next() {
-                return Err(format!(
-                    "{}: unexpected {extra:?}; expected HASH USER [ROLE,ROLE...] (roles separated by commas, no spaces)",
-                    at()
-                ));
+                return Err(bad(format!(
+                    "unexpected {extra:?}; expected HASH USER [ROLE,ROLE...] (roles separated by commas, no spaces)"
+                )));
             }
             if by_hash
                 .insert(hash.to_ascii_lowercase(), (user.to_owned(), roles))
                 .is_some()
             {
-                return Err(format!("{}: the same token hash is listed twice", at()));
+                return Err(bad("the same token hash is listed twice".to_owned()));
             }
         }
         Ok(Tokens { by_hash })
     }
 
-    pub fn read(path: &Path) -> Result<Tokens, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the tokens file {}: {err}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Tokens, TokensError> {
+        let text = std::fs::read_to_string(path).map_err(|error| TokensError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
         Tokens::parse(&path.display().to_string(), &text)
     }
 

@@ -21,10 +21,10 @@ pub(crate) fn node_locks(
             None => String::new(),
             Some(key_arg) => {
                 spec::lock_key(&name.value, &key_arg.value, inputs.get(&key_arg.value)).map_err(
-                    |message| Error::Value {
+                    |err| Error::Value {
                         sequence: seq.name.clone(),
                         node: node.name.clone(),
-                        message,
+                        message: err.to_string(),
                     },
                 )?
             }

@@ -34,15 +34,18 @@ impl BulkAction {
     }
 
     /// The action named `name`, or an error that lists the names.
-    pub fn parse(name: &str) -> Result<BulkAction, String> {
+    pub fn parse(name: &str) -> Result<BulkAction, UnknownAction> {
         BulkAction::ALL
             .into_iter()
             .find(|action| action.name() == name)
-            .ok_or_else(|| {
-                format!("unknown bulk action '{name}'; expected stop, retry, pause or resume")
-            })
+            .ok_or_else(|| UnknownAction(name.to_owned()))
     }
 }
+
+/// A bulk action's name that is none of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown bulk action '{0}'; expected stop, retry, pause or resume")]
+pub struct UnknownAction(pub String);
 
 /// What happened to one request, or would on a dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

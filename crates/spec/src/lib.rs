@@ -25,10 +25,10 @@ pub use graph::SequenceGraph;
 pub use job_types::JobTypes;
 pub use load::{Fingerprint, LoadError, fingerprint};
 pub use model::{
-    Acl, ArgDecl, Category, LOCK_KEY_MAX, Lock, Node, NodeArg, NodeSet, Pool, Sequence,
-    SequenceArgs, Spanned, Specs, WhenTaken, lock_key,
+    Acl, ArgDecl, Category, LOCK_KEY_MAX, Lock, LockKeyError, Node, NodeArg, NodeSet, Pool,
+    Sequence, SequenceArgs, Spanned, Specs, WhenTaken, lock_key,
 };
-pub use schedule::Schedule;
+pub use schedule::{Schedule, ScheduleError};
 
 /// The built-in sequence that does nothing, so that a conditional can say `default: noop`.
 /// A sequence of that name in the specs takes its place.

@@ -290,31 +290,36 @@ impl Pool {
     }
 }
 
+/// A lock's key arg whose value cannot key it, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LockKeyError(pub String);
+
 /// The longest value a lock's key may have, in characters (what the databases index).
 pub const LOCK_KEY_MAX: usize = 500;
 
 /// The key of lock `name` (keyed by arg `key_arg`) for the arg's `value`: a string as it
 /// is, a number or true/false as written; else (a list, a map, null, not given, or over
 /// [`LOCK_KEY_MAX`] characters) what is wrong and what was expected.
-pub fn lock_key(name: &str, key_arg: &str, value: Option<&Value>) -> Result<String, String> {
+pub fn lock_key(name: &str, key_arg: &str, value: Option<&Value>) -> Result<String, LockKeyError> {
     let key = match value {
         Some(Value::String(text)) => text.clone(),
         Some(value @ (Value::Number(_) | Value::Bool(_))) => value.to_string(),
         other => {
-            return Err(format!(
+            return Err(LockKeyError(format!(
                 "lock `{name}` is keyed by arg `{key_arg}`, whose value is {}; expected a string, a number or true/false (one lock per value)",
                 other.map_or_else(
                     || "not given".to_owned(),
                     |v| format!("{} {v}", proto::json_kind(v))
                 )
-            ));
+            )));
         }
     };
     let length = key.chars().count();
     if length > LOCK_KEY_MAX {
-        return Err(format!(
+        return Err(LockKeyError(format!(
             "lock `{name}` is keyed by arg `{key_arg}`, whose value is {length} characters long; expected at most {LOCK_KEY_MAX}"
-        ));
+        )));
     }
     Ok(key)
 }

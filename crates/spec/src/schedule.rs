@@ -88,27 +88,58 @@ impl Fires {
     }
 }
 
+/// Why a schedule cannot fire: which of its fields, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The field is not given, and what it should hold.
+    #[error("`{0}` is missing; expected {1}")]
+    Missing(&'static str, &'static str),
+    /// The field's value cannot be used.
+    #[error("`{field}`: {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: String,
+    },
+}
+
+impl ScheduleError {
+    /// The schedule's field it is about (`cron`, `timezone`, `request`, …).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ScheduleError::Missing(field, _) | ScheduleError::Invalid { field, .. } => field,
+        }
+    }
+}
+
 /// Parses a cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6
 /// or 7 with seconds first (and a year last).
-pub fn parse_cron(text: &str) -> Result<cron::Schedule, String> {
+pub fn parse_cron(text: &str) -> Result<cron::Schedule, ScheduleError> {
+    let invalid = |problem: String| ScheduleError::Invalid {
+        field: "cron",
+        problem,
+    };
     let fields = text.split_whitespace().count();
     let expression = match fields {
         5 => format!("0 {text}"),
         6 | 7 => text.to_owned(),
         n => {
-            return Err(format!(
+            return Err(invalid(format!(
                 "{text:?} has {n} fields; expected 5 (minute hour day-of-month month day-of-week), or 6-7 with seconds first"
-            ));
+            )));
         }
     };
-    cron::Schedule::from_str(&expression).map_err(|err| format!("{text:?}: {err}"))
+    cron::Schedule::from_str(&expression).map_err(|err| invalid(format!("{text:?}: {err}")))
 }
 
 /// Parses a time zone name (`UTC`, `Europe/Berlin`).
-pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
-    name.parse::<chrono_tz::Tz>().map_err(|_| {
-        format!("unknown time zone {name:?}; expected an IANA name such as UTC or Europe/Berlin")
-    })
+pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, ScheduleError> {
+    name.parse::<chrono_tz::Tz>()
+        .map_err(|_| ScheduleError::Invalid {
+            field: "timezone",
+            problem: format!(
+                "unknown time zone {name:?}; expected an IANA name such as UTC or Europe/Berlin"
+            ),
+        })
 }
 
 fn policy<T>(value: Option<&Spanned<String>>, skip: T, start: T) -> Result<T, String> {
@@ -121,20 +152,20 @@ fn policy<T>(value: Option<&Spanned<String>>, skip: T, start: T) -> Result<T, St
 
 impl Schedule {
     /// The schedule ready to fire, or why it cannot (the linter reports the same).
-    pub fn fires(&self) -> Result<Fires, String> {
+    pub fn fires(&self) -> Result<Fires, ScheduleError> {
         let cron = self
             .cron
             .as_ref()
-            .ok_or_else(|| "`cron` is missing; expected a cron expression".to_owned())?;
-        let schedule = parse_cron(&cron.value).map_err(|err| format!("`cron`: {err}"))?;
+            .ok_or(ScheduleError::Missing("cron", "a cron expression"))?;
+        let schedule = parse_cron(&cron.value)?;
         let timezone = match &self.timezone {
-            Some(tz) => parse_timezone(&tz.value).map_err(|err| format!("`timezone`: {err}"))?,
+            Some(tz) => parse_timezone(&tz.value)?,
             None => chrono_tz::UTC,
         };
         let request = self
             .request
             .as_ref()
-            .ok_or_else(|| "`request` is missing; expected a request type".to_owned())?;
+            .ok_or(ScheduleError::Missing("request", "a request type"))?;
         Ok(Fires {
             name: self.name.clone(),
             cron: cron.value.clone(),
@@ -142,10 +173,18 @@ impl Schedule {
             timezone,
             request: request.value.clone(),
             args: self.args.clone(),
-            overlap: policy(self.overlap.as_ref(), Overlap::Skip, Overlap::Start)
-                .map_err(|err| format!("`overlap`: {err}"))?,
-            missed: policy(self.missed.as_ref(), Missed::Skip, Missed::Start)
-                .map_err(|err| format!("`missed`: {err}"))?,
+            overlap: policy(self.overlap.as_ref(), Overlap::Skip, Overlap::Start).map_err(
+                |problem| ScheduleError::Invalid {
+                    field: "overlap",
+                    problem,
+                },
+            )?,
+            missed: policy(self.missed.as_ref(), Missed::Skip, Missed::Start).map_err(
+                |problem| ScheduleError::Invalid {
+                    field: "missed",
+                    problem,
+                },
+            )?,
         })
     }
 }

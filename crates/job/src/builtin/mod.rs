@@ -83,23 +83,30 @@ mod go_duration {
     }
 }
 
+/// A sleep duration that is not one, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SleepDurationError(pub String);
+
 /// Reads a sleep duration as Spin Cycle's dev jobs take it — milliseconds, as a number or
 /// a string of digits — or as a Go duration such as `500ms`, `1.5s` or `1h2m`.
-pub fn parse_sleep_duration(value: &Value) -> Result<Duration, String> {
+pub fn parse_sleep_duration(value: &Value) -> Result<Duration, SleepDurationError> {
     let expected = "expected milliseconds (such as 1000) or a duration (such as 500ms, 1.5s, 1h2m)";
     match value {
         Value::Number(number) => match number.as_u64() {
             Some(millis) => Ok(Duration::from_millis(millis)),
-            None => Err(format!(
+            None => Err(SleepDurationError(format!(
                 "{number} is not a whole number of milliseconds; {expected}"
-            )),
+            ))),
         },
         Value::String(text) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => text
             .parse::<u64>()
             .map(Duration::from_millis)
-            .map_err(|err| format!("{text:?}: {err}; {expected}")),
-        Value::String(text) => proto::duration::parse(text).map_err(|err| format!("{err}")),
-        other => Err(format!("found {other}; {expected}")),
+            .map_err(|err| SleepDurationError(format!("{text:?}: {err}; {expected}"))),
+        Value::String(text) => {
+            proto::duration::parse(text).map_err(|err| SleepDurationError(format!("{err}")))
+        }
+        other => Err(SleepDurationError(format!("found {other}; {expected}"))),
     }
 }
 

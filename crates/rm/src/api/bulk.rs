@@ -17,7 +17,7 @@ pub(super) async fn bulk(
     Path(action): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, Error> {
-    let action = BulkAction::parse(&action).map_err(Error::BadRequest)?;
+    let action = BulkAction::parse(&action).map_err(|err| Error::BadRequest(err.to_string()))?;
     let query = query.unwrap_or_default();
     let mut dry_run = true;
     let mut words = Vec::new();

@@ -73,7 +73,7 @@ impl Manager {
                 Some(key_arg) => {
                     let value = args.iter().find(|arg| arg.name == key_arg.value);
                     spec::lock_key(&name.value, &key_arg.value, value.map(|arg| &arg.value))
-                        .map_err(Error::BadRequest)?
+                        .map_err(|err| Error::BadRequest(err.to_string()))?
                 }
             };
             // Round robin over the caller, or over an arg's values (a team).

@@ -44,12 +44,8 @@ fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diag
         });
     };
     if let Err(err) = schedule.fires() {
-        let field = err
-            .strip_prefix('`')
-            .and_then(|rest| rest.split_once('`'))
-            .map_or("cron", |(field, _)| field)
-            .to_owned();
-        let pos = match field.as_str() {
+        let field = err.field();
+        let pos = match field {
             "timezone" => schedule.timezone.as_ref().map(|v| v.pos),
             "overlap" => schedule.overlap.as_ref().map(|v| v.pos),
             "missed" => schedule.missed.as_ref().map(|v| v.pos),
@@ -57,7 +53,7 @@ fn schedule_checks(specs: &Specs, schedule: &crate::Schedule, out: &mut Vec<Diag
             _ => schedule.cron.as_ref().map(|v| v.pos),
         }
         .unwrap_or(schedule.pos);
-        push(pos, &field, err);
+        push(pos, field, err.to_string());
     }
     let Some(request) = &schedule.request else {
         return;

@@ -42,7 +42,7 @@ pub(super) fn schedules_of(specs: &spec::Specs) -> Vec<spec::schedule::Fires> {
             Err(err) => {
                 tracing::error!(
                     schedule = schedule.name,
-                    error = err,
+                    error = %err,
                     "schedule not started"
                 );
                 None

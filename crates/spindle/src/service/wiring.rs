@@ -159,8 +159,7 @@ pub(crate) fn build_auth(
         authenticators.push(Arc::new(provider));
     }
     if let Some(path) = &config.tokens {
-        let tokens =
-            auth::Tokens::read(path).map_err(|err| anyhow::anyhow!("auth.tokens: {err}"))?;
+        let tokens = auth::Tokens::read(path).context("auth.tokens")?;
         authenticators.push(Arc::new(tokens));
     }
     if let Some(certs) = &config.client_certificates {
