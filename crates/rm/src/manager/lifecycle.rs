@@ -90,16 +90,16 @@ impl Manager {
     /// [`Manager::create`], for `delivery` when a trigger's event asks for the request:
     /// the delivery is stored in the transaction that stores the request, and one sent
     /// before gets the request it created (nothing is stored or started).
-    // Long because a create is one sequence whose steps share what the earlier ones
-    // made: the backlog check, the args (secret ones taken out), the chain built off the
-    // runtime, the locks' keys checked, one group-committed transaction (request, chain,
-    // secrets, locks, delivery), then the first hand-over; each step's refusal is
-    // answered where it happens, before anything is stored or after.
     #[tracing::instrument(
         name = "request",
         skip_all,
         fields(request_id = tracing::field::Empty, request_type = %create_request.request_type)
     )]
+    // Long because a create is one sequence whose steps share what the earlier ones
+    // made: the backlog check, the args (secret ones taken out), the chain built off the
+    // runtime, the locks' keys checked, one group-committed transaction (request, chain,
+    // secrets, locks, delivery), then the first hand-over; each step's refusal is
+    // answered where it happens, before anything is stored or after.
     pub(crate) async fn create_from(
         &self,
         mut create_request: CreateRequest,

@@ -239,6 +239,9 @@ fn limited(router: axum::Router, limits: &Limits) -> axum::Router {
 }
 
 /// Serves `router` on `listener` until `stop`, then lets the requests in flight finish.
+// Long because it is the accept loop and each connection's task, plain or TLS (the
+// handshake bounded by the header timeout, the client certificate read into the peer),
+// all owned here until the last connection ends.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: axum::Router,
