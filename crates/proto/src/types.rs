@@ -560,6 +560,10 @@ pub struct CreateRequest {
     /// declares (higher is served first; the type's `priority:` when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Spindle's addition, for clients that cannot set the `Idempotency-Key` header: a
+    /// create sent again with the same key answers the request the first one created.
+    #[serde(rename = "idempotencyKey", skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for CreateRequest {
@@ -615,6 +619,16 @@ impl<'de> Deserialize<'de> for CreateRequest {
                     )));
                 };
                 create_request.priority = Some(priority);
+            }
+        }
+        match find("idempotencyKey") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(key)) => create_request.idempotency_key = Some(key.clone()),
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "field idempotencyKey: expected a string (the same for a create sent again), got {}",
+                    json_kind(other)
+                )));
             }
         }
         Ok(create_request)

@@ -57,6 +57,10 @@ pub enum Error {
     /// The request is not in a state that allows this (409).
     #[error("{0}")]
     Conflict(String),
+    /// Well-formed, but not what it may be (422): an idempotency key sent again with
+    /// other args.
+    #[error("{0}")]
+    Unprocessable(String),
     /// A report from a Job Runner that no longer owns the request (409, with the
     /// `Spindle-Fenced` header, which tells the runner to abandon the chain).
     #[error("{0}")]
@@ -95,6 +99,7 @@ impl Error {
             Error::Forbidden(_) => 403,
             Error::NotFound(_) => 404,
             Error::Conflict(_) | Error::Fenced(_) => 409,
+            Error::Unprocessable(_) => 422,
             Error::UnsupportedMediaType(_) => 415,
             Error::MethodNotAllowed(_) => 405,
             Error::Unavailable { .. } | Error::Overloaded { .. } => 503,

@@ -25,6 +25,8 @@ pub use manager::{FixedRunner, Manager, Options, spec_version};
 #[cfg(test)]
 mod backlog_tests;
 #[cfg(test)]
+mod idempotency_tests;
+#[cfg(test)]
 mod lock_tests;
 #[cfg(test)]
 mod notification_tests;

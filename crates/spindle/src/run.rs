@@ -114,6 +114,7 @@ pub(crate) async fn run(
         args: request_args,
         user: user.clone(),
         priority: None,
+        idempotency_key: None,
     };
     let request = match local.manager.create(create_request, &user, "").await {
         Ok(request) => request,

@@ -148,6 +148,7 @@ fn request(
         args: create_args,
         user: user.to_owned(),
         priority: None,
+        idempotency_key: None,
     };
     (request, create)
 }

@@ -18,6 +18,9 @@ pub(super) async fn metrics(State(manager): Shared, headers: HeaderMap) -> Resul
     ))
 }
 
+/// The header that makes a create idempotent.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
 pub(super) async fn create(
     State(manager): Shared,
     caller: Option<axum::Extension<auth::Caller>>,
@@ -52,12 +55,32 @@ pub(super) async fn create(
             .map(str::to_owned)
             .unwrap_or_else(|| create_request.user.clone()),
     };
-    let request = manager
-        .create(create_request, &user, &address_of(peer.as_deref()))
-        .await?;
+    // A key (the header's, else the body's) makes the create idempotent (issue #48).
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|value| {
+            value.to_str().map(str::to_owned).map_err(|_| {
+                Error::BadRequest("header Idempotency-Key: expected printable text".to_owned())
+            })
+        })
+        .transpose()?
+        .or_else(|| create_request.idempotency_key.clone());
+    let address = address_of(peer.as_deref());
+    let (request, new) = match key {
+        Some(key) => {
+            manager
+                .create_once(create_request, &user, &address, &key)
+                .await?
+        }
+        None => (manager.create(create_request, &user, &address).await?, true),
+    };
     let location = format!("/api/v1/requests/{}", request.id);
     Ok((
-        StatusCode::CREATED,
+        if new {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
         [(header::LOCATION, location)],
         Json(request),
     )

@@ -47,6 +47,26 @@ pub(crate) fn state_refusal(
     Some(format!("request {request_id} in state {state}, {expected}"))
 }
 
+/// The pseudo-trigger idempotency keys are stored under, beside triggers' deliveries (a
+/// trigger's name cannot hold `:`).
+const IDEMPOTENCY_KEYS: &str = "api:idempotency-key";
+
+/// Whether `request` is what a create of `request_type` with `args` makes: the same type
+/// and the same given args (a secret arg, stored as its placeholder, matches any value).
+fn same_create(request: &Request, request_type: &str, args: &proto::JobArgs) -> bool {
+    let given: Vec<&proto::RequestArg> = request.args.iter().filter(|arg| arg.given).collect();
+    request.request_type == request_type
+        && given.len() == args.len()
+        && given.iter().all(|arg| match args.get(&arg.name) {
+            None => false,
+            Some(_) if arg.secret => true,
+            Some(value) => {
+                value == &arg.value
+                    || arg.value.as_str() == Some(job::secret_placeholder(&arg.name).as_str())
+            }
+        })
+}
+
 /// What a create did.
 pub(crate) enum Created {
     /// Stored (and handed over, unless it waits for a lock).
@@ -84,6 +104,50 @@ impl Manager {
                 message: format!("a create without a delivery was taken for one of request {id}"),
                 source: None,
             }),
+        }
+    }
+
+    /// [`Manager::create`], once per idempotency `key` (issue #48): the key is stored in
+    /// the create's transaction, as a trigger's delivery is, so that a create sent again
+    /// with it (its answer lost) answers the request the first created, `false` (not new);
+    /// the same key with another request type or other args is refused (422), naming
+    /// the first request. A key is kept as long as its request.
+    pub async fn create_once(
+        &self,
+        create_request: CreateRequest,
+        user: &str,
+        address: &str,
+        key: &str,
+    ) -> Result<(Request, bool), Error> {
+        if key.is_empty() || key.len() > 200 || key.chars().any(char::is_control) {
+            return Err(Error::BadRequest(format!(
+                "idempotency key {key:?}: expected 1 to 200 printable characters, the same for a create sent again"
+            )));
+        }
+        let asked = (
+            create_request.request_type.clone(),
+            create_request.args.clone(),
+        );
+        let delivery = store::Delivery {
+            trigger: IDEMPOTENCY_KEYS.to_owned(),
+            id: key.to_owned(),
+        };
+        match self
+            .create_from(create_request, user, address, Some(delivery))
+            .await?
+        {
+            Created::New(request) => Ok((*request, true)),
+            Created::Duplicate(first) => {
+                let request = self.store.get_request(&first, false).await?;
+                if same_create(&request, &asked.0, &asked.1) {
+                    Ok((request, false))
+                } else {
+                    Err(Error::Unprocessable(format!(
+                        "idempotency key {key:?} was used by request {first} (type {}) with other args; expected the same request type and args, or a new key",
+                        request.request_type
+                    )))
+                }
+            }
         }
     }
 

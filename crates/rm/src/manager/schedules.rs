@@ -121,6 +121,7 @@ impl Manager {
                 args: fires.args.clone(),
                 user: user.clone(),
                 priority: None,
+                idempotency_key: None,
             };
             match self.create(create, &user, "").await {
                 Ok(request) => {

@@ -71,6 +71,7 @@ impl Manager {
             args: trigger.args(&event)?,
             user: trigger.user().to_owned(),
             priority: None,
+            idempotency_key: None,
         };
         let delivery = store::Delivery {
             trigger: name.to_owned(),

@@ -8,6 +8,18 @@ use proto::{
 };
 use serde::de::DeserializeOwned;
 
+/// How many times a create with an idempotency key is sent, at most.
+const CREATE_TRIES: u32 = 4;
+
+/// The wait before a create is sent again, doubled each time.
+const CREATE_RETRY_WAIT: Duration = Duration::from_millis(500);
+
+/// A new idempotency key for one create (`spindle start`, `rerun`).
+pub(crate) fn idempotency_key() -> String {
+    use rand::RngExt as _;
+    format!("spindle-{:032x}", rand::rng().random::<u128>())
+}
+
 /// Why a call to the Request Manager failed.
 #[derive(Debug)]
 pub(crate) enum ClientError {
@@ -123,18 +135,40 @@ impl Client {
         self.get("/api/v1/request-list").await
     }
 
+    /// Creates a request. With an idempotency key, a create whose answer is lost (the
+    /// server unreachable, no answer in time, 503) is sent again with the same key, a few
+    /// times: the server answers the request the first one created, never a second one.
     pub(crate) async fn create(
         &self,
         create_request: &CreateRequest,
     ) -> Result<Request, ClientError> {
-        let response = self
-            .send(
-                self.http
-                    .post(format!("{}/api/v1/requests", self.addr))
-                    .json(create_request),
-            )
-            .await?;
-        response.json().await.map_err(|err| self.error(err))
+        let mut wait = CREATE_RETRY_WAIT;
+        let mut tries = 1;
+        loop {
+            let mut post = self
+                .http
+                .post(format!("{}/api/v1/requests", self.addr))
+                .json(create_request);
+            if let Some(key) = &create_request.idempotency_key {
+                post = post.header("Idempotency-Key", key);
+            }
+            let answer = match self.send(post).await {
+                Ok(response) => response.json().await.map_err(|err| self.error(err)),
+                Err(err) => Err(err),
+            };
+            let lost = matches!(
+                answer,
+                Err(ClientError::Unreachable { .. }
+                    | ClientError::Timeout { .. }
+                    | ClientError::Api { status: 503, .. })
+            );
+            if !lost || create_request.idempotency_key.is_none() || tries == CREATE_TRIES {
+                return answer;
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+            tries += 1;
+        }
     }
 
     pub(crate) async fn request(&self, id: &str) -> Result<Request, ClientError> {

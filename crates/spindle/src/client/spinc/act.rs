@@ -80,6 +80,7 @@ pub(crate) async fn rerun(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> {
         args: given,
         user: crate::client::api::caller(),
         priority: None,
+        idempotency_key: Some(crate::client::api::idempotency_key()),
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,

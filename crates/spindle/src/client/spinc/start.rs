@@ -203,6 +203,7 @@ pub(crate) async fn start(args: &ClientArgs, start: &StartArgs) -> anyhow::Resul
         args: given,
         user: crate::client::api::caller(),
         priority: start.priority,
+        idempotency_key: Some(crate::client::api::idempotency_key()),
     };
     let request = match client.create(&create_request).await {
         Ok(request) => request,
