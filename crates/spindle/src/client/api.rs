@@ -136,8 +136,10 @@ impl Client {
     }
 
     /// Creates a request. With an idempotency key, a create whose answer is lost (the
-    /// server unreachable, no answer in time, 503) is sent again with the same key, a few
+    /// server unreachable, or no answer in time) is sent again with the same key, a few
     /// times: the server answers the request the first one created, never a second one.
+    /// An answer, a refusal too (503 for back-pressure says when to come back), is not
+    /// sent again.
     pub(crate) async fn create(
         &self,
         create_request: &CreateRequest,
@@ -158,9 +160,7 @@ impl Client {
             };
             let lost = matches!(
                 answer,
-                Err(ClientError::Unreachable { .. }
-                    | ClientError::Timeout { .. }
-                    | ClientError::Api { status: 503, .. })
+                Err(ClientError::Unreachable { .. } | ClientError::Timeout { .. })
             );
             if !lost || create_request.idempotency_key.is_none() || tries == CREATE_TRIES {
                 return answer;
