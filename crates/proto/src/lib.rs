@@ -7,6 +7,7 @@
 
 pub mod args;
 mod bulk;
+mod create;
 pub mod duration;
 mod filter;
 mod id;
@@ -20,6 +21,7 @@ mod triggers;
 mod types;
 
 pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
+pub use create::CreateRequest;
 pub use filter::{FilterError, RequestFilter};
 pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};
@@ -31,10 +33,10 @@ pub use runners::{
 pub use state::{State, UnknownState};
 pub use triggers::{TriggerAccepted, TriggerDelivery, TriggerStatus};
 pub use types::{
-    Answer, CreateRequest, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
-    OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
-    RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, ScheduleRun,
-    ScheduleStatus, SpecFile, SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
+    Answer, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, OUTPUT_HEAD_BYTES,
+    OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request, RequestArg, RequestArgType,
+    RequestProgress, RequestSpec, RunningStatus, ScheduleRun, ScheduleStatus, SpecFile,
+    SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.
