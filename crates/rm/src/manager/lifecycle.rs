@@ -272,9 +272,24 @@ impl Manager {
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
         let request_id = RequestId::new(request.id.clone());
+        // From here on the request is stored, so created: a database gone away now is
+        // said in the log, not to the caller (told 503, it would send the create again
+        // and the work would run twice); the request stays as stored, its locks queued,
+        // and the background loop goes on from there.
         let held = match locked {
             None => locks::Locked::Held,
-            Some(taken) => self.locks_taken(&request, &claims, taken).await?,
+            Some(taken) => match self.locks_taken(&request, &claims, taken).await {
+                Ok(held) => held,
+                Err(err @ Error::Unavailable { .. }) => {
+                    tracing::warn!(
+                        request_id = %request.id,
+                        error = %err.chain(),
+                        "the request is stored but its locks' step did not end; it stays PENDING and is taken up again"
+                    );
+                    return Ok(Created::New(Box::new(request)));
+                }
+                Err(err) => return Err(err),
+            },
         };
         if let locks::Locked::Held = held {
             let handed = self
@@ -298,11 +313,20 @@ impl Manager {
                 other => other?,
             }
         } else {
-            // Waiting for a lock (or failed for one) says so in the answer.
-            let stored = self.store.get_request(&request_id, false).await?;
-            request.state = stored.state;
-            request.error = stored.error;
-            request.finished_at = stored.finished_at;
+            // Waiting for a lock (or failed for one) says so in the answer, when the
+            // database answers.
+            match self.store.get_request(&request_id, false).await {
+                Ok(stored) => {
+                    request.state = stored.state;
+                    request.error = stored.error;
+                    request.finished_at = stored.finished_at;
+                }
+                Err(err) => tracing::warn!(
+                    request_id = %request.id,
+                    error = %Error::from(err).chain(),
+                    "the request is stored, waiting for a lock; its state could not be read again for the answer"
+                ),
+            }
         }
         Ok(Created::New(Box::new(request)))
     }

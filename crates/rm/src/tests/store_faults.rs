@@ -48,3 +48,58 @@ async fn a_create_stored_before_the_database_went_away_is_created_and_offered_la
     .await;
     assert_eq!(stored["state"], 2, "{stored}");
 }
+
+/// A create stored waiting for a lock another request holds, then the database goes
+/// away at its locks' step (saying why it waits, reading its state again): the caller
+/// hears 201 with the request PENDING, and the request stays queued for the lock.
+#[tokio::test]
+async fn a_create_stored_waiting_for_a_lock_is_created_when_the_database_goes_away() {
+    let mut faulty = None;
+    let env = env_store(
+        Options {
+            jr_url: Some("http://jr1:32307".to_owned()),
+            ..Options::default()
+        },
+        include_str!("../../../../fixtures/specs/locks.yaml"),
+        |inner| {
+            let store = store::faulty::Faulty::new(inner);
+            faulty = Some(Arc::clone(&store));
+            store
+        },
+    )
+    .await;
+    let faulty = faulty.unwrap();
+    let body = json!({"type": "failover", "args": {"cluster": "db-7"}, "user": "ann"});
+    // The first holds the lock.
+    send_json(
+        &env,
+        Method::POST,
+        "/api/v1/requests",
+        &body,
+        StatusCode::CREATED,
+    )
+    .await;
+    faulty.fail("set_waiting", 0);
+    faulty.fail("get_request", 0);
+    let waiter = send_json(
+        &env,
+        Method::POST,
+        "/api/v1/requests",
+        &body,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(waiter["state"], 1, "{waiter}");
+    faulty.heal("set_waiting");
+    faulty.heal("get_request");
+    let (status, locks, _) = call(&env.router, Method::GET, "/api/v1/locks", None).await;
+    assert_eq!(status, StatusCode::OK, "{locks}");
+    let waiting: Vec<&Value> = locks
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|lock| lock["waiters"].as_array().unwrap())
+        .map(|w| &w["requestId"])
+        .collect();
+    assert_eq!(waiting, [&waiter["id"]], "{locks}");
+}
