@@ -526,6 +526,41 @@ pub(super) async fn a_try_started_and_ended_during_a_recovery_is_never_missed(
     assert_eq!(store.owner("r1").await.unwrap().state, State::Suspended);
 }
 
+/// A job log entry from a runner that is losing its request, reported while a recovery
+/// (or hand-over) of it is being written, waits for that to commit and is refused: it
+/// never lands beside the new owner's tries (issue #48, point 2).
+pub(super) async fn a_late_job_log_entry_waits_for_a_recovery_and_is_refused(
+    store: Arc<dyn Store>,
+    raw: Raw,
+) {
+    let owner = running_on_i1(&*store).await;
+    let recovery = raw.hand_over_held("r1", "i2").await;
+    let batch = crate::WriteBatch {
+        logs: vec![log("r1", "a", 1, State::Complete)],
+        log_fences: vec![(0..1, owner.clone())],
+        ..crate::WriteBatch::default()
+    };
+    let writing = tokio::spawn({
+        let store = Arc::clone(&store);
+        async move { store.write_batch(&batch).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !writing.is_finished(),
+        "the entry waits for the request's row: {:?}",
+        writing.await
+    );
+    recovery.commit().await;
+    let written = writing.await.unwrap().unwrap();
+    assert_eq!(written.refused.len(), 1, "{:?}", written.refused);
+    assert!(
+        matches!(written.refused[0].2, Error::Fenced(_)),
+        "{:?}",
+        written.refused
+    );
+    assert!(store.job_log("r1").await.unwrap().is_empty());
+}
+
 pub(super) async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Store>, _raw: Raw) {
     let owner = running_on_i1(&*store).await;
     store

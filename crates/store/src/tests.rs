@@ -39,6 +39,7 @@ use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
     a_lost_runners_request_is_recovered_once,
     a_try_started_and_ended_during_a_recovery_is_never_missed,
+    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_try_started_during_a_recovery_is_never_missed,
     an_unstarted_hand_over_is_taken_back_at_its_epoch, claims_race_and_each_chain_is_claimed_once,
     hand_overs_are_fenced, resuming_a_request_that_moved_on, runners_register_renew_lapse_and_end,
@@ -278,6 +279,7 @@ suite!(
     a_lost_runners_request_is_recovered_once,
     a_try_started_during_a_recovery_is_never_missed,
     a_try_started_and_ended_during_a_recovery_is_never_missed,
+    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,
@@ -448,7 +450,50 @@ enum Raw {
     Mysql(sqlx::MySqlPool),
 }
 
+/// A transaction of the test's own, holding what it wrote until it commits.
+enum HeldTransaction {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
+}
+
+impl HeldTransaction {
+    async fn commit(self) {
+        match self {
+            HeldTransaction::Sqlite(tx) => tx.commit().await.unwrap(),
+            HeldTransaction::Postgres(tx) => tx.commit().await.unwrap(),
+            HeldTransaction::Mysql(tx) => tx.commit().await.unwrap(),
+        }
+    }
+}
+
 impl Raw {
+    /// Hands `request_id` to the runner `instance` at the next epoch, as a recovery or a
+    /// hand-over does, in a transaction that holds the request's row until committed.
+    async fn hand_over_held(&self, request_id: &str, instance: &str) -> HeldTransaction {
+        // The test's own constant values, written into the statement.
+        let update = format!(
+            "UPDATE requests SET jr_instance = '{instance}', epoch = epoch + 1 WHERE request_id = '{request_id}'"
+        );
+        match self {
+            Raw::Sqlite(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                HeldTransaction::Sqlite(tx)
+            }
+            Raw::Postgres(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                HeldTransaction::Postgres(tx)
+            }
+            Raw::Mysql(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                HeldTransaction::Mysql(tx)
+            }
+        }
+    }
+
     /// The plan of the arg value search (as `find_requests` writes it), with sequential
     /// scans discouraged so that a small table shows whether an index can serve it.
     async fn arg_search_plan(&self, value: &str) -> String {

@@ -19,7 +19,10 @@ impl<DB: Backend> SqlStore<DB> {
             let mut ids: Vec<&str> = fences.iter().map(|(id, _)| *id).collect();
             ids.sort_unstable();
             ids.dedup();
-            let owners = Self::owners_in(&mut tx, &ids, "").await?;
+            // The owners' rows locked, as a try start's are: a recovery or hand-over of
+            // one of them waits for this batch, or this sees its new owner and writes
+            // none of the old one's reports.
+            let owners = Self::owners_in(&mut tx, &ids, DB::LOCK_ROWS).await?;
             for (request_id, fence) in fences {
                 let refusal = match owners.get(request_id) {
                     None => Error::not_found("request", request_id),
