@@ -146,7 +146,9 @@ impl From<store::Error> for Error {
             store::Error::State { .. }
             | store::Error::Conflict(_)
             | store::Error::RunnerEnded { .. } => Error::Conflict(err.to_string()),
-            store::Error::Fenced(_) => Error::Fenced(err.to_string()),
+            store::Error::Fenced(_) | store::Error::TryBegan { .. } => {
+                Error::Fenced(err.to_string())
+            }
             store::Error::Duplicate(_) => {
                 Error::Conflict("it is stored already (an id that is taken); try again".to_owned())
             }

@@ -33,6 +33,11 @@ pub enum ClientError {
     /// The Job Runner refused what it was sent as invalid.
     #[error("job runner refused the chain: {0}")]
     Invalid(String),
+    /// The Job Runner answered HTTP 500: the call failed on its side. Spin Cycle's Job
+    /// Runner (and Spindle's) answer so a resumed chain whose job states do not fit;
+    /// sent again, the same chain is refused again.
+    #[error("job runner failed the call: {0}")]
+    Faulted(String),
 }
 
 impl ClientError {
@@ -178,6 +183,7 @@ impl HttpJrClient {
             401 | 403 => ClientError::Unauthorized(message),
             422 => ClientError::MissingJobTypes(message),
             400..=499 => ClientError::Invalid(message),
+            500 => ClientError::Faulted(message),
             _ => ClientError::Unavailable(message),
         })
     }

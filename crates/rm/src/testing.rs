@@ -86,6 +86,9 @@ impl FakeJr {
                 "HTTP 422: {} of job deploy (ID abcd, type go-provision): cannot read the job's stored bytes: invalid type: integer 6000000000, expected a string",
                 job::UNREADABLE_BYTES
             ))),
+            500 => Err(ClientError::Faulted(
+                "HTTP 500: invalid job state for existing job chain: RUNNING (2), job a (ID a); all job states must be PENDING, COMPLETE, or STOPPED".to_owned(),
+            )),
             _ => Err(ClientError::Invalid("invalid chain".to_owned())),
         }
     }

@@ -23,6 +23,16 @@ pub enum Error {
     /// or another instance): refused, so that one runner at a time advances a request.
     #[error("{0}")]
     Fenced(String),
+    /// A recovery that would miss a try: it began after the recovery read the request's
+    /// tries. Nothing was written; the request is recovered again from what is stored.
+    #[error(
+        "request {request_id}: try {attempt} of job {job_id} began while it was being recovered; it is recovered again from what is stored"
+    )]
+    TryBegan {
+        request_id: String,
+        job_id: String,
+        attempt: u32,
+    },
     /// A Job Runner instance whose lease was declared lost, or that deregistered: it may
     /// not renew (it registers again as a new instance).
     #[error("job runner instance {instance} is {state}; register again as a new instance")]

@@ -465,7 +465,7 @@ pub(super) async fn a_try_started_during_a_recovery_is_never_missed(
         .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert!(matches!(err, Error::TryBegan { .. }), "{err}");
     assert_eq!(
         store.owner("r1").await.unwrap().state,
         State::Running,
@@ -513,7 +513,7 @@ pub(super) async fn a_try_started_and_ended_during_a_recovery_is_never_missed(
         .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    assert!(matches!(err, Error::TryBegan { .. }), "{err}");
     assert!(err.to_string().contains("try 1 of job c"), "{err}");
     assert_eq!(store.owner("r1").await.unwrap().state, State::Running);
     // Recovered again from what is stored: c counted, nothing interrupted.

@@ -37,9 +37,9 @@ use lock_tests::{
 use notification_tests::ends_and_lost_runners_are_notified_once_each;
 use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
+    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_lost_runners_request_is_recovered_once,
     a_try_started_and_ended_during_a_recovery_is_never_missed,
-    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_try_started_during_a_recovery_is_never_missed,
     an_unstarted_hand_over_is_taken_back_at_its_epoch, claims_race_and_each_chain_is_claimed_once,
     hand_overs_are_fenced, resuming_a_request_that_moved_on, runners_register_renew_lapse_and_end,
@@ -478,17 +478,26 @@ impl Raw {
         match self {
             Raw::Sqlite(pool) => {
                 let mut tx = pool.begin().await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone()))
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
                 HeldTransaction::Sqlite(tx)
             }
             Raw::Postgres(pool) => {
                 let mut tx = pool.begin().await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone()))
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
                 HeldTransaction::Postgres(tx)
             }
             Raw::Mysql(pool) => {
                 let mut tx = pool.begin().await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&mut *tx).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update.clone()))
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
                 HeldTransaction::Mysql(tx)
             }
         }

@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// How many times Job Runners may fail one suspended chain's resume (HTTP 500) before its
+/// request fails with their answer.
+pub(crate) const RESUME_FAULTS: u32 = 5;
+
+/// The resume faults of one suspended chain: how many, and when it is offered again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResumeFaults {
+    count: u32,
+    not_before: std::time::Instant,
+}
+
 impl Manager {
     /// Offers PENDING requests (older than a few seconds, so not ones being created) to a
     /// Job Runner again; stops at the first that finds none.
@@ -92,6 +103,11 @@ impl Manager {
                     continue;
                 }
             };
+            // A chain a runner failed waits out its backoff (claimed again next round).
+            if self.resume_backs_off(&request_id) {
+                waiting.push(request_id);
+                continue;
+            }
             // Its locks (a retried request's, released at its end; a recovered one
             // holds them still).
             match self.take_locks(&request, None).await {
@@ -156,6 +172,7 @@ impl Manager {
             match resumed {
                 Ok((HandedOver { url, instance }, epoch)) => {
                     self.credentials_accepted(tried.as_deref().unwrap_or_default());
+                    self.resume_faults().remove(request_id.as_str());
                     let owner = Fence { instance, epoch };
                     match self
                         .store
@@ -184,6 +201,31 @@ impl Manager {
                         tracing::warn!(%request_id, error = %err, "failing the request failed");
                     } else {
                         self.ended(&request_id).await;
+                    }
+                }
+                Err(err @ ClientError::Faulted(_)) => {
+                    // Sent again as it is, it fails again: offered a few more times,
+                    // each after a longer wait, then the request fails with the cause.
+                    let (faults, wait) = self.resume_faulted(&request_id);
+                    if faults >= RESUME_FAULTS {
+                        self.resume_faults().remove(request_id.as_str());
+                        tracing::error!(%request_id, error = %err, faults, "job runners failed the suspended chain's resume every time; request failed");
+                        let reason = format!(
+                            "its chain could not be resumed: job runners failed it {faults} times, the last: {err}"
+                        );
+                        match self
+                            .store
+                            .fail_suspended(&request_id, host, &reason, Utc::now())
+                            .await
+                        {
+                            Ok(_) => self.ended(&request_id).await,
+                            Err(err) => {
+                                tracing::warn!(%request_id, error = %err, "failing the request failed");
+                            }
+                        }
+                    } else {
+                        tracing::warn!(%request_id, error = %err, faults, retry_in = ?wait, "a job runner failed the suspended chain's resume; offered again later");
+                        waiting.push(request_id);
                     }
                 }
                 Err(err @ ClientError::MissingJobTypes(_)) => {
@@ -234,6 +276,33 @@ impl Manager {
             }
             Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
         }
+    }
+
+    fn resume_faults(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResumeFaults>> {
+        self.resume_faults
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a chain whose resume failed waits out its backoff still.
+    fn resume_backs_off(&self, request_id: &RequestId) -> bool {
+        self.resume_faults()
+            .get(request_id.as_str())
+            .is_some_and(|faults| std::time::Instant::now() < faults.not_before)
+    }
+
+    /// Counts a failed resume of a chain; how many so far, and how long it now waits:
+    /// the round's interval, doubled at each fault.
+    fn resume_faulted(&self, request_id: &RequestId) -> (u32, std::time::Duration) {
+        let mut all = self.resume_faults();
+        let faults = all.entry(request_id.to_string()).or_insert(ResumeFaults {
+            count: 0,
+            not_before: std::time::Instant::now(),
+        });
+        faults.count += 1;
+        let wait = self.options.interval * 2u32.saturating_pow(faults.count.min(10));
+        faults.not_before = std::time::Instant::now() + wait;
+        (faults.count, wait)
     }
 
     /// Runs the background loops until `cancel` fires: the first round at once (a

@@ -187,7 +187,12 @@ impl Manager {
                     Err(err) => Err(err.into()),
                 }
             }
-            Err(err @ (ClientError::Unavailable(_) | ClientError::AlreadyRunning(_))) => {
+            // A new chain a runner failed (HTTP 500) is offered again, as when none answers.
+            Err(
+                err @ (ClientError::Unavailable(_)
+                | ClientError::AlreadyRunning(_)
+                | ClientError::Faulted(_)),
+            ) => {
                 self.forget_runners();
                 Ok(Handed::Later(err))
             }

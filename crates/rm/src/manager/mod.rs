@@ -186,6 +186,9 @@ pub struct Manager {
     /// The Job Runners (by URL) that refused this Request Manager's credentials, logged
     /// once each until one takes a chain again.
     refused_by: Mutex<HashSet<String>>,
+    /// Suspended chains whose resume a Job Runner failed (HTTP 500: job states that do
+    /// not fit), by request: offered again after a growing wait, failed after a bound.
+    resume_faults: Mutex<HashMap<String, background::ResumeFaults>>,
     /// Told when this Request Manager stores a request's end while the specs declare
     /// locks: the background loop offers the requests waiting for one at once.
     lock_released: tokio::sync::Notify,
@@ -311,6 +314,7 @@ impl Manager {
             watcher: Mutex::new(None),
             unheld: Mutex::default(),
             refused_by: Mutex::default(),
+            resume_faults: Mutex::default(),
             started_at: chrono::Utc::now(),
             lock_released: tokio::sync::Notify::new(),
             backlog: backlog::Backlog::default(),

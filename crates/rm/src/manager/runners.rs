@@ -287,9 +287,14 @@ impl Manager {
                 "job try interrupted: its job runner was lost or is not known"
             );
         }
-        self.store
+        let recovered = self
+            .store
             .recover_request(holder, &rebuilt.interrupted, &rebuilt.suspended, Utc::now())
-            .await?;
+            .await;
+        if let Err(err @ store::Error::TryBegan { .. }) = &recovered {
+            tracing::info!(request_id, from = ?holder, why = %err, "request not recovered now: a try began while it was rebuilt; it is recovered again at the next round");
+        }
+        recovered?;
         if let Some(metrics) = &self.options.telemetry.metrics {
             metrics
                 .tries_interrupted

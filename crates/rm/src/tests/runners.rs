@@ -861,3 +861,55 @@ async fn runs_once_a_runner_takes_it(env: &super::Env, id: &str) {
         (State::Running, "")
     );
 }
+
+/// A suspended chain that Job Runners fail to resume (HTTP 500: its job states do not
+/// fit) is not offered every round for ever (issue #48, point 2): it waits longer after
+/// each fault, and after the bound its request fails with the runners' answer.
+#[tokio::test]
+async fn a_resume_a_runner_fails_backs_off_and_fails_the_request_after_a_bound() {
+    let env = env_with(Options {
+        jr_url: Some("http://jr1:32307".to_owned()),
+        interval: std::time::Duration::from_millis(20),
+        ..Options::default()
+    })
+    .await;
+    let id = create(&env).await;
+    let job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    let suspended = SuspendedJobChain {
+        request_id: id.clone(),
+        job_chain: proto::JobChain {
+            state: State::Suspended,
+            ..job_chain
+        },
+        ..SuspendedJobChain::default()
+    };
+    env.manager.suspend(&suspended, None).await.unwrap();
+    env.jr.answer.store(500, Ordering::SeqCst);
+    let offers = || env.jr.paused_at_hand_over.lock().unwrap().len();
+    let handed_before = offers();
+    // Offered once, then not again in the next rounds: it waits 40 ms, then 80 ms.
+    env.manager.resume_suspended().await;
+    env.manager.resume_suspended().await;
+    assert_eq!(offers() - handed_before, 1, "backed off after a fault");
+    let stored = env.manager.store().get_request(&id, false).await.unwrap();
+    assert_eq!(stored.state, State::Suspended);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        env.manager.resume_suspended().await;
+        let stored = env.manager.store().get_request(&id, false).await.unwrap();
+        if stored.state == State::Fail {
+            assert!(
+                stored.error.contains("job runners failed it 5 times")
+                    && stored
+                        .error
+                        .contains("invalid job state for existing job chain"),
+                "{}",
+                stored.error
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{stored:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(offers() - handed_before, 5, "offered the bound's times");
+}

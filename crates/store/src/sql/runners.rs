@@ -247,10 +247,11 @@ impl<DB: Backend> SqlStore<DB> {
                     .iter()
                     .any(|entry| entry.job_id == job_id && entry.r#try == r#try)
                 {
-                    return Err(Error::Fenced(format!(
-                        "request {request_id}: try {} of job {job_id} started while it was being recovered; it is recovered again from what is stored",
-                        r#try
-                    )));
+                    return Err(Error::TryBegan {
+                        request_id: request_id.to_owned(),
+                        job_id,
+                        attempt: r#try,
+                    });
                 }
             }
             // A try that started (or started and ended) after the caller read the starts
@@ -270,9 +271,11 @@ impl<DB: Backend> SqlStore<DB> {
                     let r#try = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
                     let counted = suspended.total_job_tries.get(&job_id).copied().unwrap_or(0);
                     if r#try > counted {
-                        return Err(Error::Fenced(format!(
-                            "request {request_id}: try {try} of job {job_id} began while it was being recovered; it is recovered again from what is stored"
-                        )));
+                        return Err(Error::TryBegan {
+                            request_id: request_id.to_owned(),
+                            job_id,
+                            attempt: r#try,
+                        });
                     }
                 }
             }
