@@ -32,6 +32,10 @@ pub enum RegistryError {
     /// register again as a new instance.
     #[error("refused: {0}")]
     Ended(String),
+    /// The Request Manager speaks an API version this runner cannot work with: it
+    /// registers nowhere until one it can work with answers.
+    #[error("{0}")]
+    Incompatible(String),
 }
 
 /// Where a runner registers and renews its lease: the Request Managers over HTTP, or
@@ -75,6 +79,7 @@ pub async fn hold(
             host: settings.host.clone(),
             pid: settings.pid,
             lease: proto::duration::format(lease),
+            api_version: proto::API_VERSION,
         };
         let sent = Instant::now();
         let registered = tokio::select! {
@@ -90,6 +95,13 @@ pub async fn hold(
                 );
                 runner.set_registered(true);
                 sent
+            }
+            Err(err @ RegistryError::Incompatible(_)) => {
+                tracing::error!(instance, error = %err, "this job runner cannot work with the request manager; not registered, trying again");
+                tokio::select! {
+                    () = stop.cancelled() => break 'register,
+                    () = tokio::time::sleep(every) => continue 'register,
+                }
             }
             Err(err) => {
                 tracing::warn!(instance, error = %err, "registering with the request manager failed; trying again");

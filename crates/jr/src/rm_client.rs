@@ -159,12 +159,40 @@ impl Registry for HttpRmClient {
         &self,
         registration: &RunnerRegistration,
     ) -> Result<JobRunner, RegistryError> {
-        self.runner(|url| {
-            self.http
-                .post(format!("{url}/api/v1/job-runners"))
-                .json(registration)
-        })
-        .await
+        let response = self
+            .call(|url| {
+                self.http
+                    .post(format!("{url}/api/v1/job-runners"))
+                    .json(registration)
+            })
+            .await
+            .map_err(registry_error)?;
+        // A Request Manager that does not name its API version is of version 1.
+        let version = response
+            .headers()
+            .get(proto::API_VERSION_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map_or(Ok(1), str::parse::<u32>);
+        match version {
+            Ok(version) if proto::api_versions_work_together(version, proto::API_VERSION) => {}
+            other => {
+                let said = other.map_or_else(
+                    |_| "an unreadable API version".to_owned(),
+                    |v| format!("API version {v}"),
+                );
+                return Err(RegistryError::Incompatible(format!(
+                    "the Request Manager at {} speaks {said}; this Job Runner speaks version {} and works with Request Managers of versions {} to {}: run releases at most one version apart (docs/deploying.md, \"Upgrading\")",
+                    response.url().origin().ascii_serialization(),
+                    proto::API_VERSION,
+                    proto::API_VERSION.saturating_sub(1).max(1),
+                    proto::API_VERSION + 1
+                )));
+            }
+        }
+        response
+            .json()
+            .await
+            .map_err(|err| RegistryError::Unavailable(format!("reading the answer: {err}")))
     }
 
     async fn renew(

@@ -27,8 +27,9 @@ pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};
 pub use notifications::{Notification, NotificationPayload, NotifiedRequest};
 pub use runners::{
-    AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner, LeaseRenewal, PAUSED_HEADER,
-    RUNNER_HEADER, RunnerRegistration, RunnerState, SECRETS_HEADER, TryStart,
+    API_VERSION, API_VERSION_HEADER, AuditEvent, EPOCH_HEADER, FENCED_HEADER, Fence, JobRunner,
+    LeaseRenewal, PAUSED_HEADER, RUNNER_HEADER, RunnerRegistration, RunnerState, SECRETS_HEADER,
+    TryStart, api_versions_work_together,
 };
 pub use state::{State, UnknownState};
 pub use triggers::{TriggerAccepted, TriggerDelivery, TriggerStatus};

@@ -23,6 +23,24 @@ pub const PAUSED_HEADER: &str = "spindle-paused";
 /// pairs. Sent only with a chain, only to a Job Runner, which keeps them in memory.
 pub const SECRETS_HEADER: &str = "spindle-secrets";
 
+/// The version of the API between Request Managers and Job Runners (registration,
+/// leases, hand-overs, reports). It grows when a release changes that API in a way a
+/// peer must know of; a service works with a peer of its own version and of the one
+/// before or after (docs/deploying.md, "Upgrading"), and says so at registration.
+pub const API_VERSION: u32 = 1;
+/// The header in which a Request Manager names its [`API_VERSION`] when it answers a
+/// registration (one that does not is of version 1).
+pub const API_VERSION_HEADER: &str = "spindle-api-version";
+
+/// Whether services of API versions `a` and `b` work together: one version apart at most.
+pub fn api_versions_work_together(a: u32, b: u32) -> bool {
+    a.abs_diff(b) <= 1
+}
+
+fn first_api_version() -> u32 {
+    1
+}
+
 /// Who sends a report: a runner instance and the epoch of the hand-over it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Fence {
@@ -31,7 +49,7 @@ pub struct Fence {
 }
 
 /// A Job Runner registering itself (`POST /api/v1/job-runners`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunnerRegistration {
     /// New at every start of a runner process.
@@ -46,6 +64,22 @@ pub struct RunnerRegistration {
     pub pid: u32,
     /// Go duration: the lease it renews every third of.
     pub lease: String,
+    /// The runner's [`API_VERSION`] (a registration without one is of version 1).
+    #[serde(default = "first_api_version")]
+    pub api_version: u32,
+}
+
+impl Default for RunnerRegistration {
+    fn default() -> RunnerRegistration {
+        RunnerRegistration {
+            instance_id: String::new(),
+            url: String::new(),
+            host: String::new(),
+            pid: 0,
+            lease: String::new(),
+            api_version: API_VERSION,
+        }
+    }
 }
 
 /// The body of a lease renewal (`PUT /api/v1/job-runners/{instance}/lease`): the

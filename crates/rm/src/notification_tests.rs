@@ -209,6 +209,7 @@ async fn events_reach_the_webhooks_that_ask_signed_and_sent_again_until_delivere
                 host: "h".to_owned(),
                 pid: 1,
                 lease: "10s".to_owned(),
+                ..Default::default()
             },
             chrono::Utc::now(),
         )

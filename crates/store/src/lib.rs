@@ -17,6 +17,7 @@
 mod batch;
 mod error;
 mod locks;
+mod migrations;
 mod mysql;
 mod notifications;
 mod operations;

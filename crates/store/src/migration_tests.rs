@@ -159,3 +159,59 @@ fn a_migration_missing_on_a_backend_or_added_below_the_common_series_is_found() 
     );
     assert!(broken[1].starts_with("migration 0100 is"), "{broken:?}");
 }
+
+/// A migration no release of this binary knows, marked applied as a newer release's
+/// would be.
+const NEWER: &str = "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (9999, 'a newer release', TRUE, ";
+
+/// Issue #48, point 4: a binary opens a schema that a newer release migrated further (a
+/// roll back, or an old Request Manager restarted during an upgrade) and runs on it;
+/// before, it refused to start ("migration 9999 was previously applied but is missing").
+#[tokio::test]
+async fn sqlite_opens_a_schema_a_newer_release_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spindle.db");
+    let store = crate::SqliteStore::open(&path).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("{NEWER}x'00', 0)")))
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    drop(store);
+    let again = crate::SqliteStore::open(&path).await.unwrap();
+    let applied: Vec<i64> = sqlx::query_scalar(crate::migrations::APPLIED)
+        .fetch_all(&again.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::migrations::note_unknown(&applied, &crate::sqlite::migrator()),
+        [9999]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_opens_a_schema_a_newer_release_migrated() {
+    let Some((store, schema)) = crate::tests::postgres_store().await else {
+        return;
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!("{NEWER}'\\x00'::bytea, 0)")))
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    let again = crate::PostgresStore::connect(&crate::tests::postgres_url(), Some(&schema)).await;
+    assert!(again.is_ok(), "{:?}", again.err());
+    crate::tests::drop_schema(&schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_opens_a_schema_a_newer_release_migrated() {
+    let Some((store, database)) = crate::tests::mysql_store().await else {
+        return;
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!("{NEWER}x'00', 0)")))
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    let again = crate::MysqlStore::connect(&crate::tests::mysql_url_of(&database)).await;
+    assert!(again.is_ok(), "{:?}", again.err());
+    crate::tests::drop_mysql_database(&database).await;
+}

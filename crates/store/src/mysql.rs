@@ -20,9 +20,7 @@ use crate::sql::{Backend, Rendered, SqlStore, Statement, ValuesUpdate, positiona
 
 /// Spindle's MySQL migrations, without sqlx's lock (see [`migrate`]).
 pub(crate) fn migrator() -> sqlx::migrate::Migrator {
-    let mut migrator = sqlx::migrate!("migrations/mysql");
-    migrator.set_locking(false);
-    migrator
+    crate::migrations::spindle(sqlx::migrate!("migrations/mysql"))
 }
 
 /// Spindle's store in a MySQL or MariaDB database.
@@ -137,6 +135,10 @@ async fn migrate(pool: &sqlx::MySqlPool) -> Result<(), Error> {
             if interrupted.rows_affected() > 0 {
                 tracing::warn!("running again a schema migration that was interrupted");
             }
+            let applied: Vec<i64> = sqlx::query_scalar(crate::migrations::APPLIED)
+                .fetch_all(&mut *conn)
+                .await?;
+            crate::migrations::note_unknown(&applied, &migrator());
         }
         migrator().run(&mut *conn).await.map_err(Error::Migrate)
     }

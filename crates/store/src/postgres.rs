@@ -11,9 +11,7 @@ use crate::sql::{Backend, SqlStore, Statement};
 
 /// Spindle's PostgreSQL migrations, without sqlx's lock (see [`migrate`]).
 pub(crate) fn migrator() -> sqlx::migrate::Migrator {
-    let mut migrator = sqlx::migrate!("migrations/postgres");
-    migrator.set_locking(false);
-    migrator
+    crate::migrations::spindle(sqlx::migrate!("migrations/postgres"))
 }
 
 /// Brings the schema up to date in one transaction that holds a transaction's advisory
@@ -22,6 +20,13 @@ pub(crate) fn migrator() -> sqlx::migrate::Migrator {
 /// through PgBouncer's transaction pooling the two may reach different server
 /// connections, and the lock would stay held by one of them.
 async fn migrate(pool: &sqlx::PgPool) -> Result<(), Error> {
+    // Outside the transaction: on a new schema the table is not there, and a failed
+    // statement would end the transaction.
+    let applied: Vec<i64> = sqlx::query_scalar(crate::migrations::APPLIED)
+        .fetch_all(pool)
+        .await
+        .unwrap_or_default();
+    crate::migrations::note_unknown(&applied, &migrator());
     let mut tx = pool.begin().await.map_err(Error::from)?;
     // "spindle-migrate" in a number.
     sqlx::query("SELECT pg_advisory_xact_lock(7309483712540262)")

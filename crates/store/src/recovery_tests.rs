@@ -211,6 +211,7 @@ pub(super) fn registration(instance: &str, url: &str) -> proto::RunnerRegistrati
         host: "host1".to_owned(),
         pid: 4242,
         lease: "10s".to_owned(),
+        ..Default::default()
     }
 }
 

@@ -22,7 +22,10 @@ const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1397771844";
 /// Read-only connections besides the writer (each is a thread of sqlx's driver).
 const READERS: u32 = 2;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+/// Spindle's SQLite migrations.
+pub(crate) fn migrator() -> sqlx::migrate::Migrator {
+    crate::migrations::spindle(sqlx::migrate!("migrations/sqlite"))
+}
 
 /// Spindle's store in an SQLite file.
 pub type SqliteStore = SqlStore<Sqlite>;
@@ -133,7 +136,15 @@ impl SqlStore<Sqlite> {
                 "it holds tables of another application (application id {application_id}); expected a Spindle database or a new file"
             )));
         }
-        MIGRATOR
+        let migrator = migrator();
+        if n_tables > 0 {
+            let applied: Vec<i64> = sqlx::query_scalar(crate::migrations::APPLIED)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+            crate::migrations::note_unknown(&applied, &migrator);
+        }
+        migrator
             .run(&pool)
             .await
             .map_err(|err| refused(format!("its schema cannot be brought up to date: {err}")))?;
@@ -216,7 +227,7 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, super::MIGRATOR.iter().count() as i64);
+        assert_eq!(n, super::migrator().iter().count() as i64);
         assert_eq!(n, 15);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create, None).await.unwrap();

@@ -294,7 +294,7 @@ suite!(
     ends_and_lost_runners_are_notified_once_each,
 );
 
-fn postgres_url() -> String {
+pub(crate) fn postgres_url() -> String {
     std::env::var("SPINDLE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
@@ -327,7 +327,7 @@ fn postgres_available() -> bool {
 
 /// A store in a new schema of the test database, or `None` when the PostgreSQL tests
 /// are skipped.
-async fn postgres_store() -> Option<(crate::PostgresStore, String)> {
+pub(crate) async fn postgres_store() -> Option<(crate::PostgresStore, String)> {
     if !postgres_available() {
         return None;
     }
@@ -346,7 +346,7 @@ async fn postgres_store() -> Option<(crate::PostgresStore, String)> {
     Some((store, schema))
 }
 
-async fn drop_schema(schema: &str) {
+pub(crate) async fn drop_schema(schema: &str) {
     if let Ok(admin) = sqlx::PgPool::connect(&postgres_url()).await {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA \"{schema}\" CASCADE"
@@ -388,7 +388,7 @@ fn mysql_available() -> bool {
 }
 
 /// `url` (of the test server) naming `database` instead of its own.
-fn mysql_url_of(database: &str) -> String {
+pub(crate) fn mysql_url_of(database: &str) -> String {
     let url = mysql_url();
     let (server, _) = url.rsplit_once('/').expect("a MySQL URL names a database");
     format!("{server}/{database}")
@@ -396,7 +396,7 @@ fn mysql_url_of(database: &str) -> String {
 
 /// A store in a new database of the test server, or `None` when the MySQL tests are
 /// skipped.
-async fn mysql_store() -> Option<(crate::MysqlStore, String)> {
+pub(crate) async fn mysql_store() -> Option<(crate::MysqlStore, String)> {
     if !mysql_available() {
         return None;
     }
@@ -415,7 +415,7 @@ async fn mysql_store() -> Option<(crate::MysqlStore, String)> {
     Some((store, database))
 }
 
-async fn drop_mysql_database(database: &str) {
+pub(crate) async fn drop_mysql_database(database: &str) {
     if let Ok(admin) = sqlx::MySqlPool::connect(&mysql_url()).await {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS `{database}`"

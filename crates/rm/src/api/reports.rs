@@ -110,8 +110,11 @@ pub(super) async fn register_runner(
         &body,
         "job runner registration ({\"instanceId\": ..., \"url\": ..., \"lease\": ...})",
     )?;
-    let runner = manager.register_runner(registration).await?;
-    Ok((StatusCode::CREATED, Json(runner)).into_response())
+    let version = [(proto::API_VERSION_HEADER, proto::API_VERSION.to_string())];
+    match manager.register_runner(registration).await {
+        Ok(runner) => Ok((StatusCode::CREATED, version, Json(runner)).into_response()),
+        Err(err) => Ok((version, err).into_response()),
+    }
 }
 
 pub(super) async fn job_runners(State(manager): Shared) -> Result<Response, Error> {

@@ -26,6 +26,23 @@ impl Manager {
                 registration.url
             )));
         }
+        if !proto::api_versions_work_together(registration.api_version, proto::API_VERSION) {
+            let refusal = format!(
+                "job runner {} speaks API version {}; this Request Manager speaks version {} and works with runners of versions {} to {}: run a Job Runner of a release at most one version apart (docs/deploying.md, \"Upgrading\")",
+                registration.url,
+                registration.api_version,
+                proto::API_VERSION,
+                proto::API_VERSION.saturating_sub(1).max(1),
+                proto::API_VERSION + 1
+            );
+            tracing::warn!(
+                instance = registration.instance_id,
+                url = registration.url,
+                api_version = registration.api_version,
+                "job runner registration refused: {refusal}"
+            );
+            return Err(Error::Unprocessable(refusal));
+        }
         let now = Utc::now();
         let runner = self.store.register_runner(&registration, now).await?;
         for other in self.store.job_runners(now, now).await? {

@@ -913,3 +913,44 @@ async fn a_resume_a_runner_fails_backs_off_and_fails_the_request_after_a_bound()
     }
     assert_eq!(offers() - handed_before, 5, "offered the bound's times");
 }
+
+/// Issue #48, point 4: a Job Runner of an API version more than one apart is refused at
+/// registration (422, saying both versions), not by failing requests later; one that
+/// names no version is of version 1; the answer names the manager's version.
+#[tokio::test]
+async fn a_runner_of_an_api_version_this_manager_cannot_work_with_is_refused_at_registration() {
+    let env = env().await;
+    let register = async |body: Value| {
+        call_with(
+            &env.router,
+            Method::POST,
+            "/api/v1/job-runners",
+            Some(&body.to_string()),
+            &[],
+        )
+        .await
+    };
+    let (status, body, headers) = register(json!({
+        "instanceId": "jr-new", "url": "http://jr-9:32307", "lease": "10s", "apiVersion": 3
+    }))
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let said = body["message"].as_str().unwrap();
+    assert!(
+        said.contains("speaks API version 3")
+            && said.contains("this Request Manager speaks version 1")
+            && said.contains("Upgrading"),
+        "{said}"
+    );
+    assert_eq!(headers[proto::API_VERSION_HEADER], "1");
+    let (_, runners, _) = call(&env.router, Method::GET, "/api/v1/job-runners", None).await;
+    assert_eq!(runners.as_array().map(Vec::len), Some(0), "{runners}");
+    for body in [
+        json!({"instanceId": "jr-old", "url": "http://jr-1:32307", "lease": "10s"}),
+        json!({"instanceId": "jr-next", "url": "http://jr-2:32307", "lease": "10s", "apiVersion": 2}),
+    ] {
+        let (status, answer, headers) = register(body).await;
+        assert_eq!(status, StatusCode::CREATED, "{answer}");
+        assert_eq!(headers[proto::API_VERSION_HEADER], "1");
+    }
+}
