@@ -6,8 +6,7 @@
 //! groups claim becomes the caller's roles, for the ACLs. The `jsonwebtoken` crate does
 //! the cryptography; nothing here is hand-written crypto but PKCE's SHA-256 (`sha2`).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
@@ -23,9 +22,7 @@ pub use crate::secret::SecretSource;
 use crate::{Authenticator, Caller, Denied, Peer, Via};
 
 /// The longest a sign-in may take between leaving for the provider and coming back.
-const SIGN_IN_TTL: Duration = Duration::from_secs(600);
-/// Sign-ins in flight kept at most (the oldest dropped past it).
-const MAX_PENDING: usize = 10_000;
+pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
 /// The keys are read again at most this often when tokens name unknown keys (so that
 /// tokens naming made-up keys cannot make the provider be asked at every request).
 const REFRESH_AT_MOST_EVERY: Duration = Duration::from_secs(1);
@@ -73,13 +70,14 @@ struct Metadata {
     jwks_uri: String,
 }
 
-/// A sign-in on its way to the provider and back.
-#[derive(Debug)]
+/// What a sign-in on its way to the provider and back keeps until its callback: kept by
+/// the caller (the store, so that any Request Manager finishes what one began), as
+/// [`SignIn::kept`]'s JSON.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Pending {
     nonce: String,
     verifier: String,
     next: String,
-    began: Instant,
 }
 
 /// The provider's keys as last read.
@@ -98,7 +96,6 @@ pub struct Oidc {
     /// When the provider was last asked for keys because of an unknown one (one asks
     /// at a time).
     refreshing: tokio::sync::Mutex<Option<Instant>>,
-    pending: Mutex<HashMap<String, Pending>>,
 }
 
 impl std::fmt::Debug for Oidc {
@@ -114,12 +111,24 @@ impl std::fmt::Debug for Oidc {
     }
 }
 
-/// Where a sign-in goes: the provider's authorization URL, and the state that names the
-/// sign-in (also kept in a cookie, binding the sign-in to the browser that began it).
-#[derive(Debug, Clone)]
+/// Where a sign-in goes: the provider's authorization URL, the state that names the
+/// sign-in (also kept in a cookie, binding the sign-in to the browser that began it),
+/// and what the caller keeps under that state until the callback ([`Oidc::finish`]),
+/// at most [`SIGN_IN_TTL`] and taken once.
+#[derive(Clone)]
 pub struct SignIn {
     pub url: String,
     pub state: String,
+    pub kept: String,
+}
+
+impl std::fmt::Debug for SignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIn")
+            .field("url", &self.url)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A finished sign-in: the ID token (the web UI's session), when it expires, who, and
@@ -225,7 +234,6 @@ impl Oidc {
                 set: JwkSet { keys: Vec::new() },
             }),
             refreshing: tokio::sync::Mutex::new(None),
-            pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -483,54 +491,41 @@ impl Oidc {
         } else {
             "/".to_owned()
         };
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.retain(|_, p| p.began.elapsed() < SIGN_IN_TTL);
-        if pending.len() >= MAX_PENDING
-            && let Some(oldest) = pending
-                .iter()
-                .min_by_key(|(_, p)| p.began)
-                .map(|(state, _)| state.clone())
-        {
-            pending.remove(&oldest);
-        }
-        pending.insert(
-            state.clone(),
-            Pending {
-                nonce,
-                verifier,
-                next,
-                began: Instant::now(),
-            },
-        );
+        let kept = serde_json::to_string(&Pending {
+            nonce,
+            verifier,
+            next,
+        })
+        .unwrap_or_default();
         Ok(SignIn {
             url: url.to_string(),
             state,
+            kept,
         })
     }
 
-    /// Finishes the sign-in `state` names with the provider's `code`: the state must be
-    /// one this server began, not used before and not expired, and the same the browser
-    /// holds (`browser_state`, from its cookie); the code is exchanged (with the PKCE
-    /// verifier) for an ID token, which must carry the sign-in's nonce.
-    pub async fn finish(
-        &self,
-        code: &str,
-        state: &str,
-        browser_state: Option<&str>,
-    ) -> Result<SignedIn, Denied> {
+    /// Whether the callback's `state` is the one the browser's sign-in began with
+    /// (`browser_state`, from its cookie): asked before the sign-in is taken, so that
+    /// another browser's callback does not use it up.
+    pub fn same_browser(state: &str, browser_state: Option<&str>) -> Result<(), Denied> {
+        if browser_state == Some(state) {
+            return Ok(());
+        }
+        Err(Denied::Unauthenticated(
+            "sign-in refused: the state is not the one this browser's sign-in began with; sign in again"
+                .to_owned(),
+        ))
+    }
+
+    /// Finishes a sign-in with the provider's `code`: `kept` is what its [`SignIn::kept`]
+    /// was, taken once by the caller under its state (none: unknown, expired or used);
+    /// the code is exchanged (with the PKCE verifier) for an ID token, which must carry
+    /// the sign-in's nonce.
+    pub async fn finish(&self, code: &str, kept: Option<&str>) -> Result<SignedIn, Denied> {
         let denied =
             |why: &str| Denied::Unauthenticated(format!("sign-in refused: {why}; sign in again"));
-        if browser_state != Some(state) {
-            return Err(denied(
-                "the state is not the one this browser's sign-in began with",
-            ));
-        }
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(state)
-            .filter(|p| p.began.elapsed() < SIGN_IN_TTL)
+        let pending: Pending = kept
+            .and_then(|kept| serde_json::from_str(kept).ok())
             .ok_or_else(|| denied("the state is unknown, expired or was used already"))?;
         let metadata = self
             .metadata()

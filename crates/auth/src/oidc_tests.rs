@@ -169,18 +169,16 @@ async fn a_sign_in_checks_its_state_pkce_and_nonce_and_cannot_be_replayed() {
     let query: HashMap<String, String> = location.query_pairs().into_owned().collect();
     assert_eq!(query["state"], sign_in.state);
 
-    // Another browser's state: refused, and the sign-in is still there for its own.
-    let err = oidc
-        .finish(&query["code"], &query["state"], Some("other"))
-        .await
-        .unwrap_err();
+    // Another browser's state: refused before the sign-in is taken.
+    let err = Oidc::same_browser(&query["state"], Some("other")).unwrap_err();
     assert!(
         err.to_string()
             .contains("not the one this browser's sign-in began with"),
         "{err}"
     );
+    Oidc::same_browser(&query["state"], Some(&sign_in.state)).unwrap();
     let done = oidc
-        .finish(&query["code"], &query["state"], Some(&sign_in.state))
+        .finish(&query["code"], Some(&sign_in.kept))
         .await
         .unwrap();
     assert_eq!(done.caller.name, "ann");
@@ -191,21 +189,28 @@ async fn a_sign_in_checks_its_state_pkce_and_nonce_and_cannot_be_replayed() {
             .unwrap()
             .is_some()
     );
-    // Replayed: the state was used.
-    let err = oidc
-        .finish(&query["code"], &query["state"], Some(&sign_in.state))
-        .await
-        .unwrap_err();
+    // Nothing kept (taken already, expired, never begun): refused.
+    let err = oidc.finish(&query["code"], None).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "sign-in refused: the state is unknown, expired or was used already; sign in again"
     );
     assert_eq!(err.status(), 401);
+    // Another sign-in's nonce: the provider's token carries this one's, refused.
+    let other = oidc.begin("/").unwrap();
+    let back = http.get(&sign_in.url).send().await.unwrap();
+    let location = url::Url::parse(back.headers()["location"].to_str().unwrap()).unwrap();
+    let query: HashMap<String, String> = location.query_pairs().into_owned().collect();
+    assert!(
+        oidc.finish(&query["code"], Some(&other.kept))
+            .await
+            .is_err()
+    );
     // Somewhere else to go than this server: the start page instead.
     for elsewhere in ["https://evil.example.com/", "//evil.example.com/x"] {
         let sign_in = oidc.begin(elsewhere).unwrap();
-        let pending = oidc.pending.lock().unwrap();
-        assert_eq!(pending[&sign_in.state].next, "/");
+        let kept: serde_json::Value = serde_json::from_str(&sign_in.kept).unwrap();
+        assert_eq!(kept["next"], "/");
     }
 }
 

@@ -42,7 +42,7 @@ pub use notifications::{
     Attempt, ClaimedNotification, FannedOut, NewNotification, NotificationEvent, NotificationFilter,
 };
 pub use operations::{
-    Events, History, JobLogs, Lifecycle, Locks, Requests, Runners, Store, SuspendedChains,
+    Events, History, JobLogs, Lifecycle, Locks, Requests, Runners, SignIns, Store, SuspendedChains,
 };
 pub use postgres::PostgresStore;
 pub use sql::{Backend, SqlStore};

@@ -387,4 +387,22 @@ store_traits! {
         /// twice. Returns the ids stored now.
         fn import_requests(&self, requests: &[ImportedRequest]) -> Vec<String>;
     }
+
+    /// Single sign-on's sign-ins in flight: each begun on one Request Manager and
+    /// finished on any (the payload is the sign-in's, opaque here).
+    pub trait SignIns {
+        /// Keeps the sign-in `state` names, begun at `at`; removes those begun before
+        /// `expired_before`.
+        fn keep_sign_in(
+            &self,
+            state: &str,
+            payload: &str,
+            at: DateTime<Utc>,
+            expired_before: DateTime<Utc>,
+        ) -> ();
+
+        /// Takes the sign-in `state` names, once: its payload if it was kept and began at
+        /// or after `not_before`. Taken or expired, it is removed.
+        fn take_sign_in(&self, state: &str, not_before: DateTime<Utc>) -> Option<String>;
+    }
 }

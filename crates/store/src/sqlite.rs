@@ -228,7 +228,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, super::migrator().iter().count() as i64);
-        assert_eq!(n, 15);
+        assert_eq!(n, 16);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create, None).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
@@ -242,7 +242,7 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, 15);
+        assert_eq!(n, 16);
     }
 
     /// Another process (here: another connection) holding the write lock of `path`

@@ -24,6 +24,8 @@ mod notification_tests;
 mod recovery_tests;
 #[path = "request_tests.rs"]
 mod request_tests;
+#[path = "sign_in_tests.rs"]
+mod sign_in_tests;
 #[path = "trigger_tests.rs"]
 mod trigger_tests;
 #[path = "write_tests.rs"]
@@ -54,6 +56,7 @@ use request_tests::{
     spec_versions_are_stored_once_and_requests_keep_theirs, state_changes_are_conditional,
     the_ended_among_many_are_found_in_one_read,
 };
+use sign_in_tests::sign_ins_are_taken_once_and_expire;
 use trigger_tests::a_delivery_sent_again_creates_nothing;
 use write_tests::{
     a_write_batch_does_what_each_write_would, batched_writes_from_many_callers,
@@ -292,6 +295,7 @@ suite!(
     jobs_take_locks_in_turn_and_their_request_end_releases_them,
     a_delivery_sent_again_creates_nothing,
     ends_and_lost_runners_are_notified_once_each,
+    sign_ins_are_taken_once_and_expire,
 );
 
 pub(crate) fn postgres_url() -> String {
@@ -568,7 +572,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 16);
+    assert_eq!(migrations, 17);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
@@ -600,6 +604,7 @@ async fn postgres_migrates_an_empty_schema_once() {
             "request_secrets",
             "requests",
             "schedule_runs",
+            "sign_ins",
             "spec_versions",
             "suspended_job_chains",
             "trigger_deliveries"

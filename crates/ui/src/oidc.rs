@@ -64,7 +64,18 @@ pub(crate) async fn login(
             "this server has no single sign-on (the config's auth.oidc sets one up)",
         );
     };
-    match oidc.begin(query.next.as_deref().unwrap_or("/")) {
+    let begun = match oidc.begin(query.next.as_deref().unwrap_or("/")) {
+        Ok(sign_in) => manager
+            .keep_sign_in(&sign_in)
+            .await
+            .map(|()| sign_in)
+            .map_err(|err| {
+                tracing::warn!(error = %err.chain(), "sign-in: keeping it in the database failed");
+                format!("the sign-in cannot begin now ({err}); try again shortly")
+            }),
+        Err(why) => Err(why.to_string()),
+    };
+    match begun {
         Ok(sign_in) => {
             let mut response = Redirect::to(&sign_in.url).into_response();
             response
@@ -72,7 +83,7 @@ pub(crate) async fn login(
                 .insert(header::SET_COOKIE, state_cookie(&sign_in.state, 600));
             response
         }
-        Err(why) => refused(StatusCode::SERVICE_UNAVAILABLE, &why.to_string()),
+        Err(why) => refused(StatusCode::SERVICE_UNAVAILABLE, &why),
     }
 }
 
@@ -112,10 +123,23 @@ pub(crate) async fn callback(
             "the provider sent no code and state; expected ?code=...&state=...",
         );
     };
-    match oidc
-        .finish(code, state, cookie_value(&headers, STATE_COOKIE))
-        .await
+    if let Err(denied) = auth::oidc::Oidc::same_browser(state, cookie_value(&headers, STATE_COOKIE))
     {
+        tracing::info!(reason = %denied, "sign-in refused");
+        return refused(StatusCode::UNAUTHORIZED, &denied.to_string());
+    }
+    // Begun here or on another Request Manager: kept in the database.
+    let kept = match manager.take_sign_in(state).await {
+        Ok(kept) => kept,
+        Err(err) => {
+            tracing::warn!(error = %err.chain(), "sign-in: reading it from the database failed");
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the sign-in cannot be finished now ({err}); sign in again shortly"),
+            );
+        }
+    };
+    match oidc.finish(code, kept.as_deref()).await {
         Ok(signed_in) => {
             tracing::info!(
                 user = signed_in.caller.name,

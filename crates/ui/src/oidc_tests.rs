@@ -58,46 +58,52 @@ async fn people_sign_in_with_the_provider_and_its_tokens_are_checked() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("client.secret");
     std::fs::write(&secret, "client-secret-1").unwrap();
-    let oidc = auth::oidc::Oidc::new(
-        &auth::oidc::OidcConfig {
-            issuer: issuer.clone(),
-            client_id: "spindle".to_owned(),
-            client_secret: Some(auth::oidc::SecretSource {
-                file: Some(secret),
-                env: None,
-            }),
-            redirect_url: Some("http://127.0.0.1:9/ui/oidc/callback".to_owned()),
-            ..auth::oidc::OidcConfig::default()
-        },
-        reqwest::Client::new(),
-    )
-    .unwrap();
-    oidc.discover().await.unwrap();
-    let auth = auth::Auth {
-        authenticators: vec![Arc::new(oidc)],
-        acls: auth::Acls::new(HashMap::new()),
-        admin_roles: Vec::new(),
-        strict: false,
-        read_roles: Some(vec!["dba".to_owned()]),
-        service_roles: vec!["spindle".to_owned()],
-        metrics_roles: vec!["metrics".to_owned()],
+    // Two Request Managers on one database, each its own provider client: a sign-in
+    // begun on one is finished on the other (issue #48, point 5).
+    let manager = async || {
+        let oidc = auth::oidc::Oidc::new(
+            &auth::oidc::OidcConfig {
+                issuer: issuer.clone(),
+                client_id: "spindle".to_owned(),
+                client_secret: Some(auth::oidc::SecretSource {
+                    file: Some(secret.clone()),
+                    env: None,
+                }),
+                redirect_url: Some("http://127.0.0.1:9/ui/oidc/callback".to_owned()),
+                ..auth::oidc::OidcConfig::default()
+            },
+            reqwest::Client::new(),
+        )
+        .unwrap();
+        oidc.discover().await.unwrap();
+        let auth = auth::Auth {
+            authenticators: vec![Arc::new(oidc)],
+            acls: auth::Acls::new(HashMap::new()),
+            admin_roles: Vec::new(),
+            strict: false,
+            read_roles: Some(vec!["dba".to_owned()]),
+            service_roles: vec!["spindle".to_owned()],
+            metrics_roles: vec!["metrics".to_owned()],
+        };
+        let store = Arc::new(
+            store::SqliteStore::open(&dir.path().join("ui.db"))
+                .await
+                .unwrap(),
+        );
+        let report = spec::lint_str(std::path::Path::new("specs.yaml"), "sequences: {}\n");
+        let manager: Arc<Manager> = Arc::new(Manager::new(
+            graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin())),
+            store,
+            Arc::new(FakeJr::default()),
+            Options {
+                auth: Some(Arc::new(auth)),
+                ..Options::default()
+            },
+        ));
+        rm::router(manager.clone()).merge(crate::router(manager))
     };
-    let store = Arc::new(
-        store::SqliteStore::open(&dir.path().join("ui.db"))
-            .await
-            .unwrap(),
-    );
-    let report = spec::lint_str(std::path::Path::new("specs.yaml"), "sequences: {}\n");
-    let manager: Arc<Manager> = Arc::new(Manager::new(
-        graph::Grapher::new(report.specs, Arc::new(job::Registry::builtin())),
-        store,
-        Arc::new(FakeJr::default()),
-        Options {
-            auth: Some(Arc::new(auth)),
-            ..Options::default()
-        },
-    ));
-    let router = rm::router(manager.clone()).merge(crate::router(manager));
+    let router = manager().await;
+    let other = manager().await;
 
     // The sign-in page offers single sign-on.
     let (_, _, me) = send(&router, "/ui/api/me", &[]).await;
@@ -136,8 +142,9 @@ async fn people_sign_in_with_the_provider_and_its_tokens_are_checked() {
         page.contains("not the one this browser&#39;s sign-in began with"),
         "{page}"
     );
-    // With it: signed in, the ID token in the session cookie, and on to `next`.
-    let (status, headers, page) = send(&router, &callback, &[("cookie", state_pair.clone())]).await;
+    // With it, on the other Request Manager: signed in, the ID token in the session
+    // cookie, and on to `next`.
+    let (status, headers, page) = send(&other, &callback, &[("cookie", state_pair.clone())]).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{page}");
     assert_eq!(headers["location"], "/requests/r1");
     let session = set_cookie(&headers, auth::TOKEN_COOKIE);

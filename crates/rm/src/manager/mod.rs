@@ -50,6 +50,7 @@ mod reports;
 mod runners;
 mod schedules;
 mod secrets;
+mod sign_ins;
 mod specs;
 mod triggers;
 mod wait;

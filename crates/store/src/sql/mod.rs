@@ -299,6 +299,7 @@ mod run;
 mod runners;
 mod schedules;
 mod secrets;
+mod sign_ins;
 mod statement;
 mod suspended;
 mod triggers;
