@@ -1,10 +1,15 @@
 //! Issue #11's chaos test, on each backend: two `spindle rm` and three `spindle jr` on a
 //! PostgreSQL or MariaDB server of the test's own (`own_db.rs`: in a temporary directory,
-//! run as a non-root user, on a free port) or on one SQLite file, many requests of shell jobs that record every execution; meanwhile Job Runners
-//! are killed with SIGKILL (and new ones started), a Request Manager is killed with
-//! SIGKILL and started again, and the database is stopped for a while. Then every request
-//! is COMPLETE, each job's tries are numbered 1..n without a gap, every execution has a
-//! logged try, and no job's program runs on.
+//! run as a non-root user, on a free port) or on one SQLite file, many requests of shell
+//! jobs that record every execution; meanwhile Job Runners are killed with SIGKILL (and
+//! new ones started), a Request Manager is killed with SIGKILL and started again, the
+//! database is stopped for a while, and (issue #48) the network between them is cut:
+//! every call between processes goes through a link of the test's (`nemesis.rs`), and a
+//! runner is cut from every Request Manager both ways for 3 leases, a runner is cut
+//! from the managers' calls only (it reaches them, they do not reach it), and a Request
+//! Manager is cut from the database but not from its clients (server backends). Then
+//! every request is COMPLETE, each job's tries are numbered 1..n without a gap, every
+//! execution has a logged try, and no job's program runs on.
 //!
 //! The server runs need the database's server programs; without them a run says it was
 //! skipped, unless `SPINDLE_TEST_POSTGRES=required` or `SPINDLE_TEST_MYSQL=required`
@@ -15,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::nemesis::{Link, Mode};
 use crate::own_db::{OwnDatabase, OwnMariadb, OwnPostgres};
 use crate::recovery::{Client, executions, items_of, running, work_dir};
 use crate::{Service, jr_args, rm_args};
@@ -45,6 +51,98 @@ const LEASE: &str = "7s";
 /// How long the database is down: longer than a call waits for a connection (3 s), so
 /// that the Request Managers answer 503 meanwhile.
 const DB_DOWN: Duration = Duration::from_secs(4);
+
+/// A lease's length, as [`LEASE`] says it.
+const LEASE_LENGTH: Duration = Duration::from_secs(7);
+
+/// A partition the test made, until it heals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Runner `n` cut from every Request Manager, both ways.
+    Runner(usize),
+    /// Runner `n` cannot be reached by the Request Managers; it reaches them.
+    RunnerInbound(usize),
+    /// Request Manager `n` cut from the database; its clients reach it.
+    ManagerDatabase(usize),
+}
+
+/// Every call between the test's processes, through links it holds.
+struct Network {
+    /// Managers' calls to runner `n`.
+    to_runner: Vec<Link>,
+    /// Runner `n`'s calls to manager `k`.
+    runner_to_manager: Vec<Vec<Link>>,
+    /// Manager `k`'s connections to the database (none on SQLite).
+    manager_to_database: Vec<Link>,
+    /// Partitions in force, with when each heals.
+    cuts: Vec<(Cut, Instant)>,
+    /// How many of each kind were made.
+    made: BTreeMap<&'static str, usize>,
+}
+
+impl Network {
+    fn links(&self, cut: Cut) -> Vec<&Link> {
+        match cut {
+            Cut::Runner(n) => std::iter::once(&self.to_runner[n])
+                .chain(&self.runner_to_manager[n])
+                .collect(),
+            Cut::RunnerInbound(n) => vec![&self.to_runner[n]],
+            Cut::ManagerDatabase(k) => vec![&self.manager_to_database[k]],
+        }
+    }
+
+    fn cut(&mut self, cut: Cut, for_how_long: Duration) {
+        for link in self.links(cut) {
+            link.set(Mode::Cut);
+        }
+        let kind = match cut {
+            Cut::Runner(_) => "runner cut both ways",
+            Cut::RunnerInbound(_) => "runner unreachable",
+            Cut::ManagerDatabase(_) => "manager cut from the database",
+        };
+        *self.made.entry(kind).or_default() += 1;
+        self.cuts.push((cut, Instant::now() + for_how_long));
+    }
+
+    /// Heals the partitions that are due (all, with `all`).
+    fn heal(&mut self, all: bool) {
+        let now = Instant::now();
+        let (due, kept): (Vec<_>, Vec<_>) = self
+            .cuts
+            .iter()
+            .partition(|(_, until)| all || *until <= now);
+        self.cuts = kept;
+        for (cut, _) in due {
+            // A link still in another partition stays cut.
+            let still: Vec<*const Link> = self
+                .cuts
+                .iter()
+                .flat_map(|(other, _)| self.links(*other))
+                .map(std::ptr::from_ref)
+                .collect();
+            for link in self.links(cut) {
+                if !still.contains(&std::ptr::from_ref(link)) {
+                    link.set(Mode::Pass);
+                }
+            }
+        }
+    }
+
+    fn is_cut(&self, cut: Cut) -> bool {
+        self.cuts.iter().any(|(c, _)| *c == cut)
+    }
+}
+
+/// `url` with its host and port replaced by `addr` (a database URL through a link).
+fn through(url: &str, addr: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (user, host) = match rest.split_once('@') {
+        Some((user, host)) => (format!("{user}@"), host),
+        None => (String::new(), rest),
+    };
+    let path = host.find(['/', '?']).map_or("", |at| &host[at..]);
+    format!("{scheme}://{user}{addr}{path}")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_on_postgres_every_request_completes_and_every_execution_is_logged() {
@@ -115,15 +213,49 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         "-c",
         "echo \"$SPINDLE_ARG_TAG $SPINDLE_ARG_ITEM $$\" >> \"$SPINDLE_ARG_MARKS/executions\"; exec sleep 0.4"
     ]);
+    // The database's links (a server's; SQLite is a file).
+    let mut manager_to_database = Vec::new();
+    let mut databases = Vec::new();
+    for _ in 0..2 {
+        if own.is_some() {
+            let link = Link::to(&database).await;
+            databases.push(through(&database, &link.addr));
+            manager_to_database.push(link);
+        } else {
+            databases.push(database.clone());
+        }
+    }
     let mut rms = vec![
-        Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
-        Service::start(dir.path(), &rm_args(&database, LEASE, &[])),
+        Service::start(dir.path(), &rm_args(&databases[0], LEASE, &[])),
+        Service::start(dir.path(), &rm_args(&databases[1], LEASE, &[])),
     ];
-    let rm_urls = format!("{},{}", rms[0].url, rms[1].url);
-    let jr_args = jr_args(&rm_urls, LEASE, &[]);
-    let mut jrs: Vec<Service> = (0..3)
-        .map(|_| Service::start(dir.path(), &jr_args))
-        .collect();
+    let mut network = Network {
+        to_runner: Vec::new(),
+        runner_to_manager: Vec::new(),
+        manager_to_database,
+        cuts: Vec::new(),
+        made: BTreeMap::new(),
+    };
+    let mut runner_args: Vec<(String, String)> = Vec::new();
+    for _ in 0..3 {
+        let to_runner = Link::to("127.0.0.1:9").await;
+        let mut out = Vec::new();
+        for rm in &rms {
+            out.push(Link::to(&rm.url).await);
+        }
+        let rm_urls = out.iter().map(Link::url).collect::<Vec<_>>().join(",");
+        runner_args.push((rm_urls, to_runner.url()));
+        network.to_runner.push(to_runner);
+        network.runner_to_manager.push(out);
+    }
+    let start_runner = |n: usize, network: &Network| {
+        let (rm_urls, advertised) = &runner_args[n];
+        let args = jr_args(rm_urls, LEASE, &["--advertise-url", advertised]);
+        let runner = Service::start(dir.path(), &args);
+        network.to_runner[n].retarget(&runner.url);
+        runner
+    };
+    let mut jrs: Vec<Service> = (0..3).map(|n| start_runner(n, &network)).collect();
     // Requests go to the Request Manager that is never killed.
     let client = Client::new(&rms[1].url);
     let mut created: BTreeMap<String, String> = BTreeMap::new();
@@ -134,7 +266,11 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
     let chaos_started = Instant::now();
     let mut next_event = Instant::now() + Duration::from_millis(700);
     let mut event = 0;
-    while created.len() < n_requests || chaos_started.elapsed() < chaos_for {
+    while created.len() < n_requests
+        || chaos_started.elapsed() < chaos_for
+        || !network.cuts.is_empty()
+    {
+        network.heal(false);
         // No service ends but by the test's hand.
         for service in rms.iter_mut().chain(jrs.iter_mut()) {
             if let Some(status) = service.exited() {
@@ -160,10 +296,36 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         if Instant::now() >= next_event {
             event += 1;
             match event % 6 {
+                // A runner cut from every Request Manager, both ways, for 3 leases: its
+                // requests are recovered elsewhere meanwhile, and healed, it is fenced.
+                1 if !network
+                    .cuts
+                    .iter()
+                    .any(|(c, _)| matches!(c, Cut::Runner(_)))
+                    && chaos_started.elapsed() < chaos_for =>
+                {
+                    network.cut(Cut::Runner(dice.roll(jrs.len())), LEASE_LENGTH * 3);
+                }
+                // A runner the Request Managers cannot reach, that reaches them.
+                2 => {
+                    let victim = dice.roll(jrs.len());
+                    if !network.is_cut(Cut::RunnerInbound(victim)) {
+                        network.cut(Cut::RunnerInbound(victim), LEASE_LENGTH * 2);
+                    }
+                }
+                // A Request Manager cut from the database, not from its clients.
+                4 if !network.manager_to_database.is_empty()
+                    && !network.is_cut(Cut::ManagerDatabase(0)) =>
+                {
+                    network.cut(Cut::ManagerDatabase(0), DB_DOWN);
+                }
                 // A Request Manager dies and comes back.
                 3 => {
                     rms[0].kill();
-                    rms[0] = Service::start(dir.path(), &rm_args(&database, LEASE, &[]));
+                    rms[0] = Service::start(dir.path(), &rm_args(&databases[0], LEASE, &[]));
+                    for out in &network.runner_to_manager {
+                        out[0].retarget(&rms[0].url);
+                    }
                     rm_restarts += 1;
                 }
                 // The database goes away for a while.
@@ -197,7 +359,7 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                 _ => {
                     let victim = dice.roll(jrs.len());
                     jrs[victim].kill();
-                    jrs[victim] = Service::start(dir.path(), &jr_args);
+                    jrs[victim] = start_runner(victim, &network);
                     kills += 1;
                 }
             }
@@ -205,6 +367,7 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    network.heal(true);
     let recover_started = Instant::now();
     for id in created.values() {
         let until = Instant::now() + Duration::from_secs(60);
@@ -347,8 +510,14 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         );
         let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
+    let partitions = network
+        .made
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let line = format!(
-        "{test}: seed {seed}: {} requests, {jobs} jobs, {} executions, {kills} job runners killed, {rm_restarts} request manager restarts, {db_stops} database stops, {interrupted} interrupted tries, every request complete {} ms after the chaos ended, {} s in all\n",
+        "{test}: seed {seed}: {} requests, {jobs} jobs, {} executions, {kills} job runners killed, {rm_restarts} request manager restarts, {db_stops} database stops, partitions: {partitions}, {interrupted} interrupted tries, every request complete {} ms after the chaos ended, {} s in all\n",
         created.len(),
         recorded.len(),
         recovered_in.as_millis(),

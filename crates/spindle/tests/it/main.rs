@@ -26,6 +26,7 @@ mod services;
 mod spincycle_peer;
 mod triggers;
 mod ui;
+mod upgrade;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -234,7 +235,17 @@ impl Service {
     }
 
     fn try_start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Service, String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        Service::try_start_program(Path::new(env!("CARGO_BIN_EXE_spindle")), dir, args, env)
+    }
+
+    /// [`Service::try_start`] of another `spindle` binary (another release's).
+    pub(crate) fn try_start_program(
+        program: &Path,
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Service, String> {
+        let mut child = Command::new(program)
             .args(args)
             .current_dir(dir)
             .env("RUST_LOG", "warn")
