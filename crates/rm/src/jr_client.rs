@@ -59,7 +59,20 @@ impl ClientError {
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Unavailable(_))
     }
+
+    /// Whether the call got no answer within its time.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, ClientError::Unavailable(message) if message.starts_with(NO_ANSWER))
+    }
 }
+
+/// How long a hand-over waits for a Job Runner's answer: a runner takes a chain at once
+/// (it validates and starts it), so a longer wait is a runner that is cut off or stuck,
+/// and the request is offered to another.
+pub const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How an unanswered call's error begins.
+const NO_ANSWER: &str = "no answer in time";
 
 /// Where a chain went: the Job Runner's base URL and its instance (empty when it did not
 /// say, as Spin Cycle's Job Runners do not).
@@ -152,7 +165,9 @@ impl HttpJrClient {
                 return self.send_once(request).await;
             };
             match self.send_once(this_try).await {
-                Err(err) if err.is_transient() && attempt < 3 => {
+                // A call that got no answer in time is not sent again at once: the
+                // runner may be cut off, and the caller (a create) would wait again.
+                Err(err) if err.is_transient() && !err.timed_out() && attempt < 3 => {
                     tracing::debug!(attempt, error = %err, "job runner call failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay *= 4;
@@ -167,10 +182,13 @@ impl HttpJrClient {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, ClientError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|err| ClientError::Unavailable(err.to_string()))?;
+        let response = request.send().await.map_err(|err| {
+            if err.is_timeout() {
+                ClientError::Unavailable(format!("{NO_ANSWER}: {err}"))
+            } else {
+                ClientError::Unavailable(err.to_string())
+            }
+        })?;
         let status = response.status().as_u16();
         if response.status().is_success() {
             return Ok(response);
@@ -200,6 +218,7 @@ impl HttpJrClient {
         let mut request = self
             .http
             .post(format!("{}{path}", jr_url.trim_end_matches('/')))
+            .timeout(HAND_OVER_TIMEOUT)
             .header(proto::EPOCH_HEADER, hand_over.epoch.to_string())
             .json(chain);
         if let Some(trace) = hand_over.trace {

@@ -28,6 +28,8 @@ pub struct FakeJr {
     pub paused_at_hand_over: Mutex<Vec<bool>>,
     /// 0: accept; 503: unavailable; other: refuse with that status.
     pub answer: AtomicU16,
+    /// Runner URLs that never answer (cut off): unavailable, whatever `answer` says.
+    pub silent: Mutex<std::collections::HashSet<String>>,
     /// When set, a new chain finishes (COMPLETE) before `new_chain` returns, as a very
     /// fast chain on a real Job Runner does.
     pub finish_at_once: Mutex<Option<std::sync::Weak<Manager>>>,
@@ -68,6 +70,11 @@ impl FakeJr {
     }
 
     pub fn result(&self, jr_url: &str) -> Result<HandedOver, ClientError> {
+        if self.silent.lock().unwrap().contains(jr_url) {
+            return Err(ClientError::Unavailable(format!(
+                "no answer in time: {jr_url} is cut off"
+            )));
+        }
         match self.answer.load(Ordering::SeqCst) {
             0 => Ok(HandedOver {
                 url: jr_url.to_owned(),

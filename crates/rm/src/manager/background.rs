@@ -245,6 +245,9 @@ impl Manager {
                     break;
                 }
                 Err(err) => {
+                    if let Some(url) = &tried {
+                        self.not_answered(url, &err);
+                    }
                     self.forget_runners();
                     tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
                     let _ = self.store.unclaim(&request_id, host).await;

@@ -70,9 +70,35 @@ impl Manager {
                 ))
             });
         }
-        fit.sort_by_key(|runner| runner.running_requests);
+        // Those that did not answer lately go last.
+        let now = tokio::time::Instant::now();
+        let unanswered = {
+            let mut marked = self.unanswered.lock().unwrap_or_else(|p| p.into_inner());
+            marked.retain(|_, until| *until > now);
+            marked.clone()
+        };
+        fit.sort_by_key(|runner| {
+            (
+                unanswered.contains_key(&runner.url),
+                runner.running_requests,
+            )
+        });
         fit[0].running_requests += 1;
         Ok(fit.into_iter().map(|runner| runner.url.clone()).collect())
+    }
+
+    /// A Job Runner that did not answer a hand-over (`err`): offered chains last for a
+    /// lease's length, or until it is lost.
+    pub(super) fn not_answered(&self, url: &str, err: &ClientError) {
+        if matches!(err, ClientError::Unavailable(_)) {
+            self.unanswered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    url.to_owned(),
+                    tokio::time::Instant::now() + self.options.lease,
+                );
+        }
     }
 
     /// Forgets the list of live runners (one registered, ended or was lost).
@@ -193,6 +219,7 @@ impl Manager {
                 | ClientError::AlreadyRunning(_)
                 | ClientError::Faulted(_)),
             ) => {
+                self.not_answered(&url, &err);
                 self.forget_runners();
                 Ok(Handed::Later(err))
             }

@@ -187,6 +187,10 @@ pub struct Manager {
     /// The Job Runners (by URL) that refused this Request Manager's credentials, logged
     /// once each until one takes a chain again.
     refused_by: Mutex<HashSet<String>>,
+    /// Job Runners (by URL) that did not answer a hand-over, and until when they are
+    /// offered chains last: one cut off from this manager is not waited for by every
+    /// create.
+    unanswered: Mutex<HashMap<String, tokio::time::Instant>>,
     /// Suspended chains whose resume a Job Runner failed (HTTP 500: job states that do
     /// not fit), by request: offered again after a growing wait, failed after a bound.
     resume_faults: Mutex<HashMap<String, background::ResumeFaults>>,
@@ -315,6 +319,7 @@ impl Manager {
             watcher: Mutex::new(None),
             unheld: Mutex::default(),
             refused_by: Mutex::default(),
+            unanswered: Mutex::default(),
             resume_faults: Mutex::default(),
             started_at: chrono::Utc::now(),
             lock_released: tokio::sync::Notify::new(),

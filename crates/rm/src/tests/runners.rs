@@ -954,3 +954,45 @@ async fn a_runner_of_an_api_version_this_manager_cannot_work_with_is_refused_at_
         assert_eq!(headers[proto::API_VERSION_HEADER], "1");
     }
 }
+
+/// Issue #48, point 3: a runner that did not answer a hand-over (cut off from this
+/// manager, though it renews its lease through another) is offered chains last, so
+/// the creates after the first are not handed to it (and do not wait for it).
+#[tokio::test]
+async fn a_runner_that_did_not_answer_a_hand_over_is_offered_chains_last() {
+    let env = env_with(Options::default()).await;
+    for (instance, url) in [("jr-a", "http://jr-a:32307"), ("jr-b", "http://jr-b:32307")] {
+        env.manager
+            .register_runner(proto::RunnerRegistration {
+                instance_id: instance.to_owned(),
+                url: url.to_owned(),
+                lease: "10s".to_owned(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    env.jr
+        .silent
+        .lock()
+        .unwrap()
+        .insert("http://jr-a:32307".to_owned());
+    let mut states = Vec::new();
+    for _ in 0..6 {
+        let id = create(&env).await;
+        let stored = env.manager.store().get_request(&id, false).await.unwrap();
+        states.push((stored.state, stored.jr_url));
+    }
+    let pending = states.iter().filter(|(s, _)| *s == State::Pending).count();
+    assert!(
+        pending <= 1,
+        "one create at most met the silent runner: {states:?}"
+    );
+    assert!(
+        states
+            .iter()
+            .filter(|(s, _)| *s == State::Running)
+            .all(|(_, url)| url == "http://jr-b:32307"),
+        "{states:?}"
+    );
+}
