@@ -62,6 +62,16 @@ pub struct LeaseSettings {
     pub pid: u32,
 }
 
+/// Logs why a registration failed: at error when the runner cannot work with that
+/// Request Manager at all (a misconfiguration), else at warn.
+fn registration_failed(instance: &str, err: &RegistryError) {
+    if let RegistryError::Incompatible(_) = err {
+        tracing::error!(instance, error = %err, "this job runner cannot work with the request manager; not registered, trying again");
+    } else {
+        tracing::warn!(instance, error = %err, "registering with the request manager failed; trying again");
+    }
+}
+
 /// Holds `runner`'s lease until `stop` is cancelled, then deregisters it.
 pub async fn hold(
     runner: Arc<Runner>,
@@ -96,15 +106,8 @@ pub async fn hold(
                 runner.set_registered(true);
                 sent
             }
-            Err(err @ RegistryError::Incompatible(_)) => {
-                tracing::error!(instance, error = %err, "this job runner cannot work with the request manager; not registered, trying again");
-                tokio::select! {
-                    () = stop.cancelled() => break 'register,
-                    () = tokio::time::sleep(every) => continue 'register,
-                }
-            }
             Err(err) => {
-                tracing::warn!(instance, error = %err, "registering with the request manager failed; trying again");
+                registration_failed(&instance, &err);
                 if matches!(err, RegistryError::Ended(_)) {
                     runner.renew_instance();
                 }

@@ -16,4 +16,6 @@ pub use rm_client::HttpRmClient;
 pub use runner::{Error, Reporters, Runner, new_instance_id};
 
 #[cfg(test)]
+mod rm_client_tests;
+#[cfg(test)]
 mod tests;

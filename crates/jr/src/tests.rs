@@ -697,51 +697,6 @@ async fn a_runner_that_cannot_renew_for_a_lease_abandons_its_chains_and_register
     );
 }
 
-/// Reports go to whichever Request Manager answers; a 409 that says it is fenced is a
-/// fenced report.
-#[tokio::test]
-async fn reports_go_to_whichever_request_manager_answers_and_fencing_is_recognised() {
-    use axum::routing::post;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let app = axum::Router::new().route(
-        "/api/v1/job-logs",
-        post(|headers: axum::http::HeaderMap| async move {
-            if headers.get("spindle-epoch").map(|v| v.as_bytes()) == Some(b"2") {
-                (
-                    StatusCode::CONFLICT,
-                    [("spindle-fenced", "true")],
-                    r#"{"message": "owned by another", "httpStatus": 409}"#,
-                )
-                    .into_response()
-            } else {
-                StatusCode::CREATED.into_response()
-            }
-        }),
-    );
-    use axum::response::IntoResponse as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    // The first URL answers nothing (a port with no server).
-    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead_url = format!("http://{}", dead.local_addr().unwrap());
-    drop(dead);
-    let client = crate::HttpRmClient::new(&[dead_url, url], reqwest::Client::new());
-    use crate::Reporters as _;
-    let owner = client.for_chain(proto::Fence {
-        instance: "i".to_owned(),
-        epoch: 1,
-    });
-    owner.job_logs(&[]).await.unwrap();
-    let stale = client.for_chain(proto::Fence {
-        instance: "i".to_owned(),
-        epoch: 2,
-    });
-    let err = stale.job_logs(&[]).await.unwrap_err();
-    assert_eq!(err.kind, chain::ReportErrorKind::Fenced, "{err}");
-    assert!(err.message.contains("owned by another"), "{err}");
-}
-
 /// Issue #15: a runner is ready once it holds a lease.
 #[tokio::test]
 async fn a_runner_is_ready_once_registered() {
@@ -763,62 +718,4 @@ async fn a_runner_is_ready_once_registered() {
         (status, body["status"].as_str()),
         (StatusCode::OK, Some("ready"))
     );
-}
-
-/// Issue #48, point 4: a Request Manager that answers a registration with an API version
-/// more than one apart from the runner's is refused by the runner, which says why; one
-/// that names none is of version 1, as one that names a neighbour version works.
-#[tokio::test]
-async fn a_runner_refuses_a_request_manager_of_an_api_version_it_cannot_work_with() {
-    use crate::lease::{Registry as _, RegistryError};
-    use axum::response::IntoResponse as _;
-    use axum::routing::post;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runner = serde_json::json!({
-        "instanceId": "i-1", "url": "http://jr", "startedAt": "2026-12-05T00:00:00Z",
-        "renewedAt": "2026-12-05T00:00:00Z", "lease": "10s", "state": "live"
-    });
-    let serve = async |version: Option<&'static str>| {
-        let runner = runner.clone();
-        let app = axum::Router::new().route(
-            "/api/v1/job-runners",
-            post(move || async move {
-                let mut answer = (StatusCode::CREATED, axum::Json(runner.clone())).into_response();
-                if let Some(version) = version {
-                    answer.headers_mut().insert(
-                        proto::API_VERSION_HEADER,
-                        axum::http::HeaderValue::from_static(version),
-                    );
-                }
-                answer
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        crate::HttpRmClient::new(&[url], reqwest::Client::new())
-    };
-    let registration = proto::RunnerRegistration {
-        instance_id: "i-1".to_owned(),
-        url: "http://jr".to_owned(),
-        lease: "10s".to_owned(),
-        ..proto::RunnerRegistration::default()
-    };
-    for version in [None, Some("1"), Some("2")] {
-        let client = serve(version).await;
-        let registered = client.register(&registration).await;
-        assert!(registered.is_ok(), "{version:?}: {registered:?}");
-    }
-    for version in ["7", "not a number"] {
-        let client = serve(Some(version)).await;
-        let err = client.register(&registration).await.unwrap_err();
-        assert!(matches!(err, RegistryError::Incompatible(_)), "{err}");
-        let said = err.to_string();
-        assert!(
-            said.contains("this Job Runner speaks version 1")
-                && said.contains("versions 1 to 2")
-                && said.contains("Upgrading"),
-            "{said}"
-        );
-    }
 }

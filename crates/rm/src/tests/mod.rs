@@ -704,6 +704,7 @@ async fn state_changes_from_another_site_are_refused() {
 
 mod acl;
 mod operations;
+mod recovery;
 mod reports;
 mod runners;
 mod store_faults;

@@ -6,8 +6,9 @@
 //! database is stopped for a while, and (issue #48) the network between them is cut:
 //! every call between processes goes through a link of the test's (`nemesis.rs`), and a
 //! runner is cut from every Request Manager both ways for 3 leases, a runner is cut
-//! from the managers' calls only (it reaches them, they do not reach it), and a Request
-//! Manager is cut from the database but not from its clients (server backends). Then
+//! from the managers' calls only (it reaches them, they do not reach it), a runner's
+//! traffic is slowed both ways (300 ms a read) for a lease, and a Request Manager is cut
+//! from the database but not from its clients (server backends). Then
 //! every request is COMPLETE, each job's tries are numbered 1..n without a gap, every
 //! execution has a logged try, and no job's program runs on.
 //!
@@ -64,6 +65,9 @@ enum Cut {
     RunnerInbound(usize),
     /// Request Manager `n` cut from the database; its clients reach it.
     ManagerDatabase(usize),
+    /// Runner `n`'s calls to the Request Managers and theirs to it slowed (every read
+    /// held 300 ms).
+    SlowRunner(usize),
 }
 
 /// Every call between the test's processes, through links it holds.
@@ -87,18 +91,28 @@ impl Network {
                 .chain(&self.runner_to_manager[n])
                 .collect(),
             Cut::RunnerInbound(n) => vec![&self.to_runner[n]],
+            Cut::SlowRunner(n) => std::iter::once(&self.to_runner[n])
+                .chain(&self.runner_to_manager[n])
+                .collect(),
             Cut::ManagerDatabase(k) => vec![&self.manager_to_database[k]],
         }
     }
 
     fn cut(&mut self, cut: Cut, for_how_long: Duration) {
         for link in self.links(cut) {
-            link.set(Mode::Cut);
+            // A slowed link that is cut stays cut until that heals.
+            if link.mode() != Mode::Cut {
+                link.set(match cut {
+                    Cut::SlowRunner(_) => Mode::Delay(300),
+                    _ => Mode::Cut,
+                });
+            }
         }
         let kind = match cut {
             Cut::Runner(_) => "runner cut both ways",
             Cut::RunnerInbound(_) => "runner unreachable",
             Cut::ManagerDatabase(_) => "manager cut from the database",
+            Cut::SlowRunner(_) => "runner slowed",
         };
         *self.made.entry(kind).or_default() += 1;
         self.cuts.push((cut, Instant::now() + for_how_long));
@@ -354,6 +368,13 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                     tokio::time::sleep(DB_DOWN.saturating_sub(down.elapsed())).await;
                     own.start();
                     db_stops += 1;
+                }
+                // A runner's traffic slowed both ways for a lease.
+                0 if dice.roll(2) == 0 => {
+                    let victim = dice.roll(jrs.len());
+                    if !network.is_cut(Cut::SlowRunner(victim)) {
+                        network.cut(Cut::SlowRunner(victim), LEASE_LENGTH);
+                    }
                 }
                 // A Job Runner dies; a new one starts.
                 _ => {

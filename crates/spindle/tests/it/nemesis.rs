@@ -1,8 +1,8 @@
 //! The network between two processes, held by the test (issue #48, point 3): a [`Link`]
 //! is a TCP proxy on a port of its own that forwards each connection to its target and
 //! can cut the traffic (a partition: connections are accepted and then hear nothing, as
-//! when packets are dropped), heal it, or lose answers (a call reaches its target, its
-//! answer never comes back). A link carries calls one way (the caller connects to it),
+//! when packets are dropped), delay it, heal it, or lose answers (a call reaches its
+//! target, its answer never comes back). A link carries calls one way (the caller connects to it),
 //! so one-way partitions are links cut on one side only.
 
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,9 @@ use tokio::sync::watch;
 pub(crate) enum Mode {
     /// Forwards every byte both ways.
     Pass,
+    /// Forwards every byte both ways, each read held this many milliseconds first (a
+    /// slow or congested network).
+    Delay(u64),
     /// Nothing gets through, either way: open connections fall silent, new ones are
     /// accepted and hear nothing. Healed ([`Mode::Pass`]), the silent ones are closed.
     Cut,
@@ -138,6 +141,7 @@ async fn forward(
             tokio::select! {
                 read = from_caller.read(&mut up) => {
                     let n = match read { Ok(0) | Err(_) => break false, Ok(n) => n };
+                    shared.delay().await;
                     if !losing {
                         losing = shared.lose(&up[..n]);
                     }
@@ -147,6 +151,7 @@ async fn forward(
                 }
                 read = from_target.read(&mut down) => {
                     let n = match read { Ok(0) | Err(_) => break false, Ok(n) => n };
+                    shared.delay().await;
                     // The call was served; its caller hears nothing of it.
                     if losing {
                         break false;
@@ -165,6 +170,14 @@ async fn forward(
 }
 
 impl Shared {
+    /// Waits as long as the link delays traffic now.
+    async fn delay(&self) {
+        let mode = *self.mode.borrow();
+        if let Mode::Delay(ms) = mode {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+    }
+
     /// Whether the call beginning with `bytes` is one to lose (and counts it).
     fn lose(&self, bytes: &[u8]) -> bool {
         self.mode.send_if_modified(|now| match now {
