@@ -16,7 +16,7 @@ use crate::{Error, Runner};
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = match self {
-            Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Error::ShuttingDown | Error::NotRegistered => StatusCode::SERVICE_UNAVAILABLE,
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
             // Valid, but of job types this runner lacks: the chain waits for one that has.
             Error::Refused(ref err) if err.waits_for_another_runner() => {

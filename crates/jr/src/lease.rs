@@ -81,6 +81,7 @@ pub async fn hold(
 ) {
     let lease = settings.lease;
     let every = lease / 3;
+    runner.set_leased();
     'register: loop {
         let instance = runner.instance();
         let registration = RunnerRegistration {

@@ -30,6 +30,13 @@ pub fn new_instance_id() -> String {
 pub enum Error {
     #[error("Job Runner is shutting down - no new job chains are being started")]
     ShuttingDown,
+    /// The runner holds no lease now (it is registering, or registering again after
+    /// its lease lapsed): a chain it took would belong to an instance no Request Manager
+    /// knows, which none could recover.
+    #[error(
+        "this Job Runner holds no lease now (it is registering with the Request Managers); offer the chain to another"
+    )]
+    NotRegistered,
     /// What was sent cannot be read (not a chain).
     #[error("{0}")]
     Invalid(String),
@@ -53,6 +60,9 @@ pub struct Runner {
     instance: Mutex<String>,
     /// Whether that instance holds a lease with a Request Manager.
     registered: tokio::sync::watch::Sender<bool>,
+    /// Whether this runner holds leases at all ([`crate::hold`] runs for it): then it
+    /// takes chains only while registered.
+    leased: AtomicBool,
     /// This Job Runner's base URL, as the Request Manager reaches it.
     base_url: String,
     options: chain::Options,
@@ -85,6 +95,7 @@ impl Runner {
             reporters,
             instance: Mutex::new(new_instance_id()),
             registered: tokio::sync::watch::Sender::new(false),
+            leased: AtomicBool::new(false),
             base_url: base_url.trim_end_matches('/').to_owned(),
             options,
             chains: Mutex::new(HashMap::new()),
@@ -124,6 +135,11 @@ impl Runner {
 
     pub(crate) fn set_registered(&self, registered: bool) {
         self.registered.send_replace(registered);
+    }
+
+    /// This runner holds leases: from now on it takes chains only while registered.
+    pub(crate) fn set_leased(&self) {
+        self.leased.store(true, Ordering::SeqCst);
     }
 
     /// Becomes a new instance after the old one's lease lapsed: every chain is abandoned
@@ -177,6 +193,9 @@ impl Runner {
     ) -> Result<(), Error> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(Error::ShuttingDown);
+        }
+        if self.leased.load(Ordering::SeqCst) && !self.is_registered() {
+            return Err(Error::NotRegistered);
         }
         let mut chains = self.chains();
         if chains.contains_key(request_id) {

@@ -719,3 +719,44 @@ async fn a_runner_is_ready_once_registered() {
         (StatusCode::OK, Some("ready"))
     );
 }
+
+/// Issue #48, point 3: a runner that holds leases takes no chain while it holds none
+/// (registering at start, or again after its lease lapsed): the chain would belong to an
+/// instance no Request Manager knows, and none could recover it (the chaos test with
+/// partitions, seed 8717167039125, left such a request RUNNING for good).
+#[tokio::test]
+async fn a_runner_takes_no_chain_while_it_holds_no_lease() {
+    let (runner, kept, router) = setup();
+    runner.set_leased();
+    let body = serde_json::to_string(&chain("req1", "10ms")).unwrap();
+    let (status, answer, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("holds no lease now"),
+        "{answer}"
+    );
+    runner.set_registered(true);
+    let (status, answer, _) = call(
+        &router,
+        Method::POST,
+        "/api/v1/job-chains",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    wait_until_idle(&runner).await;
+    assert_eq!(kept.finishes.lock().unwrap()[0].state, State::Complete);
+    // Its lease lapsed: a new instance, unregistered until it registers again.
+    runner.renew_instance();
+    let (status, _, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}

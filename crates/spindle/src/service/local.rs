@@ -31,11 +31,14 @@ impl InProcessJr {
 fn client_error(err: jr::Error) -> ClientError {
     let message = err.to_string();
     match err {
-        jr::Error::ShuttingDown | jr::Error::NotStopped(_) => ClientError::Unavailable(message),
+        jr::Error::ShuttingDown | jr::Error::NotRegistered | jr::Error::NotStopped(_) => {
+            ClientError::Unavailable(message)
+        }
         jr::Error::Refused(ref err) if err.waits_for_another_runner() => {
             ClientError::MissingJobTypes(message)
         }
-        jr::Error::Refused(ref err) if !err.is_invalid_chain() => ClientError::Unavailable(message),
+        // Job states that do not fit: what an HTTP runner answers with a 500.
+        jr::Error::Refused(ref err) if !err.is_invalid_chain() => ClientError::Faulted(message),
         jr::Error::Invalid(_) | jr::Error::Refused(_) => ClientError::Invalid(message),
         jr::Error::AlreadyRunning(_) => ClientError::AlreadyRunning(message),
         jr::Error::NotFound(_) => ClientError::NotFound(message),
