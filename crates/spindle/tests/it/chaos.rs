@@ -477,11 +477,14 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
             jobs += 1;
             let numbers: Vec<u64> = tries.iter().map(|t| t.0).collect();
             let expected: Vec<u64> = (1..=tries.len() as u64).collect();
-            assert_eq!(numbers, expected, "request {id} job {job_id}: {tries:?}");
+            assert_eq!(
+                numbers, expected,
+                "seed {seed}: request {id} job {job_id}: {tries:?}"
+            );
             assert_eq!(
                 tries.last().unwrap().1,
                 3,
-                "request {id} job {job_id}: {tries:?}"
+                "seed {seed}: request {id} job {job_id}: {tries:?}"
             );
             interrupted += tries
                 .iter()
@@ -495,7 +498,7 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                 let twins = twin_tries.get(item).copied().unwrap_or_default();
                 assert!(
                     runs >= 1 && runs <= tries.len() + twins,
-                    "request {id} job {job_id} ({tag} {item}): {runs} executions, tries {tries:?} (and {twins} of a twin)"
+                    "seed {seed}: request {id} job {job_id} ({tag} {item}): {runs} executions, tries {tries:?} (and {twins} of a twin)"
                 );
             }
         }
@@ -512,7 +515,11 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
     let found = client
         .get("/api/v1/requests?state=RUNNING&state=PENDING&state=SUSPENDED&limit=10")
         .await;
-    assert_eq!(found.as_array().map(Vec::len), Some(0), "{found}");
+    assert_eq!(
+        found.as_array().map(Vec::len),
+        Some(0),
+        "seed {seed}: {found}"
+    );
     // Why any try failed (an interrupted try is the chaos's; any other is a lead).
     let mut failed = Vec::new();
     for id in created.values() {
