@@ -769,3 +769,44 @@ pub(super) async fn a_finished_request_is_retried_from_its_final_state_only(
     let claimed = store.claim_suspended("rm-a", at(1, 7)).await.unwrap();
     assert_eq!(claimed, Some(sjc("r1")));
 }
+
+/// A PENDING request offered again gets a new epoch only if no try of it began under
+/// the old one (a hand-over whose answer was lost, its runner running it): such a try
+/// would run again under its number on the next runner, its start stored once. With a
+/// try begun, the offer is refused (`TryBegan`), and the request is taken back instead.
+pub(super) async fn a_request_offered_again_after_a_try_began_is_not_handed_over_anew(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    store
+        .register_runner(&registration("i1", "http://jr1"), at(1, 0))
+        .await
+        .unwrap();
+    create(&*store, "r1").await;
+    // Offered again (its first hand-over's answer was lost): a new epoch.
+    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let first = Fence {
+        instance: "i1".to_owned(),
+        epoch,
+    };
+    // The runner it went to begins a try before it is offered yet again.
+    store
+        .insert_try_starts(Some(&first), &[try_start("r1", "a", 1)])
+        .await
+        .unwrap();
+    let err = store
+        .hand_over(&"r1".into(), State::Pending)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TryBegan { .. }), "{err}");
+    assert_eq!(
+        store.owner("r1").await.unwrap().epoch,
+        epoch,
+        "no new epoch"
+    );
+    // Not PENDING: the state error, as before.
+    assert!(matches!(
+        store.hand_over(&"nope".into(), State::Pending).await,
+        Err(Error::NotFound { .. })
+    ));
+}

@@ -156,6 +156,13 @@ impl Manager {
                 Ok(epoch) => epoch,
                 // Started or finished meanwhile (another loop, a fast chain).
                 Err(store::Error::State { .. }) => return Ok(Handed::Done),
+                // A runner it was handed to before began it meanwhile (that hand-over's
+                // answer was lost): taken back and resumed, not sent out as new.
+                Err(err @ store::Error::TryBegan { .. }) => {
+                    tracing::info!(%request_id, why = %err, "a request offered again had begun on a job runner; it is taken back");
+                    self.took_back_begun(request_id, &job_chain).await?;
+                    return Ok(Handed::Done);
+                }
                 Err(err) => return Err(err.into()),
             }
         };

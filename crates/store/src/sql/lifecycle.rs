@@ -243,6 +243,9 @@ impl<DB: Backend> SqlStore<DB> {
         request_id: &RequestId,
         expected: State,
     ) -> Result<u64, Error> {
+        if expected == State::Pending {
+            return self.hand_over_pending(request_id).await;
+        }
         let update = Statement::new(
             "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2",
         )
@@ -255,6 +258,46 @@ impl<DB: Backend> SqlStore<DB> {
             Some(row) => Ok(u64::try_from(row.read::<i64>("epoch")?).unwrap_or(0)),
             None => Err(self.state_error(request_id, expected).await),
         }
+    }
+
+    /// A PENDING request offered again: its new epoch fences off whichever runner had
+    /// it, but only if no try of it began under the old one. Checked with the row locked
+    /// (a try start locks it too): a try that began would be run again under its number
+    /// by the next runner, its start stored once (the chaos test with partitions: a
+    /// hand-over whose answer was lost, the request offered again).
+    async fn hand_over_pending(&self, request_id: &RequestId) -> Result<u64, Error> {
+        let mut tx = self.pool.begin().await?;
+        let owners = Self::owners_in(&mut tx, &[request_id.as_str()], DB::LOCK_ROWS).await?;
+        match owners.get(request_id.as_str()) {
+            Some(owner) if owner.state == State::Pending => {}
+            _ => {
+                drop(tx);
+                return Err(self.state_error(request_id, State::Pending).await);
+            }
+        }
+        let began = Statement::new("SELECT job_id, try FROM job_tries WHERE request_id = $1")
+            .bind(request_id.as_str())
+            .fetch_optional(&mut tx)
+            .await?;
+        if let Some(row) = began {
+            return Err(Error::TryBegan {
+                request_id: request_id.to_string(),
+                job_id: row.read("job_id")?,
+                attempt: u32::try_from(row.read::<i32>("try")?).unwrap_or(0),
+            });
+        }
+        let row = Statement::new("UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1")
+            .bind(request_id.as_str())
+            .execute(&mut tx)
+            .await?;
+        drop(row);
+        let epoch = Statement::new("SELECT epoch FROM requests WHERE request_id = $1")
+            .bind(request_id.as_str())
+            .fetch_one(&mut tx)
+            .await?;
+        let epoch = u64::try_from(epoch.read::<i64>("epoch")?).unwrap_or(0);
+        tx.commit().await?;
+        Ok(epoch)
     }
 
     pub(crate) async fn start_request(
