@@ -56,8 +56,11 @@ impl ClientError {
     }
 
     /// Whether the same call may succeed later.
+    /// Whether the call may succeed if sent again: no answer, or a fault on the
+    /// runner's side (Spin Cycle's Job Runner answers some calls 500 while a chain
+    /// changes state).
     pub fn is_transient(&self) -> bool {
-        matches!(self, ClientError::Unavailable(_))
+        matches!(self, ClientError::Unavailable(_) | ClientError::Faulted(_))
     }
 
     /// Whether the call got no answer within its time.

@@ -390,7 +390,7 @@ impl Manager {
                     "request {request_id} is not running on its Job Runner {} any more",
                     request.jr_url
                 )),
-                ClientError::Unavailable(_) => Error::Unavailable {
+                ClientError::Unavailable(_) | ClientError::Faulted(_) => Error::Unavailable {
                     message: format!(
                         "request {request_id}'s Job Runner {} does not answer; if it is lost, the request is recovered on another within the lease ({}); stop it then",
                         request.jr_url,
