@@ -315,10 +315,11 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
             match event % 6 {
                 // A runner cut from every Request Manager, both ways, for 3 leases: its
                 // requests are recovered elsewhere meanwhile, and healed, it is fenced.
-                1 if !network
-                    .cuts
-                    .iter()
-                    .any(|(c, _)| matches!(c, Cut::Runner(_)))
+                1 if partitions
+                    && !network
+                        .cuts
+                        .iter()
+                        .any(|(c, _)| matches!(c, Cut::Runner(_)))
                     && chaos_started.elapsed() < chaos_for =>
                 {
                     network.cut(Cut::Runner(dice.roll(jrs.len())), LEASE_LENGTH * 3);
