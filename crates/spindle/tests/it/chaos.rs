@@ -341,7 +341,24 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                 // A Request Manager dies and comes back.
                 3 => {
                     rms[0].kill();
-                    rms[0] = Service::start(dir.path(), &rm_args(&databases[0], LEASE, &[]));
+                    // A Request Manager that cannot reach its database at start says
+                    // so and exits (through PgBouncer, logins fail for a while after
+                    // the server came back): started again until it serves.
+                    let args = rm_args(&databases[0], LEASE, &[]);
+                    let mut tries = 0;
+                    rms[0] = loop {
+                        match Service::try_start(dir.path(), &args) {
+                            Ok(rm) => break rm,
+                            Err(err) if tries < 30 => {
+                                tries += 1;
+                                let _ = err;
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                            }
+                            Err(err) => panic!(
+                                "seed {seed}: the request manager did not start again: {err}"
+                            ),
+                        }
+                    };
                     for out in &network.runner_to_manager {
                         out[0].retarget(&rms[0].url);
                     }
