@@ -14,6 +14,8 @@ use serde_json::json;
 
 use crate::sql::Statement;
 
+#[path = "fence_tests.rs"]
+mod fence_tests;
 #[path = "job_lock_tests.rs"]
 mod job_lock_tests;
 #[path = "lock_tests.rs"]
@@ -31,6 +33,10 @@ mod trigger_tests;
 #[path = "write_tests.rs"]
 mod write_tests;
 use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
+use fence_tests::{
+    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
+    a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
+};
 use job_lock_tests::jobs_take_locks_in_turn_and_their_request_end_releases_them;
 use lock_tests::{
     a_fair_lock_serves_its_callers_round_robin,
@@ -39,9 +45,7 @@ use lock_tests::{
 use notification_tests::ends_and_lost_runners_are_notified_once_each;
 use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
-    a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_lost_runners_request_is_recovered_once,
-    a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
     a_try_started_and_ended_during_a_recovery_is_never_missed,
     a_try_started_during_a_recovery_is_never_missed,
     an_unstarted_hand_over_is_taken_back_at_its_epoch, claims_race_and_each_chain_is_claimed_once,
