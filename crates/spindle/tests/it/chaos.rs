@@ -349,9 +349,8 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                     rms[0] = loop {
                         match Service::try_start(dir.path(), &args) {
                             Ok(rm) => break rm,
-                            Err(err) if tries < 30 => {
+                            Err(_) if tries < 30 => {
                                 tries += 1;
-                                let _ = err;
                                 tokio::time::sleep(Duration::from_secs(1)).await;
                             }
                             Err(err) => panic!(
