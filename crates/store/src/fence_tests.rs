@@ -54,7 +54,10 @@ pub(super) async fn a_request_offered_again_after_a_try_began_is_not_handed_over
         .unwrap();
     create(&*store, "r1").await;
     // Offered again (its first hand-over's answer was lost): a new epoch.
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     let first = Fence {
         instance: "i1".to_owned(),
         epoch,
@@ -65,7 +68,7 @@ pub(super) async fn a_request_offered_again_after_a_try_began_is_not_handed_over
         .await
         .unwrap();
     let err = store
-        .hand_over(&"r1".into(), State::Pending)
+        .hand_over(&"r1".into(), State::Pending, &Default::default())
         .await
         .unwrap_err();
     assert!(matches!(err, Error::TryBegan { .. }), "{err}");
@@ -76,7 +79,109 @@ pub(super) async fn a_request_offered_again_after_a_try_began_is_not_handed_over
     );
     // Not PENDING: the state error, as before.
     assert!(matches!(
-        store.hand_over(&"nope".into(), State::Pending).await,
+        store
+            .hand_over(&"nope".into(), State::Pending, &Default::default())
+            .await,
         Err(Error::NotFound { .. })
     ));
+}
+
+/// A suspended chain resumed on a runner whose answer (or whose record) was lost stays
+/// SUSPENDED at the resume's epoch while that runner runs it. Offered again, it gets a
+/// new epoch only if no try began beyond what the stored chain knows; else the offer is
+/// refused (`TryBegan`) and the request is taken back from that resume (`Unresumed`):
+/// the rebuilt chain replaces the stale one, and the new epoch fences the runner off.
+pub(super) async fn a_suspended_chain_offered_again_after_a_try_began_is_taken_back(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    running_on_i1(&*store).await;
+    store
+        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap();
+    let stored = store
+        .claim_suspended("rm-a", at(1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
+        .await
+        .unwrap();
+    // Resumed on i2, whose answer was lost: released, still SUSPENDED.
+    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
+    let i2 = Fence {
+        instance: "i2".to_owned(),
+        epoch,
+    };
+    // i2 begins b's third try (the stored chain knows two).
+    store
+        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 3)])
+        .await
+        .unwrap();
+    let again = store
+        .claim_suspended("rm-a", at(1, 4))
+        .await
+        .unwrap()
+        .unwrap();
+    let err = store
+        .hand_over(&"r1".into(), State::Suspended, &again.total_job_tries)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::TryBegan { job_id, attempt: 3, .. } if job_id == "b"),
+        "{err}"
+    );
+    assert_eq!(
+        store.owner("r1").await.unwrap().epoch,
+        epoch,
+        "no new epoch"
+    );
+    // Taken back from an older resume: refused as fenced, nothing changed.
+    let mut rebuilt = sjc("r1");
+    rebuilt.total_job_tries.insert("b".to_owned(), 3);
+    let interrupted = JobLog {
+        error: "interrupted".to_owned(),
+        ..log("r1", "b", 3, State::Fail)
+    };
+    let err = store
+        .recover_request(
+            Holder::Unresumed(epoch - 1),
+            std::slice::from_ref(&interrupted),
+            &rebuilt,
+            at(1, 5),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    store
+        .recover_request(
+            Holder::Unresumed(epoch),
+            std::slice::from_ref(&interrupted),
+            &rebuilt,
+            at(1, 5),
+        )
+        .await
+        .unwrap();
+    let owner = store.owner("r1").await.unwrap();
+    assert_eq!((owner.state, owner.epoch), (State::Suspended, epoch + 1));
+    // The runner that had it is fenced off.
+    let err = store
+        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 4)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err}");
+    // The rebuilt chain, unclaimed, is the one offered next, and it goes out.
+    let next = store
+        .claim_suspended("rm-b", at(1, 6))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.total_job_tries.get("b"), Some(&3));
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended, &next.total_job_tries)
+        .await
+        .unwrap();
+    assert_eq!(epoch, owner.epoch + 1);
 }

@@ -14,7 +14,10 @@ use crate::{Error, LockClaim, LockTake, Store};
 /// Starts `id` as runner `instance`'s: its fence.
 async fn running(store: &dyn Store, id: &str, instance: &str) -> Fence {
     create(store, id).await;
-    let epoch = store.hand_over(&id.into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&id.into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     let fence = Fence {
         instance: instance.to_owned(),
         epoch,
@@ -90,7 +93,10 @@ pub(super) async fn jobs_take_locks_in_turn_and_their_request_end_releases_them(
     // But of one handed over and not yet marked RUNNING, by the runner it was handed to:
     // its chain began before the Request Manager stored RUNNING (a race seen in CI).
     create(&*store, "r4").await;
-    let epoch = store.hand_over(&"r4".into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&"r4".into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     let f4 = Fence {
         instance: "i4".to_owned(),
         epoch,

@@ -213,6 +213,10 @@ pub enum Holder<'a> {
     /// PENDING at this epoch, yet begun on a Job Runner: handed over, but never marked
     /// RUNNING (the Request Manager that handed it over died, or its write failed).
     Unstarted(u64),
+    /// SUSPENDED at this epoch, yet begun on a Job Runner: resumed there, but the resume's
+    /// answer or its record was lost, so the stored suspended chain does not know what
+    /// ran. Its suspended chain is replaced by the rebuilt one.
+    Unresumed(u64),
     /// Finished in this state, and run again (`spindle retry`): its finish time and
     /// reason are cleared, its finished jobs are the suspended chain's.
     Finished(State),

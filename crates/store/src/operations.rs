@@ -154,7 +154,12 @@ store_traits! {
     pub trait Lifecycle {
         /// Begins a hand-over of a request in state `expected` (PENDING or SUSPENDED): the
         /// epoch grows by one and is returned; the Job Runner it is handed to reports with it.
-        fn hand_over(&self, request_id: &RequestId, expected: State) -> u64;
+        /// `known_tries` is the handed chain's count of each job's tries (none for a new
+        /// chain): a try beyond it that began or was logged under the current epoch (a
+        /// hand-over whose answer or record was lost, its runner running it) refuses the
+        /// hand-over with [`Error::TryBegan`], checked with the request's row locked, for
+        /// the next runner would run that try again under its number.
+        fn hand_over(&self, request_id: &RequestId, expected: State, known_tries: &std::collections::BTreeMap<String, u32>) -> u64;
 
         /// PENDING → RUNNING, on the Job Runner at `jr_url`. With `owner`, only for that
         /// hand-over's epoch, and the instance is recorded as the request's owner. Returns

@@ -308,7 +308,10 @@ pub(super) async fn runners_register_renew_lapse_and_end(store: Arc<dyn Store>, 
 
 pub(super) async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
     create(&*store, "r1").await;
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     // A new request is stored as epoch 1 (its first hand-over); this is the next.
     assert_eq!(epoch, 2);
     let owner = Fence {
@@ -337,7 +340,12 @@ pub(super) async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
             epoch: 2
         }
     );
-    assert!(store.hand_over(&"r1".into(), State::Pending).await.is_err());
+    assert!(
+        store
+            .hand_over(&"r1".into(), State::Pending, &Default::default())
+            .await
+            .is_err()
+    );
 
     // Another instance, or the same at another epoch, cannot finish it.
     let finish = FinishRequest {
@@ -381,7 +389,7 @@ pub(super) async fn hand_overs_are_fenced(store: Arc<dyn Store>, _raw: Raw) {
         .await
         .unwrap();
     let epoch = store
-        .hand_over(&"r1".into(), State::Suspended)
+        .hand_over(&"r1".into(), State::Suspended, &sjc("r1").total_job_tries)
         .await
         .unwrap();
     let claimed = store.claim_suspended("rm-a", at(1, 6)).await.unwrap();
@@ -435,7 +443,10 @@ pub(super) async fn running_on_i1(store: &dyn Store) -> Fence {
         .await
         .unwrap();
     create(store, "r1").await;
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     let owner = Fence {
         instance: "i1".to_owned(),
         epoch,
@@ -615,7 +626,7 @@ pub(super) async fn a_lost_runners_request_is_recovered_once(store: Arc<dyn Stor
 
     // Once finished, its started tries are forgotten.
     let epoch = store
-        .hand_over(&"r1".into(), State::Suspended)
+        .hand_over(&"r1".into(), State::Suspended, &sjc("r1").total_job_tries)
         .await
         .unwrap();
     let next = Fence {
@@ -650,7 +661,10 @@ pub(super) async fn an_unstarted_hand_over_is_taken_back_at_its_epoch(
     _raw: Raw,
 ) {
     create(&*store, "r1").await;
-    let epoch = store.hand_over(&"r1".into(), State::Pending).await.unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Pending, &Default::default())
+        .await
+        .unwrap();
     let interrupted = JobLog {
         error: "interrupted".to_owned(),
         ..log("r1", "a", 1, State::Stopped)

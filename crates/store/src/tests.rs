@@ -36,6 +36,7 @@ use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
 use fence_tests::{
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
+    a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
 };
 use job_lock_tests::jobs_take_locks_in_turn_and_their_request_end_releases_them;
 use lock_tests::{
@@ -289,6 +290,7 @@ suite!(
     a_try_started_and_ended_during_a_recovery_is_never_missed,
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
+    a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,

@@ -128,7 +128,26 @@ impl Manager {
                 .await;
             let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
             let resumed = match target {
-                Ok(urls) => match self.store.hand_over(&request_id, State::Suspended).await {
+                Ok(urls) => match self
+                    .store
+                    .hand_over(&request_id, State::Suspended, &suspended.total_job_tries)
+                    .await
+                {
+                    // An earlier resume of it reached a runner that began it, its answer
+                    // or record lost: the stored chain does not know those tries. Taken
+                    // back (rebuilt, at a new epoch) and resumed as rebuilt.
+                    Err(err @ store::Error::TryBegan { .. }) => {
+                        tracing::info!(%request_id, why = %err, "a suspended chain offered again had begun on a job runner; it is taken back");
+                        if let Err(err) = self
+                            .take_back_unrecorded(&request_id, State::Suspended)
+                            .await
+                        {
+                            tracing::warn!(%request_id, error = %err.chain(), "taking back a suspended chain that had begun failed; trying again later");
+                        }
+                        // Released if not taken back (a rebuilt chain is stored unclaimed).
+                        waiting.push(request_id);
+                        continue;
+                    }
                     Ok(epoch) => {
                         let span = self.hand_over_span(&request_id);
                         let began = std::time::SystemTime::now();

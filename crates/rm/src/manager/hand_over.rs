@@ -152,7 +152,11 @@ impl Manager {
         let epoch = if first {
             1
         } else {
-            match self.store.hand_over(request_id, State::Pending).await {
+            match self
+                .store
+                .hand_over(request_id, State::Pending, &BTreeMap::new())
+                .await
+            {
                 Ok(epoch) => epoch,
                 // Started or finished meanwhile (another loop, a fast chain).
                 Err(store::Error::State { .. }) => return Ok(Handed::Done),
@@ -160,7 +164,8 @@ impl Manager {
                 // answer was lost): taken back and resumed, not sent out as new.
                 Err(err @ store::Error::TryBegan { .. }) => {
                     tracing::info!(%request_id, why = %err, "a request offered again had begun on a job runner; it is taken back");
-                    self.took_back_begun(request_id, &job_chain).await?;
+                    self.take_back_unrecorded(request_id, State::Pending)
+                        .await?;
                     return Ok(Handed::Done);
                 }
                 Err(err) => return Err(err.into()),

@@ -339,26 +339,43 @@ impl Manager {
         if !ran && self.store.try_starts(request_id).await?.is_empty() {
             return Ok(false);
         }
+        self.take_back_unrecorded(request_id, State::Pending)
+            .await?;
+        Ok(true)
+    }
+
+    /// Takes back a request in state `expected` (PENDING or SUSPENDED) that began on a
+    /// Job Runner under a hand-over or resume that was never recorded (its answer or its
+    /// record was lost): rebuilt from the store, stored as its suspended chain, at a new
+    /// epoch that fences off whichever runner had it. Left as it is if it moved on.
+    pub(super) async fn take_back_unrecorded(
+        &self,
+        request_id: &RequestId,
+        expected: State,
+    ) -> Result<(), Error> {
         let owner = self.store.owner(request_id).await?;
-        if owner.state != State::Pending {
-            return Ok(true);
+        if owner.state != expected {
+            return Ok(());
         }
         let error = crate::recovery::unrecorded_error(owner.epoch);
-        match self
-            .take_back(request_id, Holder::Unstarted(owner.epoch), error)
-            .await
-        {
+        let holder = if expected == State::Pending {
+            Holder::Unstarted(owner.epoch)
+        } else {
+            Holder::Unresumed(owner.epoch)
+        };
+        match self.take_back(request_id, holder, error).await {
             Ok(interrupted) => {
                 tracing::warn!(
                     %request_id,
                     epoch = owner.epoch,
                     interrupted,
-                    "PENDING request had begun on a job runner without being marked RUNNING; taken back, it is resumed on a live one"
+                    state = %expected,
+                    "request had begun on a job runner under a hand-over that was never recorded; taken back, it is resumed on a live one"
                 );
-                Ok(true)
+                Ok(())
             }
             // Handed over again or started meanwhile (another Request Manager).
-            Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(true),
+            Err(Error::Fenced(_) | Error::Conflict(_)) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -1,6 +1,7 @@
 //! Recovery as the Request Manager does it: a lost runner's request rebuilt and resumed
 //! on a live one, a request its runner no longer holds taken back, a resumed chain's end
-//! before its resume is recorded, a PENDING request that began on a runner taken back.
+//! before its resume is recorded, a PENDING request that began on a runner taken back,
+//! and a suspended one whose resume's answer was lost.
 
 use super::*;
 
@@ -220,7 +221,7 @@ async fn a_resumed_chains_end_before_its_resume_is_recorded_is_taken_when_it_is(
         .unwrap()
         .unwrap();
     let epoch = store
-        .hand_over(&request_id, State::Suspended)
+        .hand_over(&request_id, State::Suspended, &suspended.total_job_tries)
         .await
         .unwrap();
     let fence = proto::Fence {
@@ -269,7 +270,7 @@ async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
     let epoch = env
         .manager
         .store()
-        .hand_over(&request_id, State::Pending)
+        .hand_over(&request_id, State::Pending, &Default::default())
         .await
         .unwrap();
     let ghost = proto::Fence {
@@ -333,6 +334,86 @@ async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
     let err = env
         .manager
         .add_job_logs(vec![entry], Some(&ghost))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+}
+
+/// A resume whose answer was lost (the runner took the chain and began a try; the
+/// Request Manager heard nothing, as when the nemesis cuts a runner off mid-call) leaves
+/// the request SUSPENDED at that resume's epoch while the runner runs it. Offered again,
+/// the stored chain does not go out as it is (the next runner would run that try again
+/// under its number, its start stored once: the chaos test's double execution): the
+/// request is taken back, rebuilt with the try logged as interrupted, at a new epoch
+/// that fences the first runner off, and resumed so.
+#[tokio::test]
+async fn a_resume_whose_answer_was_lost_is_taken_back_before_it_goes_out_again() {
+    let env = env_with(Options::default()).await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    // Its runner says twice that it does not hold it: taken back, SUSPENDED.
+    for _ in 0..2 {
+        env.manager.renew_runner("ia", Some(&[])).await.unwrap();
+    }
+    let state = || async { env.manager.get(&id, false).await.unwrap().state };
+    assert_eq!(state().await, State::Suspended);
+    let store = env.manager.store();
+    // Resumed on jr-a, which takes it, but its answer is lost.
+    env.jr
+        .silent
+        .lock()
+        .unwrap()
+        .insert("http://jr-a:1".to_owned());
+    env.manager.background_round().await;
+    assert_eq!(state().await, State::Suspended);
+    let epoch = store.owner(&id).await.unwrap().epoch;
+    let unheard = proto::Fence {
+        instance: "ia".to_owned(),
+        epoch,
+    };
+    let chain = env.manager.job_chain(&id).await.unwrap();
+    let job = chain.jobs.keys().next().unwrap().clone();
+    env.manager
+        .add_try_starts(vec![try_start(&id, &job, 1, 1_000)], Some(&unheard))
+        .await
+        .unwrap();
+
+    env.jr.silent.lock().unwrap().clear();
+    env.manager.background_round().await;
+    let resumed = env.jr.resumed.lock().unwrap().clone();
+    assert_eq!(resumed.len(), 1, "resumed once, as rebuilt");
+    assert_eq!(resumed[0].total_job_tries.get(&job), Some(&1));
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap().last().unwrap().1,
+        epoch + 2,
+        "a new epoch for the take-back, another for the resume"
+    );
+    assert_eq!(state().await, State::Running);
+    let logs = env.manager.job_log(&id).await.unwrap();
+    assert_eq!(
+        logs.iter()
+            .map(|l| (l.job_id.as_str(), l.r#try))
+            .collect::<Vec<_>>(),
+        [(job.as_str(), 1)]
+    );
+    assert!(
+        logs[0]
+            .error
+            .starts_with(&format!("interrupted: the hand-over (epoch {epoch})")),
+        "{}",
+        logs[0].error
+    );
+    // The runner whose answer was lost hears that it no longer has the request.
+    let entry = proto::JobLog {
+        request_id: id.clone(),
+        job_id: job.clone(),
+        r#try: 1,
+        state: State::Complete,
+        ..proto::JobLog::default()
+    };
+    let err = env
+        .manager
+        .add_job_logs(vec![entry], Some(&unheard))
         .await
         .unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");

@@ -238,53 +238,46 @@ impl<DB: Backend> SqlStore<DB> {
         Ok(())
     }
 
+    /// A hand-over of a PENDING or SUSPENDED request: its new epoch fences off whichever
+    /// runner had it, but only if no try of it began under the old one beyond what the
+    /// handed chain knows (`known_tries`). Checked with the row locked (a try start and a
+    /// job log entry lock it too): a try that began would be run again under its number
+    /// by the next runner, its start stored once (the chaos test with partitions: a
+    /// hand-over or a resume whose answer was lost, the request offered again).
     pub(crate) async fn hand_over(
         &self,
         request_id: &RequestId,
         expected: State,
+        known_tries: &BTreeMap<String, u32>,
     ) -> Result<u64, Error> {
-        if expected == State::Pending {
-            return self.hand_over_pending(request_id).await;
-        }
-        let update = Statement::new(
-            "UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1 AND state = $2",
-        )
-        .bind(request_id.as_str())
-        .bind(state_value(expected));
-        match self
-            .update_request_returning(update, "epoch", request_id)
-            .await?
-        {
-            Some(row) => Ok(u64::try_from(row.read::<i64>("epoch")?).unwrap_or(0)),
-            None => Err(self.state_error(request_id, expected).await),
-        }
-    }
-
-    /// A PENDING request offered again: its new epoch fences off whichever runner had
-    /// it, but only if no try of it began under the old one. Checked with the row locked
-    /// (a try start locks it too): a try that began would be run again under its number
-    /// by the next runner, its start stored once (the chaos test with partitions: a
-    /// hand-over whose answer was lost, the request offered again).
-    async fn hand_over_pending(&self, request_id: &RequestId) -> Result<u64, Error> {
         let mut tx = self.pool.begin().await?;
         let owners = Self::owners_in(&mut tx, &[request_id.as_str()], DB::LOCK_ROWS).await?;
         match owners.get(request_id.as_str()) {
-            Some(owner) if owner.state == State::Pending => {}
+            Some(owner) if owner.state == expected => {}
             _ => {
                 drop(tx);
-                return Err(self.state_error(request_id, State::Pending).await);
+                return Err(self.state_error(request_id, expected).await);
             }
         }
-        let began = Statement::new("SELECT job_id, try FROM job_tries WHERE request_id = $1")
-            .bind(request_id.as_str())
-            .fetch_optional(&mut tx)
-            .await?;
-        if let Some(row) = began {
-            return Err(Error::TryBegan {
-                request_id: request_id.to_string(),
-                job_id: row.read("job_id")?,
-                attempt: u32::try_from(row.read::<i32>("try")?).unwrap_or(0),
-            });
+        for sql in [
+            "SELECT job_id, MAX(try) AS try FROM job_tries WHERE request_id = $1 GROUP BY job_id",
+            "SELECT job_id, MAX(try) AS try FROM job_log WHERE request_id = $1 GROUP BY job_id",
+        ] {
+            let rows = Statement::new(sql)
+                .bind(request_id.as_str())
+                .fetch_all(&mut tx)
+                .await?;
+            for row in &rows {
+                let job_id: String = row.read("job_id")?;
+                let attempt = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
+                if attempt > known_tries.get(&job_id).copied().unwrap_or(0) {
+                    return Err(Error::TryBegan {
+                        request_id: request_id.to_string(),
+                        job_id,
+                        attempt,
+                    });
+                }
+            }
         }
         let row = Statement::new("UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1")
             .bind(request_id.as_str())

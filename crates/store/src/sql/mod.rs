@@ -11,7 +11,7 @@
 //! to them) and their helpers. Code here is generic over a [`Backend`] with no other
 //! bound: running a statement and reading its rows go through `run.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};

@@ -194,6 +194,13 @@ impl<DB: Backend> SqlStore<DB> {
             .bind(state_value(State::Suspended))
             .bind(state_value(State::Pending))
             .bind(count(epoch)),
+            Holder::Unresumed(epoch) => Statement::new(
+                "UPDATE requests SET jr_url = NULL, jr_instance = NULL, epoch = epoch + 1 \
+                 WHERE request_id = $1 AND state = $2 AND epoch = $3",
+            )
+            .bind(request_id)
+            .bind(state_value(State::Suspended))
+            .bind(count(epoch)),
             Holder::Finished(state) => Statement::new(
                 "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL, epoch = epoch + 1, \
                  finished_at = NULL, error = '', finished_jobs = $4 WHERE request_id = $1 AND state = $3",
@@ -215,21 +222,29 @@ impl<DB: Backend> SqlStore<DB> {
                     };
                     self.refusal(request_id, Some(&fence), State::Running).await
                 }
-                Holder::Unstarted(epoch) => {
+                Holder::Unstarted(epoch) | Holder::Unresumed(epoch) => {
+                    let expected = if matches!(holder, Holder::Unstarted(_)) {
+                        State::Pending
+                    } else {
+                        State::Suspended
+                    };
                     let owner = self.owner(request_id).await?;
-                    if owner.state == State::Pending && owner.epoch != epoch {
+                    if owner.state == expected && owner.epoch != epoch {
                         Error::Fenced(format!(
                             "request {request_id} was handed over again (epoch {}, not {epoch})",
                             owner.epoch
                         ))
                     } else {
-                        self.state_error(request_id, State::Pending).await
+                        self.state_error(request_id, expected).await
                     }
                 }
                 Holder::Finished(state) => self.state_error(request_id, state).await,
             });
         }
-        if matches!(holder, Holder::Lost(_) | Holder::Unstarted(_)) {
+        if matches!(
+            holder,
+            Holder::Lost(_) | Holder::Unstarted(_) | Holder::Unresumed(_)
+        ) {
             // With the request's row locked: a try that started after the caller read
             // the starts (and so is not in `interrupted`) would be missed and run twice.
             let unlogged = Statement::new(
@@ -281,6 +296,13 @@ impl<DB: Backend> SqlStore<DB> {
             }
         }
         Self::insert_logs_in(&mut tx, interrupted).await?;
+        if matches!(holder, Holder::Unresumed(_)) {
+            // The stale chain (claimed or not) gives way to the rebuilt one, unclaimed.
+            Statement::new("DELETE FROM suspended_job_chains WHERE request_id = $1")
+                .bind(request_id)
+                .execute(&mut tx)
+                .await?;
+        }
         super::suspended::insert_suspended(request_id, suspended_json, at)
             .execute(&mut tx)
             .await?;
