@@ -23,10 +23,12 @@ pub enum Error {
     /// or another instance): refused, so that one runner at a time advances a request.
     #[error("{0}")]
     Fenced(String),
-    /// A recovery that would miss a try: it began after the recovery read the request's
-    /// tries. Nothing was written; the request is recovered again from what is stored.
+    /// A recovery or hand-over that would miss a try: it began (on a runner that had the
+    /// request under a hand-over nobody recorded, or while the recovery was rebuilt)
+    /// beyond what the chain being stored or handed over knows. Nothing was written; the
+    /// request is taken back from what is stored.
     #[error(
-        "request {request_id}: try {attempt} of job {job_id} began while it was being recovered; it is recovered again from what is stored"
+        "request {request_id}: try {attempt} of job {job_id} began on a job runner beyond what the chain being recovered or handed over knows; it is rebuilt from what is stored"
     )]
     TryBegan {
         request_id: String,

@@ -379,7 +379,22 @@ async fn a_resume_whose_answer_was_lost_is_taken_back_before_it_goes_out_again()
         .unwrap();
 
     env.jr.silent.lock().unwrap().clear();
+    let (guard, logs) = capture_logs();
     env.manager.background_round().await;
+    drop(guard);
+    // Said at info, with why.
+    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let said = logs
+        .lines()
+        .find(|line| line.contains("a suspended chain offered again had begun on a job runner"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert!(said.contains(" INFO "), "{said}");
+    assert!(
+        said.contains(&format!(
+            "why=request {id}: try 1 of job {job} began on a job runner"
+        )),
+        "{said}"
+    );
     let resumed = env.jr.resumed.lock().unwrap().clone();
     assert_eq!(resumed.len(), 1, "resumed once, as rebuilt");
     assert_eq!(resumed[0].total_job_tries.get(&job), Some(&1));
