@@ -147,7 +147,8 @@ pub(crate) struct GraphArgs {
     /// The request type to build (or, without --specs, a request id)
     pub(crate) request: String,
     /// Request args as name=value; a value that is a JSON list or object (hosts=["a","b"])
-    /// is passed as that value, anything else as a string
+    /// is passed as that value, anything else as a string; name=@FILE reads it from a file
+    /// (one value a line, or a JSON list)
     pub(crate) args: Vec<String>,
     /// Output format [default: tree on a terminal, otherwise json]
     #[arg(long, value_enum)]

@@ -33,7 +33,9 @@ pub(crate) struct RunArgs {
     config: Option<PathBuf>,
     /// The request type to run
     request: String,
-    /// Request args as name=value; a value that is a JSON list or object is passed as that value
+    /// Request args as name=value; a value that is a JSON list or object is passed as that
+    /// value; name=@FILE reads it from a file (one value a line, or a JSON list; @- for
+    /// standard input, @@ for a value that begins with @)
     args: Vec<String>,
     /// What to print at the end: the request id and final state, or (json) the final
     /// request and its job log [default: human]

@@ -6,6 +6,7 @@ mod beyond;
 mod bulk;
 mod chaos;
 mod client;
+mod fleet;
 mod graph;
 mod import;
 mod job_locks;

@@ -78,7 +78,9 @@ fn ask(prompt: &str) -> anyhow::Result<String> {
 pub(crate) struct StartArgs {
     /// The request type
     request: String,
-    /// Request args as name=value (a JSON list or object value is passed as such)
+    /// Request args as name=value (a JSON list or object value is passed as such);
+    /// name=@FILE reads it from a file (one value a line, or a JSON list; @- for standard
+    /// input, @@ for a value that begins with @)
     args: Vec<String>,
     /// Start without asking for confirmation
     #[arg(long, short = 'y')]
