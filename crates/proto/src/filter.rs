@@ -21,8 +21,43 @@ pub struct RequestFilter {
     pub until: Option<DateTime<Utc>>,
     /// At most this many requests; 0 means no limit.
     pub limit: u64,
-    /// Skip this many; only honoured with a limit.
+    /// Skip this many; only honoured with a limit. The database walks past every one
+    /// skipped: deep pages are slow (use `after`).
     pub offset: u64,
+    /// (Spindle) Only requests after this one in the order found (newest first): the
+    /// keyset cursor of the page before, its `Spindle-Next` token.
+    pub after: Option<Cursor>,
+}
+
+/// Where a page of found requests ended: the last request's creation time and id, the
+/// order `find` sorts by. As a token (`Spindle-Next`, `after=`) it is
+/// `MICROSECONDS.ID`, to be passed back as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: DateTime<Utc>,
+    pub request_id: String,
+}
+
+impl Cursor {
+    /// The token that names this cursor.
+    pub fn token(&self) -> String {
+        format!("{}.{}", self.created_at.timestamp_micros(), self.request_id)
+    }
+
+    /// Reads a token made by [`Cursor::token`].
+    pub fn parse(token: &str) -> Option<Cursor> {
+        let (micros, request_id) = token.split_once('.')?;
+        let created_at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+        let valid = !request_id.is_empty()
+            && request_id.len() <= 64
+            && request_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        valid.then(|| Cursor {
+            created_at,
+            request_id: request_id.to_owned(),
+        })
+    }
 }
 
 /// A query parameter that cannot be read; the text is Spin Cycle's.
@@ -40,6 +75,10 @@ pub enum FilterError {
         value: String,
         detail: String,
     },
+    #[error(
+        "invalid 'after' parameter: {0:?} is not a page's cursor; expected the Spindle-Next token of the page before, as it was given"
+    )]
+    After(String),
     #[error("invalid '{param}' parameter: {value:?} cannot be parsed to uint: {detail}")]
     Uint {
         param: &'static str,
@@ -76,6 +115,11 @@ impl RequestFilter {
                 "until" => filter.until = Some(parse_time("until", value)?),
                 "limit" => filter.limit = parse_uint("limit", value)?,
                 "offset" => offset = Some(value),
+                "after" => {
+                    filter.after = Some(
+                        Cursor::parse(value).ok_or_else(|| FilterError::After(value.to_owned()))?,
+                    );
+                }
                 _ => {}
             }
         }
@@ -90,6 +134,9 @@ impl RequestFilter {
     /// fields left out.
     pub fn to_query(&self) -> String {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(after) = &self.after {
+            query.append_pair("after", &after.token());
+        }
         for (name, value) in &self.args {
             query.append_pair("arg", &format!("{name}={value}"));
         }

@@ -22,7 +22,7 @@ mod types;
 
 pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
 pub use create::CreateRequest;
-pub use filter::{FilterError, RequestFilter};
+pub use filter::{Cursor, FilterError, RequestFilter};
 pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};
 pub use notifications::{Notification, NotificationPayload, NotifiedRequest};

@@ -218,6 +218,7 @@ fn filter_query_matches_spin_cycle_client() {
         until: Some("2020-01-02T12:34:56.789Z".parse().unwrap()),
         limit: 5,
         offset: 10,
+        after: None,
     };
     let query = filter.to_query();
     assert_eq!(
@@ -230,6 +231,44 @@ fn filter_query_matches_spin_cycle_client() {
     let parsed =
         RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
     assert_eq!(parsed, filter);
+}
+
+/// A page's cursor (Spindle's `after=`) goes through the query and back as it was.
+#[test]
+fn a_cursor_round_trips_and_a_bad_one_is_refused() {
+    let cursor = crate::Cursor {
+        created_at: "2026-12-05T16:10:00.123456Z".parse().unwrap(),
+        request_id: "0a1b2c3d4e5f6g7h8i9j".to_owned(),
+    };
+    assert_eq!(cursor.token(), "1796487000123456.0a1b2c3d4e5f6g7h8i9j");
+    assert_eq!(crate::Cursor::parse(&cursor.token()), Some(cursor.clone()));
+    let filter = RequestFilter {
+        after: Some(cursor),
+        limit: 2,
+        ..RequestFilter::default()
+    };
+    let query = filter.to_query();
+    assert!(query.starts_with("after=1796487000123456.0a1b2c3d4e5f6g7h8i9j&limit=2"));
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let parsed =
+        RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    assert_eq!(parsed, filter);
+    for bad in [
+        "yesterday",
+        "12.",
+        ".abc",
+        "x.abc",
+        "12.a&b",
+        "99999999999999999999.a",
+    ] {
+        let err = RequestFilter::from_query([("after", bad)]).unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid 'after' parameter"),
+            "{bad}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -391,6 +391,29 @@ pub(super) async fn search(store: Arc<dyn Store>, _raw: Raw) {
         .await,
         ["x", "y"]
     );
+    // Keyset pages: each after the last of the one before, ties on the creation time
+    // (x and y, both 3:00) broken by id, every request once, a filter kept throughout.
+    let cursor = |id: &str, hour: u32| {
+        Some(proto::Cursor {
+            created_at: at(hour, 0),
+            request_id: id.to_owned(),
+        })
+    };
+    let page = |after, request_type: Option<&str>, limit| RequestFilter {
+        after,
+        request_type: request_type.map(str::to_owned),
+        limit,
+        ..Default::default()
+    };
+    assert_eq!(find(page(cursor("y", 3), None, 2)).await, ["f", "r"]);
+    assert_eq!(find(page(cursor("r", 1), None, 2)).await, ["p"]);
+    assert_eq!(
+        find(page(cursor("x", 3), None, 0)).await,
+        ["y", "f", "r", "p"]
+    );
+    assert_eq!(find(page(cursor("x", 3), Some("deploy"), 1)).await, ["r"]);
+    assert_eq!(find(page(cursor("r", 1), Some("deploy"), 1)).await, ["p"]);
+    assert!(find(page(cursor("p", 0), None, 2)).await.is_empty());
     assert!(
         find(RequestFilter {
             user: Some("nobody".into()),

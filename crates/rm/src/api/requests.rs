@@ -101,8 +101,42 @@ pub(super) async fn find(
     for request in &mut found {
         manager.count_own_finished(request).await?;
     }
-    Ok(Json(found).into_response())
+    // A full page names the next one (keyset: it starts after this page's last request,
+    // however deep; `offset` makes the database walk past every request it skips).
+    let next = found
+        .last()
+        .filter(|_| filter.limit > 0 && found.len() as u64 == filter.limit)
+        .map(|last| {
+            let cursor = proto::Cursor {
+                created_at: last.created_at,
+                request_id: last.id.clone(),
+            };
+            let query = RequestFilter {
+                after: Some(cursor.clone()),
+                offset: 0,
+                ..filter.clone()
+            }
+            .to_query();
+            (
+                cursor.token(),
+                format!("</api/v1/requests?{query}>; rel=\"next\""),
+            )
+        });
+    let mut response = Json(found).into_response();
+    if let Some((token, link)) = next {
+        let headers = response.headers_mut();
+        for (name, value) in [(NEXT_HEADER, token), ("link", link)] {
+            if let Ok(value) = header::HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+    }
+    Ok(response)
 }
+
+/// The header of a full page of found requests that names the next page's cursor (its
+/// `after=`); absent on the last page.
+pub const NEXT_HEADER: &str = "spindle-next";
 
 /// `?chain=true` asks for the job chain too (Spin Cycle always sent it; Spindle only
 /// when asked: `GET .../job-chain` is the chain alone). `?wait=DURATION` (a Spindle

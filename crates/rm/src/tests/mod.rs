@@ -458,6 +458,67 @@ async fn request_list_and_version() {
     assert!(body["message"].as_str().unwrap().contains("shutting down"));
 }
 
+/// Find's pages by cursor (issue #51): a full page names the next (`Spindle-Next`, and
+/// a `Link` to it); following them visits every request once, newest first, the filter
+/// kept; a cursor that is not one is a 400 that says what was expected.
+#[tokio::test]
+async fn found_requests_are_paged_by_a_cursor() {
+    let env = env().await;
+    for _ in 0..5 {
+        create(&env).await;
+    }
+    let (_, all, _) = call(&env.router, Method::GET, "/api/v1/requests", None).await;
+    let all: Vec<String> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(all.len(), 5);
+    let mut seen = Vec::new();
+    let mut uri = "/api/v1/requests?type=deploy&limit=2".to_owned();
+    loop {
+        let (status, page, headers) = call(&env.router, Method::GET, &uri, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {page}");
+        let page = page.as_array().unwrap().clone();
+        seen.extend(page.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+        let Some(token) = headers.get("spindle-next") else {
+            assert!(page.len() < 2, "a full page names the next");
+            break;
+        };
+        let token = token.to_str().unwrap();
+        assert!(token.ends_with(page[1]["id"].as_str().unwrap()), "{token}");
+        let link = headers["link"].to_str().unwrap();
+        assert!(link.ends_with(">; rel=\"next\""), "{link}");
+        assert!(
+            link.contains("type=deploy") && link.contains("limit=2"),
+            "{link}"
+        );
+        uri = link
+            .trim_start_matches('<')
+            .split_once('>')
+            .unwrap()
+            .0
+            .to_owned();
+    }
+    assert_eq!(seen, all, "every request once, in order");
+    let (status, answer, _) = call(
+        &env.router,
+        Method::GET,
+        "/api/v1/requests?limit=2&after=yesterday",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected the Spindle-Next token of the page before"),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn a_body_that_is_not_declared_json_is_415() {
     let env = env().await;

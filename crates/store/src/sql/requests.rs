@@ -364,6 +364,19 @@ impl<DB: Backend> SqlStore<DB> {
         if let Some(until) = filter.until {
             query.push(" AND created_at < ").push_param(micros(until));
         }
+        // After a page's last request (keyset paging): the range on `created_at` lets
+        // the database start in its index where that page ended, skipping nothing.
+        if let Some(after) = &filter.after {
+            let at = micros(after.created_at);
+            query
+                .push(" AND created_at <= ")
+                .push_param(at)
+                .push(" AND (created_at < ")
+                .push_param(at)
+                .push(" OR request_id > ")
+                .push_param(after.request_id.as_str())
+                .push(")");
+        }
         query.push(" ORDER BY created_at DESC, request_id ASC");
         if filter.limit > 0 {
             query.push(" LIMIT ").push_param(count(filter.limit));
