@@ -110,8 +110,9 @@ store_traits! {
         fn find_requests(&self, filter: &RequestFilter) -> Vec<Request>;
 
         /// How many requests are in each of `states` (a state with none is left out); reads
-        /// the state index only.
-        fn count_requests(&self, states: &[State]) -> Vec<(State, u64)>;
+        /// the state index only. With `at_most`, a count stops past it (`at_most + 1`
+        /// means more): a finished state of a large history is not counted through.
+        fn count_requests(&self, states: &[State], at_most: Option<u64>) -> Vec<(State, u64)>;
 
         /// Who owns a request now.
         fn owner(&self, request_id: &str) -> Owner;

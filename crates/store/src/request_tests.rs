@@ -544,13 +544,31 @@ pub(super) async fn requests_are_counted_by_state_and_operations_timed(
     let seen = Arc::new(Seen::default());
     let store = crate::timed(store, seen.clone());
     let all = [State::Pending, State::Running, State::Suspended];
-    assert_eq!(store.count_requests(&all).await.unwrap(), []);
+    assert_eq!(store.count_requests(&all, None).await.unwrap(), []);
     create(&*store, "r1").await;
     create(&*store, "r2").await;
     running(&*store, "r3").await;
     assert_eq!(
-        store.count_requests(&all).await.unwrap(),
+        store.count_requests(&all, None).await.unwrap(),
         [(State::Pending, 2), (State::Running, 1)]
+    );
+    // Bounded: a count stops one past the bound.
+    assert_eq!(
+        store.count_requests(&all, Some(1)).await.unwrap(),
+        [(State::Pending, 2), (State::Running, 1)]
+    );
+    assert_eq!(
+        store.count_requests(&all, Some(5)).await.unwrap(),
+        [(State::Pending, 2), (State::Running, 1)]
+    );
+    create(&*store, "r4").await;
+    assert_eq!(
+        store
+            .count_requests(&[State::Pending], Some(1))
+            .await
+            .unwrap(),
+        [(State::Pending, 2)],
+        "3 PENDING, counted up to 1 and one more"
     );
     assert!(store.get_request("nope", false).await.is_err());
     let seen = seen.0.lock().unwrap().clone();
@@ -559,7 +577,7 @@ pub(super) async fn requests_are_counted_by_state_and_operations_timed(
         seen.iter()
             .filter(|(op, _)| *op == "create_request")
             .count(),
-        3
+        4
     );
     assert_eq!(seen.last(), Some(&("get_request", false)));
 }

@@ -420,9 +420,17 @@ async fn job(
     .into_response())
 }
 
-/// Requests by state name, every state present (0 when none).
+/// The list's counts by state stop here (the page says "10,000+").
+pub const COUNTED_UP_TO: u64 = 10_000;
+
+/// Requests by state name, every state present (0 when none); a count past
+/// [`COUNTED_UP_TO`] is that plus one ("more"), so that a history of millions of finished
+/// requests is not counted through at every refresh of the list.
 async fn counts(Extract(views): Shared) -> Result<Json<BTreeMap<&'static str, u64>>, Error> {
-    let found = views.manager.count_requests(&State::ALL).await?;
+    let found = views
+        .manager
+        .count_requests(&State::ALL, Some(COUNTED_UP_TO))
+        .await?;
     let mut counts: BTreeMap<&'static str, u64> =
         State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
     for (state, n) in found {

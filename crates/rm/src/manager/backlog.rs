@@ -71,7 +71,7 @@ impl Manager {
         if let Ok(mut at) = self.backlog.at.try_lock()
             && at.is_none_or(|at| at.elapsed() >= SAMPLE)
         {
-            match self.store.count_requests(&[State::Pending]).await {
+            match self.store.count_requests(&[State::Pending], None).await {
                 Ok(counts) => {
                     let pending = counts.iter().map(|(_, n)| n).sum();
                     self.backlog.counted.store(pending, Ordering::Relaxed);

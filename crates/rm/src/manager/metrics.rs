@@ -15,7 +15,7 @@ impl Manager {
             return;
         };
         let states = [State::Pending, State::Running, State::Suspended];
-        if let Ok(counts) = self.store.count_requests(&states).await {
+        if let Ok(counts) = self.store.count_requests(&states, None).await {
             let counts: Vec<(String, i64)> = counts
                 .into_iter()
                 .map(|(state, n)| (state.to_string(), i64::try_from(n).unwrap_or(i64::MAX)))

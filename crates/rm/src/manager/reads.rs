@@ -34,9 +34,14 @@ impl Manager {
         Ok(self.store.try_starts(request_id).await?)
     }
 
-    /// How many requests are in each of `states`.
-    pub async fn count_requests(&self, states: &[State]) -> Result<Vec<(State, u64)>, Error> {
-        Ok(self.store.count_requests(states).await?)
+    /// How many requests are in each of `states`; with `at_most`, a count stops past it
+    /// (`at_most + 1` means more).
+    pub async fn count_requests(
+        &self,
+        states: &[State],
+        at_most: Option<u64>,
+    ) -> Result<Vec<(State, u64)>, Error> {
+        Ok(self.store.count_requests(states, at_most).await?)
     }
 
     /// A request's audit trail (404 for an unknown request, not an empty trail).

@@ -220,9 +220,8 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         u64::from(std::process::id()) * 2_654_435_761 + 1,
     );
     let mut dice = Dice(seed);
-    // The network nemesis (issue #48) is opt-in until the double execution it found
-    // (RELIABILITY.md, "Open") is fixed: `SPINDLE_CHAOS_PARTITIONS=1`.
-    let partitions = setting("SPINDLE_CHAOS_PARTITIONS", 0) == 1;
+    // The network nemesis (issue #48); `SPINDLE_CHAOS_PARTITIONS=0` leaves it out.
+    let partitions = setting("SPINDLE_CHAOS_PARTITIONS", 1) == 1;
     let dir = work_dir();
     let marks: PathBuf = dir.path().join("marks");
     // Each job takes a moment, so that kills land while jobs run.
@@ -312,6 +311,10 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
         }
         if Instant::now() >= next_event {
             event += 1;
+            // Partitions begin only in the chaos's time: past it, while the last creates
+            // go on, a cut would make each of them wait out a hand-over's timeout, and
+            // the run would grow without end.
+            let partitions = partitions && chaos_started.elapsed() < chaos_for;
             match event % 6 {
                 // A runner cut from every Request Manager, both ways, for 3 leases: its
                 // requests are recovered elsewhere meanwhile, and healed, it is fenced.
@@ -319,8 +322,7 @@ async fn chaos(test: &str, mut own: Option<OwnDatabase>, database: String) {
                     && !network
                         .cuts
                         .iter()
-                        .any(|(c, _)| matches!(c, Cut::Runner(_)))
-                    && chaos_started.elapsed() < chaos_for =>
+                        .any(|(c, _)| matches!(c, Cut::Runner(_))) =>
                 {
                     network.cut(Cut::Runner(dice.roll(jrs.len())), LEASE_LENGTH * 3);
                 }

@@ -583,7 +583,7 @@ async fn import_spincycle_killed_halfway_finishes_when_run_again() {
         Duration::from_secs(60),
         async || {
             store
-                .count_requests(&states)
+                .count_requests(&states, None)
                 .await
                 .is_ok_and(|c| c.iter().any(|(_, n)| *n >= 100))
         },
@@ -592,7 +592,7 @@ async fn import_spincycle_killed_halfway_finishes_when_run_again() {
     child.kill().unwrap();
     child.wait().unwrap();
     let copied: u64 = store
-        .count_requests(&states)
+        .count_requests(&states, None)
         .await
         .unwrap()
         .iter()

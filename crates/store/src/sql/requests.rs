@@ -399,13 +399,21 @@ impl<DB: Backend> SqlStore<DB> {
     pub(crate) async fn count_requests(
         &self,
         states: &[State],
+        at_most: Option<u64>,
     ) -> Result<Vec<(State, u64)>, Error> {
         let mut counts = Vec::with_capacity(states.len());
         for &state in states {
-            let row = Statement::new("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
+            let count = match at_most {
+                None => Statement::new("SELECT COUNT(*) AS n FROM requests WHERE state = $1")
+                    .bind(state_value(state)),
+                // The index read stops one past the bound.
+                Some(at_most) => Statement::new(
+                    "SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM requests WHERE state = $1 LIMIT $2) capped",
+                )
                 .bind(state_value(state))
-                .fetch_one(&self.readers)
-                .await?;
+                .bind(count(at_most.saturating_add(1))),
+            };
+            let row = count.fetch_one(&self.readers).await?;
             let n: i64 = row.read("n")?;
             if n > 0 {
                 counts.push((state, u64::try_from(n).unwrap_or(0)));

@@ -6,6 +6,8 @@ import { api, append, badge, banner, body, clear, enc, h, main, MARK, page, poll
 export function listPage() {
   const params = new URLSearchParams(location.search);
   const PAGE = 25;
+  // The server counts each state up to this (views.rs, COUNTED_UP_TO); one more is "more".
+  const COUNTED_UP_TO = 10000;
   const counts = h("div", { class: "counts", "aria-label": "Requests by state" });
   const typeSelect = h("select", { id: "f-type", name: "type" }, h("option", { value: "" }, "any type"));
   const stateSelect = h("select", { id: "f-state", name: "state" }, h("option", { value: "" }, "any state"),
@@ -179,7 +181,7 @@ export function listPage() {
       clear(counts);
       for (const [name, n] of Object.entries(byState)) {
         if (!n && name !== "RUNNING" && name !== "PENDING") continue;
-        const link = h("a", { class: `badge s-${name}`, href: `/?state=${name}`, "data-count": name }, `${MARK[name]} ${name} ${n}`);
+        const link = h("a", { class: `badge s-${name}`, href: `/?state=${name}`, "data-count": name }, `${MARK[name]} ${name} ${n > COUNTED_UP_TO ? `${COUNTED_UP_TO.toLocaleString("en")}+` : n}`);
         link.addEventListener("click", (event) => {
           event.preventDefault();
           stateSelect.value = name;
