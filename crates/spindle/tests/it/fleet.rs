@@ -14,7 +14,7 @@ const SPECS: &str = "sequences:
     nodes:
       each-host:
         category: sequence
-        sequence: restart-one
+        type: restart-one
         each: [hosts:host]
         parallel: 50
   restart-one:
