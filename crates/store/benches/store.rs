@@ -6,7 +6,7 @@
 //!   and the same through `Batcher` from 200 concurrent writers sending one entry at a
 //!   time (group commit);
 //! - request search over 1,000,000 requests (loaded in bulk with SQL), each query the
-//!   median of 11 runs.
+//!   median of 11 runs, among them one page half a million deep by offset and by cursor.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -111,6 +111,30 @@ fn filters() -> Vec<(&'static str, RequestFilter)> {
                 args: BTreeMap::from([("host".into(), "host-4242".into())]),
                 ..Default::default()
             }),
+        ),
+        // The same page half a million requests deep, by offset and by cursor (the load
+        // below makes request i at 1700000000 s + i, id r + i in 19 digits).
+        (
+            "page 25,001 by offset (offset 500,000)",
+            RequestFilter {
+                limit: 20,
+                offset: 500_000,
+                ..Default::default()
+            },
+        ),
+        (
+            "page 25,001 by cursor (after the 500,000th)",
+            RequestFilter {
+                limit: 20,
+                after: Some(proto::Cursor {
+                    created_at: chrono::DateTime::from_timestamp_micros(
+                        1_700_000_000_000_000 + 500_000 * 1_000_000,
+                    )
+                    .unwrap(),
+                    request_id: format!("r{:019}", 500_000),
+                }),
+                ..Default::default()
+            },
         ),
         (
             "type + state + page 5",

@@ -20,14 +20,23 @@ export function listPage() {
     field("Type", typeSelect), field("State", stateSelect), field("User", user), field("Args", args),
     field("Created after", since), field("Created before", until),
     h("button", { type: "submit", class: "primary" }, "Filter"),
-    h("button", { type: "button", onclick: () => { form.reset(); go(0); } }, "Clear"));
+    h("button", { type: "button", onclick: () => { form.reset(); go("", 0); } }, "Clear"));
   function field(label, input) {
     return h("div", { class: "field" }, h("label", { for: input.id }, label), input);
   }
   const table = h("tbody", { id: "requests" });
   const status = h("p", { class: "muted", "aria-live": "polite" });
-  const prev = h("button", { type: "button", onclick: () => go(Math.max(0, offset - PAGE)) }, "← Newer");
-  const next = h("button", { type: "button", onclick: () => go(offset + PAGE) }, "Older →");
+  // Pages by cursor (the API's after=): Older goes on after the page's last row; Newer
+  // goes back to the cursor the page before had (or, in a page opened from an address,
+  // to the first page).
+  const prev = h("button", { type: "button", onclick: () => {
+    const back = trail.pop();
+    go(back ? back.after : "", back ? back.offset : 0, false);
+  } }, "← Newer");
+  const next = h("button", { type: "button", onclick: () => {
+    trail.push({ after, offset });
+    go(nextAfter, offset === null ? null : offset + PAGE, false);
+  } }, "Older →");
   const pageNo = h("span", { class: "muted" });
   // Several requests at once: the rows picked (kept across refreshes and pages) and
   // the actions on them, each asked of every request alone (its ACL, its audit entry).
@@ -92,7 +101,12 @@ export function listPage() {
       table)),
     status, h("div", { class: "pager" }, prev, pageNo, next));
 
-  let offset = Number(params.get("offset") || 0) || 0;
+  // Where the page begins (the cursor of the page before's last row; "" for the first),
+  // how many rows come before it when known, the pages before it, and the next's cursor.
+  let after = params.get("after") || "";
+  let offset = after ? null : 0;
+  let trail = [];
+  let nextAfter = "";
   const toLocal = (iso) => {
     const d = new Date(iso);
     if (Number.isNaN(d.getTime())) return "";
@@ -122,22 +136,31 @@ export function listPage() {
     if (until.value) q.set("until", new Date(until.value).toISOString());
     return q;
   }
-  function go(to) {
-    offset = to;
+  // A page's cursor as the API names it: its created time in microseconds and its id.
+  function cursorOf(r) {
+    const m = /^(.*?)(?:\.(\d+))?Z$/.exec(r.createdAt || "");
+    if (!m) return "";
+    const micros = Date.parse(`${m[1]}Z`) * 1000 + Number(`${m[2] || ""}000000`.slice(0, 6));
+    return `${micros}.${r.id}`;
+  }
+  function go(to, rowsBefore, fresh = true) {
+    if (fresh) trail = [];
+    after = to;
+    offset = rowsBefore;
     const q = query();
-    if (offset) q.set("offset", String(offset));
+    if (after) q.set("after", after);
     history.replaceState(null, "", `/${q.toString() ? `?${q}` : ""}`);
     refresh();
   }
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    go(0);
+    go("", 0);
   });
   let failing = null;
   async function refresh() {
     const q = query();
     q.set("limit", String(PAGE + 1));
-    if (offset) q.set("offset", String(offset));
+    if (after) q.set("after", after);
     let found;
     try {
       found = await api("GET", `/api/v1/requests?${q}`);
@@ -172,9 +195,10 @@ export function listPage() {
         h("td", { class: "wide" }, runtime(r))));
     }
     status.textContent = rows.length ? "" : "No requests match.";
-    prev.disabled = offset === 0;
-    next.disabled = (found || []).length <= PAGE;
-    pageNo.textContent = rows.length ? `${offset + 1}–${offset + rows.length}` : "";
+    prev.disabled = !after;
+    nextAfter = rows.length ? cursorOf(rows[rows.length - 1]) : "";
+    next.disabled = (found || []).length <= PAGE || !nextAfter;
+    pageNo.textContent = !rows.length ? "" : offset === null ? "older" : `${offset + 1}–${offset + rows.length}`;
     showPicked();
     try {
       const byState = await api("GET", "/ui/api/counts");
@@ -185,7 +209,7 @@ export function listPage() {
         link.addEventListener("click", (event) => {
           event.preventDefault();
           stateSelect.value = name;
-          go(0);
+          go("", 0);
         });
         counts.append(link);
       }

@@ -1,5 +1,5 @@
-//! The other pages in Chromium: schedules, the list (found by an arg, picked and
-//! stopped together), markup kept as text, keyboard and phone, signing in (with a
+//! The other pages in Chromium: schedules, the list (found by an arg, paged by a cursor,
+//! picked and stopped together), markup kept as text, keyboard and phone, signing in (with a
 //! token, and with single sign-on).
 
 use super::*;
@@ -106,6 +106,70 @@ async fn a_request_is_found_in_the_list_by_an_arg() {
         10,
     )
     .await;
+    ui.close().await;
+}
+
+/// Issue #51: the list pages by the API's cursor (`after=`), not by offset: Older goes on
+/// after the page's last row, Newer comes back, and the address names the page.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_list_pages_by_a_cursor() {
+    let Some(ui) = ui("list_pages_by_a_cursor").await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for n in 0..27 {
+        ids.push(
+            ui.create("wide", json!({"hosts": [format!("db{n}")]}))
+                .await,
+        );
+    }
+    ids.reverse();
+    ui.goto("/").await;
+    let rows = "return [...document.querySelectorAll('#requests tr')].map(r => r.dataset.id)";
+    ui.until(
+        "the first page",
+        "return document.querySelectorAll('#requests tr').length === 25",
+        20,
+    )
+    .await;
+    assert_eq!(ui.js(rows).await, json!(ids[..25]));
+    ui.click(".pager button:last-child").await;
+    ui.until(
+        "the second page",
+        "return document.querySelectorAll('#requests tr').length === 2",
+        20,
+    )
+    .await;
+    assert_eq!(ui.js(rows).await, json!(ids[25..]));
+    let search = ui.js("return location.search").await;
+    let search = search.as_str().unwrap();
+    assert!(
+        search.contains("after=") && !search.contains("offset"),
+        "{search}"
+    );
+    assert!(
+        search.ends_with(ids[24].as_str()),
+        "the cursor is the first page's last request: {search}"
+    );
+    assert_eq!(
+        ui.js("return document.querySelector('.pager span').textContent")
+            .await,
+        json!("26–27")
+    );
+    assert_eq!(
+        ui.js("return document.querySelector('.pager button:last-child').disabled")
+            .await,
+        json!(true)
+    );
+    ui.click(".pager button:first-child").await;
+    ui.until(
+        "the first page again",
+        "return document.querySelectorAll('#requests tr').length === 25",
+        20,
+    )
+    .await;
+    assert_eq!(ui.js(rows).await, json!(ids[..25]));
+    assert_eq!(ui.js("return location.search").await, json!(""));
     ui.close().await;
 }
 
