@@ -26,6 +26,8 @@ mod notification_tests;
 mod recovery_tests;
 #[path = "request_tests.rs"]
 mod request_tests;
+#[path = "search_tests.rs"]
+mod search_tests;
 #[path = "sign_in_tests.rs"]
 mod sign_in_tests;
 #[path = "trigger_tests.rs"]
@@ -54,12 +56,15 @@ use recovery_tests::{
     suspend_claim_and_resume,
 };
 use request_tests::{
-    a_long_arg_value_is_stored_and_found_through_an_index,
     a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     approval_answers_are_kept_once_per_job, create_and_read,
     imported_requests_and_chains_that_wait, request_times_stay_in_order,
-    requests_are_counted_by_state_and_operations_timed, schedule_runs_are_claimed_once, search,
-    spec_versions_are_stored_once_and_requests_keep_theirs, state_changes_are_conditional,
+    schedule_runs_are_claimed_once, spec_versions_are_stored_once_and_requests_keep_theirs,
+    state_changes_are_conditional,
+};
+use search_tests::{
+    a_long_arg_value_is_stored_and_found_through_an_index,
+    requests_are_counted_by_state_and_operations_timed, search,
     the_ended_among_many_are_found_in_one_read,
 };
 use sign_in_tests::sign_ins_are_taken_once_and_expire;
