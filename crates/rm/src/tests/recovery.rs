@@ -313,27 +313,27 @@ async fn a_pending_request_that_began_on_a_runner_is_taken_back_and_resumed() {
     assert_eq!(resumed[0].total_job_tries[&job], 1);
     let request = env.manager.get(&id, false).await.unwrap();
     assert_eq!(request.state, State::Running);
-    let logs = env.manager.job_log(&id).await.unwrap();
+    assert_taken_back_from(&env, &id, &job, epoch, &ghost).await;
+}
+
+/// Request `id` was taken back from a hand-over at `epoch` that was never recorded: its
+/// one logged try is `job`'s first, interrupted, saying so, and the runner that had it
+/// (`fence`) hears that it no longer does.
+async fn assert_taken_back_from(env: &Env, id: &str, job: &str, epoch: u64, fence: &proto::Fence) {
+    let logs = env.manager.job_log(id).await.unwrap();
     assert_eq!(logs.len(), 1, "{logs:?}");
-    assert_eq!((logs[0].r#try, logs[0].state), (1, State::Stopped));
-    assert!(
-        logs[0]
-            .error
-            .starts_with(&format!("interrupted: the hand-over (epoch {epoch})")),
-        "{}",
-        logs[0].error
-    );
-    // The runner that had it hears that it no longer does.
+    let why = format!("interrupted: the hand-over (epoch {epoch})");
+    assert_interrupted(env, id, job, 1, &why).await;
     let entry = proto::JobLog {
-        request_id: id.clone(),
-        job_id: job.clone(),
+        request_id: id.to_owned(),
+        job_id: job.to_owned(),
         r#try: 1,
         state: State::Complete,
         ..proto::JobLog::default()
     };
     let err = env
         .manager
-        .add_job_logs(vec![entry], Some(&ghost))
+        .add_job_logs(vec![entry], Some(fence))
         .await
         .unwrap_err();
     assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
@@ -404,32 +404,5 @@ async fn a_resume_whose_answer_was_lost_is_taken_back_before_it_goes_out_again()
         "a new epoch for the take-back, another for the resume"
     );
     assert_eq!(state().await, State::Running);
-    let logs = env.manager.job_log(&id).await.unwrap();
-    assert_eq!(
-        logs.iter()
-            .map(|l| (l.job_id.as_str(), l.r#try))
-            .collect::<Vec<_>>(),
-        [(job.as_str(), 1)]
-    );
-    assert!(
-        logs[0]
-            .error
-            .starts_with(&format!("interrupted: the hand-over (epoch {epoch})")),
-        "{}",
-        logs[0].error
-    );
-    // The runner whose answer was lost hears that it no longer has the request.
-    let entry = proto::JobLog {
-        request_id: id.clone(),
-        job_id: job.clone(),
-        r#try: 1,
-        state: State::Complete,
-        ..proto::JobLog::default()
-    };
-    let err = env
-        .manager
-        .add_job_logs(vec![entry], Some(&unheard))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, crate::Error::Fenced(_)), "{err}");
+    assert_taken_back_from(&env, &id, &job, epoch, &unheard).await;
 }
