@@ -54,10 +54,27 @@ export async function startPage() {
     const desc = arg.Desc && !/[.!?]$/.test(arg.Desc) ? `${arg.Desc}.` : arg.Desc;
     const hint = [desc, required ? "Required." : (dflt(arg) !== null && dflt(arg) !== undefined ? `Default: ${valueText(dflt(arg))}.` : "Optional."),
       "A list or an object is entered as JSON, such as [\"a\", \"b\"]."].filter(Boolean).join(" ");
+    // A fleet's list, pasted (one value a line) or loaded from a file (lines or JSON):
+    // too long for the one-line field (issue #50).
+    const list = arg.Secret ? null : h("textarea", { id: `list-${arg.Name}`, rows: 6, spellcheck: "false",
+      "aria-describedby": `err-${arg.Name}` });
+    const file = arg.Secret ? null : h("input", { type: "file", id: `file-${arg.Name}`, accept: ".txt,.json,.csv,text/plain,application/json" });
+    const listBox = arg.Secret ? null : h("details", { class: "list-arg" },
+      h("summary", {}, "Or a list: one value a line, pasted or from a file"),
+      h("label", { for: `list-${arg.Name}` }, `${arg.Name}, one value a line`), list,
+      h("label", { for: `file-${arg.Name}` }, "Load a file (one value a line, or a JSON list)"), file);
+    if (file) {
+      file.addEventListener("change", async () => {
+        const picked = file.files && file.files[0];
+        if (!picked) return;
+        list.value = await picked.text();
+        listBox.open = true;
+      });
+    }
     const wrap = h("div", { class: "field", "data-arg": arg.Name },
       h("label", { for: input.id }, arg.Name, required ? h("span", { class: "muted" }, " (required)") : null),
-      input, h("div", { class: "hint", id: `hint-${arg.Name}` }, hint), error);
-    fields.set(arg.Name, { input, error, wrap, required });
+      input, h("div", { class: "hint", id: `hint-${arg.Name}` }, hint), listBox, error);
+    fields.set(arg.Name, { input, list, error, wrap, required });
     form.append(wrap);
   };
   if (byType("required").length) form.append(h("h2", {}, "Required args"));
@@ -89,6 +106,25 @@ export async function startPage() {
     let bad = null;
     for (const [name, f] of fields) {
       setError(name, "");
+      const listed = f.list ? f.list.value.trim() : "";
+      if (listed) {
+        if (f.input.value.trim()) {
+          setError(name, "Give the value or the list, not both.");
+          bad = bad || f.input;
+          continue;
+        }
+        if (listed.startsWith("[") || listed.startsWith("{")) {
+          try {
+            args[name] = JSON.parse(listed);
+          } catch (err) {
+            setError(name, `The list is not valid JSON: ${err.message}`);
+            bad = bad || f.list;
+          }
+        } else {
+          args[name] = listed.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
+        }
+        continue;
+      }
       const text = f.input.value.trim();
       if (!text) {
         if (f.required) {

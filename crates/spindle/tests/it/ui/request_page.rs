@@ -1,5 +1,6 @@
-//! A request's page in Chromium: started from the form and followed to its end, its
-//! output, a failed iteration, a lock's wait, an approval, stop/retry/pause, 25,000 jobs.
+//! A request's page in Chromium: started from the form (a fleet pasted or from a file too)
+//! and followed to its end, its output, a failed iteration, a lock's wait, an approval,
+//! stop/retry/pause, 25,000 jobs.
 
 use super::*;
 
@@ -225,5 +226,91 @@ async fn a_25000_job_request_page_opens() {
         shown_after.as_millis()
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    ui.close().await;
+}
+
+/// Issue #50: a fleet's list is given in the start form pasted one value a line, or
+/// loaded from a file (a JSON list here), instead of typed as JSON into one line; a value
+/// and a list for one arg at once is refused beside it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
+    let Some(ui) = ui("fleet_from_a_list").await else {
+        return;
+    };
+    let hosts_of = async |id: &str| {
+        let request = ui.request(id).await;
+        request["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|arg| arg["Name"] == "hosts")
+            .unwrap_or_else(|| panic!("no hosts arg: {request}"))["Value"]
+            .clone()
+    };
+    let started = async || {
+        ui.click("#start-submit").await;
+        let url = ui
+            .until(
+                "the new request's page",
+                "return location.pathname.startsWith('/requests/') && location.pathname",
+                10,
+            )
+            .await;
+        url.as_str()
+            .unwrap()
+            .trim_start_matches("/requests/")
+            .to_owned()
+    };
+    ui.goto("/start/deploy").await;
+    ui.until(
+        "the form",
+        "return document.getElementById('arg-hosts')",
+        10,
+    )
+    .await;
+    ui.click("[data-arg=hosts] summary").await;
+    ui.type_into("#list-hosts", "db1\ndb2\n\n  db3  \n").await;
+    ui.type_into("#arg-hosts", "[\"db9\"]").await;
+    ui.click("#start-submit").await;
+    let error = ui
+        .until(
+            "both given, refused beside the field",
+            "return document.getElementById('err-hosts').textContent",
+            10,
+        )
+        .await;
+    assert_eq!(error, json!("Give the value or the list, not both."));
+    ui.type_into("#arg-hosts", "").await;
+    ui.type_into("#arg-nap", "1ms").await;
+    let pasted = started().await;
+    assert_eq!(hosts_of(&pasted).await, json!(["db1", "db2", "db3"]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts.json");
+    std::fs::write(&file, "[\"web1\", \"web2\"]\n").unwrap();
+    ui.goto("/start/deploy").await;
+    ui.until(
+        "the form again",
+        "return document.getElementById('file-hosts')",
+        10,
+    )
+    .await;
+    ui.click("[data-arg=hosts] summary").await;
+    ui.client
+        .find(Locator::Css("#file-hosts"))
+        .await
+        .unwrap()
+        .send_keys(file.to_str().unwrap())
+        .await
+        .unwrap();
+    ui.until(
+        "the file's text in the list",
+        "return document.getElementById('list-hosts').value.includes('web2')",
+        10,
+    )
+    .await;
+    ui.type_into("#arg-nap", "1ms").await;
+    let loaded = started().await;
+    assert_eq!(hosts_of(&loaded).await, json!(["web1", "web2"]));
     ui.close().await;
 }
