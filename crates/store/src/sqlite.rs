@@ -228,7 +228,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, super::migrator().iter().count() as i64);
-        assert_eq!(n, 16);
+        assert_eq!(n, 17);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create, None).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
@@ -242,7 +242,31 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, 16);
+        assert_eq!(n, 17);
+    }
+
+    /// A claim of a suspended chain (the oldest unclaimed, ties by id) is one seek in
+    /// `suspended_by_claim`: no scan and no sort of every suspended chain, which made
+    /// resuming N chains after a restart cost N² (migration 0101, issue #51).
+    #[tokio::test]
+    async fn a_claim_of_a_suspended_chain_seeks_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("spindle.db"))
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN QUERY PLAN {}", crate::sql::CLAIM);
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(explain))
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
+            .collect();
+        let plan = plan.join("; ");
+        assert!(
+            plan.contains("USING INDEX suspended_by_claim") && !plan.contains("TEMP B-TREE"),
+            "{plan}"
+        );
     }
 
     /// Another process (here: another connection) holding the write lock of `path`

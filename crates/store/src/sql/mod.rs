@@ -302,6 +302,8 @@ mod secrets;
 mod sign_ins;
 mod statement;
 mod suspended;
+#[cfg(test)]
+pub(crate) use suspended::CLAIM;
 mod triggers;
 mod write_batch;
 

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The claim's choice: the oldest unclaimed suspended chain, ties by request id, one
+/// seek in `suspended_by_claim` (migration 0101; a test reads its plan).
+pub(crate) const CLAIM: &str = "SELECT request_id, suspended_job_chain FROM suspended_job_chains \
+     WHERE rm_host IS NULL ORDER BY suspended_at, request_id LIMIT 1";
+
 /// Stores `suspended_json` as the unclaimed suspended chain of `request_id`.
 pub(super) fn insert_suspended<'q>(
     request_id: &'q str,
@@ -102,11 +107,7 @@ impl<DB: Backend> SqlStore<DB> {
         // The oldest unclaimed chain, locked (one that another Request Manager is
         // claiming at the same moment is skipped, not waited for), then marked as ours.
         let mut tx = self.pool.begin().await?;
-        let select = Statement::build(format!(
-            "SELECT request_id, suspended_job_chain FROM suspended_job_chains WHERE rm_host IS NULL \
-             ORDER BY suspended_at, request_id LIMIT 1{}",
-            DB::LOCK_ROWS_SKIP_LOCKED
-        ));
+        let select = Statement::build(format!("{CLAIM}{}", DB::LOCK_ROWS_SKIP_LOCKED));
         let Some(row) = select.fetch_optional(&mut tx).await? else {
             return Ok(None);
         };
