@@ -1,6 +1,7 @@
 //! The store suite, on every backend: fences under races (issue #48) — a late job log
 //! entry waits for a recovery and is refused; a request offered again after a try began
-//! gets no new epoch.
+//! gets no new epoch; a suspended chain is checked only when a hand-over of it went
+//! out unrecorded.
 
 use super::recovery_tests::{registration, running_on_i1, try_start};
 use super::*;
@@ -181,6 +182,39 @@ pub(super) async fn a_suspended_chain_offered_again_after_a_try_began_is_taken_b
     assert_eq!(next.total_job_tries.get("b"), Some(&3));
     let epoch = store
         .hand_over(&"r1".into(), State::Suspended, &next.total_job_tries)
+        .await
+        .unwrap();
+    assert_eq!(epoch, owner.epoch + 1);
+}
+
+/// A chain its runner suspended itself goes out again without a check of its tries: no
+/// hand-over of it went out since (the epoch it was stored at is the request's), and
+/// the try a Spin Cycle runner stopped for the suspension is logged but given back to
+/// the chain (its count one less), to run again under its number, as Spin Cycle does.
+pub(super) async fn a_chain_its_runner_suspended_goes_out_with_its_stopped_try_given_back(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    let owner = running_on_i1(&*store).await;
+    let batch = crate::WriteBatch {
+        logs: vec![log("r1", "b", 3, State::Stopped)],
+        log_fences: vec![(0..1, owner.clone())],
+        ..crate::WriteBatch::default()
+    };
+    assert!(store.write_batch(&batch).await.unwrap().refused.is_empty());
+    // Suspended knowing two tries of b: the third, stopped, runs again as the third.
+    store
+        .suspend_request(&sjc("r1"), Some(&owner), at(1, 3))
+        .await
+        .unwrap();
+    let stored = store
+        .claim_suspended("rm-a", at(1, 4))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.total_job_tries.get("b"), Some(&2));
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
         .await
         .unwrap();
     assert_eq!(epoch, owner.epoch + 1);

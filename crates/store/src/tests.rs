@@ -36,6 +36,7 @@ mod trigger_tests;
 mod write_tests;
 use crate::{Batcher, Error, Finished, Holder, Owner, StartedTry, Store};
 use fence_tests::{
+    a_chain_its_runner_suspended_goes_out_with_its_stopped_try_given_back,
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
     a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
@@ -296,6 +297,7 @@ suite!(
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
     a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
+    a_chain_its_runner_suspended_goes_out_with_its_stopped_try_given_back,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,
     spec_versions_are_stored_once_and_requests_keep_theirs,

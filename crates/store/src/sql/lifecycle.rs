@@ -252,17 +252,35 @@ impl<DB: Backend> SqlStore<DB> {
     ) -> Result<u64, Error> {
         let mut tx = self.pool.begin().await?;
         let owners = Self::owners_in(&mut tx, &[request_id.as_str()], DB::LOCK_ROWS).await?;
-        match owners.get(request_id.as_str()) {
-            Some(owner) if owner.state == expected => {}
+        let epoch = match owners.get(request_id.as_str()) {
+            Some(owner) if owner.state == expected => owner.epoch,
             _ => {
                 drop(tx);
                 return Err(self.state_error(request_id, expected).await);
             }
-        }
+        };
+        // A suspended chain stored at this epoch was handed out by nobody since: no
+        // runner holds the epoch but one that suspended it (stopped, its tries in the
+        // chain or, Spin Cycle's runners, a stopped try given back to run again under
+        // its number), so there is nothing to check.
+        let stored_at = if expected == State::Suspended {
+            Statement::new("SELECT epoch FROM suspended_job_chains WHERE request_id = $1")
+                .bind(request_id.as_str())
+                .fetch_optional(&mut tx)
+                .await?
+                .map(|row| row.read::<i64>("epoch"))
+                .transpose()?
+        } else {
+            None
+        };
+        let unrecorded = stored_at.is_none_or(|stored| u64::try_from(stored).ok() != Some(epoch));
         for sql in [
             "SELECT job_id, MAX(try) AS try FROM job_tries WHERE request_id = $1 GROUP BY job_id",
             "SELECT job_id, MAX(try) AS try FROM job_log WHERE request_id = $1 GROUP BY job_id",
-        ] {
+        ]
+        .into_iter()
+        .filter(|_| unrecorded)
+        {
             let rows = Statement::new(sql)
                 .bind(request_id.as_str())
                 .fetch_all(&mut tx)

@@ -8,15 +8,17 @@ use super::*;
 pub(crate) const CLAIM: &str = "SELECT request_id, suspended_job_chain FROM suspended_job_chains \
      WHERE rm_host IS NULL ORDER BY suspended_at, request_id LIMIT 1";
 
-/// Stores `suspended_json` as the unclaimed suspended chain of `request_id`.
+/// Stores `suspended_json` as the unclaimed suspended chain of `request_id`, with the
+/// request's epoch as it is now in the caller's transaction (a hand-over at a later one
+/// went out unrecorded: `hand_over` then checks the tries).
 pub(super) fn insert_suspended<'q>(
     request_id: &'q str,
     suspended_json: String,
     at: DateTime<Utc>,
 ) -> Statement<'q> {
     Statement::new(
-        "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at) \
-         VALUES ($1, $2, NULL, $3, $3)",
+        "INSERT INTO suspended_job_chains (request_id, suspended_job_chain, rm_host, updated_at, suspended_at, epoch) \
+         VALUES ($1, $2, NULL, $3, $3, (SELECT epoch FROM requests WHERE request_id = $1))",
     )
     .bind(request_id)
     .bind(suspended_json)
