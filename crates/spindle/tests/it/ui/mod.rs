@@ -249,6 +249,22 @@ impl Ui {
         created_id(response).await
     }
 
+    /// Submits the start form; the id of the request whose page it then shows.
+    async fn start_from_the_form(&self) -> String {
+        self.click("#start-submit").await;
+        let url = self
+            .until(
+                "the new request's page",
+                "return location.pathname.startsWith('/requests/') && location.pathname",
+                10,
+            )
+            .await;
+        url.as_str()
+            .unwrap()
+            .trim_start_matches("/requests/")
+            .to_owned()
+    }
+
     async fn request(&self, id: &str) -> Value {
         self.get_json(&format!("/api/v1/requests/{id}")).await
     }

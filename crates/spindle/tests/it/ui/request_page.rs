@@ -52,19 +52,7 @@ async fn start_from_the_form_and_watch_it_reach_complete_without_a_reload() {
     );
     ui.type_into("#arg-nap", "400ms").await;
     ui.type_into("#start-user", "carol").await;
-    ui.click("#start-submit").await;
-    let url = ui
-        .until(
-            "the new request's page",
-            "return location.pathname.startsWith('/requests/') && location.pathname",
-            10,
-        )
-        .await;
-    let id = url
-        .as_str()
-        .unwrap()
-        .trim_start_matches("/requests/")
-        .to_owned();
+    let id = ui.start_from_the_form().await;
     // Marks this page: a reload would lose the mark.
     ui.js("window.spindleMark = 'kept'; return true").await;
     ui.until(
@@ -247,20 +235,6 @@ async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
             .unwrap_or_else(|| panic!("no hosts arg: {request}"))["Value"]
             .clone()
     };
-    let started = async || {
-        ui.click("#start-submit").await;
-        let url = ui
-            .until(
-                "the new request's page",
-                "return location.pathname.startsWith('/requests/') && location.pathname",
-                10,
-            )
-            .await;
-        url.as_str()
-            .unwrap()
-            .trim_start_matches("/requests/")
-            .to_owned()
-    };
     ui.goto("/start/deploy").await;
     ui.until(
         "the form",
@@ -282,7 +256,7 @@ async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
     assert_eq!(error, json!("Give the value or the list, not both."));
     ui.type_into("#arg-hosts", "").await;
     ui.type_into("#arg-nap", "1ms").await;
-    let pasted = started().await;
+    let pasted = ui.start_from_the_form().await;
     assert_eq!(hosts_of(&pasted).await, json!(["db1", "db2", "db3"]));
 
     let dir = tempfile::tempdir().unwrap();
@@ -310,7 +284,7 @@ async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
     )
     .await;
     ui.type_into("#arg-nap", "1ms").await;
-    let loaded = started().await;
+    let loaded = ui.start_from_the_form().await;
     assert_eq!(hosts_of(&loaded).await, json!(["web1", "web2"]));
     ui.close().await;
 }
