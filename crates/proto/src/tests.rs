@@ -203,6 +203,14 @@ fn create_request_keys_match_case_insensitively() {
     }
 }
 
+/// The filter a query string reads as, as the API reads it.
+fn read_query(query: &str) -> RequestFilter {
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap()
+}
+
 #[test]
 fn filter_query_matches_spin_cycle_client() {
     let filter = RequestFilter {
@@ -225,12 +233,7 @@ fn filter_query_matches_spin_cycle_client() {
         query,
         "arg=arg1%3Dval1&arg=arg2%3Dval2&limit=5&offset=10&since=2020-01-01T12%3A34%3A56.789123Z&state=PENDING&state=RUNNING&state=SUSPENDED&type=request-type&until=2020-01-02T12%3A34%3A56.789Z&user=felixp"
     );
-    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let parsed =
-        RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    assert_eq!(parsed, filter);
+    assert_eq!(read_query(&query), filter);
 }
 
 /// A page's cursor (Spindle's `after=`) goes through the query and back as it was.
@@ -249,12 +252,7 @@ fn a_cursor_round_trips_and_a_bad_one_is_refused() {
     };
     let query = filter.to_query();
     assert!(query.starts_with("after=1796487000123456.0a1b2c3d4e5f6g7h8i9j&limit=2"));
-    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let parsed =
-        RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    assert_eq!(parsed, filter);
+    assert_eq!(read_query(&query), filter);
     for bad in [
         "yesterday",
         "12.",

@@ -249,6 +249,17 @@ impl Ui {
         created_id(response).await
     }
 
+    /// Opens the start form of `request_type` and waits until its fields are there.
+    async fn start_form(&self, request_type: &str) {
+        self.goto(&format!("/start/{request_type}")).await;
+        self.until(
+            "the start form",
+            "return document.querySelector('#start-form [data-arg]') !== null",
+            10,
+        )
+        .await;
+    }
+
     /// Submits the start form; the id of the request whose page it then shows.
     async fn start_from_the_form(&self) -> String {
         self.click("#start-submit").await;

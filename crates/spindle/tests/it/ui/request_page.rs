@@ -9,13 +9,7 @@ async fn start_from_the_form_and_watch_it_reach_complete_without_a_reload() {
     let Some(ui) = ui("start_from_the_form").await else {
         return;
     };
-    ui.goto("/start/deploy").await;
-    ui.until(
-        "the form",
-        "return document.getElementById('arg-hosts')",
-        10,
-    )
-    .await;
+    ui.start_form("deploy").await;
     // A list value is JSON, checked before anything is sent.
     ui.type_into("#arg-hosts", "[\"db1\", ").await;
     ui.click("#start-submit").await;
@@ -235,13 +229,7 @@ async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
             .unwrap_or_else(|| panic!("no hosts arg: {request}"))["Value"]
             .clone()
     };
-    ui.goto("/start/deploy").await;
-    ui.until(
-        "the form",
-        "return document.getElementById('arg-hosts')",
-        10,
-    )
-    .await;
+    ui.start_form("deploy").await;
     ui.click("[data-arg=hosts] summary").await;
     ui.type_into("#list-hosts", "db1\ndb2\n\n  db3  \n").await;
     ui.type_into("#arg-hosts", "[\"db9\"]").await;
@@ -262,13 +250,7 @@ async fn a_fleet_is_started_from_a_pasted_list_and_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hosts.json");
     std::fs::write(&file, "[\"web1\", \"web2\"]\n").unwrap();
-    ui.goto("/start/deploy").await;
-    ui.until(
-        "the form again",
-        "return document.getElementById('file-hosts')",
-        10,
-    )
-    .await;
+    ui.start_form("deploy").await;
     ui.click("[data-arg=hosts] summary").await;
     ui.client
         .find(Locator::Css("#file-hosts"))
