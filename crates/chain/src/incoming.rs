@@ -61,6 +61,8 @@ pub(crate) struct RunJob {
     pub(crate) durations: Option<Box<Durations>>,
     /// `locks` and `releasesLocksOf`, when either is set (few jobs).
     pub(crate) locks: Option<Box<Locks>>,
+    /// On a fan-out job of a node with a budget or waves (issue #50).
+    pub(crate) elements: Option<Box<proto::Elements>>,
 }
 
 /// A job's locks as received (issue #34).
@@ -105,6 +107,7 @@ impl RunJob {
             each,
             locks,
             releases_locks_of,
+            elements,
         } = job;
         let mut shared = |text: String| -> Arc<str> {
             if let Some(known) = names.get(text.as_str()) {
@@ -144,6 +147,7 @@ impl RunJob {
                     releases_of: releases_locks_of,
                 })
             }),
+            elements,
         };
         (job, data)
     }
@@ -184,6 +188,7 @@ impl RunJob {
                 .as_ref()
                 .map(|l| l.releases_of.clone())
                 .unwrap_or_default(),
+            elements: self.elements.clone(),
         }
     }
 

@@ -23,6 +23,7 @@
 //! - a chain can be paused: nothing new starts until it is unpaused (Spindle's
 //!   `spindle pause`).
 
+mod budgets;
 mod incoming;
 mod output;
 mod reporter;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use proto::{JobArgs, JobChain, State, SuspendedJobChain};
 
+use crate::budgets::{Budget, Budgets};
 use crate::incoming::{Incoming, RunJob};
 use crate::validate::{self, Adjacent, ValidationError, Waits};
 
@@ -127,6 +128,8 @@ pub(crate) struct Chain {
     piece_of_end: HashMap<JobIdx, JobIdx>,
     /// Per sequence with a `sequenceTimeout` (by its start job): the bound on each run.
     pub(crate) sequence_timeouts: HashMap<Seq, std::time::Duration>,
+    /// The failure budgets of `each:` nodes (issue #50); empty for most chains.
+    pub(crate) budgets: Budgets,
 }
 
 impl Chain {
@@ -214,8 +217,10 @@ impl Chain {
             window_of_piece: HashMap::new(),
             piece_of_end: HashMap::new(),
             sequence_timeouts,
+            budgets: Budgets::default(),
         };
         chain.find_windows();
+        chain.find_budgets()?;
         Ok(chain)
     }
 
@@ -273,6 +278,96 @@ impl Chain {
                 }
             }
             self.windows.insert(window, state);
+        }
+    }
+
+    /// Finds the elements of every node with a failure budget or waves and, for a
+    /// resumed chain, which of them started and failed; forgives those that failed within
+    /// their budget.
+    fn find_budgets(&mut self) -> Result<(), ValidationError> {
+        let fan_outs: Vec<(JobIdx, proto::Elements)> = self
+            .indices()
+            .filter_map(|idx| Some((idx, (**self.jobs[idx].elements.as_ref()?).clone())))
+            .collect();
+        if fan_outs.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = self.jobs.0.iter().map(|job| job.id.clone()).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for (fan_out, elements) in fan_outs {
+            let find = |id: &str, what: &str| {
+                validate::index_of(&ids, id).ok_or_else(|| {
+                    ValidationError::chain(format!(
+                        "job {}'s elements name {what} job {id}, which the chain does not have",
+                        self.jobs[fan_out].id
+                    ))
+                })
+            };
+            let end = find(&elements.end, "end")?;
+            let budget = find(&elements.budget, "budget")?;
+            let pieces = self.succs[fan_out].to_vec();
+            let succs = |idx: JobIdx| self.succs[idx].to_vec();
+            self.budgets.add_fan_out(
+                budget,
+                || Budget {
+                    node: elements.node.clone(),
+                    max_failures: elements.max_failures,
+                    count: elements.count,
+                    stop: elements.stop,
+                    failed: Vec::new(),
+                },
+                &pieces,
+                end,
+                succs,
+            );
+        }
+        let states = &self.states;
+        if let Some(idx) = self.indices().find(|&idx| {
+            matches!(states[idx], State::Fail | State::Unknown)
+                && self.budgets.element_of(idx).is_none()
+        }) {
+            let job = &self.jobs[idx];
+            return Err(ValidationError::states(format!(
+                "invalid job state for existing job chain: {} ({}), job {} (ID {}); all job states must be PENDING, COMPLETE, or STOPPED, or FAIL in an element of a node with a failure budget",
+                states[idx],
+                states[idx].value(),
+                job.name,
+                job.id
+            )));
+        }
+        self.budgets.recover(|idx| states[idx]);
+        let pieces: Vec<JobIdx> = self.budgets.elements.keys().copied().collect();
+        for piece in pieces {
+            self.forgive_element(piece);
+        }
+        Ok(())
+    }
+
+    /// Element `piece` failed within its budget and nothing of it runs: the job the
+    /// elements meet at stops waiting for it, and its `parallel` slot frees. Returns that
+    /// job and the piece to start in the slot, if any (`None` when it is not forgiven).
+    pub(crate) fn forgive_element(&mut self, piece: JobIdx) -> Option<(JobIdx, Option<JobIdx>)> {
+        let end = self.budgets.forgive(piece)?;
+        self.pending_preds[end] -= 1;
+        let next = self.window_of_piece.get(&piece).and_then(|window| {
+            let window = self.windows.get_mut(window)?;
+            window.active.remove(&piece);
+            window.waiting.pop_front()
+        });
+        Some((end, next))
+    }
+
+    /// A node went past its failure budget: its elements waiting for a `parallel` slot
+    /// will not start.
+    pub(crate) fn drop_waiting_elements(&mut self, budget: JobIdx) {
+        let budgets = &self.budgets;
+        for window in self.windows.values_mut() {
+            window.waiting.retain(|piece| {
+                budgets
+                    .elements
+                    .get(piece)
+                    .is_none_or(|element| element.budget != budget)
+            });
         }
     }
 
@@ -388,7 +483,13 @@ impl Chain {
     /// Puts every job of a sequence back to PENDING for its next try (runner.md §7, but
     /// the whole sequence, and nested sequences' budgets reset too).
     pub(crate) fn reset_sequence(&mut self, sequence: Seq) {
-        for idx in self.members(sequence) {
+        let members = self.members(sequence);
+        if !self.budgets.is_empty() {
+            for end in self.budgets.reset(&members) {
+                self.pending_preds[end] += 1;
+            }
+        }
+        for idx in members {
             self.set_state(idx, State::Pending);
             self.latest_tries[idx] = 0;
             if idx != sequence.start() && self.sequence_started_by(idx).is_some() {

@@ -425,6 +425,8 @@ fn t(id: &str, try_no: u32, state: State) -> (String, u32, State) {
     (format!("j{id}"), try_no, state)
 }
 
+#[path = "budget_tests.rs"]
+mod budget_tests;
 #[path = "control_tests.rs"]
 mod control_tests;
 #[path = "report_tests.rs"]

@@ -23,7 +23,7 @@ pub struct ValidationError {
 }
 
 impl ValidationError {
-    fn chain(message: impl Into<String>) -> ValidationError {
+    pub(crate) fn chain(message: impl Into<String>) -> ValidationError {
         ValidationError {
             message: message.into(),
             invalid_chain: true,
@@ -32,7 +32,7 @@ impl ValidationError {
         }
     }
 
-    fn states(message: impl Into<String>) -> ValidationError {
+    pub(crate) fn states(message: impl Into<String>) -> ValidationError {
         ValidationError {
             message: message.into(),
             invalid_chain: false,
@@ -284,7 +284,13 @@ pub(crate) fn new_chain(chain: &Incoming) -> Result<Edges, ValidationError> {
 pub(crate) fn resumed_chain(chain: &Incoming) -> Result<Edges, ValidationError> {
     let edges = structure(chain)?;
     let allowed = [State::Pending, State::Complete, State::Stopped];
-    if let Some(job) = chain.jobs.iter().find(|job| !allowed.contains(&job.state)) {
+    // A failed element within its node's budget stays failed in a suspended chain (the
+    // chain checks, once it knows its elements, that every failed job is in one).
+    let budgets = chain.jobs.iter().any(|job| job.elements.is_some());
+    let allowed = |state: State| {
+        allowed.contains(&state) || (budgets && matches!(state, State::Fail | State::Unknown))
+    };
+    if let Some(job) = chain.jobs.iter().find(|job| !allowed(job.state)) {
         return Err(ValidationError::states(format!(
             "invalid job state for existing job chain: {} ({}), job {} (ID {}); all job states must be PENDING, COMPLETE, or STOPPED",
             job.state,

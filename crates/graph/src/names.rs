@@ -20,6 +20,22 @@ pub fn repeat_place(node: &str) -> String {
     format!("repeat_{node}")
 }
 
+/// The wrappers around wave `number` (1-based) of `each:` node `node`'s elements, inside
+/// its `repeat_` wrappers.
+pub fn wave_place(node: &str, number: usize) -> String {
+    format!("wave_{node}_{number}")
+}
+
+/// The `sleep` job before wave `number` of `node` (its `wave_wait`).
+pub fn wave_wait(node: &str, number: usize) -> String {
+    format!("{node}_wave_{number}_wait")
+}
+
+/// The `approval` job before wave `number` of `node` (its `wave_approval`).
+pub fn wave_approval(node: &str, number: usize) -> String {
+    format!("{node}_wave_{number}_approval")
+}
+
 /// The wrappers of a node with nothing to run (an empty expansion).
 pub fn noop_place(node: &str) -> String {
     format!("noop_{node}")

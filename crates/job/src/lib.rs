@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use builtin::approval;
 pub use builtin::{
-    APPROVAL, NoopJob, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration,
+    APPROVAL, NoopJob, SLEEP, ShellArgsJob, ShellCommandJob, SleepJob, parse_sleep_duration,
 };
 pub use registry::{Maker, Registry};
 pub use state::{from_json, to_json};

@@ -34,10 +34,10 @@ pub use runners::{
 pub use state::{State, UnknownState};
 pub use triggers::{TriggerAccepted, TriggerDelivery, TriggerStatus};
 pub use types::{
-    Answer, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus, OUTPUT_HEAD_BYTES,
-    OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request, RequestArg, RequestArgType,
-    RequestProgress, RequestSpec, RunningStatus, ScheduleRun, ScheduleStatus, SpecFile,
-    SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
+    Answer, Elements, Error, FinishRequest, Job, JobArgs, JobChain, JobLog, JobStatus,
+    OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
+    RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, ScheduleRun,
+    ScheduleStatus, SpecFile, SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.

@@ -204,6 +204,16 @@ mod tests {
                 until: "efgh".to_owned(),
             }],
             releases_locks_of: "abcd".to_owned(),
+            elements: Some(Box::new(crate::Elements {
+                node: "restart".to_owned(),
+                end: "efgh".to_owned(),
+                budget: "abcd".to_owned(),
+                max_failures: Some(4),
+                count: 40,
+                stop: true,
+                wave: 2,
+                waves: 4,
+            })),
         };
         let chain = JobChain {
             request_id: "r".repeat(20),

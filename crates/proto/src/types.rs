@@ -403,6 +403,42 @@ pub struct Job {
         skip_serializing_if = "String::is_empty"
     )]
     pub releases_locks_of: String,
+    /// Spindle's addition (issue #50): on a job whose successors are an `each:` node's
+    /// elements (its `repeat_<node>_begin`, or one wave's begin), what the traverser
+    /// needs to keep the node's failure budget. Absent (omitted) for other jobs and for
+    /// nodes without `max_failures:` or `waves:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<Box<Elements>>,
+}
+
+/// The elements after a fan-out job (see [`Job::elements`]): where they meet and the
+/// failure budget they count against. Every wave of one node names the same `budget`
+/// job, which keeps the count for all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Elements {
+    /// The `each:` node, for messages.
+    pub node: String,
+    /// The job the elements meet at (the wave's end, or `repeat_<node>_end`).
+    pub end: String,
+    /// The job that keeps the node's count of failed elements: its
+    /// `repeat_<node>_begin`.
+    pub budget: String,
+    /// How many elements may fail with the node still completing; `None`: any failure
+    /// fails the node (Spin Cycle's way), the others running on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u32>,
+    /// The node's elements in all its waves.
+    pub count: u32,
+    /// `on_budget_exceeded: stop`: once past the budget, the running elements are
+    /// stopped too (else they run to their ends).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop: bool,
+    /// This fan-out's wave (1-based) and how many the node has; 0 without `waves:`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wave: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waves: u32,
 }
 
 fn is_zero_u64(n: &u64) -> bool {

@@ -26,7 +26,7 @@ pub use job_types::JobTypes;
 pub use load::{Fingerprint, LoadError, fingerprint};
 pub use model::{
     Acl, ArgDecl, Category, LOCK_KEY_MAX, Lock, LockKeyError, Node, NodeArg, NodeSet, Pool,
-    Sequence, SequenceArgs, Spanned, Specs, WhenTaken, lock_key,
+    Sequence, SequenceArgs, Share, Spanned, Specs, WhenTaken, lock_key,
 };
 pub use schedule::{Schedule, ScheduleError};
 

@@ -390,8 +390,74 @@ pub struct Node {
     /// (issue #34); a key names one of the args the node passes (`expected`) or an
     /// `each:` element.
     pub locks: Vec<Lock>,
+    /// Spindle (issue #50): how many of an `each:` node's elements may fail with the
+    /// node still completing.
+    pub max_failures: Option<Spanned<Share>>,
+    /// Spindle: `on_budget_exceeded:` as written (`stop` or `finish`).
+    pub on_budget_exceeded: Option<Spanned<String>>,
+    /// Spindle: the waves' cumulative sizes, as written.
+    pub waves: Vec<Spanned<Share>>,
+    /// Spindle: a Go duration waited between waves.
+    pub wave_wait: Option<Spanned<String>>,
+    /// Spindle: an approval before each wave after the first: `Some` with the roles that
+    /// may answer (none: anyone who may approve the request) when written `true` or as a
+    /// list of roles.
+    pub wave_approval: Option<Spanned<Vec<String>>>,
     /// Positions of the fields written, by field name.
     pub field_pos: BTreeMap<&'static str, Pos>,
+}
+
+/// Spindle (issue #50): a number of an `each:` node's elements, written as a count
+/// (`4`) or a percentage of them (`10%`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Share {
+    Count(u32),
+    Percent(f64),
+}
+
+impl Share {
+    /// Reads `4` or `10%` (or `2.5%`); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Share> {
+        let text = text.trim();
+        match text.strip_suffix('%') {
+            Some(percent) => percent
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| p.is_finite())
+                .map(Share::Percent),
+            None => text.parse::<u32>().ok().map(Share::Count),
+        }
+    }
+
+    /// As many of `n` elements, rounded down (a budget: `1%` of 150 is 1), at most `n`.
+    pub fn floor_of(self, n: usize) -> usize {
+        match self {
+            Share::Count(count) => (count as usize).min(n),
+            Share::Percent(percent) => {
+                ((percent / 100.0 * n as f64 + 1e-9).floor().max(0.0) as usize).min(n)
+            }
+        }
+    }
+
+    /// As many of `n` elements, rounded up (a wave: `10%` of 8 is 1), at most `n`.
+    pub fn ceil_of(self, n: usize) -> usize {
+        match self {
+            Share::Count(count) => (count as usize).min(n),
+            Share::Percent(percent) => {
+                ((percent / 100.0 * n as f64 - 1e-9).ceil().max(0.0) as usize).min(n)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Share {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Share::Count(count) => write!(f, "{count}"),
+            Share::Percent(percent) => write!(f, "{percent}%"),
+        }
+    }
 }
 
 impl Node {

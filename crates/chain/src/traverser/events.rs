@@ -37,6 +37,7 @@ impl Traverser {
             return;
         }
         self.observe_job_end();
+        self.element_cancel.remove(&idx);
         self.chain.latest_tries[idx] += latest_tries;
         self.chain.total_tries[idx] += total_tries;
         self.chain.data[idx] = data;
@@ -58,6 +59,9 @@ impl Traverser {
         if let Some(sequence) = self.retrying_sequence_of(idx) {
             self.reset_if_idle(sequence);
             return;
+        }
+        if !self.chain.budgets.is_empty() {
+            self.settle_element(idx);
         }
         match (self.mode, state) {
             (Mode::Stopping | Mode::Abandoning, _) => {}
@@ -94,6 +98,8 @@ impl Traverser {
                 if self.chain.can_retry(sequence) {
                     let sequence = sequence.expect("can_retry checked it");
                     self.begin_sequence_retry(sequence);
+                } else if !self.chain.budgets.is_empty() {
+                    self.element_failed(idx);
                 }
             }
         }
@@ -132,6 +138,10 @@ impl Traverser {
             return;
         }
         if self.retrying_sequence_of(idx).is_some() || self.timed_out_sequence_of(idx).is_some() {
+            return;
+        }
+        // A node past its failure budget starts no new element.
+        if !self.chain.budgets.may_start(idx) {
             return;
         }
         if !self.chain.enter_window(idx) {
@@ -179,7 +189,8 @@ impl Traverser {
     pub(super) fn start(&mut self, idx: JobIdx) {
         self.started_this_turn += 1;
         self.chain.set_state(idx, State::Running);
-        let cancel = self.cancel_token(self.chain.sequence_of[idx]);
+        self.chain.budgets.started(idx);
+        let cancel = self.job_cancel_token(idx);
         let live = Live::default();
         let dispatch = Dispatch {
             idx,

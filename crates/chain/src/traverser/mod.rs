@@ -133,6 +133,9 @@ struct Traverser {
     started_this_turn: usize,
     /// The chain's span, which its job tasks run in.
     span: tracing::Span,
+    /// Per running element that is one job of a node that stops its elements past its
+    /// budget: the job's own cancel token.
+    element_cancel: HashMap<JobIdx, CancellationToken>,
 }
 
 pub(crate) fn spawn(
@@ -190,6 +193,7 @@ pub(crate) fn spawn(
         deferred: Default::default(),
         started_this_turn: 0,
         span: span.clone(),
+        element_cancel: HashMap::new(),
     };
     tokio::spawn(
         traverser
@@ -204,6 +208,7 @@ pub(crate) fn spawn(
     }
 }
 
+mod budgets;
 mod events;
 mod sequences;
 
@@ -542,14 +547,21 @@ impl Traverser {
                 finished_jobs: chain.finished_jobs,
             };
         }
-        let all_complete = chain.finished_jobs as usize == chain.len();
-        let failed_for_good = chain.indices().any(|idx| {
-            matches!(chain.state(idx), State::Fail | State::Unknown)
-                && !chain.can_retry(chain.sequence_of[idx])
-        });
-        let any_failed = chain
+        // Jobs of elements that failed within their node's budget neither complete nor
+        // fail the chain.
+        let budgets = &chain.budgets;
+        let all_complete = chain.finished_jobs as usize == chain.len()
+            || (!budgets.is_empty()
+                && chain
+                    .indices()
+                    .all(|idx| chain.state(idx) == State::Complete || budgets.is_forgiven(idx)));
+        let failed = |idx: JobIdx| {
+            matches!(chain.state(idx), State::Fail | State::Unknown) && !budgets.is_forgiven(idx)
+        };
+        let failed_for_good = chain
             .indices()
-            .any(|idx| matches!(chain.state(idx), State::Fail | State::Unknown));
+            .any(|idx| failed(idx) && !chain.can_retry(chain.sequence_of[idx]));
+        let any_failed = chain.indices().any(failed);
         let state = match self.mode {
             _ if all_complete => State::Complete,
             Mode::Running => State::Fail,
@@ -569,6 +581,10 @@ impl Traverser {
                     .iter()
                     .find(|(sequence, _)| chain.parent(**sequence).is_none())
                     .map(|(_, reason)| reason.trim_end_matches("; the job was stopped").to_owned())
+                    .or_else(|| {
+                        budgets
+                            .exceeded_error(|piece| budgets::element_name(&chain.jobs[piece].each))
+                    })
                     .unwrap_or_default()
             } else {
                 String::new()

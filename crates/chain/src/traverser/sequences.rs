@@ -171,6 +171,8 @@ impl Traverser {
     pub(super) fn after_sequence_failed(&mut self, sequence: Seq) {
         if self.chain.can_retry(Some(sequence)) {
             self.begin_sequence_retry(sequence);
+        } else if !self.chain.budgets.is_empty() {
+            self.element_failed(sequence.start());
         }
     }
 }

@@ -15,7 +15,7 @@ pub(crate) use shell::arg_env_name;
 pub use shell::{ShellArgsJob, ShellCommandJob};
 
 pub(crate) const NOOP: &str = "noop";
-pub(crate) const SLEEP: &str = "sleep";
+pub const SLEEP: &str = "sleep";
 pub(crate) const SHELL_COMMAND: &str = "shell-command";
 pub(crate) const SHELL_ARGS: &str = "shell-args";
 pub const APPROVAL: &str = "approval";

@@ -139,6 +139,7 @@ struct Checker<'s> {
 mod locks;
 pub(crate) use locks::pool_diagnostic;
 mod node;
+mod rollout;
 mod sequence;
 
 impl Checker<'_> {

@@ -10,6 +10,7 @@ impl Checker<'_> {
         self.node_entries(seq, node);
         self.node_kind_fields(seq, node);
         self.node_retries(seq, node);
+        self.node_rollout(seq, node);
         self.node_names(seq, node);
         self.node_repeats(seq, node);
         // N14, NW5: inputs against the called sequences' args.

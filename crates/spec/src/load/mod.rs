@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde_json::Value as Json;
 
 use crate::model::{
-    Acl, ArgDecl, Lock, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Spanned, Specs,
+    Acl, ArgDecl, Lock, Node, NodeArg, NodeSet, Sequence, SequenceArgs, Share, Spanned, Specs,
 };
 use crate::yaml::{self, Value};
 use crate::{Diagnostic, Pos, Severity};

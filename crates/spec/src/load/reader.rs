@@ -276,6 +276,51 @@ impl Reader<'_> {
         value.map(|value| Spanned::new(value, node.pos))
     }
 
+    /// A count (`4`) or a percentage (`10%`) of an `each:` node's elements.
+    pub(super) fn share(
+        &mut self,
+        node: &yaml::Node,
+        place: Place<'_>,
+        field: &str,
+        meaning: &str,
+    ) -> Option<Spanned<Share>> {
+        let value = match &node.value {
+            Value::Null => return None,
+            Value::Scalar { text, .. } => Share::parse(text),
+            _ => None,
+        };
+        if value.is_none() {
+            let expected = format!(
+                "a count (such as 4) or a percentage of the elements (such as 10%): {meaning}"
+            );
+            self.type_error(node, place, field, &expected);
+        }
+        value.map(|value| Spanned::new(value, node.pos))
+    }
+
+    /// `wave_approval:`: `true`/`false`, or the list of roles that may answer.
+    pub(super) fn wave_approval(
+        &mut self,
+        node: &yaml::Node,
+        place: Place<'_>,
+    ) -> Option<Spanned<Vec<String>>> {
+        let field = "wave_approval";
+        match &node.value {
+            Value::Null => None,
+            Value::Seq(_) => {
+                let roles = self.string_list(node, place, field, "a list of role names");
+                Some(Spanned::new(
+                    roles.into_iter().map(|role| role.value).collect(),
+                    node.pos,
+                ))
+            }
+            _ => {
+                let on = self.boolean(node, place, field)?;
+                on.value.then(|| Spanned::new(Vec::new(), on.pos))
+            }
+        }
+    }
+
     /// A whole number that may be negative (a priority).
     pub(super) fn int(
         &mut self,

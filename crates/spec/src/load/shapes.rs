@@ -28,6 +28,11 @@ const NODE_FIELDS: &[&str] = &[
     "if",
     "eq",
     "locks",
+    "max_failures",
+    "on_budget_exceeded",
+    "waves",
+    "wave_wait",
+    "wave_approval",
 ];
 const NODE_ARG_FIELDS: &[&str] = &["expected", "given"];
 const NODE_SET_FIELDS: &[&str] = &["arg", "as"];
@@ -416,6 +421,11 @@ impl Reader<'_> {
             if_arg: None,
             eq: Vec::new(),
             locks: Vec::new(),
+            max_failures: None,
+            on_budget_exceeded: None,
+            waves: Vec::new(),
+            wave_wait: None,
+            wave_approval: None,
             field_pos: BTreeMap::new(),
         };
         let node_name = node.name.clone();
@@ -482,6 +492,27 @@ impl Reader<'_> {
                         }
                     }
                 }
+                "max_failures" => {
+                    node.max_failures =
+                        self.share(value, place, field, "how many elements may fail");
+                }
+                "on_budget_exceeded" => node.on_budget_exceeded = self.string(value, place, field),
+                "waves" => {
+                    let items = self.list(
+                        value,
+                        place,
+                        field,
+                        "a list of the waves' cumulative sizes (such as [1, 10%, 50%, 100%])",
+                    );
+                    node.waves = items
+                        .iter()
+                        .filter_map(|item| {
+                            self.share(item, place, field, "a wave's cumulative size")
+                        })
+                        .collect();
+                }
+                "wave_wait" => node.wave_wait = self.string(value, place, field),
+                "wave_approval" => node.wave_approval = self.wave_approval(value, place),
                 _ => unreachable!("field {field} is in NODE_FIELDS"),
             }
         }

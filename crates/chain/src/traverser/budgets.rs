@@ -1,0 +1,117 @@
+//! The traverser's side of failure budgets (issue #50; the bookkeeping is
+//! [`crate::budgets`]): an element that failed for good is counted, forgiven once nothing
+//! of it runs while its node is within its budget, and the first failure past the budget
+//! stops new elements (and, with `on_budget_exceeded: stop`, the running ones).
+
+use super::*;
+
+impl Traverser {
+    /// Job `idx` failed for good (no retry of it or its sequence is left): if it is in an
+    /// element, the element failed.
+    pub(super) fn element_failed(&mut self, idx: JobIdx) {
+        let Some(piece) = self.chain.budgets.element_of(idx) else {
+            return;
+        };
+        if self.chain.budgets.fail(piece) == crate::budgets::Failed::Exceeded {
+            let budget = self.chain.budgets.elements[&piece].budget;
+            self.budget_exceeded(budget);
+        }
+        self.settle_element(idx);
+    }
+
+    /// After a job of an element ended: once nothing of a failed element runs, it is
+    /// forgiven if its node is within its budget, and what waited for it may start.
+    pub(super) fn settle_element(&mut self, idx: JobIdx) {
+        let budgets = &self.chain.budgets;
+        let Some(piece) = budgets.element_of(idx) else {
+            return;
+        };
+        if !budgets.has_failed(piece)
+            || budgets.elements[&piece]
+                .members
+                .iter()
+                .any(|member| self.running.contains_key(member))
+        {
+            return;
+        }
+        let Some((end, next)) = self.chain.forgive_element(piece) else {
+            return;
+        };
+        tracing::info!(
+            element = %self.element_name(piece),
+            "an element failed within its node's failure budget; the others go on"
+        );
+        if self.mode == Mode::Running {
+            if let Some(next) = next {
+                self.dispatch(next);
+            }
+            self.dispatch(end);
+        }
+    }
+
+    /// The node whose budget `budget` keeps went past it: its elements that have not
+    /// started never will; with `on_budget_exceeded: stop` the running ones are stopped.
+    fn budget_exceeded(&mut self, budget: JobIdx) {
+        self.chain.drop_waiting_elements(budget);
+        let node = &self.chain.budgets.nodes[&budget];
+        tracing::warn!(
+            node = %node.node,
+            failed = node.failed.len(),
+            max_failures = node.max_failures.unwrap_or(0),
+            stop = node.stop,
+            "a node went past its failure budget: no more of its elements start"
+        );
+        if !node.stop {
+            return;
+        }
+        for piece in self.chain.budgets.started_elements(budget) {
+            match self.chain.sequence_started_by(piece) {
+                Some(sequence) => self.stop_sequence(sequence),
+                None => {
+                    if let Some(token) = self.element_cancel.remove(&piece) {
+                        token.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The token a job starting now runs under: its own, child of its sequence's, when
+    /// it is an element of a node that stops its elements past its budget and has no
+    /// sequence of its own (else its sequence's).
+    pub(super) fn job_cancel_token(&mut self, idx: JobIdx) -> CancellationToken {
+        let token = self.cancel_token(self.chain.sequence_of[idx]);
+        let budgets = &self.chain.budgets;
+        let own = budgets.elements.get(&idx).is_some_and(|element| {
+            budgets.nodes[&element.budget].stop && self.chain.sequence_started_by(idx).is_none()
+        });
+        if !own {
+            return token;
+        }
+        let child = token.child_token();
+        self.element_cancel.insert(idx, child.clone());
+        child
+    }
+
+    /// An element as messages name it: its `each:` values (the innermost node's last).
+    pub(super) fn element_name(&self, piece: JobIdx) -> String {
+        element_name(&self.chain.jobs[piece].each)
+    }
+}
+
+/// An element's name from its job's `each:` values: the one value as it is, several as
+/// `name=value` pairs.
+pub(super) fn element_name(each: &JobArgs) -> String {
+    let text = |value: &serde_json::Value| match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match each.len() {
+        1 => each.values().next().map(text).unwrap_or_default(),
+        _ => each
+            .iter()
+            .map(|(name, value)| format!("{name}={}", text(value)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
