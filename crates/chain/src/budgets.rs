@@ -51,6 +51,8 @@ enum Fate {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Element {
+    /// The job it fans out from.
+    pub(crate) fan_out: JobIdx,
     /// The job keeping its node's budget.
     pub(crate) budget: JobIdx,
     /// Where the elements meet.
@@ -91,6 +93,7 @@ impl Budgets {
     /// jobs of each element are those reached from its first job before `end`.
     pub(crate) fn add_fan_out(
         &mut self,
+        fan_out: JobIdx,
         budget: JobIdx,
         make: impl FnOnce() -> Budget,
         pieces: &[JobIdx],
@@ -114,6 +117,7 @@ impl Budgets {
             self.elements.insert(
                 piece,
                 Element {
+                    fan_out,
                     budget,
                     end,
                     members,

@@ -308,6 +308,7 @@ impl Chain {
             let pieces = self.succs[fan_out].to_vec();
             let succs = |idx: JobIdx| self.succs[idx].to_vec();
             self.budgets.add_fan_out(
+                fan_out,
                 budget,
                 || Budget {
                     node: elements.node.clone(),
@@ -355,6 +356,18 @@ impl Chain {
             window.waiting.pop_front()
         });
         Some((end, next))
+    }
+
+    /// Element `piece` as people name it: its own `each:` values.
+    pub(crate) fn element_name(&self, piece: JobIdx) -> String {
+        let outer = self
+            .budgets
+            .elements
+            .get(&piece)
+            .map_or(&self.jobs[piece].each, |element| {
+                &self.jobs[element.fan_out].each
+            });
+        proto::args::element_name(&self.jobs[piece].each, outer)
     }
 
     /// A node went past its failure budget: its elements waiting for a `parallel` slot

@@ -10,6 +10,7 @@
 //! batches.
 
 mod build;
+pub mod elements;
 mod error;
 mod locks;
 pub mod names;

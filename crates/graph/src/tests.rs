@@ -230,3 +230,5 @@ mod args_tests;
 mod expansion_tests;
 #[path = "fixture_tests.rs"]
 mod fixture_tests;
+#[path = "rollout_tests.rs"]
+mod rollout_tests;

@@ -17,6 +17,28 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+/// An `each:` element as people name it (issue #50): the values of `each` that `outer`
+/// (the `each` of the job its node fans out from, the elements around it) does not hold;
+/// one value as it is, several as `name=value` pairs.
+pub fn element_name(each: &JobArgs, outer: &JobArgs) -> String {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let own: Vec<(&String, &Value)> = each
+        .iter()
+        .filter(|(name, value)| outer.get(name) != Some(*value))
+        .collect();
+    match own.as_slice() {
+        [(_, value)] => text(value),
+        _ => own
+            .iter()
+            .map(|(name, value)| format!("{name}={}", text(value)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
 /// Job args (RM side, while building the chain) and job data (JR side, at run time): a
 /// map of names to arbitrary JSON values.
 #[derive(Clone, Default, PartialEq, Eq)]

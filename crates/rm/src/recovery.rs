@@ -74,6 +74,15 @@ pub(crate) fn rebuild(
     let mut interrupted = Vec::new();
     let (mut total, mut latest, mut sequence) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let mut finished_jobs = 0;
+    // Jobs of elements of nodes with a failure budget (issue #50): one that failed for
+    // good stays failed (its element counted against the budget), not run again.
+    let in_budgets: HashSet<String> = graph::elements::fleets(&chain)
+        .into_iter()
+        .filter(|fleet| fleet.max_failures.is_some())
+        .flat_map(|fleet| fleet.elements)
+        .flat_map(|element| element.jobs)
+        .collect();
+    let mut failed_in_elements = Vec::new();
     for (job_id, job) in &mut chain.jobs {
         let entries = logged.get(job_id.as_str()).map_or(&[][..], Vec::as_slice);
         let job_starts = starts.get(job_id.as_str()).map_or(&[][..], Vec::as_slice);
@@ -137,12 +146,29 @@ pub(crate) fn rebuild(
                 latest.insert(job_id.clone(), run_try);
             }
             // Ended otherwise: resuming gives back one try, so count one more.
-            Some(_) => {
+            Some(entry) => {
+                if in_budgets.contains(job_id) && entry.state != State::Complete {
+                    failed_in_elements.push((job_id.clone(), run_try));
+                }
                 job.state = State::Stopped;
                 latest.insert(job_id.clone(), run_try.saturating_add(1));
             }
         }
         job.tries = top;
+    }
+    // An element's job that failed with no try of its own or its sequence's left failed
+    // for good, as the traverser decided.
+    for (job_id, run_try) in failed_in_elements {
+        let job = &chain.jobs[&job_id];
+        let sequence_left = chain.jobs.get(&job.sequence_id).is_some_and(|start| {
+            sequence.get(&job.sequence_id).copied().unwrap_or(1) <= start.sequence_retry
+        });
+        if run_try > job.retry && !sequence_left {
+            latest.insert(job_id.clone(), run_try);
+            if let Some(job) = chain.jobs.get_mut(&job_id) {
+                job.state = State::Fail;
+            }
+        }
     }
     // A sequence with tries but no start that said its count ran once.
     for job in chain.jobs.values() {
@@ -336,5 +362,106 @@ mod tests {
         };
         let third = rebuild(chain, &[failed], &[], interrupted_error(&lost()), 30);
         assert_eq!(third.suspended.latest_run_job_tries["j"], 2);
+    }
+
+    /// Issue #50: rebuilt after its runner was lost, a chain keeps an element that failed
+    /// for good failed (its budget counts it; it is not run again), while a failed job
+    /// with a retry left, and an interrupted one, run again.
+    #[test]
+    fn a_rebuilt_chain_keeps_its_failed_elements_failed() {
+        let job = |id: &str, retry: u32| {
+            (
+                id.to_owned(),
+                proto::Job {
+                    id: id.to_owned(),
+                    name: id.to_owned(),
+                    job_type: "t".to_owned(),
+                    sequence_id: "s".to_owned(),
+                    retry,
+                    ..proto::Job::default()
+                },
+            )
+        };
+        let mut jobs = BTreeMap::from([
+            job("s", 0),
+            job("f", 0),
+            job("a", 0),
+            job("b", 0),
+            job("c", 1),
+            job("e", 0),
+        ]);
+        jobs.get_mut("f").unwrap().name = "repeat_hosts_begin".to_owned();
+        jobs.get_mut("f").unwrap().elements = Some(Box::new(proto::Elements {
+            node: "hosts".to_owned(),
+            end: "e".to_owned(),
+            budget: "f".to_owned(),
+            max_failures: Some(2),
+            count: 3,
+            ..proto::Elements::default()
+        }));
+        let chain = JobChain {
+            request_id: "r".to_owned(),
+            jobs,
+            adjacency_list: BTreeMap::from([
+                ("s".to_owned(), vec!["f".to_owned()]),
+                (
+                    "f".to_owned(),
+                    vec!["a".to_owned(), "b".to_owned(), "c".to_owned()],
+                ),
+                ("a".to_owned(), vec!["e".to_owned()]),
+                ("b".to_owned(), vec!["e".to_owned()]),
+                ("c".to_owned(), vec!["e".to_owned()]),
+            ]),
+            ..JobChain::default()
+        };
+        let entry = |job: &str, state: State| JobLog {
+            request_id: "r".to_owned(),
+            job_id: job.to_owned(),
+            r#try: 1,
+            state,
+            ..JobLog::default()
+        };
+        let start = |job: &str| StartedTry {
+            start: TryStart {
+                request_id: "r".to_owned(),
+                job_id: job.to_owned(),
+                r#try: 1,
+                run_try: 1,
+                sequence_try: 1,
+                started_at: 1,
+            },
+            instance: "lost".to_owned(),
+        };
+        let logs = [
+            entry("s", State::Complete),
+            entry("f", State::Complete),
+            entry("a", State::Fail),
+            entry("c", State::Fail),
+        ];
+        let started = [start("s"), start("f"), start("a"), start("b"), start("c")];
+        let rebuilt = rebuild(
+            chain.clone(),
+            &logs,
+            &started,
+            interrupted_error(&lost()),
+            10,
+        );
+        let states: BTreeMap<&str, State> = rebuilt
+            .suspended
+            .job_chain
+            .jobs
+            .iter()
+            .map(|(id, job)| (id.as_str(), job.state))
+            .collect();
+        assert_eq!(states["a"], State::Fail, "failed for good, kept");
+        assert_eq!(states["b"], State::Stopped, "interrupted, runs again");
+        assert_eq!(states["c"], State::Stopped, "a retry left, runs again");
+        assert_eq!(states["e"], State::Pending);
+        assert_eq!(rebuilt.suspended.latest_run_job_tries["a"], 1);
+        // Without a budget, a failed job is given its try back as before.
+        let mut plain = chain;
+        plain.jobs.get_mut("f").unwrap().elements = None;
+        let rebuilt = rebuild(plain, &logs, &started, interrupted_error(&lost()), 10);
+        assert_eq!(rebuilt.suspended.job_chain.jobs["a"].state, State::Stopped);
     }
 }

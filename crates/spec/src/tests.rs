@@ -241,3 +241,5 @@ mod dependency_tests;
 mod node_tests;
 #[path = "parse_tests.rs"]
 mod parse_tests;
+#[path = "rollout_tests.rs"]
+mod rollout_tests;

@@ -38,7 +38,7 @@ impl Traverser {
             return;
         };
         tracing::info!(
-            element = %self.element_name(piece),
+            element = %self.chain.element_name(piece),
             "an element failed within its node's failure budget; the others go on"
         );
         if self.mode == Mode::Running {
@@ -91,27 +91,5 @@ impl Traverser {
         let child = token.child_token();
         self.element_cancel.insert(idx, child.clone());
         child
-    }
-
-    /// An element as messages name it: its `each:` values (the innermost node's last).
-    pub(super) fn element_name(&self, piece: JobIdx) -> String {
-        element_name(&self.chain.jobs[piece].each)
-    }
-}
-
-/// An element's name from its job's `each:` values: the one value as it is, several as
-/// `name=value` pairs.
-pub(super) fn element_name(each: &JobArgs) -> String {
-    let text = |value: &serde_json::Value| match value {
-        serde_json::Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    match each.len() {
-        1 => each.values().next().map(text).unwrap_or_default(),
-        _ => each
-            .iter()
-            .map(|(name, value)| format!("{name}={}", text(value)))
-            .collect::<Vec<_>>()
-            .join(" "),
     }
 }

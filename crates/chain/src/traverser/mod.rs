@@ -581,10 +581,7 @@ impl Traverser {
                     .iter()
                     .find(|(sequence, _)| chain.parent(**sequence).is_none())
                     .map(|(_, reason)| reason.trim_end_matches("; the job was stopped").to_owned())
-                    .or_else(|| {
-                        budgets
-                            .exceeded_error(|piece| budgets::element_name(&chain.jobs[piece].each))
-                    })
+                    .or_else(|| budgets.exceeded_error(|piece| chain.element_name(piece)))
                     .unwrap_or_default()
             } else {
                 String::new()
