@@ -9,6 +9,7 @@ pub mod args;
 mod bulk;
 mod create;
 pub mod duration;
+mod elements;
 mod filter;
 mod id;
 mod locks;
@@ -22,6 +23,7 @@ mod types;
 
 pub use bulk::{BulkAction, BulkItem, BulkOutcome, BulkReport};
 pub use create::CreateRequest;
+pub use elements::{ElementStatus, ElementsSummary, NAMED_FAILURES};
 pub use filter::{Cursor, FilterError, RequestFilter};
 pub use id::RequestId;
 pub use locks::{JobLock, JobLocksTaken, LockClaimant, LockStatus, TakeJobLocks, lock_label};

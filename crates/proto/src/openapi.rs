@@ -256,8 +256,33 @@ mod tests {
             error: "the request's deadline passed".to_owned(),
             paused: true,
             spec_version: "0123456789abcdef".to_owned(),
+            elements: vec![crate::ElementsSummary {
+                node: "restart".to_owned(),
+                count: 40,
+                complete: 36,
+                failed: 2,
+                running: 2,
+                stopped: 0,
+                pending: 0,
+                max_failures: Some(4),
+                waves: 4,
+                failed_elements: vec!["web-07".to_owned(), "web-31".to_owned()],
+            }],
         };
         check("Request", &request);
+        check(
+            "ElementStatus",
+            &crate::ElementStatus {
+                node: "restart".to_owned(),
+                name: "web-07".to_owned(),
+                wave: 2,
+                state: State::Fail,
+                tries: 3,
+                started_at: 1,
+                finished_at: 2,
+                jobs: vec!["abcd".to_owned()],
+            },
+        );
         check(
             "Request",
             &Request {

@@ -74,6 +74,15 @@ pub struct Request {
         skip_serializing_if = "String::is_empty"
     )]
     pub spec_version: String,
+    /// Spindle's addition (issue #50): each `each:` node's elements by state, with the
+    /// failed ones named, when one request is read; omitted for a request without
+    /// expansions and in lists.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub elements: Vec<crate::ElementsSummary>,
 }
 
 /// One run of a schedule that fell due: the request it started, or why it started none.
@@ -445,7 +454,7 @@ fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
-fn is_zero(n: &u32) -> bool {
+pub(crate) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 

@@ -66,6 +66,19 @@ enum Command {
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
+    /// The elements of a request's `each:` expansions: each one's state, tries and
+    /// runtime (all of them, or those of one node, or in one state)
+    Elements {
+        id: String,
+        /// Only this `each:` node's
+        #[arg(long)]
+        node: Option<String>,
+        /// Only those pending, running, complete, failed or stopped
+        #[arg(long)]
+        state: Option<String>,
+        #[command(flatten)]
+        client: spinc::ClientArgs,
+    },
     /// Everything about a request
     Info {
         id: String,
@@ -324,6 +337,17 @@ pub fn main(registry: job::Registry) -> ExitCode {
             Command::Start { start, client } => block_on(spinc::start(&client.or(&top), &start)),
             Command::Status { id, client } => block_on(spinc::status(&client.or(&top), &id)),
             Command::Info { id, client } => block_on(spinc::info(&client.or(&top), &id)),
+            Command::Elements {
+                id,
+                node,
+                state,
+                client,
+            } => block_on(spinc::elements(
+                &client.or(&top),
+                &id,
+                node.as_deref(),
+                state.as_deref(),
+            )),
             Command::Log { log, client } => block_on(spinc::log(&client.or(&top), &log)),
             Command::Ps { id, client } => block_on(spinc::ps(&client.or(&top), id.as_deref())),
             Command::Running { id, client } => block_on(spinc::running(&client.or(&top), &id)),

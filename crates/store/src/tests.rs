@@ -156,6 +156,7 @@ fn request(
         error: String::new(),
         paused: false,
         spec_version: String::new(),
+        elements: Vec::new(),
     };
     let mut create_args = proto::JobArgs::new();
     create_args.insert("host".to_owned(), json!(host));

@@ -138,6 +138,7 @@ pub fn router(manager: Arc<Manager>) -> Router {
         .route("/api/v1/requests/{id}/reject", put(reject))
         .route("/api/v1/requests/{id}/job-chain", get(job_chain))
         .route("/api/v1/requests/{id}/audit", get(audit))
+        .route("/api/v1/requests/{id}/elements", get(elements))
         .route("/api/v1/requests/{id}/spec", get(request_spec))
         .route("/api/v1/requests/{id}/log", get(job_log).post(add_log))
         .route("/api/v1/requests/{id}/log/{job_id}", get(latest_log))

@@ -173,7 +173,39 @@ pub(super) async fn get_request(
         }
     };
     manager.count_own_finished(&mut request).await?;
+    manager.summarize_elements(&mut request).await?;
     Ok(Json(request).into_response())
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ElementsQuery {
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+}
+
+/// Each element of a request's `each:` expansions (Spindle, issue #50).
+pub(super) async fn elements(
+    State(manager): Shared,
+    Path(id): Path<String>,
+    query: Result<Query<ElementsQuery>, QueryRejection>,
+) -> Result<Response, Error> {
+    let Query(query) = query.map_err(|err| {
+        Error::BadRequest(format!(
+            "invalid query: {}; expected node=NAME (an each: node) and state=STATE (pending, running, complete, failed or stopped), both optional",
+            err.body_text()
+        ))
+    })?;
+    let state = query
+        .state
+        .as_deref()
+        .map(crate::manager::element_state)
+        .transpose()
+        .map_err(Error::BadRequest)?;
+    let elements = manager.elements(&id, query.node.as_deref(), state).await?;
+    Ok(Json(elements).into_response())
 }
 
 /// Who asks for a change of a request's course, and from where: the authenticated

@@ -218,6 +218,7 @@ impl Manager {
             error: String::new(),
             paused: false,
             spec_version: version,
+            elements: Vec::new(),
         };
         let stored = CreateRequest {
             user: user.to_owned(),

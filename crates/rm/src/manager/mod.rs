@@ -38,9 +38,11 @@ use wait::Waiting;
 
 mod background;
 mod backlog;
+mod elements;
 mod hand_over;
 mod job_locks;
 mod lifecycle;
+pub(crate) use elements::element_state;
 pub(crate) use lifecycle::state_refusal;
 mod locks;
 mod metrics;
@@ -210,6 +212,8 @@ pub struct Manager {
     notify_wake: tokio::sync::Notify,
     /// The config's `secrets:`: keys for secret args, and sources a create may name.
     secret_args: std::sync::RwLock<Arc<crate::secrets::SecretArgs>>,
+    /// Requests' `each:` expansions as read from their chains, which never change.
+    fleets: elements::FleetCache,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -328,6 +332,7 @@ impl Manager {
             notifier: std::sync::RwLock::default(),
             notify_wake: tokio::sync::Notify::new(),
             secret_args: std::sync::RwLock::default(),
+            fleets: elements::FleetCache::default(),
         }
     }
 

@@ -136,6 +136,9 @@ impl Manager {
                 if let Err(err) = self.count_own_finished(&mut request).await {
                     tracing::warn!(request_id = %request.id, error = %err, "own jobs not counted");
                 }
+                if let Err(err) = self.summarize_elements(&mut request).await {
+                    tracing::warn!(request_id = %request.id, error = %err, "elements not summed up");
+                }
                 requests.insert(
                     job.request_id.clone(),
                     Request {

@@ -13,11 +13,6 @@ impl Checker<'_> {
     pub(super) fn node_rollout(&mut self, seq: &Sequence, node: &Node) {
         let n = Some(node);
         let each = !node.each.is_empty();
-        let without_each = |field: &str| {
-            format!(
-                "`{field}` is set without `each`; expected `each: [list:element]` ({field} applies to a node's elements)"
-            )
-        };
         if let Some(budget) = &node.max_failures {
             if !each {
                 let message = without_each("max_failures");
@@ -48,9 +43,7 @@ impl Checker<'_> {
         if let Some(first) = node.waves.first()
             && !each
         {
-            let message = format!(
-                "`waves` is set without `each`; expected `each: [list:element]` (waves split a node's elements)"
-            );
+            let message = without_each("waves");
             self.push(Error, CODE, seq, n, "waves", first.pos, message);
         }
         if node.waves.is_empty() && node.field_pos.contains_key("waves") {
@@ -127,6 +120,13 @@ impl Checker<'_> {
             );
         }
     }
+}
+
+/// A rollout field on a node that expands over no list.
+fn without_each(field: &str) -> String {
+    format!(
+        "`{field}` is set without `each`; expected `each: [list:element]` (it applies to a node's elements)"
+    )
 }
 
 /// Why a share is out of range: a percentage outside 0–100% (above 0 for a wave), a wave

@@ -185,6 +185,29 @@ impl Client {
         self.get(&format!("/api/v1/requests/{id}/audit")).await
     }
 
+    /// The elements of a request's `each:` expansions (of `node`, in `state`, when given).
+    pub(crate) async fn elements(
+        &self,
+        id: &str,
+        node: Option<&str>,
+        state: Option<&str>,
+    ) -> Result<Vec<proto::ElementStatus>, ClientError> {
+        let mut params = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [("node", node), ("state", state)] {
+            if let Some(value) = value {
+                params.append_pair(name, value);
+            }
+        }
+        let query = params.finish();
+        let query = if query.is_empty() {
+            query
+        } else {
+            format!("?{query}")
+        };
+        self.get(&format!("/api/v1/requests/{id}/elements{query}"))
+            .await
+    }
+
     pub(crate) async fn job_chain(&self, id: &str) -> Result<JobChain, ClientError> {
         self.get(&format!("/api/v1/requests/{id}/job-chain")).await
     }

@@ -21,6 +21,7 @@ mod operators;
 mod own_db;
 mod pgbouncer;
 mod recovery;
+mod rollout;
 mod secrets;
 mod security;
 mod services;

@@ -205,6 +205,9 @@ impl<DB: Backend> SqlStore<DB> {
             spec_version: row
                 .read::<Option<String>>("spec_version")?
                 .unwrap_or_default(),
+            // Read from the chain and the job log when one request is asked for
+            // (`rm::Manager::summarize_elements`).
+            elements: Vec::new(),
         })
     }
 

@@ -393,6 +393,7 @@ fn eprintln_line(text: &str) -> anyhow::Result<()> {
 
 mod act;
 mod bulk;
+mod elements;
 mod locks;
 mod log;
 mod notifications;
@@ -405,6 +406,7 @@ pub(crate) use crate::client::api::NotificationQuery;
 pub(crate) use act::{AnswerArgs, answer, rerun};
 use act::{pause, retry, stop};
 pub(crate) use bulk::{Target, act};
+pub(crate) use elements::elements;
 pub(crate) use locks::locks;
 pub(crate) use log::{LogArgs, log};
 pub(crate) use notifications::notifications;

@@ -47,8 +47,18 @@ pub(crate) async fn status(args: &ClientArgs, id: &str) -> anyhow::Result<Exit> 
     {
         out!(" running: {}", super::running_line(&running.jobs));
     }
+    print_elements(&request)?;
     print_failure(&client, &request).await?;
     Ok(Exit::Success)
+}
+
+/// Each `each:` node's elements, with the failed ones named (issue #50).
+fn print_elements(request: &Request) -> anyhow::Result<()> {
+    for (at, summary) in request.elements.iter().enumerate() {
+        let label = if at == 0 { "elements" } else { "" };
+        out!("{label:>8}: {}", summary.line());
+    }
+    Ok(())
 }
 
 /// For a failed request, which jobs failed and why (issue #12), after what was printed.
@@ -207,6 +217,12 @@ pub(crate) async fn ps(args: &ClientArgs, id: Option<&str>) -> anyhow::Result<Ex
             each_column(&each_text(&job.each)),
             job.status
         );
+    }
+    // Under the jobs, each request's expansions with failed elements (issue #50).
+    for (id, request) in &status.requests {
+        for summary in request.elements.iter().filter(|s| s.failed > 0) {
+            out!("{id}  {}", summary.line());
+        }
     }
     Ok(Exit::Success)
 }

@@ -639,6 +639,7 @@ fn request_row(row: &MySqlRow) -> Result<Request, String> {
         error: String::new(),
         paused: false,
         spec_version: String::new(),
+        elements: Vec::new(),
     })
 }
 

@@ -1,0 +1,248 @@
+//! A request's `each:` elements (issue #50): each element's state, tries and times from
+//! its jobs' log entries and the tries running now, summed up per node for a request and
+//! listed one by one for `GET /api/v1/requests/{id}/elements`. The expansions are read
+//! from the chain once per request and kept ([`FleetCache`]): a chain never changes.
+
+use std::collections::HashMap;
+
+use graph::elements::Fleet;
+use proto::{ElementStatus, ElementsSummary, NAMED_FAILURES};
+
+use super::*;
+
+/// Requests' expansions kept at most (each a few hundred bytes an element); past it the
+/// cache starts again empty.
+const CACHED_REQUESTS: usize = 1024;
+
+/// Requests' expansions by request id.
+#[derive(Default)]
+pub(super) struct FleetCache(Mutex<HashMap<String, Arc<Vec<Fleet>>>>);
+
+impl FleetCache {
+    fn get(&self, request_id: &str) -> Option<Arc<Vec<Fleet>>> {
+        self.lock().get(request_id).cloned()
+    }
+
+    fn put(&self, request_id: &str, fleets: Arc<Vec<Fleet>>) {
+        let mut cache = self.lock();
+        if cache.len() >= CACHED_REQUESTS {
+            cache.clear();
+        }
+        cache.insert(request_id.to_owned(), fleets);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<Fleet>>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What is known of one job: its latest logged try and whether a try of it runs now.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    state: Option<State>,
+    tries: u32,
+    started_at: i64,
+    finished_at: i64,
+    running: bool,
+}
+
+/// How to pick elements by state, read from `state=` (any case; `failed` for FAIL).
+pub(crate) fn element_state(text: &str) -> Result<State, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "pending" => Ok(State::Pending),
+        "running" => Ok(State::Running),
+        "complete" | "completed" => Ok(State::Complete),
+        "fail" | "failed" => Ok(State::Fail),
+        "stopped" => Ok(State::Stopped),
+        _ => Err(format!(
+            "invalid element state {text:?}; expected pending, running, complete, failed or stopped"
+        )),
+    }
+}
+
+impl Manager {
+    /// The request's `each:` expansions, read from its chain the first time.
+    async fn fleets(&self, request_id: &str) -> Result<Arc<Vec<Fleet>>, Error> {
+        if let Some(fleets) = self.fleets.get(request_id) {
+            return Ok(fleets);
+        }
+        let chain = self.store.job_chain(request_id).await?;
+        let fleets = Arc::new(graph::elements::fleets(&chain));
+        self.fleets.put(request_id, Arc::clone(&fleets));
+        Ok(fleets)
+    }
+
+    /// Fills in `request.elements`: each expansion's elements by state (from each job's
+    /// latest state and the tries running now).
+    pub async fn summarize_elements(&self, request: &mut Request) -> Result<(), Error> {
+        let fleets = self.fleets(&request.id).await?;
+        if fleets.is_empty() {
+            return Ok(());
+        }
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        for job in self.store.job_states(&request.id).await? {
+            seen.insert(
+                job.job_id,
+                Seen {
+                    state: Some(job.state),
+                    tries: job.tries,
+                    ..Seen::default()
+                },
+            );
+        }
+        self.mark_running(&request.id, &mut seen).await?;
+        let running = request.state == State::Running;
+        request.elements = fleets
+            .iter()
+            .map(|fleet| summary(fleet, &statuses(fleet, &seen, running)))
+            .collect();
+        Ok(())
+    }
+
+    /// Every element of the request's expansions (of `node` only, when given; in
+    /// `state` only, when given), with its state, tries and times.
+    pub async fn elements(
+        &self,
+        request_id: &str,
+        node: Option<&str>,
+        state: Option<State>,
+    ) -> Result<Vec<ElementStatus>, Error> {
+        let request = self.store.get_request(request_id, false).await?;
+        let fleets = self.fleets(request_id).await?;
+        if let Some(node) = node
+            && !fleets.iter().any(|fleet| fleet.node == node)
+        {
+            let known: Vec<&str> = fleets.iter().map(|fleet| fleet.node.as_str()).collect();
+            return Err(Error::BadRequest(format!(
+                "request {request_id} has no each: node {node:?}; expected one of: {}",
+                if known.is_empty() {
+                    "(none: it expands no node)".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        for entry in self.store.job_log(request_id).await? {
+            let job = seen.entry(entry.job_id).or_default();
+            if job.started_at == 0 || entry.started_at < job.started_at {
+                job.started_at = entry.started_at;
+            }
+            job.finished_at = job.finished_at.max(entry.finished_at);
+            if entry.r#try >= job.tries {
+                job.tries = entry.r#try;
+                job.state = Some(entry.state);
+            }
+        }
+        self.mark_running(request_id, &mut seen).await?;
+        let running = request.state == State::Running;
+        Ok(fleets
+            .iter()
+            .filter(|fleet| node.is_none_or(|node| fleet.node == node))
+            .flat_map(|fleet| statuses(fleet, &seen, running))
+            .filter(|element| state.is_none_or(|state| element.state == state))
+            .collect())
+    }
+
+    /// Marks the jobs with a try running now (started, not ended).
+    async fn mark_running(
+        &self,
+        request_id: &str,
+        seen: &mut HashMap<String, Seen>,
+    ) -> Result<(), Error> {
+        for started in self.store.try_starts(request_id).await? {
+            let job = seen.entry(started.start.job_id).or_default();
+            if started.start.r#try > job.tries || job.state.is_none() {
+                job.running = true;
+                job.tries = job.tries.max(started.start.r#try);
+                if job.started_at == 0 {
+                    job.started_at = started.start.started_at;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each element of `fleet` as its jobs say: RUNNING while one of them runs (or, in a
+/// running request, while it is part way); FAIL once one failed; COMPLETE once all
+/// completed; STOPPED when one was stopped or it ended part way; PENDING before any began.
+fn statuses(
+    fleet: &Fleet,
+    seen: &HashMap<String, Seen>,
+    request_running: bool,
+) -> Vec<ElementStatus> {
+    fleet
+        .elements
+        .iter()
+        .map(|element| {
+            let jobs: Vec<Seen> = element
+                .jobs
+                .iter()
+                .map(|id| seen.get(id).copied().unwrap_or_default())
+                .collect();
+            let any = |wanted: &[State]| {
+                jobs.iter()
+                    .any(|job| job.state.is_some_and(|state| wanted.contains(&state)))
+            };
+            let begun = jobs.iter().any(|job| job.running || job.state.is_some());
+            let state = if jobs.iter().any(|job| job.running) {
+                State::Running
+            } else if any(&[State::Fail, State::Unknown]) {
+                State::Fail
+            } else if jobs.iter().all(|job| job.state == Some(State::Complete)) {
+                State::Complete
+            } else if !begun {
+                State::Pending
+            } else if request_running && !any(&[State::Stopped]) {
+                State::Running
+            } else {
+                State::Stopped
+            };
+            let ended = matches!(state, State::Complete | State::Fail | State::Stopped);
+            ElementStatus {
+                node: fleet.node.clone(),
+                name: element.name.clone(),
+                wave: element.wave,
+                state,
+                tries: jobs.iter().map(|job| job.tries).max().unwrap_or(0),
+                started_at: jobs
+                    .iter()
+                    .map(|job| job.started_at)
+                    .filter(|&at| at > 0)
+                    .min()
+                    .unwrap_or(0),
+                finished_at: if ended {
+                    jobs.iter().map(|job| job.finished_at).max().unwrap_or(0)
+                } else {
+                    0
+                },
+                jobs: element.jobs.clone(),
+            }
+        })
+        .collect()
+}
+
+/// One expansion's elements by state, the first failed ones named.
+fn summary(fleet: &Fleet, elements: &[ElementStatus]) -> ElementsSummary {
+    let count = |state: State| elements.iter().filter(|e| e.state == state).count() as u32;
+    ElementsSummary {
+        node: fleet.node.clone(),
+        count: elements.len() as u32,
+        complete: count(State::Complete),
+        failed: count(State::Fail),
+        running: count(State::Running),
+        stopped: count(State::Stopped),
+        pending: count(State::Pending),
+        max_failures: fleet.max_failures,
+        waves: fleet.waves,
+        failed_elements: elements
+            .iter()
+            .filter(|e| e.state == State::Fail)
+            .take(NAMED_FAILURES)
+            .map(|e| e.name.clone())
+            .collect(),
+    }
+}
