@@ -131,10 +131,8 @@ enum Command {
     Retry {
         #[command(flatten)]
         target: spinc::Target,
-        /// Run this job (an id, or the name of one job) and every job after it again too
-        /// (a COMPLETE request can be retried from a job)
-        #[arg(long, conflicts_with = "all")]
-        from: Option<String>,
+        #[command(flatten)]
+        part: spinc::RetryArgs,
         #[command(flatten)]
         client: spinc::ClientArgs,
     },
@@ -355,29 +353,29 @@ pub fn main(registry: job::Registry) -> ExitCode {
                 &client.or(&top),
                 proto::BulkAction::Stop,
                 &target,
-                None,
+                &spinc::RetryArgs::default(),
             )),
             Command::Pause { target, client } => block_on(spinc::act(
                 &client.or(&top),
                 proto::BulkAction::Pause,
                 &target,
-                None,
+                &spinc::RetryArgs::default(),
             )),
             Command::Resume { target, client } => block_on(spinc::act(
                 &client.or(&top),
                 proto::BulkAction::Resume,
                 &target,
-                None,
+                &spinc::RetryArgs::default(),
             )),
             Command::Retry {
                 target,
-                from,
+                part,
                 client,
             } => block_on(spinc::act(
                 &client.or(&top),
                 proto::BulkAction::Retry,
                 &target,
-                from.as_deref(),
+                &part,
             )),
             Command::Rerun { id, client } => block_on(spinc::rerun(&client.or(&top), &id)),
             Command::Schedules { client } => block_on(spinc::schedules(&client.or(&top))),

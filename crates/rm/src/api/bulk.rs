@@ -59,7 +59,7 @@ pub(super) async fn bulk(
     }
     let op = match action {
         BulkAction::Stop => Op::Stop,
-        BulkAction::Retry => Op::Retry(None),
+        BulkAction::Retry => Op::Retry(crate::Retry::default()),
         BulkAction::Pause => Op::Pause,
         BulkAction::Resume => Op::Resume,
     };

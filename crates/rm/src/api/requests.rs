@@ -276,6 +276,11 @@ pub(super) async fn resume(
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct RetryQuery {
     from: Option<String>,
+    /// `true`: the failed elements run again (issue #50).
+    #[serde(default, rename = "failedElements")]
+    failed_elements: bool,
+    /// Elements (by name, separated by commas) that run again.
+    elements: Option<String>,
 }
 
 pub(super) async fn retry(
@@ -286,11 +291,39 @@ pub(super) async fn retry(
 ) -> Result<StatusCode, Error> {
     let Query(query) = query.map_err(|err| {
         Error::BadRequest(format!(
-            "invalid query: {}; expected from=JOB (a job id or name) or nothing",
+            "invalid query: {}; expected from=JOB (a job id or name), failedElements=true or elements=NAME,NAME, or nothing",
             err.body_text()
         ))
     })?;
-    change(&manager, acting, &id, Op::Retry(query.from)).await
+    let elements = match (query.failed_elements, query.elements) {
+        (true, Some(_)) => {
+            return Err(Error::BadRequest(
+                "failedElements=true and elements= both given; expected one of them".to_owned(),
+            ));
+        }
+        (true, None) => Some(crate::RetryElements::Failed),
+        (false, Some(names)) => {
+            let names: Vec<String> = names
+                .split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if names.is_empty() {
+                return Err(Error::BadRequest(
+                    "elements= names no element; expected element names separated by commas"
+                        .to_owned(),
+                ));
+            }
+            Some(crate::RetryElements::Named(names))
+        }
+        (false, None) => None,
+    };
+    let what = crate::Retry {
+        from: query.from,
+        elements,
+    };
+    change(&manager, acting, &id, Op::Retry(what)).await
 }
 
 /// `PUT .../approve` and `.../reject`: `job` names the approval job (its id or name;
@@ -379,8 +412,8 @@ pub(super) enum Op {
     Stop,
     Pause,
     Resume,
-    /// From this job (and every job after it), when given.
-    Retry(Option<String>),
+    /// What runs again besides the jobs that did not complete.
+    Retry(crate::Retry),
 }
 
 impl Op {
@@ -437,7 +470,7 @@ pub(super) async fn change_of(
         Op::Stop => manager.stop(id).await?,
         Op::Pause => manager.pause(id, true).await?,
         Op::Resume => manager.pause(id, false).await?,
-        Op::Retry(from) => manager.retry(id, from.as_deref()).await?,
+        Op::Retry(what) => manager.retry(id, what).await?,
     }
     record(manager, id.as_str(), op.action(), acting).await;
     Ok(StatusCode::OK)

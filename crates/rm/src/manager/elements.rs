@@ -62,7 +62,75 @@ pub(crate) fn element_state(text: &str) -> Result<State, String> {
     }
 }
 
+/// What `retry` runs again (issue #50, `spindle retry`): every job that did not
+/// complete, and with `from` a job and every job after it, and with `elements` the jobs of
+/// those elements.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retry {
+    pub from: Option<String>,
+    pub elements: Option<RetryElements>,
+}
+
+/// The elements a retry runs again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetryElements {
+    /// Every element that failed.
+    Failed,
+    /// These elements (by name), completed or not.
+    Named(Vec<String>),
+}
+
 impl Manager {
+    /// The jobs of the elements `picked` names: an error when there is none, or a name
+    /// names no element.
+    pub(super) async fn elements_to_retry(
+        &self,
+        request_id: &str,
+        picked: &RetryElements,
+    ) -> Result<Vec<String>, Error> {
+        let elements = self.elements(request_id, None, None).await?;
+        let chosen: Vec<&ElementStatus> = match picked {
+            RetryElements::Failed => {
+                let failed: Vec<&ElementStatus> =
+                    elements.iter().filter(|e| e.state == State::Fail).collect();
+                if failed.is_empty() {
+                    return Err(Error::Conflict(format!(
+                        "request {request_id} has no failed element to run again"
+                    )));
+                }
+                failed
+            }
+            RetryElements::Named(names) => {
+                let unknown: Vec<&str> = names
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|name| !elements.iter().any(|e| e.name == *name))
+                    .collect();
+                if !unknown.is_empty() {
+                    let some: Vec<&str> =
+                        elements.iter().take(5).map(|e| e.name.as_str()).collect();
+                    return Err(Error::BadRequest(format!(
+                        "request {request_id} has no element {}; expected names of its elements{}",
+                        unknown.join(", "),
+                        if some.is_empty() {
+                            " (it has none: it expands no node)".to_owned()
+                        } else {
+                            format!(", such as {}", some.join(", "))
+                        }
+                    )));
+                }
+                elements
+                    .iter()
+                    .filter(|e| names.contains(&e.name))
+                    .collect()
+            }
+        };
+        Ok(chosen
+            .into_iter()
+            .flat_map(|e| e.jobs.iter().cloned())
+            .collect())
+    }
+
     /// The request's `each:` expansions, read from its chain the first time.
     async fn fleets(&self, request_id: &str) -> Result<Arc<Vec<Fleet>>, Error> {
         if let Some(fleets) = self.fleets.get(request_id) {

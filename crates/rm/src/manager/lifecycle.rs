@@ -39,7 +39,7 @@ pub(crate) fn state_refusal(
             State::Fail | State::Stopped => return None,
             State::Complete if from => return None,
             State::Complete => {
-                "expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+                "expected FAIL or STOPPED: it completed; retry --from JOB or --elements runs a part of it again"
             }
             _ => "expected FAIL or STOPPED: it has not finished",
         },
@@ -452,14 +452,15 @@ impl Manager {
     /// id, or the name of one job), that job and every job after it run again too, and
     /// a COMPLETE request may be retried. The chain is stored suspended and handed to a
     /// live runner at once (or by the background loop when none answers now).
-    pub async fn retry(&self, request_id: &RequestId, from: Option<&str>) -> Result<(), Error> {
+    pub async fn retry(&self, request_id: &RequestId, what: &Retry) -> Result<(), Error> {
         self.check_open()?;
         let request = self.store.get_request(request_id, false).await?;
+        let from = what.from.as_deref();
         if let Some(refusal) = state_refusal(
             proto::BulkAction::Retry,
             request_id,
             request.state,
-            from.is_some(),
+            from.is_some() || what.elements.is_some(),
         ) {
             // A request that waits (for a runner with its job types, or one that can read
             // its jobs' bytes) says why: retrying it would not change that.
@@ -469,10 +470,13 @@ impl Manager {
             return Err(Error::Conflict(refusal));
         }
         let chain = self.store.job_chain(request_id).await?;
-        let reset = match from {
+        let mut reset = match from {
             Some(job) => crate::recovery::from_job(&chain, job).map_err(Error::BadRequest)?,
             None => Default::default(),
         };
+        if let Some(picked) = &what.elements {
+            reset.extend(self.elements_to_retry(request_id, picked).await?);
+        }
         let logs = self.store.job_log(request_id).await?;
         let suspended = crate::recovery::retry(chain, &logs, &reset);
         // Approvals that run again ask again.
@@ -498,7 +502,7 @@ impl Manager {
             }
             Err(err) => return Err(err.into()),
         }
-        tracing::info!(%request_id, from, jobs_to_run = suspended.job_chain.jobs.len() as u64 - suspended.job_chain.finished_jobs, "request retried");
+        tracing::info!(%request_id, from, elements = ?what.elements, jobs_to_run = suspended.job_chain.jobs.len() as u64 - suspended.job_chain.finished_jobs, "request retried");
         self.resume_suspended().await;
         Ok(())
     }

@@ -43,6 +43,7 @@ mod hand_over;
 mod job_locks;
 mod lifecycle;
 pub(crate) use elements::element_state;
+pub use elements::{Retry, RetryElements};
 pub(crate) use lifecycle::state_refusal;
 mod locks;
 mod metrics;

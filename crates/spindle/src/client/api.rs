@@ -318,11 +318,26 @@ impl Client {
     }
 
     /// Runs a finished request again (from a job, when given).
-    pub(crate) async fn retry(&self, id: &str, from: Option<&str>) -> Result<(), ClientError> {
+    pub(crate) async fn retry(
+        &self,
+        id: &str,
+        part: &crate::client::spinc::RetryArgs,
+    ) -> Result<(), ClientError> {
+        let mut params = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(job) = &part.from {
+            params.append_pair("from", job);
+        }
+        if part.failed_elements {
+            params.append_pair("failedElements", "true");
+        }
+        if let Some(names) = &part.elements {
+            params.append_pair("elements", names);
+        }
+        let query = params.finish();
         let mut path = format!("{}/api/v1/requests/{id}/retry", self.addr);
-        if let Some(job) = from {
-            path.push_str("?from=");
-            path.extend(url::form_urlencoded::byte_serialize(job.as_bytes()));
+        if !query.is_empty() {
+            path.push('?');
+            path.push_str(&query);
         }
         self.send(self.http.put(path)).await?;
         Ok(())

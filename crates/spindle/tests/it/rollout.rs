@@ -24,9 +24,6 @@ const FLEET: &str = r#"sequences:
         - name: hosts
           desc: the hosts
       optional:
-        - name: fail
-          desc: the hosts that fail, separated by spaces
-          default: ""
         - name: shell
           desc: the program
           default: sh
@@ -34,7 +31,7 @@ const FLEET: &str = r#"sequences:
           desc: what each host runs
           default:
             - "-c"
-            - 'echo "fleet $SPINDLE_ARG_HOST $$" >> "$SPINDLE_ARG_MARKS/executions"; case " $SPINDLE_ARG_FAIL " in *" $SPINDLE_ARG_HOST "*) exit 1;; esac; while [ ! -e "$SPINDLE_ARG_MARKS/release" ]; do sleep 0.05; done'
+            - 'echo "fleet $SPINDLE_ARG_HOST $$" >> "$SPINDLE_ARG_MARKS/executions"; if [ -e "$SPINDLE_ARG_MARKS/fail-$SPINDLE_ARG_HOST" ]; then exit 1; fi; while [ ! -e "$SPINDLE_ARG_MARKS/release" ]; do sleep 0.05; done'
     nodes:
       each-host:
         category: job
@@ -46,7 +43,6 @@ const FLEET: &str = r#"sequences:
           - {expected: cmd, given: shell}
           - {expected: args, given: script}
           - {expected: marks}
-          - {expected: fail}
 "#;
 
 const COMPLETE: u64 = 3;
@@ -56,13 +52,30 @@ fn hosts(n: usize) -> Vec<String> {
     (1..=n).map(|n| format!("web-{n}")).collect()
 }
 
-async fn start_fleet(client: &Client, marks: &Path, hosts: &[String], fail: &str) -> String {
+/// Starts a fleet of `hosts` of which those in `fail` fail (until their file is removed).
+async fn start_fleet(client: &Client, marks: &Path, hosts: &[String], fail: &[&str]) -> String {
+    for host in hosts {
+        let file = marks.join(format!("fail-{host}"));
+        if fail.contains(&host.as_str()) {
+            std::fs::write(file, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(file);
+        }
+    }
     client
         .start(
             "fleet",
-            json!({"marks": marks.to_str().unwrap(), "hosts": hosts, "fail": fail}),
+            json!({"marks": marks.to_str().unwrap(), "hosts": hosts}),
         )
         .await
+}
+
+/// How many times `host` ran.
+fn ran(marks: &Path, host: &str) -> usize {
+    executions(marks)
+        .iter()
+        .filter(|(_, item, _)| item == host)
+        .count()
 }
 
 /// The request's elements, as `GET /api/v1/requests/{id}/elements` lists them: (name,
@@ -94,7 +107,7 @@ async fn a_fleet_within_its_budget_completes_and_its_failed_hosts_are_named() {
     std::fs::write(marks.join("release"), "").unwrap();
 
     // Within the budget: the canary fails, the second wave runs, the request completes.
-    let id = start_fleet(&client, &marks, &hosts(4), "web-1").await;
+    let id = start_fleet(&client, &marks, &hosts(4), &["web-1"]).await;
     client
         .wait_state(&id, COMPLETE, Duration::from_secs(30))
         .await;
@@ -132,10 +145,49 @@ async fn a_fleet_within_its_budget_completes_and_its_failed_hosts_are_named() {
         "{stdout}"
     );
 
+    // The failed host runs again, alone, once it is mended; then a completed one, named.
+    std::fs::remove_file(marks.join("fail-web-1")).unwrap();
+    let (stdout, stderr, code) =
+        run(spindle(dir.path())
+            .envs(env)
+            .args(["retry", &id, "--failed-elements"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("its failed elements run again"), "{stdout}");
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    crate::eventually("the retry ends", Duration::from_secs(30), async || {
+        elements(&client, &id, "?state=failed").await.is_empty()
+    })
+    .await;
+    assert_eq!((ran(&marks, "web-1"), ran(&marks, "web-2")), (2, 1));
+    let (stdout, stderr, code) =
+        run(spindle(dir.path())
+            .envs(env)
+            .args(["retry", &id, "--elements", "web-2,web-9"]));
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains("has no element web-9; expected names of its elements, such as web-1"),
+        "{stderr}"
+    );
+    let (_, stderr, code) =
+        run(spindle(dir.path())
+            .envs(env)
+            .args(["retry", &id, "--elements", "web-2"]));
+    assert_eq!(code, 0, "{stderr}");
+    crate::eventually("web-2 runs again", Duration::from_secs(30), async || {
+        ran(&marks, "web-2") == 2
+    })
+    .await;
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert_eq!((ran(&marks, "web-1"), ran(&marks, "web-3")), (2, 1));
+
     // Past the budget: web-1 (the first wave) fails within it, web-3 in the second wave
     // past it (web-2 and web-4 had started with it and finish); the request fails,
     // saying why.
-    let id = start_fleet(&client, &marks, &hosts(4), "web-1 web-3").await;
+    let id = start_fleet(&client, &marks, &hosts(4), &["web-1", "web-3"]).await;
     client.wait_state(&id, FAIL, Duration::from_secs(30)).await;
     let request = client.request(&id).await;
     assert_eq!(
@@ -174,7 +226,7 @@ async fn a_fleet_survives_its_server_killed(database: &str) {
     );
     let mut server = Service::start(dir.path(), &args);
     let client = Client::new(&server.url);
-    let id = start_fleet(&client, &marks, &hosts(3), "web-1").await;
+    let id = start_fleet(&client, &marks, &hosts(3), &["web-1"]).await;
     crate::eventually(
         "the second wave runs",
         Duration::from_secs(30),

@@ -47,13 +47,34 @@ pub(crate) async fn answer(
 }
 
 /// `retry <id> [--from JOB]`: the same request runs again.
-pub(crate) async fn retry(args: &ClientArgs, id: &str, from: Option<&str>) -> anyhow::Result<Exit> {
+/// What `retry` runs again besides the jobs that did not complete.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct RetryArgs {
+    /// Run this job (an id, or the name of one job) and every job after it again too
+    /// (a COMPLETE request can be retried from a job)
+    #[arg(long, conflicts_with = "all")]
+    pub(crate) from: Option<String>,
+    /// Run the failed elements of the request's `each:` nodes again, the completed ones
+    /// staying completed (a COMPLETE request's too)
+    #[arg(long, conflicts_with_all = ["all", "elements"])]
+    pub(crate) failed_elements: bool,
+    /// Run these elements (by name, separated by commas, as `spindle elements` lists
+    /// them) again, completed or not
+    #[arg(long, conflicts_with = "all")]
+    pub(crate) elements: Option<String>,
+}
+
+pub(crate) async fn retry(args: &ClientArgs, id: &str, part: &RetryArgs) -> anyhow::Result<Exit> {
     let client = args.client()?;
-    match client.retry(id, from).await {
+    match client.retry(id, part).await {
         Ok(()) => {
-            match from {
-                Some(job) => out!("OK, retrying {id} from {job}"),
-                None => out!("OK, retrying {id}: its failed, stopped and unrun jobs run again"),
+            match (&part.from, part.failed_elements, &part.elements) {
+                (Some(job), ..) => out!("OK, retrying {id} from {job}"),
+                (None, true, _) => out!("OK, retrying {id}: its failed elements run again"),
+                (None, false, Some(names)) => out!("OK, retrying {id}: elements {names} run again"),
+                (None, false, None) => {
+                    out!("OK, retrying {id}: its failed, stopped and unrun jobs run again")
+                }
             }
             eprintln_line(&format!("\n  spindle watch {id}\n"))?;
             Ok(Exit::Success)

@@ -35,7 +35,7 @@ pub(crate) async fn act(
     args: &ClientArgs,
     action: BulkAction,
     target: &Target,
-    from: Option<&str>,
+    retry: &super::RetryArgs,
 ) -> anyhow::Result<Exit> {
     let Some(id) = target.id() else {
         return bulk(args, action, target).await;
@@ -52,7 +52,7 @@ pub(crate) async fn act(
         BulkAction::Stop => super::stop(args, id).await,
         BulkAction::Pause => super::pause(args, id, true).await,
         BulkAction::Resume => super::pause(args, id, false).await,
-        BulkAction::Retry => super::retry(args, id, from).await,
+        BulkAction::Retry => super::retry(args, id, retry).await,
     }
 }
 

@@ -403,7 +403,7 @@ mod triggers;
 mod watch;
 
 pub(crate) use crate::client::api::NotificationQuery;
-pub(crate) use act::{AnswerArgs, answer, rerun};
+pub(crate) use act::{AnswerArgs, RetryArgs, answer, rerun};
 use act::{pause, retry, stop};
 pub(crate) use bulk::{Target, act};
 pub(crate) use elements::elements;
