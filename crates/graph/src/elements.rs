@@ -33,6 +33,9 @@ pub struct Element {
     pub wave: u32,
     /// Its jobs, its first job first.
     pub jobs: Vec<String>,
+    /// The job people are shown for it: its first that is not one of the grapher's
+    /// begin and end wrappers (its first job when all are).
+    pub shown: String,
 }
 
 /// Every expansion of `chain` with more than one element or with a budget or waves, in
@@ -78,7 +81,16 @@ pub fn fleets(chain: &JobChain) -> Vec<Fleet> {
             let outer = &chain.jobs[fan_out].each;
             for piece in succs(fan_out) {
                 let jobs = reached_before(chain, piece, end);
+                let shown = jobs
+                    .iter()
+                    .find(|id| {
+                        let job = &chain.jobs[id.as_str()];
+                        !proto::is_wrapper(&job.name, &job.job_type)
+                    })
+                    .unwrap_or(&jobs[0])
+                    .clone();
                 elements.push(Element {
+                    shown,
                     name: proto::args::element_name(&chain.jobs[piece.as_str()].each, outer),
                     wave,
                     jobs,

@@ -222,13 +222,36 @@ fn expansions(
         .collect();
     let mut found: Vec<(u32, &str, Vec<Item>)> = Vec::new();
     let mut in_expansion: HashMap<Item, u32> = HashMap::new();
+    // A node with waves (issue #50): its elements follow each wave's begin job, which
+    // names the node's `repeat_<node>_begin` as its budget's.
+    let mut waves: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
+    for (j, id) in ordered.ids.iter().enumerate() {
+        if let Some(elements) = &chain.jobs[*id].elements
+            && elements.budget != **id
+        {
+            waves
+                .entry(elements.budget.as_str())
+                .or_default()
+                .push((elements.wave, j as u32));
+        }
+    }
     for (j, id) in ordered.ids.iter().enumerate() {
         let Some(name) = names::expansion_of(&chain.jobs[*id].name) else {
             continue;
         };
         let home = job_sequence[j];
         let mut members = Vec::new();
-        for &s in &ordered.succs[j] {
+        let mut fan_outs: Vec<(u32, u32)> = waves.get(*id).cloned().unwrap_or_default();
+        fan_outs.sort_unstable();
+        let sources: Vec<u32> = if fan_outs.is_empty() {
+            vec![j as u32]
+        } else {
+            fan_outs.into_iter().map(|(_, at)| at).collect()
+        };
+        for &s in sources
+            .iter()
+            .flat_map(|&source| &ordered.succs[source as usize])
+        {
             let item = match sequence_at.get(ordered.ids[s as usize]) {
                 Some(&g) if g != home && parents.get(&g) == Some(&home) => Item::Group(g),
                 _ if job_sequence[s as usize] == home => Item::Job(s),

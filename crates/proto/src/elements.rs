@@ -93,4 +93,7 @@ pub struct ElementStatus {
     /// Its jobs' ids, its first job first (their entries are in the request's log).
     #[serde(default)]
     pub jobs: Vec<String>,
+    /// The job to show for it: its first that is not a begin or end wrapper.
+    #[serde(default)]
+    pub job: String,
 }

@@ -281,6 +281,7 @@ mod tests {
                 started_at: 1,
                 finished_at: 2,
                 jobs: vec!["abcd".to_owned()],
+                job: "abcd".to_owned(),
             },
         );
         check(

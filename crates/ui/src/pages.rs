@@ -11,7 +11,7 @@ use axum::routing::get;
 /// The page script: native ES modules (`assets/js/`), embedded and served as they are
 /// under `/ui/js/` (no build step). `main.js` is the entry; `common.js` holds what every
 /// page shares; each page is a module of its own.
-pub const SCRIPTS: [(&str, &str); 10] = [
+pub const SCRIPTS: [(&str, &str); 11] = [
     ("common.js", include_str!("../assets/js/common.js")),
     ("list.js", include_str!("../assets/js/list.js")),
     ("request.js", include_str!("../assets/js/request.js")),
@@ -30,6 +30,10 @@ pub const SCRIPTS: [(&str, &str); 10] = [
     (
         "request-log.js",
         include_str!("../assets/js/request-log.js"),
+    ),
+    (
+        "request-elements.js",
+        include_str!("../assets/js/request-elements.js"),
     ),
     ("start.js", include_str!("../assets/js/start.js")),
     ("admin.js", include_str!("../assets/js/admin.js")),

@@ -239,6 +239,8 @@ async fn states(
     let mut request = views.manager.get(&id, false).await?;
     let structure = views.structure(&id).await?;
     let (states, running) = views.states(&request, &structure).await?;
+    // Each expansion's elements by state, for the elements view's summary.
+    views.manager.summarize_elements(&mut request).await?;
     if query.args.as_deref() == Some("0") {
         request.args.clear();
     }

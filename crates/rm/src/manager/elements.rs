@@ -288,6 +288,7 @@ fn statuses(
                     0
                 },
                 jobs: element.jobs.clone(),
+                job: element.shown.clone(),
             }
         })
         .collect()

@@ -1,10 +1,11 @@
 // A request's page, put together from its views: the header (request-header.js), the
 // graph (request-graph.js), the job panel (request-job.js) and its live log
-// (request-log.js). This module holds what they share and the poll of the states.
+// (request-log.js), and the elements of its `each:` nodes (request-elements.js). This module holds what they share and the poll of the states.
 
 import { api, banner, clear, FINISHED, h, main, me, poll, stateName, subject, setTitle, whoAmI, enc } from "./common.js";
 import { graphView } from "./request-graph.js";
 import { headerView } from "./request-header.js";
+import { elementsView } from "./request-elements.js";
 import { jobPanel } from "./request-job.js";
 
 export function requestPage() {
@@ -40,7 +41,13 @@ export function requestPage() {
   const layout = h("div", { class: "layout" }, graph.section);
   const job = jobPanel(page, layout, { onClose: () => graph.select(null, { focus: true }) });
   layout.append(job.panel);
-  main.append(...header.top, graph.failedBox, layout, ...header.bottom);
+  const elements = elementsView(page, {
+    onJob: (jobId) => {
+      graph.select(jobId);
+      job.open(jobId);
+    },
+  });
+  main.append(...header.top, graph.failedBox, layout, elements.section, ...header.bottom);
 
   async function refreshStates() {
     // One call at a time; a call asked for meanwhile (a group opened) runs after it.
@@ -61,6 +68,7 @@ export function requestPage() {
       }
       header.render(page.request, data.counts, data.failure);
       graph.apply(data);
+      elements.refresh(page.request);
       if (!performance.getEntriesByName("spindle:state-shown").length) performance.mark("spindle:state-shown");
       return !FINISHED.has(stateName(page.request.state));
     } catch (err) {

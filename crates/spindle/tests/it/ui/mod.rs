@@ -76,6 +76,7 @@ const SPECS: &str = concat!(
 ",
     include_str!("../specs/talk.yaml"),
     include_str!("../specs/fleet.yaml"),
+    include_str!("../specs/rollout.yaml"),
     "  gate:
     request: true
     nodes:
@@ -737,5 +738,6 @@ fn url_escape(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
+mod elements;
 mod pages;
 mod request_page;
