@@ -534,11 +534,33 @@ impl Manager {
                 .copied()
                 .filter(|j| j.id == job || j.name == job)
                 .collect(),
-            None => approvals
-                .iter()
-                .copied()
-                .filter(|j| !matches!(j.state, State::Complete | State::Fail))
-                .collect(),
+            None => {
+                let open: Vec<&proto::Job> = approvals
+                    .iter()
+                    .copied()
+                    .filter(|j| !matches!(j.state, State::Complete | State::Fail))
+                    .collect();
+                // Of several (a rollout's approval before each wave), the ones that can
+                // wait now: every job before them complete.
+                let reached: Vec<&proto::Job> = open
+                    .iter()
+                    .copied()
+                    .filter(|j| {
+                        chain.adjacency_list.iter().all(|(from, to)| {
+                            !to.contains(&j.id)
+                                || chain
+                                    .jobs
+                                    .get(from)
+                                    .is_some_and(|pred| pred.state == State::Complete)
+                        })
+                    })
+                    .collect();
+                if open.len() > 1 && !reached.is_empty() {
+                    reached
+                } else {
+                    open
+                }
+            }
         };
         match (chosen.as_slice(), job) {
             ([one], _) => Ok((*one).clone()),

@@ -212,6 +212,70 @@ async fn a_fleet_within_its_budget_completes_and_its_failed_hosts_are_named() {
     }
 }
 
+/// Waves with a wait and an approval between them: the second wave waits for
+/// `spindle approve`, which answers the one approval that can wait now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_waits_its_wait_and_its_approval() {
+    let gated = FLEET.replace(
+        "        waves: [1, 100%]\n",
+        "        waves: [1, 2, 100%]\n        wave_wait: 100ms\n        wave_approval: true\n",
+    );
+    let (dir, server) = crate::sqlite_server(&gated);
+    let client = Client::new(&server.url);
+    let marks = dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    std::fs::write(marks.join("release"), "").unwrap();
+    let id = start_fleet(&client, &marks, &hosts(4), &[]).await;
+    let env = [("SPINDLE_ADDR", server.url.as_str())];
+    for (wave, ran_before) in [(2, 1), (3, 2)] {
+        crate::eventually(
+            &format!("the approval of wave {wave} waits"),
+            Duration::from_secs(30),
+            async || {
+                let (stdout, _, _) = run(spindle(dir.path()).envs(env).args(["ps", &id]));
+                stdout.contains(&format!("waiting for approval: wave {wave} of 3"))
+            },
+        )
+        .await;
+        assert_eq!(executions(&marks).len(), ran_before, "wave {wave} waits");
+        let (stdout, stderr, code) = run(spindle(dir.path()).envs(env).args(["approve", &id]));
+        assert_eq!(code, 0, "{stdout}{stderr}");
+    }
+    client
+        .wait_state(&id, COMPLETE, Duration::from_secs(30))
+        .await;
+    assert_eq!(executions(&marks).len(), 4);
+    let log = client.get(&format!("/api/v1/requests/{id}/log")).await;
+    let ended: Vec<(&str, u64)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| {
+            entry["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("each-host_wave_")
+        })
+        .map(|entry| {
+            (
+                entry["name"].as_str().unwrap(),
+                entry["state"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut ended = ended;
+    ended.sort_unstable();
+    assert_eq!(
+        ended,
+        [
+            ("each-host_wave_2_approval", COMPLETE),
+            ("each-host_wave_2_wait", COMPLETE),
+            ("each-host_wave_3_approval", COMPLETE),
+            ("each-host_wave_3_wait", COMPLETE)
+        ]
+    );
+}
+
 /// A server killed while the second wave runs (the canary failed within the budget),
 /// started again: the canary is not run again and still counts, the second wave's hosts
 /// run again and the request completes.
