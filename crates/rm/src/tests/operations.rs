@@ -701,7 +701,7 @@ async fn a_bulk_dry_run_says_which_states_the_action_would_refuse() {
             &done,
             "refused",
             &format!(
-                "request {done} in state COMPLETE, expected FAIL or STOPPED: it completed; retry --from JOB runs a part of it again"
+                "request {done} in state COMPLETE, expected FAIL or STOPPED: it completed; retry --from JOB or --elements runs a part of it again"
             ),
             "409",
         ),

@@ -258,7 +258,7 @@ fn json_diagnostics_carry_every_field() {
         "sequence": "seq-a",
         "node": "node-a",
         "field": "colour",
-        "message": "unknown field `colour` in a node; expected one of: category, type, args, sets, deps, retry, retryWait, timeout, each, parallel, if, eq, locks",
+        "message": "unknown field `colour` in a node; expected one of: category, type, args, sets, deps, retry, retryWait, timeout, each, parallel, if, eq, locks, max_failures, on_budget_exceeded, waves, wave_wait, wave_approval",
         "code": "unknown-field"
       }
     ]
