@@ -7,6 +7,20 @@ use super::*;
 /// request fails with their answer.
 pub(crate) const RESUME_FAULTS: u32 = 5;
 
+/// Suspended chains resumed at once (issue #51: after a restart thousands wait, and one
+/// at a time each waited for the steps of the one before it).
+const RESUME_WORKERS: usize = 8;
+
+/// What a worker of [`Manager::resume_suspended`] does after one chain.
+enum Resume {
+    /// Claim the next.
+    Next,
+    /// This one waits (a lock, a backoff, taken back): released at the round's end.
+    Wait(RequestId),
+    /// No runner takes chains now: this worker stops for the round.
+    Stop,
+}
+
 /// The resume faults of one suspended chain: how many, and when it is offered again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResumeFaults {
@@ -71,209 +85,19 @@ impl Manager {
         }
     }
 
-    /// Resumes suspended chains on a Job Runner, then releases abandoned claims and fails
-    /// requests whose chains waited too long (storage.md §5).
-    // Long because each claimed chain goes through its hand-over's steps in order (claim,
-    // read the request, choose a runner, new epoch, send, record), and each step's
-    // failure is answered there: release the claim, fail the request, or try later.
+    /// Resumes suspended chains on Job Runners, [`RESUME_WORKERS`] at a time, then
+    /// releases abandoned claims and fails requests whose chains waited too long
+    /// (storage.md §5).
     pub async fn resume_suspended(&self) {
         let host = &self.options.host;
-        // Claimed here and waiting for a lock: released once every other is tried.
-        let mut waiting: Vec<RequestId> = Vec::new();
-        loop {
-            if self.shutting_down.load(Ordering::SeqCst) {
-                return;
-            }
-            let mut suspended = match self.store.claim_suspended(host, Utc::now()).await {
-                Ok(Some(suspended)) => suspended,
-                Ok(None) => break,
-                Err(err) => {
-                    tracing::warn!(error = %err, "claiming suspended chains failed");
-                    break;
-                }
-            };
-            let request_id = RequestId::new(suspended.request_id.clone());
-            let request = self.store.get_request(&request_id, false).await;
-            let paused = request.as_ref().is_ok_and(|r| r.paused);
-            let request = match request {
-                Ok(request) if request.state == State::Suspended => request,
-                _ => {
-                    // Resumed already, or gone on: only the chain is left to delete.
-                    let _ = self.store.resumed(&request_id, host, "", None).await;
-                    continue;
-                }
-            };
-            // A chain a runner failed waits out its backoff (claimed again next round).
-            if self.resume_backs_off(&request_id) {
-                waiting.push(request_id);
-                continue;
-            }
-            // Its locks (a retried request's, released at its end; a recovered one
-            // holds them still).
-            match self.take_locks(&request, None).await {
-                Ok(locks::Locked::Held) => {}
-                Ok(locks::Locked::NotYet) => {
-                    waiting.push(request_id);
-                    continue;
-                }
-                Ok(locks::Locked::Moved) => continue,
-                Err(err) => {
-                    tracing::warn!(%request_id, error = %err, "taking the locks of a suspended chain failed; trying again later");
-                    waiting.push(request_id);
-                    continue;
-                }
-            }
-            let target = self
-                .targets(&hand_over::chain_types(&suspended.job_chain))
-                .await;
-            let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
-            let resumed = match target {
-                Ok(urls) => match self
-                    .store
-                    .hand_over(&request_id, State::Suspended, &suspended.total_job_tries)
-                    .await
-                {
-                    // An earlier resume of it reached a runner that began it, its answer
-                    // or record lost: the stored chain does not know those tries. Taken
-                    // back (rebuilt, at a new epoch) and resumed as rebuilt.
-                    Err(err @ store::Error::TryBegan { .. }) => {
-                        tracing::info!(%request_id, why = %err, "a suspended chain offered again had begun on a job runner; it is taken back");
-                        if let Err(err) = self
-                            .take_back_unrecorded(&request_id, State::Suspended)
-                            .await
-                        {
-                            tracing::warn!(%request_id, error = %err.chain(), "taking back a suspended chain that had begun failed; trying again later");
-                        }
-                        // Released if not taken back (a rebuilt chain is stored unclaimed).
-                        waiting.push(request_id);
-                        continue;
-                    }
-                    Ok(epoch) => {
-                        let span = self.hand_over_span(&request_id);
-                        let began = std::time::SystemTime::now();
-                        let secrets = match self
-                            .chain_secrets(&request_id, &suspended.job_chain)
-                            .await
-                        {
-                            Ok(secrets) => secrets,
-                            Err(err) => {
-                                tracing::error!(%request_id, error = %err, "opening the request's secret args failed; resuming without them");
-                                job::Secrets::default()
-                            }
-                        };
-                        let terms = HandOver {
-                            epoch,
-                            trace: span.as_ref().map(|s| s.context),
-                            paused,
-                            secrets,
-                        };
-                        if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
-                            tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
-                        }
-                        // The first that takes it; one that lacks its job types is
-                        // passed over.
-                        let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
-                        for url in &urls {
-                            tried = Some(url.clone());
-                            handed = self.jr.resume(url, &suspended, &terms).await;
-                            if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
-                                break;
-                            }
-                        }
-                        let url = tried.clone().unwrap_or_default();
-                        self.hand_over_ended(span, began, &url, epoch, &handed);
-                        handed.map(|handed| (handed, epoch))
-                    }
-                    Err(err) => Err(ClientError::Unavailable(err.to_string())),
-                },
-                Err(err) => Err(err),
-            };
-            match resumed {
-                Ok((HandedOver { url, instance }, epoch)) => {
-                    self.credentials_accepted(tried.as_deref().unwrap_or_default());
-                    self.resume_faults().remove(request_id.as_str());
-                    let owner = Fence { instance, epoch };
-                    match self
-                        .store
-                        .resumed(&request_id, host, &url, Some(&owner))
-                        .await
-                    {
-                        Err(err) => {
-                            tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
-                        }
-                        Ok(now_paused) => {
-                            tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, paused = now_paused, "resumed suspended chain");
-                            self.catch_up_pause(&request_id, &url, paused, now_paused)
-                                .await;
-                        }
-                    }
-                }
-                Err(err @ ClientError::Invalid(_)) => {
-                    // It can never run: the request fails, with the reason in the log.
-                    tracing::error!(%request_id, error = %err, "the suspended chain cannot be resumed; request failed");
-                    let reason = format!("its chain could not be resumed: {err}");
-                    if let Err(err) = self
-                        .store
-                        .fail_suspended(&request_id, host, &reason, Utc::now())
-                        .await
-                    {
-                        tracing::warn!(%request_id, error = %err, "failing the request failed");
-                    } else {
-                        self.ended(&request_id).await;
-                    }
-                }
-                Err(err @ ClientError::Faulted(_)) => {
-                    // Sent again as it is, it fails again: offered a few more times,
-                    // each after a longer wait, then the request fails with the cause.
-                    let (faults, wait) = self.resume_faulted(&request_id);
-                    if faults >= RESUME_FAULTS {
-                        self.resume_faults().remove(request_id.as_str());
-                        tracing::error!(%request_id, error = %err, faults, "job runners failed the suspended chain's resume every time; request failed");
-                        let reason = format!(
-                            "its chain could not be resumed: job runners failed it {faults} times, the last: {err}"
-                        );
-                        match self
-                            .store
-                            .fail_suspended(&request_id, host, &reason, Utc::now())
-                            .await
-                        {
-                            Ok(_) => self.ended(&request_id).await,
-                            Err(err) => {
-                                tracing::warn!(%request_id, error = %err, "failing the request failed");
-                            }
-                        }
-                    } else {
-                        tracing::warn!(%request_id, error = %err, faults, retry_in = ?wait, "a job runner failed the suspended chain's resume; offered again later");
-                        waiting.push(request_id);
-                    }
-                }
-                Err(err @ ClientError::MissingJobTypes(_)) => {
-                    // Its job types are not deployed yet (a chain imported from Spin
-                    // Cycle, say): it stays SUSPENDED, never expires, and says why; the
-                    // claim is kept, so it is offered again once the claim is stale.
-                    tracing::warn!(%request_id, error = %err, "the suspended chain waits for a job runner with its job types");
-                    let why = err.why_waiting();
-                    if let Err(err) = self.store.set_waiting(&request_id, &why).await {
-                        tracing::warn!(%request_id, error = %err, "recording why the chain waits failed");
-                    }
-                }
-                Err(err @ ClientError::Unauthorized(_)) => {
-                    // Logged once per runner; the chain waits, claimed again next round.
-                    self.log_refusal(tried.as_deref().unwrap_or_default(), &err);
-                    let _ = self.store.unclaim(&request_id, host).await;
-                    break;
-                }
-                Err(err) => {
-                    if let Some(url) = &tried {
-                        self.not_answered(url, &err);
-                    }
-                    self.forget_runners();
-                    tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
-                    let _ = self.store.unclaim(&request_id, host).await;
-                    break;
-                }
-            }
-        }
+        // Claimed here and waiting (for a lock, a backoff): released once every other is
+        // tried.
+        let waiting: Mutex<Vec<RequestId>> = Mutex::new(Vec::new());
+        let workers = (0..RESUME_WORKERS).map(|_| self.resume_claimed(&waiting));
+        futures_util::future::join_all(workers).await;
+        let waiting = waiting
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for request_id in waiting {
             let _ = self.store.unclaim(&request_id, host).await;
         }
@@ -298,6 +122,217 @@ impl Manager {
             }
             Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
         }
+    }
+
+    /// One of the workers of [`Manager::resume_suspended`]: claims suspended chains one
+    /// after another and resumes each, until none is left or no runner takes one.
+    async fn resume_claimed(&self, waiting: &Mutex<Vec<RequestId>>) {
+        let host = &self.options.host;
+        loop {
+            if self.shutting_down.load(Ordering::SeqCst) {
+                return;
+            }
+            let suspended = match self.store.claim_suspended(host, Utc::now()).await {
+                Ok(Some(suspended)) => suspended,
+                Ok(None) => return,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claiming suspended chains failed");
+                    return;
+                }
+            };
+            match self.resume_one(suspended).await {
+                Resume::Next => {}
+                Resume::Wait(request_id) => waiting
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(request_id),
+                Resume::Stop => return,
+            }
+        }
+    }
+
+    /// Resumes one claimed chain.
+    // Long because the chain goes through its hand-over's steps in order (read the
+    // request, its locks, choose a runner, new epoch, send, record), and each step's
+    // failure is answered there: release the claim, fail the request, or try later.
+    async fn resume_one(&self, mut suspended: proto::SuspendedJobChain) -> Resume {
+        let host = &self.options.host;
+        let request_id = RequestId::new(suspended.request_id.clone());
+        let request = self.store.get_request(&request_id, false).await;
+        let paused = request.as_ref().is_ok_and(|r| r.paused);
+        let request = match request {
+            Ok(request) if request.state == State::Suspended => request,
+            _ => {
+                // Resumed already, or gone on: only the chain is left to delete.
+                let _ = self.store.resumed(&request_id, host, "", None).await;
+                return Resume::Next;
+            }
+        };
+        // A chain a runner failed waits out its backoff (claimed again next round).
+        if self.resume_backs_off(&request_id) {
+            return Resume::Wait(request_id);
+        }
+        // Its locks (a retried request's, released at its end; a recovered one
+        // holds them still).
+        match self.take_locks(&request, None).await {
+            Ok(locks::Locked::Held) => {}
+            Ok(locks::Locked::NotYet) => {
+                return Resume::Wait(request_id);
+            }
+            Ok(locks::Locked::Moved) => return Resume::Next,
+            Err(err) => {
+                tracing::warn!(%request_id, error = %err, "taking the locks of a suspended chain failed; trying again later");
+                return Resume::Wait(request_id);
+            }
+        }
+        let target = self
+            .targets(&hand_over::chain_types(&suspended.job_chain))
+            .await;
+        let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
+        let resumed = match target {
+            Ok(urls) => match self
+                .store
+                .hand_over(&request_id, State::Suspended, &suspended.total_job_tries)
+                .await
+            {
+                // An earlier resume of it reached a runner that began it, its answer
+                // or record lost: the stored chain does not know those tries. Taken
+                // back (rebuilt, at a new epoch) and resumed as rebuilt.
+                Err(err @ store::Error::TryBegan { .. }) => {
+                    tracing::info!(%request_id, why = %err, "a suspended chain offered again had begun on a job runner; it is taken back");
+                    if let Err(err) = self
+                        .take_back_unrecorded(&request_id, State::Suspended)
+                        .await
+                    {
+                        tracing::warn!(%request_id, error = %err.chain(), "taking back a suspended chain that had begun failed; trying again later");
+                    }
+                    // Released if not taken back (a rebuilt chain is stored unclaimed).
+                    return Resume::Wait(request_id);
+                }
+                Ok(epoch) => {
+                    let span = self.hand_over_span(&request_id);
+                    let began = std::time::SystemTime::now();
+                    let secrets = match self.chain_secrets(&request_id, &suspended.job_chain).await
+                    {
+                        Ok(secrets) => secrets,
+                        Err(err) => {
+                            tracing::error!(%request_id, error = %err, "opening the request's secret args failed; resuming without them");
+                            job::Secrets::default()
+                        }
+                    };
+                    let terms = HandOver {
+                        epoch,
+                        trace: span.as_ref().map(|s| s.context),
+                        paused,
+                        secrets,
+                    };
+                    if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
+                        tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
+                    }
+                    // The first that takes it; one that lacks its job types is
+                    // passed over.
+                    let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
+                    for url in &urls {
+                        tried = Some(url.clone());
+                        handed = self.jr.resume(url, &suspended, &terms).await;
+                        if !matches!(handed, Err(ClientError::MissingJobTypes(_))) {
+                            break;
+                        }
+                    }
+                    let url = tried.clone().unwrap_or_default();
+                    self.hand_over_ended(span, began, &url, epoch, &handed);
+                    handed.map(|handed| (handed, epoch))
+                }
+                Err(err) => Err(ClientError::Unavailable(err.to_string())),
+            },
+            Err(err) => Err(err),
+        };
+        match resumed {
+            Ok((HandedOver { url, instance }, epoch)) => {
+                self.credentials_accepted(tried.as_deref().unwrap_or_default());
+                self.resume_faults().remove(request_id.as_str());
+                let owner = Fence { instance, epoch };
+                match self
+                    .store
+                    .resumed(&request_id, host, &url, Some(&owner))
+                    .await
+                {
+                    Err(err) => {
+                        tracing::error!(%request_id, error = %err, "resumed, but recording it failed");
+                    }
+                    Ok(now_paused) => {
+                        tracing::info!(%request_id, jr_url = url, instance = owner.instance, epoch, paused = now_paused, "resumed suspended chain");
+                        self.catch_up_pause(&request_id, &url, paused, now_paused)
+                            .await;
+                    }
+                }
+            }
+            Err(err @ ClientError::Invalid(_)) => {
+                // It can never run: the request fails, with the reason in the log.
+                tracing::error!(%request_id, error = %err, "the suspended chain cannot be resumed; request failed");
+                let reason = format!("its chain could not be resumed: {err}");
+                if let Err(err) = self
+                    .store
+                    .fail_suspended(&request_id, host, &reason, Utc::now())
+                    .await
+                {
+                    tracing::warn!(%request_id, error = %err, "failing the request failed");
+                } else {
+                    self.ended(&request_id).await;
+                }
+            }
+            Err(err @ ClientError::Faulted(_)) => {
+                // Sent again as it is, it fails again: offered a few more times,
+                // each after a longer wait, then the request fails with the cause.
+                let (faults, wait) = self.resume_faulted(&request_id);
+                if faults >= RESUME_FAULTS {
+                    self.resume_faults().remove(request_id.as_str());
+                    tracing::error!(%request_id, error = %err, faults, "job runners failed the suspended chain's resume every time; request failed");
+                    let reason = format!(
+                        "its chain could not be resumed: job runners failed it {faults} times, the last: {err}"
+                    );
+                    match self
+                        .store
+                        .fail_suspended(&request_id, host, &reason, Utc::now())
+                        .await
+                    {
+                        Ok(_) => self.ended(&request_id).await,
+                        Err(err) => {
+                            tracing::warn!(%request_id, error = %err, "failing the request failed");
+                        }
+                    }
+                } else {
+                    tracing::warn!(%request_id, error = %err, faults, retry_in = ?wait, "a job runner failed the suspended chain's resume; offered again later");
+                    return Resume::Wait(request_id);
+                }
+            }
+            Err(err @ ClientError::MissingJobTypes(_)) => {
+                // Its job types are not deployed yet (a chain imported from Spin
+                // Cycle, say): it stays SUSPENDED, never expires, and says why; the
+                // claim is kept, so it is offered again once the claim is stale.
+                tracing::warn!(%request_id, error = %err, "the suspended chain waits for a job runner with its job types");
+                let why = err.why_waiting();
+                if let Err(err) = self.store.set_waiting(&request_id, &why).await {
+                    tracing::warn!(%request_id, error = %err, "recording why the chain waits failed");
+                }
+            }
+            Err(err @ ClientError::Unauthorized(_)) => {
+                // Logged once per runner; the chain waits, claimed again next round.
+                self.log_refusal(tried.as_deref().unwrap_or_default(), &err);
+                let _ = self.store.unclaim(&request_id, host).await;
+                return Resume::Stop;
+            }
+            Err(err) => {
+                if let Some(url) = &tried {
+                    self.not_answered(url, &err);
+                }
+                self.forget_runners();
+                tracing::warn!(%request_id, error = %err, "no job runner resumed the chain; trying again later");
+                let _ = self.store.unclaim(&request_id, host).await;
+                return Resume::Stop;
+            }
+        }
+        Resume::Next
     }
 
     fn resume_faults(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResumeFaults>> {

@@ -1,0 +1,175 @@
+//! Restart benchmark (issue #51, point 3): `cargo bench -p spindle --bench restart`.
+//!
+//! One `spindle server` (SQLite, or the database `SPINDLE_BENCH_DATABASE` names: a fresh
+//! one for each run) with N requests RUNNING at once, each one `sleep` of ten minutes
+//! (N: `SPINDLE_BENCH_REQUESTS`, default 5,000): how fast they are created,
+//! the server's memory per running request, how long SIGTERM takes to suspend them all
+//! and exit, and — the point — how long a new server takes, from its start, until every
+//! chain is RUNNING again (none SUSPENDED or PENDING), and so at how many chains a
+//! second it resumes them.
+
+#![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use common::{Process, free_port, runtime};
+
+const SPECS: &str = "sequences:
+  nap:
+    request: true
+    args:
+      static:
+        - name: long
+          default: 10m
+    nodes:
+      nap:
+        category: job
+        type: sleep
+        args: [{expected: duration, given: long}]
+";
+
+/// How many requests in `state` (at most `limit`; 1 answers whether there is any).
+async fn count(http: &reqwest::Client, base: &str, state: &str, limit: usize) -> usize {
+    let url = format!("{base}/api/v1/requests?state={state}&limit={limit}");
+    loop {
+        if let Ok(response) = http.get(&url).send().await
+            && let Ok(list) = response.json::<Vec<serde_json::Value>>().await
+        {
+            return list.len();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until nothing is PENDING or SUSPENDED; how long it took.
+async fn all_running(http: &reqwest::Client, base: &str, since: Instant) -> Duration {
+    loop {
+        if count(http, base, "SUSPENDED", 1).await == 0
+            && count(http, base, "PENDING", 1).await == 0
+        {
+            return since.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn server(dir: &std::path::Path, port: u16, database: &str) -> Process {
+    let listen = format!("127.0.0.1:{port}");
+    Process::start(
+        dir,
+        &[
+            "server",
+            "--listen",
+            &listen,
+            "--specs",
+            "specs",
+            "--database",
+            database,
+        ],
+    )
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn main() {
+    let n: usize = std::env::var("SPINDLE_BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("specs")).unwrap();
+    std::fs::write(dir.path().join("specs/nap.yaml"), SPECS).unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let rt = runtime();
+    let http = reqwest::Client::new();
+    let database = match std::env::var("SPINDLE_BENCH_DATABASE") {
+        Ok(url) if url.starts_with("postgres") => rt.block_on(common::fresh_database("restart")).0,
+        Ok(url) if url.starts_with("mysql") => rt.block_on(common::fresh_mysql_database("restart")),
+        _ => "sqlite://s.db".to_owned(),
+    };
+    let mut first = server(dir.path(), port, &database);
+    rt.block_on(async {
+        while http.get(format!("{base}/readyz")).send().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let idle = rss_mib(first.0.id());
+    // Created 32 at a time.
+    let started = Instant::now();
+    rt.block_on(async {
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..32 {
+            let (http, base, next) = (http.clone(), base.clone(), Arc::clone(&next));
+            tasks.push(tokio::spawn(async move {
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                    let response = http
+                        .post(format!("{base}/api/v1/requests"))
+                        .json(&json!({"type": "nap", "args": {}}))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), 201);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    let created = started.elapsed();
+    let running = rt.block_on(all_running(&http, &base, started));
+    let held = rss_mib(first.0.id());
+    let stopping = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &first.0.id().to_string()])
+        .status()
+        .unwrap();
+    first.0.wait().unwrap();
+    let suspended = stopping.elapsed();
+    let suspended_count = rt.block_on(async {
+        let second = server(dir.path(), port, &database);
+        let since = Instant::now();
+        // Counted once the new server answers (it resumes from its first round).
+        let count_now = count(&http, &base, "SUSPENDED", n).await;
+        let resumed = all_running(&http, &base, since).await;
+        let running_now = count(&http, &base, "RUNNING", n).await;
+        drop(second);
+        (count_now, resumed, running_now)
+    });
+    let (waiting, resumed, running_now) = suspended_count;
+    let backend = database.split(':').next().unwrap_or_default();
+    println!("{backend}:");
+    println!(
+        "| requests | created | all RUNNING | memory a running request | SIGTERM to exit | restart to all RUNNING again | resumed a second |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {n} | {:.2} s ({:.0}/s) | {:.2} s | {:.1} KiB | {:.2} s | {:.2} s ({} suspended seen, {} RUNNING after) | {:.0} |",
+        created.as_secs_f64(),
+        n as f64 / created.as_secs_f64(),
+        running.as_secs_f64(),
+        (held - idle) * 1024.0 / n as f64,
+        suspended.as_secs_f64(),
+        resumed.as_secs_f64(),
+        waiting,
+        running_now,
+        n as f64 / resumed.as_secs_f64(),
+    );
+}
