@@ -7,49 +7,20 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use chain::{Options, ReportError, Reporter};
-use proto::{FinishRequest, JobArgs, JobChain, JobLog, RequestProgress, State, SuspendedJobChain};
+use common::run_once;
+use proto::{JobArgs, JobChain};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const N: usize = 10_000;
 const RUNS: usize = 9;
-
-#[derive(Default)]
-struct Counting {
-    logs: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl Reporter for Counting {
-    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.logs.fetch_add(entries.len(), Ordering::Relaxed);
-        Ok(())
-    }
-    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.logs
-            .fetch_add(finish.job_logs.len(), Ordering::Relaxed);
-        Ok(())
-    }
-    async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        Ok(())
-    }
-}
 
 /// A request `fleet` whose node `each-host` runs a `noop` per host, with `extra` fields.
 fn spec(extra: &str) -> String {
@@ -77,20 +48,6 @@ fn chain(extra: &str) -> JobChain {
     let mut args = JobArgs::new();
     args.insert("hosts".to_owned(), serde_json::Value::Array(hosts));
     grapher.create("fleet", &args).expect("built").job_chain
-}
-
-async fn run_once(chain: JobChain) -> Duration {
-    let reporter = Arc::new(Counting::default());
-    let factory = Arc::new(job::Registry::builtin());
-    let n_jobs = chain.jobs.len();
-    let start = Instant::now();
-    let handle =
-        chain::run(chain, factory, reporter.clone(), Options::default()).expect("valid chain");
-    let end = handle.wait().await;
-    let elapsed = start.elapsed();
-    assert_eq!(end.state, State::Complete);
-    assert_eq!(reporter.logs.load(Ordering::Relaxed), n_jobs);
-    elapsed
 }
 
 fn main() {

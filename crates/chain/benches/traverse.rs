@@ -7,13 +7,12 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod common;
 
-use chain::{Options, ReportError, Reporter};
-use proto::{FinishRequest, JobChain, JobLog, RequestProgress, State, SuspendedJobChain};
+use std::collections::BTreeMap;
+
+use common::run_once;
+use proto::{JobChain, State};
 
 /// The allocator the `spindle` binary runs chains with (its `main.rs`), so that time and
 /// memory are what a runner has.
@@ -22,36 +21,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const N: usize = 10_000;
 const RUNS: usize = 7;
-
-#[derive(Default)]
-struct Counting {
-    logs: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl Reporter for Counting {
-    async fn try_starts(&self, _starts: &[proto::TryStart]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn job_logs(&self, entries: &[JobLog]) -> Result<(), ReportError> {
-        self.logs.fetch_add(entries.len(), Ordering::Relaxed);
-        Ok(())
-    }
-    async fn output(&self, _chunks: &[proto::OutputChunk]) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn progress(&self, _progress: &RequestProgress) -> Result<(), ReportError> {
-        Ok(())
-    }
-    async fn finish(&self, finish: &FinishRequest) -> Result<(), ReportError> {
-        self.logs
-            .fetch_add(finish.job_logs.len(), Ordering::Relaxed);
-        Ok(())
-    }
-    async fn suspend(&self, _suspended: &SuspendedJobChain) -> Result<(), ReportError> {
-        Ok(())
-    }
-}
 
 fn job(id: String) -> proto::Job {
     proto::Job {
@@ -117,20 +86,6 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|line| line.split_whitespace().nth(1))
         .and_then(|kib| kib.parse().ok())
         .unwrap_or(0)
-}
-
-async fn run_once(chain: JobChain) -> Duration {
-    let reporter = Arc::new(Counting::default());
-    let factory = Arc::new(job::Registry::builtin());
-    let n_jobs = chain.jobs.len();
-    let start = Instant::now();
-    let handle =
-        chain::run(chain, factory, reporter.clone(), Options::default()).expect("valid chain");
-    let end = handle.wait().await;
-    let elapsed = start.elapsed();
-    assert_eq!(end.state, State::Complete);
-    assert_eq!(reporter.logs.load(Ordering::Relaxed), n_jobs);
-    elapsed
 }
 
 fn main() {

@@ -399,6 +399,8 @@ impl Reader<'_> {
         Some(acl)
     }
 
+    // Long because it is one match over a node's fields, an arm a field, each reading
+    // its value with the reader its type needs.
     pub(super) fn node(
         &mut self,
         sequence: &str,
