@@ -239,8 +239,16 @@ async fn states(
     let mut request = views.manager.get(&id, false).await?;
     let structure = views.structure(&id).await?;
     let (states, running) = views.states(&request, &structure).await?;
-    // Each expansion's elements by state, for the elements view's summary.
-    views.manager.summarize_elements(&mut request).await?;
+    // Each expansion's elements by state, for the elements view's summary, from the
+    // states just read.
+    views
+        .manager
+        .summarize_elements_from(&mut request, |job_id| {
+            let &j = structure.index.get(job_id)?;
+            let (state, tries) = states[j as usize];
+            (tries > 0 || state != State::Pending).then_some((state, tries))
+        })
+        .await?;
     if query.args.as_deref() == Some("0") {
         request.args.clear();
     }

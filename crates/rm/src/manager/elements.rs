@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use graph::elements::Fleet;
 use proto::{ElementStatus, ElementsSummary, NAMED_FAILURES};
 
@@ -14,13 +15,21 @@ use super::*;
 /// cache starts again empty.
 const CACHED_REQUESTS: usize = 1024;
 
-/// Requests' expansions by request id.
+/// Requests' expansions by request id, and the summary of each finished one with when
+/// it finished (a retry finishes it again later: that summary is not kept).
 #[derive(Default)]
-pub(super) struct FleetCache(Mutex<HashMap<String, Arc<Vec<Fleet>>>>);
+pub(super) struct FleetCache(Mutex<HashMap<String, Cached>>);
+
+struct Cached {
+    fleets: Arc<Vec<Fleet>>,
+    summary: Option<(DateTime<Utc>, Vec<ElementsSummary>)>,
+}
 
 impl FleetCache {
     fn get(&self, request_id: &str) -> Option<Arc<Vec<Fleet>>> {
-        self.lock().get(request_id).cloned()
+        self.lock()
+            .get(request_id)
+            .map(|cached| Arc::clone(&cached.fleets))
     }
 
     fn put(&self, request_id: &str, fleets: Arc<Vec<Fleet>>) {
@@ -28,10 +37,29 @@ impl FleetCache {
         if cache.len() >= CACHED_REQUESTS {
             cache.clear();
         }
-        cache.insert(request_id.to_owned(), fleets);
+        cache.insert(
+            request_id.to_owned(),
+            Cached {
+                fleets,
+                summary: None,
+            },
+        );
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<Fleet>>>> {
+    /// The summary kept of a request that finished at `ended`.
+    fn summary(&self, request_id: &str, ended: DateTime<Utc>) -> Option<Vec<ElementsSummary>> {
+        let cache = self.lock();
+        let (at, summary) = cache.get(request_id)?.summary.as_ref()?;
+        (*at == ended).then(|| summary.clone())
+    }
+
+    fn keep_summary(&self, request_id: &str, ended: DateTime<Utc>, summary: Vec<ElementsSummary>) {
+        if let Some(cached) = self.lock().get_mut(request_id) {
+            cached.summary = Some((ended, summary));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -143,10 +171,23 @@ impl Manager {
     }
 
     /// Fills in `request.elements`: each expansion's elements by state (from each job's
-    /// latest state and the tries running now).
+    /// latest state and the tries running now). A request whose every job completed has
+    /// every element complete, and a finished one's summary is kept: neither reads its
+    /// job states again (a 100,000-host request has 100,000 of them).
     pub async fn summarize_elements(&self, request: &mut Request) -> Result<(), Error> {
         let fleets = self.fleets(&request.id).await?;
         if fleets.is_empty() {
+            return Ok(());
+        }
+        if request.total_jobs > 0 && request.finished_jobs >= request.total_jobs {
+            request.elements = fleets.iter().map(all_complete).collect();
+            return Ok(());
+        }
+        let ended = request.finished_at.filter(|_| request.state.is_finished());
+        if let Some(ended) = ended
+            && let Some(kept) = self.fleets.summary(&request.id, ended)
+        {
+            request.elements = kept;
             return Ok(());
         }
         let mut seen: HashMap<String, Seen> = HashMap::new();
@@ -162,9 +203,47 @@ impl Manager {
         }
         self.mark_running(&request.id, &mut seen).await?;
         let running = request.state == State::Running;
+        let lookup = |id: &str| seen.get(id).copied().unwrap_or_default();
         request.elements = fleets
             .iter()
-            .map(|fleet| summary(fleet, &statuses(fleet, &seen, running)))
+            .map(|fleet| summary(fleet, &statuses(fleet, &lookup, running)))
+            .collect();
+        if let Some(ended) = ended {
+            self.fleets
+                .keep_summary(&request.id, ended, request.elements.clone());
+        }
+        Ok(())
+    }
+
+    /// [`Manager::summarize_elements`] from job states a caller has read already (the web
+    /// UI's poll): `state(job_id)` is a job's state and tries (RUNNING for a try under
+    /// way), `None` before it began.
+    pub async fn summarize_elements_from(
+        &self,
+        request: &mut Request,
+        state: impl Fn(&str) -> Option<(State, u32)>,
+    ) -> Result<(), Error> {
+        let fleets = self.fleets(&request.id).await?;
+        if fleets.is_empty() {
+            return Ok(());
+        }
+        let lookup = |id: &str| match state(id) {
+            Some((State::Running, tries)) => Seen {
+                running: true,
+                tries,
+                ..Seen::default()
+            },
+            Some((state, tries)) => Seen {
+                state: Some(state),
+                tries,
+                ..Seen::default()
+            },
+            None => Seen::default(),
+        };
+        let running = request.state == State::Running;
+        request.elements = fleets
+            .iter()
+            .map(|fleet| summary(fleet, &statuses(fleet, &lookup, running)))
             .collect();
         Ok(())
     }
@@ -209,7 +288,13 @@ impl Manager {
         Ok(fleets
             .iter()
             .filter(|fleet| node.is_none_or(|node| fleet.node == node))
-            .flat_map(|fleet| statuses(fleet, &seen, running))
+            .flat_map(|fleet| {
+                statuses(
+                    fleet,
+                    &|id: &str| seen.get(id).copied().unwrap_or_default(),
+                    running,
+                )
+            })
             .filter(|element| state.is_none_or(|state| element.state == state))
             .collect())
     }
@@ -239,18 +324,14 @@ impl Manager {
 /// completed; STOPPED when one was stopped or it ended part way; PENDING before any began.
 fn statuses(
     fleet: &Fleet,
-    seen: &HashMap<String, Seen>,
+    seen: &dyn Fn(&str) -> Seen,
     request_running: bool,
 ) -> Vec<ElementStatus> {
     fleet
         .elements
         .iter()
         .map(|element| {
-            let jobs: Vec<Seen> = element
-                .jobs
-                .iter()
-                .map(|id| seen.get(id).copied().unwrap_or_default())
-                .collect();
+            let jobs: Vec<Seen> = element.jobs.iter().map(|id| seen(id)).collect();
             let any = |wanted: &[State]| {
                 jobs.iter()
                     .any(|job| job.state.is_some_and(|state| wanted.contains(&state)))
@@ -292,6 +373,19 @@ fn statuses(
             }
         })
         .collect()
+}
+
+/// One expansion whose every element completed.
+fn all_complete(fleet: &Fleet) -> ElementsSummary {
+    let count = fleet.elements.len() as u32;
+    ElementsSummary {
+        node: fleet.node.clone(),
+        count,
+        complete: count,
+        max_failures: fleet.max_failures,
+        waves: fleet.waves,
+        ..ElementsSummary::default()
+    }
 }
 
 /// One expansion's elements by state, the first failed ones named.

@@ -161,6 +161,10 @@ async fn a_fleet_within_its_budget_completes_and_its_failed_hosts_are_named() {
     })
     .await;
     assert_eq!((ran(&marks, "web-1"), ran(&marks, "web-2")), (2, 1));
+    // The request's summary is of its latest run, not the one kept from its first end.
+    let request = client.request(&id).await;
+    assert_eq!(request["elements"][0]["failed"], 0, "{request}");
+    assert_eq!(request["elements"][0]["complete"], 4, "{request}");
     let (stdout, stderr, code) =
         run(spindle(dir.path())
             .envs(env)
