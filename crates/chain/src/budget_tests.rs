@@ -307,3 +307,58 @@ async fn elements_naming_a_job_the_chain_lacks_are_refused() {
     assert!(err.is_invalid_chain(), "{err}");
     assert!(err.message.contains("end job zzzz"), "{err}");
 }
+
+/// A node with a budget inside each element of another: a failure past the inner budget
+/// fails the inner node, which fails the outer element, which the outer budget forgives.
+#[tokio::test(start_paused = true)]
+async fn a_node_past_its_budget_fails_the_element_around_it() {
+    // j1 → j2 (outer fan-out) → A: j3 (inner fan-out) → j4, j5 → j6 → j7
+    //                         → B: j8 (inner fan-out) → j9, j10 → j11 → j12
+    // A and B meet at j13 → j14.
+    let mut c = chain("1>2 2>3,8 3>4,5 4>6 5>6 6>7 7>13 8>9,10 9>11 10>11 11>12 12>13 13>14");
+    let elements = |node: &str, end: &str, budget: &str, max: u32, count: u32| {
+        Some(Box::new(proto::Elements {
+            node: node.to_owned(),
+            end: end.to_owned(),
+            budget: budget.to_owned(),
+            max_failures: Some(max),
+            count,
+            ..proto::Elements::default()
+        }))
+    };
+    job(&mut c, "2").elements = elements("datacenters", "j13", "j2", 1, 2);
+    job(&mut c, "3").elements = elements("hosts", "j6", "j3", 0, 2);
+    job(&mut c, "8").elements = elements("hosts", "j11", "j8", 0, 2);
+    for (id, dc) in [("3", "dc-a"), ("8", "dc-b")] {
+        job(&mut c, id).each.insert("dc".to_owned(), json!(dc));
+    }
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j4", vec![Step::Fail])
+        .script("j5", vec![sleep(1_000, Step::Complete)]);
+    let end = start(c.clone(), &fakes, &recorder).wait().await;
+    assert_eq!(
+        end.state,
+        State::Complete,
+        "{:?}",
+        recorder.finishes.lock().unwrap()
+    );
+    assert!(recorder.tries_of("j6").is_empty(), "the inner node failed");
+    assert_eq!(recorder.tries_of("j12"), [(1, State::Complete)]);
+    assert_eq!(recorder.tries_of("j14"), [(1, State::Complete)]);
+
+    // Both inner nodes past their budgets: past the outer budget too.
+    let (fakes, recorder) = (Arc::new(Fakes::default()), Arc::new(Recorder::default()));
+    fakes
+        .script("j4", vec![Step::Fail])
+        .script("j9", vec![Step::Fail]);
+    let end = start(c, &fakes, &recorder).wait().await;
+    assert_eq!(end.state, State::Fail);
+    assert!(recorder.tries_of("j13").is_empty());
+    let error = error_of(&recorder);
+    assert!(
+        error
+            .contains("node datacenters: 2 of 2 elements failed, past its budget of 1: dc-a, dc-b"),
+        "{error}"
+    );
+}

@@ -69,8 +69,11 @@ pub(crate) struct Element {
 pub(crate) enum Failed {
     /// Counted already, or counted within the budget (forgiven once nothing of it runs).
     Counted,
-    /// This failure took its node past its budget.
+    /// This failure took its node past its budget: no new element starts.
     Exceeded,
+    /// This failure fails its node, which has no budget (Spin Cycle's way: the others
+    /// run on).
+    NodeLost,
 }
 
 #[derive(Debug, Default)]
@@ -79,7 +82,8 @@ pub(crate) struct Budgets {
     pub(crate) nodes: HashMap<JobIdx, Budget>,
     /// By each element's first job.
     pub(crate) elements: HashMap<JobIdx, Element>,
-    /// Per job inside an element: the element's first job.
+    /// Per job inside an element: the innermost element's first job (an element of a
+    /// node inside another node's element is inside that one too).
     element_of: HashMap<JobIdx, JobIdx>,
 }
 
@@ -104,11 +108,10 @@ impl Budgets {
         for &piece in pieces {
             let mut members = vec![piece];
             let mut queue = VecDeque::from([piece]);
-            self.element_of.insert(piece, piece);
+            let mut seen = std::collections::HashSet::from([piece]);
             while let Some(at) = queue.pop_front() {
                 for next in succs(at) {
-                    if next != end && !self.element_of.contains_key(&next) {
-                        self.element_of.insert(next, piece);
+                    if next != end && seen.insert(next) {
                         members.push(next);
                         queue.push_back(next);
                     }
@@ -128,9 +131,26 @@ impl Budgets {
         }
     }
 
-    /// The element job `idx` belongs to (its first job).
+    /// Once every fan-out is added: each job's innermost element (the smallest that
+    /// holds it).
+    pub(crate) fn assign_innermost(&mut self) {
+        let mut by_size: Vec<(&JobIdx, &Element)> = self.elements.iter().collect();
+        by_size.sort_by_key(|(piece, element)| (std::cmp::Reverse(element.members.len()), **piece));
+        for (&piece, element) in by_size {
+            for &member in &element.members {
+                self.element_of.insert(member, piece);
+            }
+        }
+    }
+
+    /// The innermost element job `idx` belongs to (its first job).
     pub(crate) fn element_of(&self, idx: JobIdx) -> Option<JobIdx> {
         self.element_of.get(&idx).copied()
+    }
+
+    /// The element that holds element `piece`'s node (`None` at the top).
+    pub(crate) fn outer_of(&self, piece: JobIdx) -> Option<JobIdx> {
+        self.element_of(self.elements.get(&piece)?.fan_out)
     }
 
     /// Whether element `piece` may start: always, unless its node is past its budget
@@ -177,6 +197,8 @@ impl Budgets {
         element.fate = Fate::Failed { within };
         if !was_exceeded && budget.exceeded() {
             Failed::Exceeded
+        } else if budget.max_failures.is_none() && budget.failed.len() == 1 {
+            Failed::NodeLost
         } else {
             Failed::Counted
         }
@@ -193,12 +215,17 @@ impl Budgets {
         Some(element.end)
     }
 
-    /// Whether job `idx` is in an element that failed within its budget (so its state
-    /// does not fail the chain).
+    /// Whether job `idx` is in an element (or an element around that one) that failed
+    /// within its budget (so its state does not fail the chain).
     pub(crate) fn is_forgiven(&self, idx: JobIdx) -> bool {
-        self.element_of(idx)
-            .and_then(|piece| self.elements.get(&piece))
-            .is_some_and(|element| element.fate == Fate::Forgiven)
+        let mut at = self.element_of(idx);
+        while let Some(piece) = at {
+            if self.elements[&piece].fate == Fate::Forgiven {
+                return true;
+            }
+            at = self.outer_of(piece);
+        }
+        false
     }
 
     /// Whether element `piece` has failed (forgiven or not).
@@ -239,12 +266,25 @@ impl Budgets {
                 .members
                 .iter()
                 .any(|&idx| state(idx) != State::Pending);
-            let failed = element
-                .members
-                .iter()
-                .any(|&idx| matches!(state(idx), State::Fail | State::Unknown));
-            if failed {
-                self.fail(piece);
+        }
+        // A failed job fails its innermost element; a node that cannot complete fails
+        // the element around it in turn.
+        let mut failed: Vec<JobIdx> = self
+            .element_of
+            .keys()
+            .copied()
+            .filter(|&idx| matches!(state(idx), State::Fail | State::Unknown))
+            .collect();
+        failed.sort_unstable();
+        for idx in failed {
+            let mut at = self.element_of(idx);
+            while let Some(piece) = at {
+                match self.fail(piece) {
+                    Failed::Counted => break,
+                    Failed::Exceeded | Failed::NodeLost => {
+                        at = self.element_of(self.elements[&piece].budget);
+                    }
+                }
             }
         }
     }

@@ -322,6 +322,7 @@ impl Chain {
                 succs,
             );
         }
+        self.budgets.assign_innermost();
         let states = &self.states;
         if let Some(idx) = self.indices().find(|&idx| {
             matches!(states[idx], State::Fail | State::Unknown)

@@ -6,46 +6,52 @@
 use super::*;
 
 impl Traverser {
-    /// Job `idx` failed for good (no retry of it or its sequence is left): if it is in an
-    /// element, the element failed.
+    /// Job `idx` failed for good (no retry of it or its sequence is left): its
+    /// innermost element failed; a node that can no longer complete fails the element
+    /// around it in turn.
     pub(super) fn element_failed(&mut self, idx: JobIdx) {
-        let Some(piece) = self.chain.budgets.element_of(idx) else {
-            return;
-        };
-        if self.chain.budgets.fail(piece) == crate::budgets::Failed::Exceeded {
+        let mut at = self.chain.budgets.element_of(idx);
+        while let Some(piece) = at {
             let budget = self.chain.budgets.elements[&piece].budget;
-            self.budget_exceeded(budget);
+            match self.chain.budgets.fail(piece) {
+                crate::budgets::Failed::Counted => break,
+                crate::budgets::Failed::Exceeded => self.budget_exceeded(budget),
+                crate::budgets::Failed::NodeLost => {}
+            }
+            at = self.chain.budgets.element_of(budget);
         }
         self.settle_element(idx);
     }
 
-    /// After a job of an element ended: once nothing of a failed element runs, it is
-    /// forgiven if its node is within its budget, and what waited for it may start.
+    /// After a job of an element ended: once nothing of a failed element (or of one
+    /// around it) runs, it is forgiven if its node is within its budget, and what waited
+    /// for it may start.
     pub(super) fn settle_element(&mut self, idx: JobIdx) {
-        let budgets = &self.chain.budgets;
-        let Some(piece) = budgets.element_of(idx) else {
-            return;
-        };
-        if !budgets.has_failed(piece)
-            || budgets.elements[&piece]
-                .members
-                .iter()
-                .any(|member| self.running.contains_key(member))
-        {
-            return;
-        }
-        let Some((end, next)) = self.chain.forgive_element(piece) else {
-            return;
-        };
-        tracing::info!(
-            element = %self.chain.element_name(piece),
-            "an element failed within its node's failure budget; the others go on"
-        );
-        if self.mode == Mode::Running {
-            if let Some(next) = next {
-                self.dispatch(next);
+        let mut at = self.chain.budgets.element_of(idx);
+        while let Some(piece) = at {
+            at = self.chain.budgets.outer_of(piece);
+            let budgets = &self.chain.budgets;
+            if !budgets.has_failed(piece)
+                || budgets.elements[&piece]
+                    .members
+                    .iter()
+                    .any(|member| self.running.contains_key(member))
+            {
+                continue;
             }
-            self.dispatch(end);
+            let Some((end, next)) = self.chain.forgive_element(piece) else {
+                continue;
+            };
+            tracing::info!(
+                element = %self.chain.element_name(piece),
+                "an element failed within its node's failure budget; the others go on"
+            );
+            if self.mode == Mode::Running {
+                if let Some(next) = next {
+                    self.dispatch(next);
+                }
+                self.dispatch(end);
+            }
         }
     }
 
