@@ -24,11 +24,14 @@
 //! `--setup several --rms N --jrs M [--pool P] [--kill-runners K]` runs N Request
 //! Managers and M Job Runners on one database (each manager's pool P connections), and
 //! SIGKILLs K runners once half the requests are created: the report adds the database
-//! connections at most and whether every request still completed.
+//! connections at most and whether every request still completed. `--history N` fills a
+//! database with N finished requests and measures reads on it (`load/history.rs`).
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
 mod common;
+#[path = "load/history.rs"]
+mod history;
 #[path = "load/open_loop.rs"]
 mod open_loop;
 #[path = "load/pgbouncer.rs"]
@@ -129,6 +132,27 @@ struct Args {
     /// created; their requests must complete elsewhere
     #[arg(long, default_value_t = 0)]
     kill_runners: usize,
+    /// Years of history (`load/history.rs`): fill a database with this many finished
+    /// requests through the store, then measure find, a request with its log and the web
+    /// UI on it (0 with --database: measure it as it is)
+    #[arg(long)]
+    history: Option<usize>,
+    /// --history: the database to fill and measure (kept), instead of a fresh one
+    #[arg(long)]
+    database: Option<String>,
+    /// --history: concurrent writers on PostgreSQL and MySQL (SQLite takes one)
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// --history: requests a writer stores in one transaction
+    #[arg(long, default_value_t = 200)]
+    batch: usize,
+    /// --history: then creates for this long without retention and as long beside a
+    /// retention that removes half the history, side by side (0: not measured)
+    #[arg(long, default_value_t = 0.0)]
+    retention_seconds: f64,
+    /// --history: GETs of each query timed
+    #[arg(long, default_value_t = 200)]
+    samples: usize,
     /// Passed by `cargo bench`; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -303,6 +327,10 @@ fn main() {
 // the load offered, what was measured gathered and printed; split, each step would take
 // most of the others' state as arguments.
 async fn run(args: Args) {
+    if let Some(n) = args.history {
+        history::run(&args, n).await;
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let specs = match &args.specs {
         // cargo runs a bench in its package's directory: a relative path is the
@@ -720,17 +748,22 @@ async fn run(args: Args) {
     drop(processes);
     drop(bouncer_kept);
     if let Some((url, admin)) = database {
-        let Some(admin) = admin else {
-            drop_mysql_database(&url).await;
-            return;
-        };
-        let name = url.rsplit('/').next().unwrap().to_owned();
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE \"{name}\" WITH (FORCE)"
-        )))
-        .execute(&admin)
-        .await;
+        drop_fresh(&url, admin).await;
     }
+}
+
+/// Drops a database [`fresh`] made.
+async fn drop_fresh(url: &str, admin: Option<sqlx::PgPool>) {
+    let Some(admin) = admin else {
+        drop_mysql_database(url).await;
+        return;
+    };
+    let name = url.rsplit('/').next().unwrap().to_owned();
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await;
 }
 
 /// A fresh database of `backend`: its URL, and PostgreSQL's admin pool.

@@ -21,6 +21,7 @@ mod migrations;
 mod mysql;
 mod notifications;
 mod operations;
+pub mod plans;
 mod postgres;
 
 mod sql;

@@ -53,6 +53,19 @@ impl Backend for Postgres {
     /// A B-tree entry holds at most about 2.7 KB, and arg values (a list of hosts) are
     /// often longer, so the index is on the MD5 of the value (migration 0002): the hash
     /// finds the candidates through the index, the value itself decides.
+    /// `Seq Scan on t` reads table `t` whole.
+    fn plan_line(
+        row: &sqlx::postgres::PgRow,
+    ) -> Result<(String, Option<String>), sqlx::Error> {
+        use crate::sql::Columns as _;
+        let line: String = row.read("QUERY PLAN")?;
+        let whole = line
+            .split_once("Seq Scan on ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(str::to_owned);
+        Ok((line, whole))
+    }
+
     fn push_value_match(query: &mut Statement<'_>, text: String) {
         let value = query.param(text);
         query.push(&format!("md5(value) = md5({value}) AND value = {value}"));

@@ -55,6 +55,21 @@ impl Backend for Sqlite {
         query.push("value = ").push_param(text);
     }
 
+    const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
+
+    /// `SCAN t` reads table `t` whole; `SCAN t USING INDEX i` walks an index in its
+    /// order, `SEARCH t USING …` seeks in one.
+    fn plan_line(row: &sqlx::sqlite::SqliteRow) -> Result<(String, Option<String>), sqlx::Error> {
+        use crate::sql::Columns as _;
+        let detail: String = row.read("detail")?;
+        let whole = detail
+            .strip_prefix("SCAN ")
+            .filter(|rest| !rest.contains(" USING "))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
+        Ok((detail, whole))
+    }
+
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }

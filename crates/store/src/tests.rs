@@ -22,6 +22,8 @@ mod job_lock_tests;
 mod lock_tests;
 #[path = "notification_tests.rs"]
 mod notification_tests;
+#[path = "plan_tests.rs"]
+mod plan_tests;
 #[path = "recovery_tests.rs"]
 mod recovery_tests;
 #[path = "request_tests.rs"]
@@ -56,6 +58,7 @@ use recovery_tests::{
     hand_overs_are_fenced, resuming_a_request_that_moved_on, runners_register_renew_lapse_and_end,
     suspend_claim_and_resume,
 };
+use plan_tests::every_read_of_the_api_is_served_by_an_index;
 use request_tests::{
     a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     approval_answers_are_kept_once_per_job, create_and_read,
@@ -312,6 +315,7 @@ suite!(
     a_delivery_sent_again_creates_nothing,
     ends_and_lost_runners_are_notified_once_each,
     sign_ins_are_taken_once_and_expire,
+    every_read_of_the_api_is_served_by_an_index,
 );
 
 pub(crate) fn postgres_url() -> String {
@@ -570,6 +574,21 @@ impl Raw {
                     .join("; ")
             }
         }
+    }
+
+    /// Fresh statistics for the planner, as a database's own maintenance keeps them.
+    async fn analyze(&self) {
+        match self {
+            Raw::Sqlite(pool) => sqlx::query("ANALYZE").execute(pool).await.map(|_| ()),
+            Raw::Postgres(pool) => sqlx::query("ANALYZE").execute(pool).await.map(|_| ()),
+            Raw::Mysql(pool) => sqlx::query(
+                "ANALYZE TABLE requests, request_args, request_archives, job_log, job_tries",
+            )
+            .execute(pool)
+            .await
+            .map(|_| ()),
+        }
+        .expect("ANALYZE runs");
     }
 
     async fn exec(&self, sql: &'static str) {

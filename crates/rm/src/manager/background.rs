@@ -366,7 +366,15 @@ impl Manager {
     /// restarted Request Manager resumes what waits without delay), then every
     /// `interval`; and the schedules' runs when they fall due, not at the next round
     /// (the wait is at most an interval, so that reloaded specs' schedules are seen).
+    /// The retention runs beside them, in a loop of its own ([`Manager::run_retention`]).
     pub async fn run_background(self: Arc<Self>, cancel: CancellationToken) {
+        tokio::join!(
+            Arc::clone(&self).run_rounds(cancel.clone()),
+            self.run_retention(cancel)
+        );
+    }
+
+    async fn run_rounds(self: Arc<Self>, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -395,11 +403,33 @@ impl Manager {
         // The heads of the locks' queues, whoever stored the ends that freed them.
         self.offer_lock_waiters().await;
         self.resume_suspended().await;
-        self.apply_retention().await;
     }
 
-    /// Removes finished requests older than the retention, in batches; says what it
-    /// removed. Returns the number of requests removed.
+    /// Retention rounds until `cancel` fires: at once, then every `interval`, each
+    /// removing all that is past the retention ([`Manager::apply_retention`]). Apart from
+    /// the background round, so that working off a backlog of millions (retention turned
+    /// on over years of history) delays no resume, start or recovery (issue #51).
+    pub async fn run_retention(self: Arc<Self>, cancel: CancellationToken) {
+        if self.options.retention.is_none() {
+            return;
+        }
+        let mut tick = tokio::time::interval(self.options.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = self.apply_retention() => {}
+            }
+        }
+    }
+
+    /// Removes finished requests older than the retention, a batch of
+    /// [`RETENTION_BATCH`] a transaction, until none is left (or the Request Manager
+    /// shuts down); says what it removed. Returns the number of requests removed.
     pub async fn apply_retention(&self) -> u64 {
         let Some(retention) = self.options.retention else {
             return 0;
@@ -409,7 +439,8 @@ impl Manager {
         };
         let before = Utc::now() - retention;
         let mut total = store::Removed::default();
-        for _ in 0..RETENTION_BATCHES_PER_ROUND {
+        let started = std::time::Instant::now();
+        while !self.shutting_down.load(Ordering::SeqCst) {
             match self.store.remove_finished(before, RETENTION_BATCH).await {
                 Ok(removed) => {
                     total.requests += removed.requests;
@@ -431,6 +462,7 @@ impl Manager {
                 job_log_entries = total.job_log_entries,
                 job_runners = total.job_runners,
                 finished_before = %before.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                seconds = started.elapsed().as_secs_f64(),
                 "retention: removed finished requests and their job logs"
             );
         }

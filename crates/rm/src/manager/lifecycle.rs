@@ -555,7 +555,26 @@ impl Manager {
                         })
                     })
                     .collect();
-                if open.len() > 1 && !reached.is_empty() {
+                // The job log of the job before an approval may not be written yet
+                // when the approval already runs: the runner's own account of what
+                // runs now is asked first.
+                let running: Vec<String> = if open.len() > 1 {
+                    self.running_jobs(&request)
+                        .await
+                        .into_iter()
+                        .map(|status| status.job_id)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let live: Vec<&proto::Job> = open
+                    .iter()
+                    .copied()
+                    .filter(|j| running.contains(&j.id))
+                    .collect();
+                if open.len() > 1 && !live.is_empty() {
+                    live
+                } else if open.len() > 1 && !reached.is_empty() {
                     reached
                 } else {
                     open

@@ -121,9 +121,6 @@ impl FixedRunner {
 /// Requests one retention transaction removes at most: small, so that no lock is held
 /// long.
 pub const RETENTION_BATCH: u64 = 200;
-/// Batches one background round removes at most, so that a backlog (retention turned on
-/// over a big database) is worked off across rounds instead of in one long one.
-pub const RETENTION_BATCHES_PER_ROUND: u32 = 25;
 
 /// The longest a `GET ...?wait=` waits for a request to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);

@@ -67,6 +67,13 @@ pub trait Backend: sqlx::Database<Row: Columns> {
     /// time is the rule already (SQLite).
     const RETENTION_LOCK_SQL: Option<&'static str>;
 
+    /// Put before a SELECT to have the database say its plan ([`crate::plans`]).
+    const EXPLAIN: &'static str = "EXPLAIN ";
+
+    /// A line of a plan from one row `EXPLAIN` answers, and the table that step reads
+    /// whole, if it does.
+    fn plan_line(row: &Self::Row) -> Result<(String, Option<String>), sqlx::Error>;
+
     /// `sql` with the database's placeholders, where they are not `$N`.
     fn render(_sql: &str) -> Option<Rendered> {
         None

@@ -41,6 +41,45 @@ macro_rules! on_connection {
             On::Transaction(tx) => DB::$run(&mut **tx, $statement).await,
         }
     };
+    // A read: explained first, on the same connection, within `plans::explained`.
+    ($on:expr, $statement:expr, $run:ident, explained) => {
+        match $on.into() {
+            On::Pool(pool) => {
+                let mut conn = pool.acquire().await?;
+                explain::<DB>(&mut conn, &$statement).await?;
+                DB::$run(&mut *conn, $statement).await
+            }
+            On::Transaction(tx) => {
+                explain::<DB>(&mut **tx, &$statement).await?;
+                DB::$run(&mut **tx, $statement).await
+            }
+        }
+    };
+}
+
+/// Records the database's plan of `statement` when the calling task wants it
+/// ([`crate::plans::explained`]).
+async fn explain<DB: Backend>(
+    conn: &mut DB::Connection,
+    statement: &Statement<'_>,
+) -> Result<(), sqlx::Error> {
+    if !crate::plans::wanted(statement.sql()) {
+        return Ok(());
+    }
+    let rows = DB::fetch_all(conn, statement.prefixed(DB::EXPLAIN)).await?;
+    let mut plan = Vec::with_capacity(rows.len());
+    let mut full_scans = Vec::new();
+    for row in &rows {
+        let (line, whole) = DB::plan_line(row)?;
+        plan.push(line);
+        if let Some(table) = whole.filter(|table| crate::plans::TABLES.contains(&table.as_str()))
+            && !full_scans.contains(&table)
+        {
+            full_scans.push(table);
+        }
+    }
+    crate::plans::record(statement.sql(), plan, full_scans);
+    Ok(())
 }
 
 /// Running a statement: what the concern modules call, with no bounds but [`Backend`]
@@ -52,7 +91,7 @@ impl<'q> Statement<'q> {
         self,
         on: impl Into<On<'a, 't, DB>>,
     ) -> Result<Vec<DB::Row>, sqlx::Error> {
-        on_connection!(on, self, fetch_all)
+        on_connection!(on, self, fetch_all, explained)
     }
 
     /// The first row the statement answers, if any.
@@ -60,7 +99,7 @@ impl<'q> Statement<'q> {
         self,
         on: impl Into<On<'a, 't, DB>>,
     ) -> Result<Option<DB::Row>, sqlx::Error> {
-        on_connection!(on, self, fetch_optional)
+        on_connection!(on, self, fetch_optional, explained)
     }
 
     /// The first row the statement answers; none is [`sqlx::Error::RowNotFound`].

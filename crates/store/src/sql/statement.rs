@@ -200,6 +200,21 @@ impl<'q> Statement<'q> {
         self
     }
 
+    /// The statement's text as Spindle writes it (`$N` placeholders).
+    pub(crate) fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// This SELECT with `prefix` (the database's `EXPLAIN`) before it, the same params
+    /// bound.
+    pub(crate) fn prefixed(&self, prefix: &str) -> Statement<'q> {
+        Statement {
+            sql: Cow::Owned(format!("{prefix}{}", self.sql)),
+            params: self.params.clone(),
+            skip_duplicates: None,
+        }
+    }
+
     /// The statement as `DB` runs it, its params bound.
     pub(crate) fn query<DB>(self) -> Query<'q, DB>
     where
