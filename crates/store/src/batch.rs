@@ -1,5 +1,5 @@
-//! Group commit: many callers hand in creates, starts, finishes, job log entries and
-//! progress updates; one task writes whatever has queued in one transaction
+//! Group commit: many callers hand in creates, starts, finishes, job log entries,
+//! progress updates and resumes; one task writes whatever has queued in one transaction
 //! ([`Lifecycle::write_batch`](crate::Lifecycle::write_batch): multi-row statements, one commit) and answers every caller
 //! once it committed. Nothing waits for a batch to fill: a write that arrives while a
 //! batch is being written goes in the next one.
@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use proto::{Fence, FinishRequest, JobLog, Request, RequestId};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{Error, Finished, NewRequest, StartRequest, Store, WriteBatch};
+use crate::{Error, Finished, NewRequest, ResumeRecord, StartRequest, Store, WriteBatch};
 
 /// How the batcher groups writes.
 #[derive(Debug, Clone)]
@@ -43,6 +43,7 @@ enum Write {
     Finish(Box<(FinishRequest, Option<Fence>)>, Reply<FinishedNow>),
     Logs(Vec<JobLog>, Option<Fence>, Reply<()>),
     Progress(String, u64, Option<Fence>, Reply<()>),
+    Resumed(ResumeRecord, Reply<bool>),
 }
 
 impl std::fmt::Debug for Write {
@@ -53,6 +54,7 @@ impl std::fmt::Debug for Write {
             Write::Finish(finish, _) => write!(f, "Finish({})", finish.0.request_id),
             Write::Logs(entries, _, _) => write!(f, "Logs({})", entries.len()),
             Write::Progress(id, n, _, _) => write!(f, "Progress({id}, {n})"),
+            Write::Resumed(resume, _) => write!(f, "Resumed({})", resume.request_id),
         }
     }
 }
@@ -158,6 +160,24 @@ impl Batcher {
             .await
     }
 
+    /// [`SuspendedChains::resumed`](crate::SuspendedChains::resumed), group-committed
+    /// (thousands of chains resumed after a restart share transactions).
+    pub async fn resumed(
+        &self,
+        request_id: &RequestId,
+        host: &str,
+        jr_url: &str,
+        owner: Option<&Fence>,
+    ) -> Result<bool, Error> {
+        let resume = ResumeRecord {
+            request_id: request_id.to_string(),
+            host: host.to_owned(),
+            jr_url: jr_url.to_owned(),
+            owner: owner.cloned(),
+        };
+        self.submit(|reply| Write::Resumed(resume, reply)).await
+    }
+
     /// Records a request's progress; returns once it is committed. With `fence`, only if
     /// the request is owned by it.
     pub async fn update_progress(
@@ -187,6 +207,7 @@ enum Pending {
     ),
     /// Progress of this request, reported under this fence.
     Progress(String, Option<Fence>, Reply<()>),
+    Resumed(usize, Reply<bool>),
 }
 
 /// The refusals of a batch, by request and the fence it was reported under.
@@ -237,6 +258,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 progress.insert((request_id.clone(), fence.clone()), finished_jobs);
                 pending.push(Pending::Progress(request_id, fence, reply));
             }
+            Write::Resumed(resume, reply) => {
+                pending.push(Pending::Resumed(batch.resumes.len(), reply));
+                batch.resumes.push(resume);
+            }
         }
     }
     batch.progress = progress
@@ -253,6 +278,8 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 .collect();
             let mut started = written.started;
             let mut finished = written.finished;
+            let mut resumed: Vec<Option<Result<bool, Error>>> =
+                written.resumed.into_iter().map(Some).collect();
             let mut locked = written.locked.into_iter();
             let mut duplicates = written.duplicates.into_iter();
             for write in pending {
@@ -292,6 +319,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         };
                         let _ = reply.send(res);
                     }
+                    Pending::Resumed(at, reply) => {
+                        let res = resumed[at].take().unwrap_or(Err(Error::Stopped));
+                        let _ = reply.send(res);
+                    }
                 }
             }
         }
@@ -306,6 +337,7 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                     Pending::Logs(_, _, _, reply) | Pending::Progress(_, _, reply) => {
                         drop(reply.send(Err(shared())));
                     }
+                    Pending::Resumed(_, reply) => drop(reply.send(Err(shared()))),
                 }
             }
         }
@@ -400,6 +432,19 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
                     Ok(()) => store.insert_job_logs(&batch.logs[range]).await,
                     Err(err) => Err(err),
                 };
+                let _ = reply.send(res);
+            }
+            Pending::Resumed(at, reply) => {
+                let resume = &batch.resumes[at];
+                let request_id = RequestId::new(resume.request_id.clone());
+                let res = store
+                    .resumed(
+                        &request_id,
+                        &resume.host,
+                        &resume.jr_url,
+                        resume.owner.as_ref(),
+                    )
+                    .await;
                 let _ = reply.send(res);
             }
             Pending::Progress(id, fence, reply) => {

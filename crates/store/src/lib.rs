@@ -113,6 +113,17 @@ pub struct StartRequest {
     pub at: DateTime<Utc>,
 }
 
+/// A claimed chain resumed on a Job Runner, as [`SuspendedChains::resumed`] records it,
+/// for [`Lifecycle::write_batch`].
+#[derive(Debug, Clone)]
+pub struct ResumeRecord {
+    pub request_id: String,
+    /// The Request Manager that claimed the chain.
+    pub host: String,
+    pub jr_url: String,
+    pub owner: Option<Fence>,
+}
+
 /// Writes of many callers committed in one transaction ([`Lifecycle::write_batch`]).
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
@@ -135,6 +146,8 @@ pub struct WriteBatch {
     /// accepts is written all the same (an old runner's last report and the new owner's
     /// first may share a batch).
     pub progress: Vec<(String, u64, Option<Fence>)>,
+    /// Claimed chains resumed ([`SuspendedChains::resumed`]), after everything else.
+    pub resumes: Vec<ResumeRecord>,
 }
 
 impl WriteBatch {
@@ -173,6 +186,10 @@ pub struct BatchWritten {
     /// One per create, in order: the request its delivery created before, when it was a
     /// delivery sent again (it was not stored).
     pub duplicates: Vec<Option<String>>,
+    /// One per resume, in order: whether the request is paused, or why it was not
+    /// resumed (its chain not claimed by that host: nothing done; the request no longer
+    /// SUSPENDED: only its chain deleted), as [`SuspendedChains::resumed`] answers.
+    pub resumed: Vec<Result<bool, Error>>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty

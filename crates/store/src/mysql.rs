@@ -43,15 +43,15 @@ impl Backend for MySql {
 
     /// A row per table read, its access type `ALL` a read of the whole table (`index`
     /// walks an index in its order; `ref`, `range`, `eq_ref`, `const` seek in one).
-    fn plan_line(
-        row: &sqlx::mysql::MySqlRow,
-    ) -> Result<(String, Option<String>), sqlx::Error> {
+    fn plan_line(row: &sqlx::mysql::MySqlRow) -> Result<(String, Option<String>), sqlx::Error> {
         use crate::sql::Columns as _;
         let table = row.read::<Option<String>>("table")?.unwrap_or_default();
         let access = row.read::<Option<String>>("type")?.unwrap_or_default();
         let key = row.read::<Option<String>>("key")?.unwrap_or_default();
         let extra = row.read::<Option<String>>("Extra")?.unwrap_or_default();
-        let line = format!("{table}: {access} key={key} {extra}").trim_end().to_owned();
+        let line = format!("{table}: {access} key={key} {extra}")
+            .trim_end()
+            .to_owned();
         Ok((line, (access == "ALL").then_some(table)))
     }
 

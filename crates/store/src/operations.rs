@@ -184,7 +184,7 @@ store_traits! {
         /// request's started tries are forgotten.
         fn finish_request(&self, finish: &FinishRequest, fence: Option<&Fence>) -> Finished;
 
-        /// Many callers' creates, starts, finishes, job log entries and progress in one
+        /// Many callers' creates, starts, finishes, job log entries, progress and resumes in one
         /// transaction, each as its own method would write it (fences checked first). A
         /// start or finish that does not apply is left out and reported, not an error; an
         /// error is the whole batch's, and nothing of it is stored.
@@ -245,6 +245,10 @@ store_traits! {
         /// Claims one unclaimed suspended chain for `host` (oldest first). Several Request
         /// Managers may call this at once: each chain is claimed by exactly one.
         fn claim_suspended(&self, host: &str, at: DateTime<Utc>) -> Option<SuspendedJobChain>;
+
+        /// Claims at most `limit` unclaimed suspended chains for `host` (oldest first) in
+        /// one transaction, as [`SuspendedChains::claim_suspended`] claims one.
+        fn claim_suspended_many(&self, host: &str, at: DateTime<Utc>, limit: u32) -> Vec<SuspendedJobChain>;
 
         /// The claimed chain was resumed on the Job Runner at `jr_url`: SUSPENDED → RUNNING and
         /// the chain deleted, in one transaction. If the request is no longer SUSPENDED, only

@@ -55,7 +55,11 @@ pub(super) async fn every_read_of_the_api_is_served_by_an_index(store: Arc<dyn S
     };
     // Each filter, and the index its plan must name.
     let filters = [
-        ("newest", "requests_by_created", page(RequestFilter::default())),
+        (
+            "newest",
+            "requests_by_created",
+            page(RequestFilter::default()),
+        ),
         (
             "by type",
             "requests_by_type",
@@ -131,7 +135,11 @@ pub(super) async fn every_read_of_the_api_is_served_by_an_index(store: Arc<dyn S
     };
     let ((), explained) = explained(reads).await;
     assert!(explained.len() >= 5, "{explained:#?}");
-    plans.extend(explained.into_iter().map(|plan| ("a request".to_owned(), plan)));
+    plans.extend(
+        explained
+            .into_iter()
+            .map(|plan| ("a request".to_owned(), plan)),
+    );
 
     for (label, plan) in &plans {
         assert!(!plan.plan.is_empty(), "{label}: {plan:#?}");

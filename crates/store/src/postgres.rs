@@ -54,9 +54,7 @@ impl Backend for Postgres {
     /// often longer, so the index is on the MD5 of the value (migration 0002): the hash
     /// finds the candidates through the index, the value itself decides.
     /// `Seq Scan on t` reads table `t` whole.
-    fn plan_line(
-        row: &sqlx::postgres::PgRow,
-    ) -> Result<(String, Option<String>), sqlx::Error> {
+    fn plan_line(row: &sqlx::postgres::PgRow) -> Result<(String, Option<String>), sqlx::Error> {
         use crate::sql::Columns as _;
         let line: String = row.read("QUERY PLAN")?;
         let whole = line

@@ -49,6 +49,7 @@ use lock_tests::{
     locks_are_taken_in_queue_order_and_released_at_the_end,
 };
 use notification_tests::ends_and_lost_runners_are_notified_once_each;
+use plan_tests::every_read_of_the_api_is_served_by_an_index;
 use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
     a_lost_runners_request_is_recovered_once,
@@ -58,7 +59,6 @@ use recovery_tests::{
     hand_overs_are_fenced, resuming_a_request_that_moved_on, runners_register_renew_lapse_and_end,
     suspend_claim_and_resume,
 };
-use plan_tests::every_read_of_the_api_is_served_by_an_index;
 use request_tests::{
     a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     approval_answers_are_kept_once_per_job, create_and_read,

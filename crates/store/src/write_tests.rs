@@ -279,9 +279,25 @@ pub(super) async fn batched_writes_from_many_callers(store: Arc<dyn Store>, _raw
 /// left out and said, a refused fence keeps its reports out — and only its own: the
 /// owner's reports of the same request in the same batch are written.
 pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Store>, _raw: Raw) {
-    use crate::{NewRequest, StartRequest, WriteBatch};
+    use crate::{NewRequest, ResumeRecord, StartRequest, WriteBatch};
     running(&*store, "run1").await;
     running(&*store, "run2").await;
+    // Three suspended chains, the two oldest claimed in one transaction.
+    for (n, id) in ["sus1", "sus2", "sus3"].into_iter().enumerate() {
+        running(&*store, id).await;
+        store
+            .suspend_request(&sjc(id), None, at(1, 3 + n as u32))
+            .await
+            .unwrap();
+    }
+    let claimed: Vec<String> = store
+        .claim_suspended_many("rm1", at(1, 7), 2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|chain| chain.request_id)
+        .collect();
+    assert_eq!(claimed, ["sus1", "sus2"]);
     store
         .insert_try_starts(None, &[try_start("run1", "a", 1)])
         .await
@@ -354,8 +370,39 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
             ("run2".to_owned(), 4, Some(owner.clone())),
             ("nobody".to_owned(), 1, Some(owner.clone())),
         ],
+        // sus1 and sus2 resumed by the one that claimed them; sus3 is claimed by none.
+        resumes: ["sus1", "sus3", "sus2"]
+            .into_iter()
+            .map(|id| ResumeRecord {
+                request_id: id.to_owned(),
+                host: "rm1".to_owned(),
+                jr_url: "http://jr3".to_owned(),
+                owner: Some(Fence {
+                    instance: "i3".to_owned(),
+                    epoch: 1,
+                }),
+            })
+            .collect(),
     };
     let written = store.write_batch(&batch).await.unwrap();
+    assert!(matches!(written.resumed[0], Ok(false)));
+    assert!(
+        matches!(&written.resumed[1], Err(Error::Conflict(text)) if text.contains("not claimed by rm1")),
+        "{:?}",
+        written.resumed[1]
+    );
+    assert!(matches!(written.resumed[2], Ok(false)));
+    for (id, state) in [
+        ("sus1", State::Running),
+        ("sus2", State::Running),
+        ("sus3", State::Suspended),
+    ] {
+        let request = store.get_request(id, false).await.unwrap();
+        assert_eq!(request.state, state, "{id}");
+    }
+    assert_eq!(store.owner("sus2").await.unwrap().instance, "i3");
+    let left = store.claim_suspended("rm2", at(1, 8)).await.unwrap();
+    assert_eq!(left.map(|chain| chain.request_id).as_deref(), Some("sus3"));
     // Both creates stored whole: the request, its args (searchable), its audit event.
     let new1 = store.get_request("new1", true).await.unwrap();
     assert_eq!(new1.state, State::Pending);

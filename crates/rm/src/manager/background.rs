@@ -7,9 +7,10 @@ use super::*;
 /// request fails with their answer.
 pub(crate) const RESUME_FAULTS: u32 = 5;
 
-/// Suspended chains resumed at once (issue #51: after a restart thousands wait, and one
-/// at a time each waited for the steps of the one before it).
-const RESUME_WORKERS: usize = 8;
+/// Suspended chains claimed in one transaction and resumed at once (issue #51: after a
+/// restart thousands wait; one at a time, each waited for the steps of the one before
+/// it, and each claim and record was a transaction of its own).
+const RESUME_BATCH: u32 = 64;
 
 /// What a worker of [`Manager::resume_suspended`] does after one chain.
 enum Resume {
@@ -85,19 +86,41 @@ impl Manager {
         }
     }
 
-    /// Resumes suspended chains on Job Runners, [`RESUME_WORKERS`] at a time, then
-    /// releases abandoned claims and fails requests whose chains waited too long
-    /// (storage.md §5).
+    /// Resumes suspended chains on Job Runners, [`RESUME_BATCH`] claimed at a time and
+    /// resumed at once (their records group-committed), until none is left or no runner
+    /// takes one; then releases abandoned claims and fails requests whose chains waited
+    /// too long (storage.md §5).
     pub async fn resume_suspended(&self) {
         let host = &self.options.host;
         // Claimed here and waiting (for a lock, a backoff): released once every other is
         // tried.
-        let waiting: Mutex<Vec<RequestId>> = Mutex::new(Vec::new());
-        let workers = (0..RESUME_WORKERS).map(|_| self.resume_claimed(&waiting));
-        futures_util::future::join_all(workers).await;
-        let waiting = waiting
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut waiting: Vec<RequestId> = Vec::new();
+        while !self.shutting_down.load(Ordering::SeqCst) {
+            let claimed = match self
+                .store
+                .claim_suspended_many(host, Utc::now(), RESUME_BATCH)
+                .await
+            {
+                Ok(claimed) if claimed.is_empty() => break,
+                Ok(claimed) => claimed,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claiming suspended chains failed");
+                    break;
+                }
+            };
+            let resumes = claimed.into_iter().map(|chain| self.resume_one(chain));
+            let mut stop = false;
+            for resumed in futures_util::future::join_all(resumes).await {
+                match resumed {
+                    Resume::Next => {}
+                    Resume::Wait(request_id) => waiting.push(request_id),
+                    Resume::Stop => stop = true,
+                }
+            }
+            if stop {
+                break;
+            }
+        }
         for request_id in waiting {
             let _ = self.store.unclaim(&request_id, host).await;
         }
@@ -121,33 +144,6 @@ impl Manager {
                 }
             }
             Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
-        }
-    }
-
-    /// One of the workers of [`Manager::resume_suspended`]: claims suspended chains one
-    /// after another and resumes each, until none is left or no runner takes one.
-    async fn resume_claimed(&self, waiting: &Mutex<Vec<RequestId>>) {
-        let host = &self.options.host;
-        loop {
-            if self.shutting_down.load(Ordering::SeqCst) {
-                return;
-            }
-            let suspended = match self.store.claim_suspended(host, Utc::now()).await {
-                Ok(Some(suspended)) => suspended,
-                Ok(None) => return,
-                Err(err) => {
-                    tracing::warn!(error = %err, "claiming suspended chains failed");
-                    return;
-                }
-            };
-            match self.resume_one(suspended).await {
-                Resume::Next => {}
-                Resume::Wait(request_id) => waiting
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push(request_id),
-                Resume::Stop => return,
-            }
         }
     }
 
@@ -253,7 +249,7 @@ impl Manager {
                 self.resume_faults().remove(request_id.as_str());
                 let owner = Fence { instance, epoch };
                 match self
-                    .store
+                    .batcher
                     .resumed(&request_id, host, &url, Some(&owner))
                     .await
                 {

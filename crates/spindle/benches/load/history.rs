@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use proto::{
-    CreateRequest, Job, JobChain, JobLog, Request, RequestArg, RequestArgType, RequestFilter,
-    State,
+    CreateRequest, Job, JobChain, JobLog, Request, RequestArg, RequestArgType, RequestFilter, State,
 };
 use serde_json::json;
 use store::{ImportedRequest, Store};
@@ -245,7 +244,13 @@ fn free_bytes(path: &str) -> Option<u64> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    let kib: u64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }
 
@@ -334,7 +339,11 @@ fn finds(n: usize, now: DateTime<Utc>) -> Vec<(&'static str, String, RequestFilt
     let two_months_ago = now - chrono::Duration::days(60);
     let rfc = |at: DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     vec![
-        ("newest", "limit=20".to_owned(), page(RequestFilter::default())),
+        (
+            "newest",
+            "limit=20".to_owned(),
+            page(RequestFilter::default()),
+        ),
         (
             "type (common)",
             "type=type-0&limit=20".to_owned(),
@@ -437,7 +446,10 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
         },
     };
     let backend = url.split(':').next().unwrap_or_default().to_owned();
-    println!("| history benchmark on {backend} | {} |", Utc::now().format("%Y-%m-%d"));
+    println!(
+        "| history benchmark on {backend} | {} |",
+        Utc::now().format("%Y-%m-%d")
+    );
     println!("|---|---|");
     let data_dir = match backend.as_str() {
         "postgres" | "postgresql" => "/var/lib/postgresql",
@@ -484,7 +496,10 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
                 .unwrap();
         }
     }
-    let total = store.count_requests(&[State::Complete, State::Fail, State::Stopped], None).await.unwrap();
+    let total = store
+        .count_requests(&[State::Complete, State::Fail, State::Stopped], None)
+        .await
+        .unwrap();
     let count: u64 = total.iter().map(|(_, n)| n).sum();
     let n = usize::try_from(count).unwrap_or(usize::MAX);
     println!("| requests in the database | {count} |");
@@ -546,7 +561,10 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
     crate::wait_up(&http, &base).await;
     let samples = args.samples;
     for (label, query, _) in finds(n, now) {
-        let (p50, p99) = timed_gets(&http, samples, |_| format!("{base}/api/v1/requests?{query}")).await;
+        let (p50, p99) = timed_gets(&http, samples, |_| {
+            format!("{base}/api/v1/requests?{query}")
+        })
+        .await;
         println!("| API find: {label} | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     }
     // The next page, by the cursor the first page named.
@@ -568,13 +586,21 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
     println!("| API find: the next page by cursor | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     // Requests all over the year, mostly of 15 jobs (a 200-job one every 100th).
     let some = |k: usize| request_id((k * 104_729 + 11) % n.max(1));
-    let (p50, p99) = timed_gets(&http, samples, |k| format!("{base}/api/v1/requests/{}", some(k))).await;
+    let (p50, p99) = timed_gets(&http, samples, |k| {
+        format!("{base}/api/v1/requests/{}", some(k))
+    })
+    .await;
     println!("| API GET a request | p50 {p50:.2} ms, p99 {p99:.2} ms |");
-    let (p50, p99) =
-        timed_gets(&http, samples, |k| format!("{base}/api/v1/requests/{}/log", some(k))).await;
+    let (p50, p99) = timed_gets(&http, samples, |k| {
+        format!("{base}/api/v1/requests/{}/log", some(k))
+    })
+    .await;
     println!("| API GET a request's log | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     let big = request_id(7);
-    let (p50, p99) = timed_gets(&http, samples.min(50), |_| format!("{base}/api/v1/requests/{big}/log")).await;
+    let (p50, p99) = timed_gets(&http, samples.min(50), |_| {
+        format!("{base}/api/v1/requests/{big}/log")
+    })
+    .await;
     println!("| API GET the log of a 5,000-job request | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     // The web UI: the list's page and its data (the API's first page and the counts),
     // a request's page and its views.
@@ -584,11 +610,15 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
     println!("| UI list's counts | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     let (p50, p99) = timed_gets(&http, samples, |k| format!("{base}/requests/{}", some(k))).await;
     println!("| UI request page (HTML) | p50 {p50:.2} ms, p99 {p99:.2} ms |");
-    let (p50, p99) =
-        timed_gets(&http, samples, |k| format!("{base}/ui/api/requests/{}/graph", some(k))).await;
+    let (p50, p99) = timed_gets(&http, samples, |k| {
+        format!("{base}/ui/api/requests/{}/graph", some(k))
+    })
+    .await;
     println!("| UI request page's graph | p50 {p50:.2} ms, p99 {p99:.2} ms |");
-    let (p50, p99) =
-        timed_gets(&http, samples, |k| format!("{base}/ui/api/requests/{}/states", some(k))).await;
+    let (p50, p99) = timed_gets(&http, samples, |k| {
+        format!("{base}/ui/api/requests/{}/states", some(k))
+    })
+    .await;
     println!("| UI request page's states | p50 {p50:.2} ms, p99 {p99:.2} ms |");
     println!("| server peak memory | {:.0} MiB |", server.peak_mib());
     drop(server);
@@ -654,7 +684,11 @@ async fn creates(
     }
     let mut completed = 0;
     while let Some(done) = clients.join_next().await {
-        completed += done.expect("a client ends").iter().filter(|s| s.state == 5).count();
+        completed += done
+            .expect("a client ends")
+            .iter()
+            .filter(|s| s.state == 5)
+            .count();
     }
     drop(server);
     completed

@@ -3,10 +3,20 @@
 
 use super::*;
 
+/// What one resume of a group commit did ([`SqlStore::resumes_in`]).
+pub(super) enum Resumed {
+    /// Resumed; whether the request is paused.
+    Now(bool),
+    /// Its chain was not claimed by that host: nothing done.
+    NotClaimed,
+    /// Its chain deleted, the request no longer SUSPENDED.
+    Moved,
+}
+
 /// The claim's choice: the oldest unclaimed suspended chain, ties by request id, one
 /// seek in `suspended_by_claim` (migration 0101; a test reads its plan).
 pub(crate) const CLAIM: &str = "SELECT request_id, suspended_job_chain FROM suspended_job_chains \
-     WHERE rm_host IS NULL ORDER BY suspended_at, request_id LIMIT 1";
+     WHERE rm_host IS NULL ORDER BY suspended_at, request_id LIMIT $1";
 
 /// Stores `suspended_json` as the unclaimed suspended chain of `request_id`, with the
 /// request's epoch as it is now in the caller's transaction (a hand-over at a later one
@@ -106,28 +116,47 @@ impl<DB: Backend> SqlStore<DB> {
         host: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<SuspendedJobChain>, Error> {
-        // The oldest unclaimed chain, locked (one that another Request Manager is
-        // claiming at the same moment is skipped, not waited for), then marked as ours.
+        Ok(self.claim_suspended_many(host, at, 1).await?.pop())
+    }
+
+    pub(crate) async fn claim_suspended_many(
+        &self,
+        host: &str,
+        at: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<SuspendedJobChain>, Error> {
+        // The oldest unclaimed chains, locked (those another Request Manager is claiming
+        // at the same moment are skipped, not waited for), then marked as ours.
         let mut tx = self.pool.begin().await?;
-        let select = Statement::build(format!("{CLAIM}{}", DB::LOCK_ROWS_SKIP_LOCKED));
-        let Some(row) = select.fetch_optional(&mut tx).await? else {
-            return Ok(None);
-        };
-        let request_id: String = row.read("request_id")?;
-        let claimed = Statement::new(
-            "UPDATE suspended_job_chains SET rm_host = $1, updated_at = $2 WHERE request_id = $3 AND rm_host IS NULL",
-        )
-        .bind(host)
-        .bind(micros(at))
-        .bind(request_id.as_str())
-        .execute(&mut tx)
-        .await?;
-        if DB::rows_affected(&claimed) == 0 {
-            return Ok(None);
+        let rows = Statement::build(format!("{CLAIM}{}", DB::LOCK_ROWS_SKIP_LOCKED))
+            .bind(i64::from(limit.max(1)))
+            .fetch_all(&mut tx)
+            .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut claimed = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let ids: Vec<String> = chunk
+                .iter()
+                .map(|row| row.read("request_id"))
+                .collect::<Result<_, _>>()?;
+            let mut update = Statement::build("UPDATE suspended_job_chains SET rm_host = ");
+            update
+                .push_param(host)
+                .push(", updated_at = ")
+                .push_param(micros(at))
+                .push(" WHERE rm_host IS NULL AND request_id IN (")
+                .push_list(ids.iter().map(String::as_str))
+                .push(")");
+            update.execute(&mut tx).await?;
+            for row in chunk {
+                let text: String = row.read("suspended_job_chain")?;
+                claimed.push(from_json("stored suspended job chain", &text)?);
+            }
         }
         tx.commit().await?;
-        let text: String = row.read("suspended_job_chain")?;
-        Ok(Some(from_json("stored suspended job chain", &text)?))
+        Ok(claimed)
     }
 
     pub(crate) async fn resumed(
@@ -140,6 +169,22 @@ impl<DB: Backend> SqlStore<DB> {
         let request_id = request_id.as_str();
         let mut tx = self.pool.begin().await?;
         Self::delete_claimed(&mut tx, request_id, host).await?;
+        let updated = Self::resumed_in(&mut tx, request_id, jr_url, owner).await?;
+        tx.commit().await?;
+        match updated {
+            Some(paused) => Ok(paused),
+            None => Err(self.state_error(request_id, State::Suspended).await),
+        }
+    }
+
+    /// SUSPENDED → RUNNING on `jr_url` (its claimed chain deleted already): whether it
+    /// is paused, or `None` if it is no longer SUSPENDED.
+    pub(super) async fn resumed_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+        jr_url: &str,
+        owner: Option<&Fence>,
+    ) -> Result<Option<bool>, Error> {
         let update = Statement::new(
             "UPDATE requests SET state = $3, jr_url = $2, jr_instance = NULLIF($5, ''), error = '' \
              WHERE request_id = $1 AND state = $4 AND ($6 < 0 OR epoch = $6)",
@@ -150,12 +195,46 @@ impl<DB: Backend> SqlStore<DB> {
         .bind(state_value(State::Suspended))
         .bind(instance_value(owner))
         .bind(epoch_value(owner));
-        let updated = Self::update_request_in(&mut tx, update, "paused", request_id).await?;
-        tx.commit().await?;
-        match updated {
-            Some(row) => Ok(row.read::<i32>("paused")? != 0),
-            None => Err(self.state_error(request_id, State::Suspended).await),
+        match Self::update_request_in(tx, update, "paused", request_id).await? {
+            Some(row) => Ok(Some(row.read::<i32>("paused")? != 0)),
+            None => Ok(None),
         }
+    }
+
+    /// The resumes of a group commit, in its transaction: each as
+    /// [`SqlStore::resumed`], a chain not claimed by its host left as it is.
+    pub(super) async fn resumes_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        resumes: &[crate::ResumeRecord],
+    ) -> Result<Vec<Resumed>, Error> {
+        let mut done = Vec::with_capacity(resumes.len());
+        for resume in resumes {
+            let deleted = Statement::new(
+                "DELETE FROM suspended_job_chains WHERE request_id = $1 AND rm_host = $2",
+            )
+            .bind(resume.request_id.as_str())
+            .bind(resume.host.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if DB::rows_affected(&deleted) == 0 {
+                done.push(Resumed::NotClaimed);
+                continue;
+            }
+            done.push(
+                match Self::resumed_in(
+                    tx,
+                    &resume.request_id,
+                    &resume.jr_url,
+                    resume.owner.as_ref(),
+                )
+                .await?
+                {
+                    Some(paused) => Resumed::Now(paused),
+                    None => Resumed::Moved,
+                },
+            );
+        }
+        Ok(done)
     }
 
     pub(crate) async fn fail_suspended(

@@ -143,13 +143,33 @@ impl<DB: Backend> SqlStore<DB> {
         } else {
             Self::finish_in(&mut tx, &batch.finishes).await?
         };
+        let resumes = if batch.resumes.is_empty() {
+            Vec::new()
+        } else {
+            Self::resumes_in(&mut tx, &batch.resumes).await?
+        };
         tx.commit().await?;
+        let mut resumed = Vec::with_capacity(resumes.len());
+        for (done, resume) in resumes.into_iter().zip(&batch.resumes) {
+            let request_id = resume.request_id.as_str();
+            resumed.push(match done {
+                suspended::Resumed::Now(paused) => Ok(paused),
+                suspended::Resumed::NotClaimed => Err(Error::Conflict(format!(
+                    "the suspended job chain of request {request_id} is not claimed by {}",
+                    resume.host
+                ))),
+                suspended::Resumed::Moved => {
+                    Err(self.state_error(request_id, State::Suspended).await)
+                }
+            });
+        }
         Ok(BatchWritten {
             started,
             finished,
             refused,
             locked,
             duplicates,
+            resumed,
         })
     }
 }
