@@ -472,7 +472,7 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
     }
     let store = store::open(&url).await.expect("the database opens");
     if n > 0 {
-        let writers = if backend == "sqlite" { 1 } else { args.writers };
+        let writers = args.writers;
         fill(Arc::clone(&store), n, writers, args.batch).await;
         if let Some(free_after) = free_bytes(data_dir) {
             println!("| disk free after | {} GiB |", free_after >> 30);
