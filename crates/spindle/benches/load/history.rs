@@ -646,7 +646,7 @@ async fn creates(
     url: &str,
     dir: &std::path::Path,
     http: &reqwest::Client,
-    seconds: f64,
+    (clients, seconds): (usize, f64),
     extra: &[&str],
 ) -> usize {
     let specs = dir.join("load-specs");
@@ -670,8 +670,12 @@ async fn creates(
     crate::wait_up(http, &base).await;
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let body = json!({"type": "load15", "args": {}});
+    if clients == 0 {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+    let n = clients;
     let mut clients = tokio::task::JoinSet::new();
-    for _ in 0..50 {
+    for _ in 0..n {
         clients.spawn(crate::client(
             http.clone(),
             base.clone(),
@@ -682,15 +686,15 @@ async fn creates(
             None,
         ));
     }
-    let mut completed = 0;
+    let (mut ended, mut completed) = (0, 0);
     while let Some(done) = clients.join_next().await {
-        completed += done
-            .expect("a client ends")
-            .iter()
-            .filter(|s| s.state == 5)
-            .count();
+        let samples = done.expect("a client ends");
+        ended += samples.len();
+        // COMPLETE is 3.
+        completed += samples.iter().filter(|s| s.state == 3).count();
     }
     drop(server);
+    assert_eq!(completed, ended, "every request created completed");
     completed
 }
 
@@ -704,24 +708,31 @@ async fn retention_side_by_side(
     http: &reqwest::Client,
 ) {
     let seconds = args.retention_seconds;
-    let alone = creates(url, dir, http, seconds, &[]).await;
-    let before = finished(url).await;
-    let started = Instant::now();
-    let beside = creates(url, dir, http, seconds, &["--retention", "4380h"]).await;
-    let took = started.elapsed().as_secs_f64();
-    let after = finished(url).await;
-    let removed = (before + beside as u64).saturating_sub(after);
+    const HALF_A_YEAR: [&str; 2] = ["--retention", "4380h"];
+    let alone = creates(url, dir, http, (50, seconds), &[]).await;
     println!(
-        "| creates alone, {seconds:.0} s | {:.0} completed/s |",
+        "| creates alone (50 clients), {seconds:.0} s | {:.0} completed/s |",
         alone as f64 / seconds
     );
-    println!(
-        "| creates beside the retention, {seconds:.0} s | {:.0} completed/s ({:+.1}%) |",
-        beside as f64 / seconds,
-        (beside as f64 / alone.max(1) as f64 - 1.0) * 100.0
-    );
-    println!(
-        "| removed by the retention meanwhile | {removed} requests in {took:.1} s (server up to down): {:.0} requests/s |",
-        removed as f64 / took
-    );
+    // The retention alone, then beside the creates (half a year is more than either
+    // removes in its time).
+    for clients in [0, 50] {
+        let before = finished(url).await;
+        let started = Instant::now();
+        let created = creates(url, dir, http, (clients, seconds), &HALF_A_YEAR).await;
+        let took = started.elapsed().as_secs_f64();
+        let removed = (before + created as u64).saturating_sub(finished(url).await);
+        if clients > 0 {
+            println!(
+                "| creates beside the retention (50 clients), {seconds:.0} s | {:.0} completed/s ({:+.1}%) |",
+                created as f64 / seconds,
+                (created as f64 / alone.max(1) as f64 - 1.0) * 100.0
+            );
+        }
+        println!(
+            "| removed by the retention {} | {removed} requests in {took:.1} s (server up to down): {:.0} requests/s |",
+            if clients == 0 { "alone" } else { "beside them" },
+            removed as f64 / took
+        );
+    }
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """One request of N hosts through `spindle server` (issue #51, point 4).
 
-Usage: cargo build --release -p spindle && python3 crates/spindle/benches/scripts/big_request.py N
+Usage: cargo build --release -p spindle && python3 crates/spindle/benches/scripts/big_request.py N [rm-jr]
 
-Starts `spindle server` (SQLite, in a temporary directory), POSTs one request whose
-`each:` job node runs a `noop` per host, polls it until it ends, then times
-GET /api/v1/requests/{id} three times and GET .../elements?state=failed once, and
-prints the server's peak resident memory. Standard library only.
+Starts `spindle server` (SQLite, in a temporary directory), or with `rm-jr` a `spindle
+rm` and a `spindle jr` on a fresh database of the PostgreSQL server at
+SPINDLE_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; made and
+dropped with `psql`), POSTs one request whose `each:` job node runs a `noop` per host,
+polls it until it ends, then times GET /api/v1/requests/{id} three times and
+GET .../elements?state=failed once, and prints each process's peak resident memory.
+Standard library only.
 """
 
 import json
@@ -33,28 +36,59 @@ SPECS = """sequences:
 """
 
 
-def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    binary = os.path.join(os.path.dirname(__file__), "../../../../target/release/spindle")
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def wait_ready(base):
+    while True:
+        try:
+            urllib.request.urlopen(base + "/readyz")
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def peak_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("VmHWM"))) / 1024
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    rm_jr = len(sys.argv) > 2 and sys.argv[2] == "rm-jr"
+    binary = os.path.abspath(os.path.join(os.path.dirname(__file__), "../../../../target/release/spindle"))
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
+    admin = os.environ.get("SPINDLE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+    database = f"spindle_big_{os.getpid()}"
+    processes = []
     with tempfile.TemporaryDirectory() as work:
         os.mkdir(os.path.join(work, "specs"))
         with open(os.path.join(work, "specs", "big.yaml"), "w") as f:
             f.write(SPECS)
-        server = subprocess.Popen(
-            [os.path.abspath(binary), "server", "--listen", f"127.0.0.1:{port}",
-             "--specs", "specs", "--database", "sqlite://big.db"],
-            cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        quiet = {"cwd": work, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        if rm_jr:
+            subprocess.run(["psql", admin, "-qc", f'CREATE DATABASE "{database}"'], check=True)
+            url = admin.rsplit("/", 1)[0] + "/" + database
+            processes.append(subprocess.Popen(
+                [binary, "rm", "--listen", f"127.0.0.1:{port}", "--specs", "specs",
+                 "--database", url], **quiet))
+            jr_port = free_port()
+            processes.append(subprocess.Popen(
+                [binary, "jr", "--listen", f"127.0.0.1:{jr_port}", "--rm-url", base], **quiet))
+            wait_ready(f"http://127.0.0.1:{jr_port}")
+        else:
+            processes.append(subprocess.Popen(
+                [binary, "server", "--listen", f"127.0.0.1:{port}",
+                 "--specs", "specs", "--database", "sqlite://big.db"], **quiet))
         try:
-            while True:
-                try:
-                    urllib.request.urlopen(base + "/readyz")
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            wait_ready(base)
+            # The runner registered before the request goes out.
+            while rm_jr and not json.loads(urllib.request.urlopen(base + "/api/v1/job-runners").read()):
+                time.sleep(0.05)
             body = json.dumps({"type": "big", "args": {
                 "hosts": [f"web-{i:06d}" for i in range(n)]}}).encode()
             started = time.time()
@@ -73,13 +107,15 @@ def main():
             t = time.time()
             urllib.request.urlopen(f"{base}/api/v1/requests/{rid}/elements?state=failed").read()
             failed = (time.time() - t) * 1000
-            with open(f"/proc/{server.pid}/status") as f:
-                peak = next(line.split()[1] for line in f if line.startswith("VmHWM"))
-            print(f"| {n} | {posted:.2f} s | {ended:.2f} s | "
-                  f"{min(gets):.1f}-{max(gets):.1f} ms | {failed:.0f} ms | {int(peak) / 1024:.0f} MiB |")
+            peaks = " / ".join(f"{peak_mib(p.pid):.0f} MiB" for p in processes)
+            print(f"| {n} | {'rm + jr, PostgreSQL' if rm_jr else 'server, SQLite'} | {posted:.2f} s | "
+                  f"{ended:.2f} s | {min(gets):.1f}-{max(gets):.1f} ms | {failed:.0f} ms | {peaks} |")
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait()
+            for process in reversed(processes):
+                process.send_signal(signal.SIGTERM)
+                process.wait()
+            if rm_jr:
+                subprocess.run(["psql", admin, "-qc", f'DROP DATABASE "{database}" WITH (FORCE)'])
 
 
 if __name__ == "__main__":
