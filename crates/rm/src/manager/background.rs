@@ -401,6 +401,14 @@ impl Manager {
         self.resume_suspended().await;
     }
 
+    /// Whether a request was created here in the last second.
+    fn creating(&self) -> bool {
+        self.last_create
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1))
+    }
+
     /// Retention rounds until `cancel` fires: at once, then every `interval`, each
     /// removing all that is past the retention ([`Manager::apply_retention`]). Apart from
     /// the background round, so that working off a backlog of millions (retention turned
@@ -437,6 +445,7 @@ impl Manager {
         let mut total = store::Removed::default();
         let started = std::time::Instant::now();
         while !self.shutting_down.load(Ordering::SeqCst) {
+            let began = std::time::Instant::now();
             match self.store.remove_finished(before, RETENTION_BATCH).await {
                 Ok(removed) => {
                     total.requests += removed.requests;
@@ -444,6 +453,10 @@ impl Manager {
                     total.job_runners += removed.job_runners;
                     if removed.requests < RETENTION_BATCH {
                         break;
+                    }
+                    if self.creating() {
+                        let took = began.elapsed();
+                        tokio::time::sleep(took * (RETENTION_SHARE_WHILE_BUSY - 1)).await;
                     }
                 }
                 Err(err) => {

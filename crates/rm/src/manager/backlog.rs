@@ -60,6 +60,10 @@ impl Manager {
 
     /// A create was stored: it counts until the next count.
     pub(super) fn created_one(&self) {
+        *self
+            .last_create
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
         if self.options.max_backlog.is_some() {
             self.backlog.since.fetch_add(1, Ordering::Relaxed);
         }

@@ -122,6 +122,12 @@ impl FixedRunner {
 /// long.
 pub const RETENTION_BATCH: u64 = 200;
 
+/// While requests are being created (one in the last second), the retention's
+/// transactions take at most one part in this many of the time: it waits nine times as
+/// long as each took before the next, so that removing a backlog of millions does not
+/// hold the creates up (on SQLite, one writer, it took three quarters of their rate).
+pub const RETENTION_SHARE_WHILE_BUSY: u32 = 10;
+
 /// The longest a `GET ...?wait=` waits for a request to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -168,6 +174,9 @@ pub struct Manager {
     jr: Arc<dyn JrClient>,
     options: Options,
     shutting_down: AtomicBool,
+    /// When a request was last created here: the retention yields to creates
+    /// ([`Manager::apply_retention`]).
+    last_create: Mutex<Option<std::time::Instant>>,
     /// The live registered runners as last read, with the requests handed to each since
     /// (so that a burst of creates spreads), and when they were read.
     runners: Mutex<Option<(tokio::time::Instant, Vec<JobRunner>)>>,
@@ -314,6 +323,7 @@ impl Manager {
             jr,
             options,
             shutting_down: AtomicBool::new(false),
+            last_create: Mutex::new(None),
             runners: Mutex::new(None),
             healthy_since: Mutex::new(None),
             waiting: Waiting::default(),
