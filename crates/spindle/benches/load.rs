@@ -27,7 +27,11 @@
 //! connections at most and whether every request still completed. `--history N` fills a
 //! database with N finished requests and measures reads on it (`load/history.rs`).
 
-#![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its report, and its progress to stderr"
+)]
 
 /// The allocator `spindle` runs on: the generator of history allocates a chain and a
 /// job log for each of millions of requests.
