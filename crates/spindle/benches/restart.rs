@@ -172,4 +172,22 @@ fn main() {
         running_now,
         n as f64 / resumed.as_secs_f64(),
     );
+    // The fresh database of a server backend is dropped (SQLite's goes with the
+    // temporary directory).
+    if database.starts_with("mysql") {
+        rt.block_on(common::drop_mysql_database(&database));
+    } else if let Some((server, name)) = database
+        .rsplit_once('/')
+        .filter(|_| database.starts_with("postgres"))
+    {
+        rt.block_on(async {
+            if let Ok(admin) = sqlx::PgPool::connect(&format!("{server}/test")).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE \"{name}\" WITH (FORCE)"
+                )))
+                .execute(&admin)
+                .await;
+            }
+        });
+    }
 }
