@@ -38,11 +38,13 @@ pub async fn explained<F: Future>(work: F) -> (F::Output, Vec<QueryPlan>) {
 }
 
 /// Whether the calling task is within [`explained`], and `sql` a read to explain.
+/// Outside it (every statement of a running service) this is one task-local lookup.
 pub(crate) fn wanted(sql: &str) -> bool {
-    let read = sql.trim_start().get(..6).is_some_and(|head| {
-        head.eq_ignore_ascii_case("select") || head.eq_ignore_ascii_case("with r")
-    });
-    read && PLANS.try_with(|_| ()).is_ok()
+    PLANS.try_with(|_| ()).is_ok()
+        && sql
+            .trim_start()
+            .get(..6)
+            .is_some_and(|head| head.eq_ignore_ascii_case("select"))
 }
 
 /// Records the plan of `sql` given as `plan`'s lines.
