@@ -48,6 +48,9 @@ impl ClientError {
             ClientError::MissingJobTypes(message) if message.contains(job::UNREADABLE_BYTES) => {
                 format!("waits for a job runner that can read its jobs: {message}")
             }
+            ClientError::MissingJobTypes(message) if message.contains(ONLY_SPINDLE_KEEPS) => {
+                format!("waits for a Spindle job runner: {message}")
+            }
             ClientError::MissingJobTypes(message) => {
                 format!("waits for a job runner with its job types: {message}")
             }
@@ -73,6 +76,10 @@ impl ClientError {
 /// (it validates and starts it), so a longer wait is a runner that is cut off or stuck,
 /// and the request is offered to another.
 pub const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a chain's refusal says when only a Spindle Job Runner can run it (a failure
+/// budget, which Spin Cycle's runners do not keep).
+pub(crate) const ONLY_SPINDLE_KEEPS: &str = "which only a Spindle Job Runner keeps";
 
 /// How an unanswered call's error begins.
 const NO_ANSWER: &str = "no answer in time";

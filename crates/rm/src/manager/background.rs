@@ -181,9 +181,7 @@ impl Manager {
                 return Resume::Wait(request_id);
             }
         }
-        let target = self
-            .targets(&hand_over::chain_types(&suspended.job_chain))
-            .await;
+        let target = self.targets(&suspended.job_chain).await;
         let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
         let resumed = match target {
             Ok(urls) => match self

@@ -12,13 +12,29 @@ pub(super) fn chain_types(chain: &JobChain) -> BTreeSet<&str> {
         .collect()
 }
 
+/// The first `each:` node of a chain with a failure budget (`max_failures:`), which only
+/// Spindle's traverser keeps: Spin Cycle's runners ignore the jobs' `elements` and would
+/// fail the request at its first failed element.
+pub(super) fn budgeted_node(chain: &JobChain) -> Option<&str> {
+    chain
+        .jobs
+        .values()
+        .filter_map(|job| job.elements.as_deref())
+        .filter(|elements| elements.max_failures.is_some())
+        .map(|elements| elements.node.as_str())
+        .min()
+}
+
 impl Manager {
     /// Where a chain of these job types may go, best first: the fixed `jr_url`; else the
     /// config's fixed runners that have the types and the live registered runners, by the
     /// fewest running requests (counting those handed to each since the list was read;
     /// a fixed runner counts only those). A runner that refuses the chain for its job
-    /// types (HTTP 422) is passed over for the next.
-    pub(super) async fn targets(&self, types: &BTreeSet<&str>) -> Result<Vec<String>, ClientError> {
+    /// types (HTTP 422) is passed over for the next. A fixed runner that lists its types
+    /// is Spin Cycle's: it is not given a chain with a failure budget.
+    pub(super) async fn targets(&self, chain: &JobChain) -> Result<Vec<String>, ClientError> {
+        let types = &chain_types(chain);
+        let budgeted = budgeted_node(chain);
         if let Some(url) = &self.options.jr_url {
             return Ok(vec![url.clone()]);
         }
@@ -57,12 +73,22 @@ impl Manager {
             .iter_mut()
             .filter(|runner| {
                 !runner.instance_id.is_empty()
-                    || fixed.iter().any(|f| f.url == runner.url && f.has(types))
+                    || fixed.iter().any(|f| {
+                        f.url == runner.url
+                            && f.has(types)
+                            && (budgeted.is_none() || f.types.is_none())
+                    })
             })
             .collect();
         if fit.is_empty() {
+            let spin_cycles_fit = fixed.iter().any(|f| f.has(types));
             return Err(if live.is_empty() {
                 ClientError::Unavailable("no live job runner is registered".to_owned())
+            } else if let Some(node) = budgeted.filter(|_| spin_cycles_fit) {
+                ClientError::MissingJobTypes(format!(
+                    "its node {node} has a failure budget (max_failures:), {}: the fixed runners (`runners:` in the config) are Spin Cycle's, and no Spindle Job Runner is registered",
+                    crate::jr_client::ONLY_SPINDLE_KEEPS
+                ))
             } else {
                 ClientError::MissingJobTypes(format!(
                     "no live job runner has all of its job types ({}): the fixed runners (`runners:` in the config) do not list them, and no Spindle Job Runner is registered",
@@ -135,8 +161,7 @@ impl Manager {
                 locks::Locked::Moved => return Ok(Handed::Done),
             }
         }
-        let types = chain_types(&job_chain);
-        let urls = match self.targets(&types).await {
+        let urls = match self.targets(&job_chain).await {
             Ok(urls) => urls,
             Err(err) => {
                 // No runner has its types: said, as a runner's refusal would be.
@@ -148,7 +173,6 @@ impl Manager {
                 return Ok(Handed::Later(err));
             }
         };
-        drop(types);
         let epoch = if first {
             1
         } else {

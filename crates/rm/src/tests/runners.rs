@@ -196,6 +196,85 @@ async fn fixed_runners_get_only_chains_of_their_job_types() {
     );
 }
 
+/// Issue #50: Spin Cycle's runners (fixed, with their types listed) do not keep a failure
+/// budget: a chain with one waits for a Spindle Job Runner, saying why, and goes to one
+/// that registers; a chain without one still goes to Spin Cycle's.
+#[tokio::test]
+async fn a_budgeted_chain_goes_only_to_a_spindle_runner() {
+    const FLEET: &str = "sequences:
+  fleet:
+    request: true
+    args:
+      required:
+        - name: hosts
+          desc: the hosts
+    nodes:
+      each-host:
+        category: job
+        type: noop
+        each: [hosts:host]
+        max_failures: 1
+  plain:
+    request: true
+    args:
+      required:
+        - name: hosts
+          desc: the hosts
+    nodes:
+      each-host:
+        category: job
+        type: noop
+        each: [hosts:host]
+";
+    let env = super::env_specs(
+        crate::Options {
+            fixed_runners: vec![crate::FixedRunner {
+                url: "http://sc-jr-1:32307".to_owned(),
+                types: Some(["noop".to_owned()].into()),
+            }],
+            ..crate::Options::default()
+        },
+        FLEET,
+    )
+    .await;
+    let create = |kind: &str| {
+        let body = format!(r#"{{"type": "{kind}", "args": {{"hosts": ["web-1", "web-2"]}}}}"#);
+        let router = env.router.clone();
+        async move {
+            let (status, body, _) =
+                call(&router, Method::POST, "/api/v1/requests", Some(&body)).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let plain = create("plain").await;
+    let stored = env.manager.get(&plain, false).await.unwrap();
+    assert_eq!(
+        (stored.state, stored.jr_url.as_str()),
+        (State::Running, "http://sc-jr-1:32307")
+    );
+    let fleet = create("fleet").await;
+    let stored = env.manager.get(&fleet, false).await.unwrap();
+    assert_eq!(stored.state, State::Pending);
+    assert!(
+        stored.error.starts_with("waits for a Spindle job runner: ")
+            && stored.error.contains("each-host has a failure budget"),
+        "{}",
+        stored.error
+    );
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap().len(),
+        1,
+        "only the plain one was sent"
+    );
+    register(&env, "spindle-1", "http://jr-a:1").await;
+    runs_once_a_runner_takes_it(&env, &fleet).await;
+    assert_eq!(
+        env.manager.get(&fleet, false).await.unwrap().jr_url,
+        "http://jr-a:1"
+    );
+}
+
 /// Issue #47: with no runner to take it (none registered, or none answering), a
 /// request says so while it waits, PENDING.
 #[tokio::test]
