@@ -1,5 +1,5 @@
 //! Group commit: many callers hand in creates, starts, finishes, job log entries,
-//! progress updates and resumes; one task writes whatever has queued in one transaction
+//! progress updates, hand-overs and resumes; one task writes whatever has queued in one transaction
 //! ([`Lifecycle::write_batch`](crate::Lifecycle::write_batch): multi-row statements, one commit) and answers every caller
 //! once it committed. Nothing waits for a batch to fill: a write that arrives while a
 //! batch is being written goes in the next one.
@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use proto::{Fence, FinishRequest, JobLog, Request, RequestId};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{Error, Finished, NewRequest, ResumeRecord, StartRequest, Store, WriteBatch};
+use crate::{
+    Error, Finished, HandOverRecord, NewRequest, ResumeRecord, StartRequest, Store, WriteBatch,
+};
 
 /// How the batcher groups writes.
 #[derive(Debug, Clone)]
@@ -44,6 +46,7 @@ enum Write {
     Logs(Vec<JobLog>, Option<Fence>, Reply<()>),
     Progress(String, u64, Option<Fence>, Reply<()>),
     Resumed(ResumeRecord, Reply<bool>),
+    HandOver(HandOverRecord, Reply<u64>),
 }
 
 impl std::fmt::Debug for Write {
@@ -55,6 +58,7 @@ impl std::fmt::Debug for Write {
             Write::Logs(entries, _, _) => write!(f, "Logs({})", entries.len()),
             Write::Progress(id, n, _, _) => write!(f, "Progress({id}, {n})"),
             Write::Resumed(resume, _) => write!(f, "Resumed({})", resume.request_id),
+            Write::HandOver(record, _) => write!(f, "HandOver({})", record.request_id),
         }
     }
 }
@@ -178,6 +182,22 @@ impl Batcher {
         self.submit(|reply| Write::Resumed(resume, reply)).await
     }
 
+    /// [`Lifecycle::hand_over`](crate::Lifecycle::hand_over), group-committed (the
+    /// suspended chains resumed after a restart share transactions): the new epoch.
+    pub async fn hand_over(
+        &self,
+        request_id: &RequestId,
+        expected: proto::State,
+        known_tries: &std::collections::BTreeMap<String, u32>,
+    ) -> Result<u64, Error> {
+        let record = HandOverRecord {
+            request_id: request_id.to_string(),
+            expected,
+            known_tries: known_tries.clone(),
+        };
+        self.submit(|reply| Write::HandOver(record, reply)).await
+    }
+
     /// Records a request's progress; returns once it is committed. With `fence`, only if
     /// the request is owned by it.
     pub async fn update_progress(
@@ -208,6 +228,7 @@ enum Pending {
     /// Progress of this request, reported under this fence.
     Progress(String, Option<Fence>, Reply<()>),
     Resumed(usize, Reply<bool>),
+    HandOver(usize, Reply<u64>),
 }
 
 /// The refusals of a batch, by request and the fence it was reported under.
@@ -262,6 +283,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 pending.push(Pending::Resumed(batch.resumes.len(), reply));
                 batch.resumes.push(resume);
             }
+            Write::HandOver(record, reply) => {
+                pending.push(Pending::HandOver(batch.hand_overs.len(), reply));
+                batch.hand_overs.push(record);
+            }
         }
     }
     batch.progress = progress
@@ -280,6 +305,8 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
             let mut finished = written.finished;
             let mut resumed: Vec<Option<Result<bool, Error>>> =
                 written.resumed.into_iter().map(Some).collect();
+            let mut handed: Vec<Option<Result<u64, Error>>> =
+                written.handed.into_iter().map(Some).collect();
             let mut locked = written.locked.into_iter();
             let mut duplicates = written.duplicates.into_iter();
             for write in pending {
@@ -323,6 +350,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         let res = resumed[at].take().unwrap_or(Err(Error::Stopped));
                         let _ = reply.send(res);
                     }
+                    Pending::HandOver(at, reply) => {
+                        let res = handed[at].take().unwrap_or(Err(Error::Stopped));
+                        let _ = reply.send(res);
+                    }
                 }
             }
         }
@@ -338,6 +369,7 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         drop(reply.send(Err(shared())));
                     }
                     Pending::Resumed(_, reply) => drop(reply.send(Err(shared()))),
+                    Pending::HandOver(_, reply) => drop(reply.send(Err(shared()))),
                 }
             }
         }
@@ -444,6 +476,14 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
                         &resume.jr_url,
                         resume.owner.as_ref(),
                     )
+                    .await;
+                let _ = reply.send(res);
+            }
+            Pending::HandOver(at, reply) => {
+                let record = &batch.hand_overs[at];
+                let request_id = RequestId::new(record.request_id.clone());
+                let res = store
+                    .hand_over(&request_id, record.expected, &record.known_tries)
                     .await;
                 let _ = reply.send(res);
             }

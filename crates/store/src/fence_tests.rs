@@ -219,3 +219,125 @@ pub(super) async fn a_chain_its_runner_suspended_goes_out_with_its_stopped_try_g
         .unwrap();
     assert_eq!(epoch, owner.epoch + 1);
 }
+
+/// Hand-overs group-committed in one write batch (issue #51: thousands of suspended
+/// chains resumed after a restart) are each what a hand-over alone would be: a new epoch
+/// for each request in the state expected (one handed over twice in the batch, twice),
+/// the request's state or absence said for the others, and a suspended chain whose
+/// unrecorded resume began a try refused (`TryBegan`), its epoch unchanged. The batcher
+/// answers each caller with its own.
+pub(super) async fn hand_overs_in_one_batch_are_each_checked(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::{HandOverRecord, WriteBatch};
+    // r1: resumed on i2 whose answer was lost, i2 began b's third try.
+    running_on_i1(&*store).await;
+    store
+        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap();
+    let stored = store
+        .claim_suspended("rm-a", at(1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let r1_epoch = store
+        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
+        .await
+        .unwrap();
+    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
+    let i2 = Fence {
+        instance: "i2".to_owned(),
+        epoch: r1_epoch,
+    };
+    store
+        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 3)])
+        .await
+        .unwrap();
+    // s1, s2: suspended by their runner; p1 PENDING; run9 RUNNING.
+    for id in ["s1", "s2", "run9"] {
+        running(&*store, id).await;
+    }
+    for id in ["s1", "s2"] {
+        store
+            .suspend_request(&sjc(id), None, at(1, 4))
+            .await
+            .unwrap();
+    }
+    create(&*store, "p1").await;
+    let epoch = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.owner(id).await.unwrap().epoch }
+    };
+    let (s1, s2, p1) = (epoch("s1").await, epoch("s2").await, epoch("p1").await);
+    let record = |id: &str, expected: State, known: &BTreeMap<String, u32>| HandOverRecord {
+        request_id: id.to_owned(),
+        expected,
+        known_tries: known.clone(),
+    };
+    let known = sjc("s1").total_job_tries;
+    let none = BTreeMap::new();
+    let batch = WriteBatch {
+        hand_overs: vec![
+            record("s2", State::Suspended, &known),
+            record("r1", State::Suspended, &stored.total_job_tries),
+            record("s1", State::Suspended, &known),
+            record("p1", State::Pending, &none),
+            record("run9", State::Suspended, &known),
+            record("nope", State::Pending, &none),
+            record("s2", State::Suspended, &known),
+        ],
+        ..WriteBatch::default()
+    };
+    let written = store.write_batch(&batch).await.unwrap();
+    let handed = &written.handed;
+    assert_eq!(handed.len(), 7);
+    assert_eq!(handed[0].as_ref().ok(), Some(&(s2 + 1)));
+    assert!(
+        matches!(&handed[1], Err(Error::TryBegan { job_id, attempt: 3, .. }) if job_id == "b"),
+        "{:?}",
+        handed[1]
+    );
+    assert_eq!(handed[2].as_ref().ok(), Some(&(s1 + 1)));
+    assert_eq!(handed[3].as_ref().ok(), Some(&(p1 + 1)));
+    assert!(
+        matches!(
+            &handed[4],
+            Err(Error::State {
+                actual: State::Running,
+                expected: State::Suspended,
+                ..
+            })
+        ),
+        "{:?}",
+        handed[4]
+    );
+    assert!(
+        matches!(&handed[5], Err(Error::NotFound { .. })),
+        "{:?}",
+        handed[5]
+    );
+    assert_eq!(
+        handed[6].as_ref().ok(),
+        Some(&(s2 + 2)),
+        "handed over again in the same batch: the next epoch"
+    );
+    assert_eq!(
+        (
+            epoch("s1").await,
+            epoch("s2").await,
+            epoch("p1").await,
+            epoch("r1").await
+        ),
+        (s1 + 1, s2 + 2, p1 + 1, r1_epoch),
+        "the epochs stored are those answered; r1's is unchanged"
+    );
+    // Through the batcher, concurrent callers each get their own answer.
+    create(&*store, "p2").await;
+    let batcher = crate::Batcher::spawn(Arc::clone(&store), crate::BatchOptions::default());
+    let (p2_id, nope_id) = (proto::RequestId::from("p2"), proto::RequestId::from("nope"));
+    let (p2, nope) = tokio::join!(
+        batcher.hand_over(&p2_id, State::Pending, &none),
+        batcher.hand_over(&nope_id, State::Pending, &none),
+    );
+    assert_eq!(p2.unwrap(), epoch("p2").await);
+    assert!(matches!(nope, Err(Error::NotFound { .. })), "{nope:?}");
+}

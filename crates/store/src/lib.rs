@@ -124,6 +124,17 @@ pub struct ResumeRecord {
     pub owner: Option<Fence>,
 }
 
+/// A hand-over of a request, as [`Lifecycle::hand_over`] takes it, for
+/// [`Lifecycle::write_batch`].
+#[derive(Debug, Clone)]
+pub struct HandOverRecord {
+    pub request_id: String,
+    /// PENDING or SUSPENDED.
+    pub expected: State,
+    /// The handed chain's count of each job's tries.
+    pub known_tries: std::collections::BTreeMap<String, u32>,
+}
+
 /// Writes of many callers committed in one transaction ([`Lifecycle::write_batch`]).
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
@@ -148,6 +159,10 @@ pub struct WriteBatch {
     pub progress: Vec<(String, u64, Option<Fence>)>,
     /// Claimed chains resumed ([`SuspendedChains::resumed`]), after everything else.
     pub resumes: Vec<ResumeRecord>,
+    /// Hand-overs ([`Lifecycle::hand_over`]): each request's epoch grows by one, checked
+    /// with its row locked, in the batch's transaction (thousands of suspended chains
+    /// resumed after a restart share transactions).
+    pub hand_overs: Vec<HandOverRecord>,
 }
 
 impl WriteBatch {
@@ -190,6 +205,9 @@ pub struct BatchWritten {
     /// resumed (its chain not claimed by that host: nothing done; the request no longer
     /// SUSPENDED: only its chain deleted), as [`SuspendedChains::resumed`] answers.
     pub resumed: Vec<Result<bool, Error>>,
+    /// One per hand-over, in order: the new epoch, or why there is none (the request not
+    /// in the state expected, unknown, or a try of it began: [`Lifecycle::hand_over`]).
+    pub handed: Vec<Result<u64, Error>>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty

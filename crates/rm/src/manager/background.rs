@@ -12,6 +12,10 @@ pub(crate) const RESUME_FAULTS: u32 = 5;
 /// it, and each claim and record was a transaction of its own).
 const RESUME_BATCH: u32 = 64;
 
+/// Batches of suspended chains resumed at once: while one batch waits on the network (a
+/// claim, its reads, the runner, its group commit), the others go on.
+const RESUME_WORKERS: usize = 4;
+
 /// What a worker of [`Manager::resume_suspended`] does after one chain.
 enum Resume {
     /// Claim the next.
@@ -87,40 +91,56 @@ impl Manager {
     }
 
     /// Resumes suspended chains on Job Runners, [`RESUME_BATCH`] claimed at a time and
-    /// resumed at once (their records group-committed), until none is left or no runner
-    /// takes one; then releases abandoned claims and fails requests whose chains waited
-    /// too long (storage.md §5).
+    /// resumed at once (their hand-overs and records group-committed), by
+    /// [`RESUME_WORKERS`] workers that take turns to claim, until none is left or no
+    /// runner takes one; then releases abandoned claims and fails requests whose chains
+    /// waited too long (storage.md §5).
     pub async fn resume_suspended(&self) {
         let host = &self.options.host;
         // Claimed here and waiting (for a lock, a backoff): released once every other is
         // tried.
-        let mut waiting: Vec<RequestId> = Vec::new();
-        while !self.shutting_down.load(Ordering::SeqCst) {
-            let claimed = match self
-                .store
-                .claim_suspended_many(host, Utc::now(), RESUME_BATCH)
-                .await
-            {
-                Ok(claimed) if claimed.is_empty() => break,
-                Ok(claimed) => claimed,
-                Err(err) => {
-                    tracing::warn!(error = %err, "claiming suspended chains failed");
-                    break;
-                }
-            };
-            let resumes = claimed.into_iter().map(|chain| self.resume_one(chain));
-            let mut stop = false;
-            for resumed in futures_util::future::join_all(resumes).await {
-                match resumed {
-                    Resume::Next => {}
-                    Resume::Wait(request_id) => waiting.push(request_id),
-                    Resume::Stop => stop = true,
+        let waiting: Mutex<Vec<RequestId>> = Mutex::new(Vec::new());
+        let stop = AtomicBool::new(false);
+        // One claim at a time: a claim that finds none means none is left now (two of
+        // one manager at once could each see the other's rows locked, and stop early).
+        let claim_turn = tokio::sync::Mutex::new(());
+        let worker = || async {
+            while !self.shutting_down.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
+                let claimed = {
+                    let _turn = claim_turn.lock().await;
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    self.store
+                        .claim_suspended_many(host, Utc::now(), RESUME_BATCH)
+                        .await
+                };
+                let claimed = match claimed {
+                    // None left now; a worker still resuming claims again after its
+                    // batch (a chain taken back in it is stored unclaimed).
+                    Ok(claimed) if claimed.is_empty() => break,
+                    Ok(claimed) => claimed,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "claiming suspended chains failed");
+                        stop.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                };
+                let resumes = claimed.into_iter().map(|chain| self.resume_one(chain));
+                for resumed in futures_util::future::join_all(resumes).await {
+                    match resumed {
+                        Resume::Next => {}
+                        Resume::Wait(request_id) => waiting
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(request_id),
+                        Resume::Stop => stop.store(true, Ordering::SeqCst),
+                    }
                 }
             }
-            if stop {
-                break;
-            }
-        }
+        };
+        futures_util::future::join_all((0..RESUME_WORKERS).map(|_| worker())).await;
+        let waiting = waiting.into_inner().unwrap_or_else(|p| p.into_inner());
         for request_id in waiting {
             let _ = self.store.unclaim(&request_id, host).await;
         }
@@ -184,8 +204,9 @@ impl Manager {
         let target = self.targets(&suspended.job_chain).await;
         let mut tried = target.as_ref().ok().and_then(|urls| urls.first().cloned());
         let resumed = match target {
+            // Group-committed: the chains of a batch take their epochs together.
             Ok(urls) => match self
-                .store
+                .batcher
                 .hand_over(&request_id, State::Suspended, &suspended.total_job_tries)
                 .await
             {

@@ -194,3 +194,53 @@ impl Report {
         );
     }
 }
+
+/// The database server's processes on this machine (PostgreSQL's and MariaDB's, found by
+/// their names in `/proc`): whichever the load runs on, the other idles.
+pub fn database_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| matches!(comm.trim(), "postgres" | "mariadbd" | "mysqld"))
+        })
+        .collect()
+}
+
+/// Prints where the CPU of the run went: each (name, CPU-seconds) as milliseconds per
+/// accepted request, then what the machine used besides them and its idle time.
+pub fn print_account(
+    account: &[(String, f64)],
+    machine_before: (u64, u64, usize),
+    elapsed: Duration,
+    accepted: usize,
+) {
+    let machine_after = crate::common::machine_cpu();
+    let (busy, all, cpus) = (
+        machine_after.0.saturating_sub(machine_before.0) as f64,
+        machine_after.1.saturating_sub(machine_before.1).max(1) as f64,
+        machine_after.2 as f64,
+    );
+    let wall = elapsed.as_secs_f64() * cpus;
+    let (busy, idle) = (busy / all * wall, (all - busy) / all * wall);
+    let per = |seconds: f64| seconds * 1e3 / accepted.max(1) as f64;
+    println!(
+        "| CPU per accepted request ({cpus} cores × {:.1} s) | ms |",
+        elapsed.as_secs_f64()
+    );
+    println!("|---|---:|");
+    let mut named = 0.0;
+    for (name, seconds) in account {
+        named += seconds;
+        println!("| {name} | {:.3} |", per(*seconds));
+    }
+    println!(
+        "| the rest (kernel, other processes) | {:.3} |",
+        per((busy - named).max(0.0))
+    );
+    println!("| idle | {:.3} |", per(idle));
+}

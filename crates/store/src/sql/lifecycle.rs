@@ -3,6 +3,38 @@
 
 use super::*;
 
+/// What one hand-over of [`SqlStore::hand_overs_in`] did.
+#[derive(Debug)]
+pub(super) enum HandedOver {
+    /// Handed over at this epoch.
+    Epoch(u64),
+    /// Not in the state expected: in this one, or unknown (`None`).
+    Moved(Option<State>),
+    /// A try beyond those the handed chain knows began (or was logged).
+    TryBegan { job_id: String, attempt: u32 },
+}
+
+impl HandedOver {
+    /// As [`crate::Lifecycle::hand_over`] answers it.
+    pub(super) fn into_result(self, record: &crate::HandOverRecord) -> Result<u64, Error> {
+        let request_id = record.request_id.clone();
+        match self {
+            HandedOver::Epoch(epoch) => Ok(epoch),
+            HandedOver::Moved(None) => Err(Error::not_found("request", &request_id)),
+            HandedOver::Moved(Some(actual)) => Err(Error::State {
+                request_id,
+                actual,
+                expected: record.expected,
+            }),
+            HandedOver::TryBegan { job_id, attempt } => Err(Error::TryBegan {
+                request_id,
+                job_id,
+                attempt,
+            }),
+        }
+    }
+}
+
 impl<DB: Backend> SqlStore<DB> {
     /// The owners of `request_ids`, read in `tx`; with `lock` (`DB::LOCK_ROWS`) their
     /// rows stay locked until it ends.
@@ -250,65 +282,138 @@ impl<DB: Backend> SqlStore<DB> {
         expected: State,
         known_tries: &BTreeMap<String, u32>,
     ) -> Result<u64, Error> {
-        let mut tx = self.pool.begin().await?;
-        let owners = Self::owners_in(&mut tx, &[request_id.as_str()], DB::LOCK_ROWS).await?;
-        let epoch = match owners.get(request_id.as_str()) {
-            Some(owner) if owner.state == expected => owner.epoch,
-            _ => {
-                drop(tx);
-                return Err(self.state_error(request_id, expected).await);
-            }
+        let record = crate::HandOverRecord {
+            request_id: request_id.to_string(),
+            expected,
+            known_tries: known_tries.clone(),
         };
+        let mut tx = self.pool.begin().await?;
+        let done = Self::hand_overs_in(&mut tx, std::slice::from_ref(&record)).await?;
+        let done = done.into_iter().next().expect("one hand-over, one answer");
+        if matches!(done, HandedOver::Epoch(_)) {
+            tx.commit().await?;
+        } else {
+            drop(tx);
+        }
+        done.into_result(&record)
+    }
+
+    /// Hand-overs of many requests in `tx` (a group commit's, or one alone), each as
+    /// [`Self::hand_over`], their rows locked together: one statement reads (and locks)
+    /// them all, one reads the epochs their suspended chains were stored at, one raises
+    /// the epochs of those handed over.
+    pub(super) async fn hand_overs_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        records: &[crate::HandOverRecord],
+    ) -> Result<Vec<HandedOver>, Error> {
+        // Locked in one order, as the batch's fences lock theirs.
+        let mut ids: Vec<&str> = records.iter().map(|r| r.request_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let owners = Self::owners_in(tx, &ids, DB::LOCK_ROWS).await?;
+        let suspended: Vec<&str> = records
+            .iter()
+            .filter(|r| r.expected == State::Suspended)
+            .filter(|r| {
+                owners
+                    .get(&r.request_id)
+                    .is_some_and(|o| o.state == r.expected)
+            })
+            .map(|r| r.request_id.as_str())
+            .collect();
         // A suspended chain stored at this epoch was handed out by nobody since: no
         // runner holds the epoch but one that suspended it (stopped, its tries in the
         // chain or, Spin Cycle's runners, a stopped try given back to run again under
         // its number), so there is nothing to check.
-        let stored_at = if expected == State::Suspended {
-            Statement::new("SELECT epoch FROM suspended_job_chains WHERE request_id = $1")
-                .bind(request_id.as_str())
-                .fetch_optional(&mut tx)
-                .await?
-                .map(|row| row.read::<i64>("epoch"))
-                .transpose()?
-        } else {
-            None
-        };
-        let unrecorded = stored_at.is_none_or(|stored| u64::try_from(stored).ok() != Some(epoch));
+        let mut stored_at: HashMap<String, i64> = HashMap::new();
+        for chunk in suspended.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let select = Self::requests_in(
+                "SELECT request_id, epoch FROM suspended_job_chains",
+                chunk.iter().copied(),
+                "",
+            );
+            for row in select.fetch_all(&mut *tx).await? {
+                stored_at.insert(row.read("request_id")?, row.read("epoch")?);
+            }
+        }
+        let mut done = Vec::with_capacity(records.len());
+        // The epochs raised so far in `tx` (a request handed over twice in one batch is
+        // handed over at the next epoch again, as one transaction after the other).
+        let mut raised: HashMap<&str, u64> = HashMap::new();
+        let (mut raise, mut again) = (Vec::new(), Vec::new());
+        for record in records {
+            let id = record.request_id.as_str();
+            let owner = match owners.get(id) {
+                Some(owner) if owner.state == record.expected => owner,
+                other => {
+                    done.push(HandedOver::Moved(other.map(|o| o.state)));
+                    continue;
+                }
+            };
+            let epoch = raised.get(id).copied().unwrap_or(owner.epoch);
+            let unrecorded = stored_at
+                .get(id)
+                .is_none_or(|stored| u64::try_from(*stored).ok() != Some(epoch));
+            let began = if unrecorded {
+                Self::try_beyond(tx, id, &record.known_tries).await?
+            } else {
+                None
+            };
+            match began {
+                Some((job_id, attempt)) => done.push(HandedOver::TryBegan { job_id, attempt }),
+                None => {
+                    // Its row is locked: the epoch read is the one raised.
+                    if raised.insert(id, epoch + 1).is_none() {
+                        raise.push(id);
+                    } else {
+                        again.push(id);
+                    }
+                    done.push(HandedOver::Epoch(epoch + 1));
+                }
+            }
+        }
+        for chunk in raise.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            Self::requests_in(
+                "UPDATE requests SET epoch = epoch + 1",
+                chunk.iter().copied(),
+                "",
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        for id in again {
+            Statement::new("UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(done)
+    }
+
+    /// The first try of `request_id` that began or was logged beyond `known_tries`, with
+    /// its job (read in `tx`, the request's row locked).
+    async fn try_beyond(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        request_id: &str,
+        known_tries: &BTreeMap<String, u32>,
+    ) -> Result<Option<(String, u32)>, Error> {
         for sql in [
             "SELECT job_id, MAX(try) AS try FROM job_tries WHERE request_id = $1 GROUP BY job_id",
             "SELECT job_id, MAX(try) AS try FROM job_log WHERE request_id = $1 GROUP BY job_id",
-        ]
-        .into_iter()
-        .filter(|_| unrecorded)
-        {
+        ] {
             let rows = Statement::new(sql)
-                .bind(request_id.as_str())
-                .fetch_all(&mut tx)
+                .bind(request_id)
+                .fetch_all(&mut *tx)
                 .await?;
             for row in &rows {
                 let job_id: String = row.read("job_id")?;
                 let attempt = u32::try_from(row.read::<i32>("try")?).unwrap_or(0);
                 if attempt > known_tries.get(&job_id).copied().unwrap_or(0) {
-                    return Err(Error::TryBegan {
-                        request_id: request_id.to_string(),
-                        job_id,
-                        attempt,
-                    });
+                    return Ok(Some((job_id, attempt)));
                 }
             }
         }
-        let row = Statement::new("UPDATE requests SET epoch = epoch + 1 WHERE request_id = $1")
-            .bind(request_id.as_str())
-            .execute(&mut tx)
-            .await?;
-        drop(row);
-        let epoch = Statement::new("SELECT epoch FROM requests WHERE request_id = $1")
-            .bind(request_id.as_str())
-            .fetch_one(&mut tx)
-            .await?;
-        let epoch = u64::try_from(epoch.read::<i64>("epoch")?).unwrap_or(0);
-        tx.commit().await?;
-        Ok(epoch)
+        Ok(None)
     }
 
     pub(crate) async fn start_request(

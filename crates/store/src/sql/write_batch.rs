@@ -143,6 +143,11 @@ impl<DB: Backend> SqlStore<DB> {
         } else {
             Self::finish_in(&mut tx, &batch.finishes).await?
         };
+        let handed = if batch.hand_overs.is_empty() {
+            Vec::new()
+        } else {
+            Self::hand_overs_in(&mut tx, &batch.hand_overs).await?
+        };
         let resumes = if batch.resumes.is_empty() {
             Vec::new()
         } else {
@@ -163,7 +168,13 @@ impl<DB: Backend> SqlStore<DB> {
                 }
             });
         }
+        let handed = handed
+            .into_iter()
+            .zip(&batch.hand_overs)
+            .map(|(done, record)| done.into_result(record))
+            .collect();
         Ok(BatchWritten {
+            handed,
             started,
             finished,
             refused,
