@@ -6,7 +6,7 @@
 //! the server's memory per running request, how long SIGTERM takes to suspend them all
 //! and exit, and — the point — how long a new server takes, from its start, until every
 //! chain is RUNNING again (none SUSPENDED or PENDING), and so at how many chains a
-//! second it resumes them.
+//! second it resumes them; and how long `spindle ps` takes while they all run.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -136,6 +136,23 @@ fn main() {
     let created = started.elapsed();
     let running = rt.block_on(all_running(&http, &base, started));
     let held = rss_mib(first.0.id());
+    // `spindle ps` while they all run: the time until its table is printed.
+    let ps = {
+        let since = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["ps", "--addr", &base, "--timeout", "60s"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            since.elapsed(),
+            out.stdout.iter().filter(|b| **b == b'\n').count(),
+        )
+    };
     let stopping = Instant::now();
     Command::new("kill")
         .args(["-TERM", &first.0.id().to_string()])
@@ -157,15 +174,17 @@ fn main() {
     let backend = database.split(':').next().unwrap_or_default();
     println!("{backend}:");
     println!(
-        "| requests | created | all RUNNING | memory a running request | SIGTERM to exit | restart to all RUNNING again | resumed a second |"
+        "| requests | created | all RUNNING | memory a running request | `spindle ps` | SIGTERM to exit | restart to all RUNNING again | resumed a second |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| {n} | {:.2} s ({:.0}/s) | {:.2} s | {:.1} KiB | {:.2} s | {:.2} s ({} suspended seen, {} RUNNING after) | {:.0} |",
+        "| {n} | {:.2} s ({:.0}/s) | {:.2} s | {:.1} KiB | {:.2} s ({} lines) | {:.2} s | {:.2} s ({} suspended seen, {} RUNNING after) | {:.0} |",
         created.as_secs_f64(),
         n as f64 / created.as_secs_f64(),
         running.as_secs_f64(),
         (held - idle) * 1024.0 / n as f64,
+        ps.0.as_secs_f64(),
+        ps.1,
         suspended.as_secs_f64(),
         resumed.as_secs_f64(),
         waiting,

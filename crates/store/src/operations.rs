@@ -106,6 +106,11 @@ store_traits! {
         /// left out): one read for every request a Request Manager's callers wait for.
         fn ended_among(&self, request_ids: &[String]) -> Vec<String>;
 
+        /// The requests of `request_ids` (unknown ids are left out), without args or
+        /// chain, in no order: one read per few hundred (`spindle ps` of thousands of
+        /// running requests).
+        fn requests_among(&self, request_ids: &[String]) -> Vec<Request>;
+
         /// Requests matching `filter`, newest first, without args or chain.
         fn find_requests(&self, filter: &RequestFilter) -> Vec<Request>;
 

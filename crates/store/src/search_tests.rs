@@ -300,4 +300,34 @@ pub(super) async fn the_ended_among_many_are_found_in_one_read(store: Arc<dyn St
         .chain(["e3".to_owned()])
         .collect();
     assert_eq!(store.ended_among(&many).await.unwrap(), ["e3"]);
+    // The requests themselves, read the same way (`spindle ps`), as `get_request` reads
+    // them but for their args.
+    let mut found = store.requests_among(&many).await.unwrap();
+    assert_eq!(found.len(), 1);
+    let e3 = found.pop().unwrap();
+    let alone = store.get_request("e3", false).await.unwrap();
+    assert_eq!(
+        e3,
+        proto::Request {
+            args: Vec::new(),
+            ..alone
+        }
+    );
+    let mut states: Vec<(String, State)> = store
+        .requests_among(&asked)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.state))
+        .collect();
+    states.sort();
+    assert_eq!(
+        states,
+        [
+            ("e1".to_owned(), State::Running),
+            ("e2".to_owned(), State::Complete),
+            ("e3".to_owned(), State::Fail),
+            ("e4".to_owned(), State::Running)
+        ]
+    );
 }

@@ -241,6 +241,7 @@ impl Manager {
                         paused,
                         secrets,
                     };
+                    self.fleets.keep(&suspended.job_chain);
                     if let Err(err) = self.with_answers(&mut suspended.job_chain).await {
                         tracing::warn!(%request_id, error = %err, "reading the request's approvals failed; resuming without them");
                     }

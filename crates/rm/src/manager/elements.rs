@@ -11,14 +11,26 @@ use proto::{ElementStatus, ElementsSummary, NAMED_FAILURES};
 
 use super::*;
 
-/// Requests' expansions kept at most (each a few hundred bytes an element); past it the
-/// cache starts again empty.
-const CACHED_REQUESTS: usize = 1024;
+/// Requests kept at most (one without expansions, most of them, a few dozen bytes:
+/// `spindle ps` of 50,000 running requests reads no chain); past it, or past
+/// [`CACHED_ELEMENTS`], the cache starts again empty.
+const CACHED_REQUESTS: usize = 100_000;
+
+/// Elements of all the expansions kept at most (each a few hundred bytes).
+const CACHED_ELEMENTS: usize = 200_000;
 
 /// Requests' expansions by request id, and the summary of each finished one with when
-/// it finished (a retry finishes it again later: that summary is not kept).
+/// it finished (a retry finishes it again later: that summary is not kept). Filled when
+/// a request is created or resumed here (its chain at hand), else on first read.
 #[derive(Default)]
-pub(super) struct FleetCache(Mutex<HashMap<String, Cached>>);
+pub(super) struct FleetCache(Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    requests: HashMap<String, Cached>,
+    /// The elements of every kept request's expansions.
+    elements: usize,
+}
 
 struct Cached {
     fleets: Arc<Vec<Fleet>>,
@@ -28,38 +40,47 @@ struct Cached {
 impl FleetCache {
     fn get(&self, request_id: &str) -> Option<Arc<Vec<Fleet>>> {
         self.lock()
+            .requests
             .get(request_id)
             .map(|cached| Arc::clone(&cached.fleets))
     }
 
+    /// Keeps the expansions of `chain` (a request created or resumed here).
+    pub(super) fn keep(&self, chain: &JobChain) {
+        self.put(&chain.request_id, Arc::new(graph::elements::fleets(chain)));
+    }
+
     fn put(&self, request_id: &str, fleets: Arc<Vec<Fleet>>) {
-        let mut cache = self.lock();
-        if cache.len() >= CACHED_REQUESTS {
-            cache.clear();
+        let elements: usize = fleets.iter().map(|fleet| fleet.elements.len()).sum();
+        let mut kept = self.lock();
+        if kept.requests.len() >= CACHED_REQUESTS || kept.elements + elements > CACHED_ELEMENTS {
+            *kept = Kept::default();
         }
-        cache.insert(
-            request_id.to_owned(),
-            Cached {
-                fleets,
-                summary: None,
-            },
-        );
+        kept.elements += elements;
+        let cached = Cached {
+            fleets,
+            summary: None,
+        };
+        if let Some(before) = kept.requests.insert(request_id.to_owned(), cached) {
+            let before: usize = before.fleets.iter().map(|f| f.elements.len()).sum();
+            kept.elements -= before;
+        }
     }
 
     /// The summary kept of a request that finished at `ended`.
     fn summary(&self, request_id: &str, ended: DateTime<Utc>) -> Option<Vec<ElementsSummary>> {
-        let cache = self.lock();
-        let (at, summary) = cache.get(request_id)?.summary.as_ref()?;
+        let kept = self.lock();
+        let (at, summary) = kept.requests.get(request_id)?.summary.as_ref()?;
         (*at == ended).then(|| summary.clone())
     }
 
     fn keep_summary(&self, request_id: &str, ended: DateTime<Utc>, summary: Vec<ElementsSummary>) {
-        if let Some(cached) = self.lock().get_mut(request_id) {
+        if let Some(cached) = self.lock().requests.get_mut(request_id) {
             cached.summary = Some((ended, summary));
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

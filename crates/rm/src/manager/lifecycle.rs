@@ -272,6 +272,7 @@ impl Manager {
         tracing::info!(user, jobs = request.total_jobs, "request created");
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
+        self.fleets.keep(&job_chain);
         let request_id = RequestId::new(request.id.clone());
         // From here on the request is stored, so created: a database gone away now is
         // said in the log, not to the caller (told 503, it would send the create again

@@ -322,6 +322,25 @@ impl<DB: Backend> SqlStore<DB> {
         Ok(ended)
     }
 
+    pub(crate) async fn requests_among(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<Request>, Error> {
+        let mut requests = Vec::with_capacity(request_ids.len());
+        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let select = Self::requests_in(
+                "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version \
+                 FROM requests",
+                chunk.iter().map(String::as_str),
+                "",
+            );
+            for row in select.fetch_all(&self.readers).await? {
+                requests.push(Self::request_from_row(&row)?);
+            }
+        }
+        Ok(requests)
+    }
+
     pub(crate) async fn job_chain(&self, request_id: &str) -> Result<JobChain, Error> {
         let mut chain = self.archived_chain(request_id).await?;
         self.live_states(&mut chain).await?;
