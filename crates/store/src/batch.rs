@@ -12,7 +12,8 @@ use proto::{Fence, FinishRequest, JobLog, Request, RequestId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    Error, Finished, HandOverRecord, NewRequest, ResumeRecord, StartRequest, Store, WriteBatch,
+    Error, Finished, HandOverRecord, NewRequest, ResumeRecord, StartRequest, Store, SuspendRecord,
+    WriteBatch,
 };
 
 /// How the batcher groups writes.
@@ -47,6 +48,7 @@ enum Write {
     Progress(String, u64, Option<Fence>, Reply<()>),
     Resumed(ResumeRecord, Reply<bool>),
     HandOver(HandOverRecord, Reply<u64>),
+    Suspend(Box<SuspendRecord>, Reply<()>),
 }
 
 impl std::fmt::Debug for Write {
@@ -59,6 +61,7 @@ impl std::fmt::Debug for Write {
             Write::Progress(id, n, _, _) => write!(f, "Progress({id}, {n})"),
             Write::Resumed(resume, _) => write!(f, "Resumed({})", resume.request_id),
             Write::HandOver(record, _) => write!(f, "HandOver({})", record.request_id),
+            Write::Suspend(record, _) => write!(f, "Suspend({})", record.suspended.request_id),
         }
     }
 }
@@ -198,6 +201,22 @@ impl Batcher {
         self.submit(|reply| Write::HandOver(record, reply)).await
     }
 
+    /// [`SuspendedChains::suspend_request`](crate::SuspendedChains::suspend_request),
+    /// group-committed (a runner shutting down hands back every chain at once).
+    pub async fn suspend_request(
+        &self,
+        suspended: &proto::SuspendedJobChain,
+        fence: Option<&Fence>,
+        at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let record = Box::new(SuspendRecord {
+            suspended: suspended.clone(),
+            fence: fence.cloned(),
+            at,
+        });
+        self.submit(|reply| Write::Suspend(record, reply)).await
+    }
+
     /// Records a request's progress; returns once it is committed. With `fence`, only if
     /// the request is owned by it.
     pub async fn update_progress(
@@ -229,6 +248,7 @@ enum Pending {
     Progress(String, Option<Fence>, Reply<()>),
     Resumed(usize, Reply<bool>),
     HandOver(usize, Reply<u64>),
+    Suspend(usize, Reply<()>),
 }
 
 /// The refusals of a batch, by request and the fence it was reported under.
@@ -287,6 +307,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 pending.push(Pending::HandOver(batch.hand_overs.len(), reply));
                 batch.hand_overs.push(record);
             }
+            Write::Suspend(record, reply) => {
+                pending.push(Pending::Suspend(batch.suspends.len(), reply));
+                batch.suspends.push(*record);
+            }
         }
     }
     batch.progress = progress
@@ -307,6 +331,8 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                 written.resumed.into_iter().map(Some).collect();
             let mut handed: Vec<Option<Result<u64, Error>>> =
                 written.handed.into_iter().map(Some).collect();
+            let mut suspended: Vec<Option<Result<(), Error>>> =
+                written.suspended.into_iter().map(Some).collect();
             let mut locked = written.locked.into_iter();
             let mut duplicates = written.duplicates.into_iter();
             for write in pending {
@@ -354,6 +380,10 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                         let res = handed[at].take().unwrap_or(Err(Error::Stopped));
                         let _ = reply.send(res);
                     }
+                    Pending::Suspend(at, reply) => {
+                        let res = suspended[at].take().unwrap_or(Err(Error::Stopped));
+                        let _ = reply.send(res);
+                    }
                 }
             }
         }
@@ -370,6 +400,7 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
                     }
                     Pending::Resumed(_, reply) => drop(reply.send(Err(shared()))),
                     Pending::HandOver(_, reply) => drop(reply.send(Err(shared()))),
+                    Pending::Suspend(_, reply) => drop(reply.send(Err(shared()))),
                 }
             }
         }
@@ -484,6 +515,13 @@ async fn alone(store: &dyn Store, batch: WriteBatch, pending: Vec<Pending>) {
                 let request_id = RequestId::new(record.request_id.clone());
                 let res = store
                     .hand_over(&request_id, record.expected, &record.known_tries)
+                    .await;
+                let _ = reply.send(res);
+            }
+            Pending::Suspend(at, reply) => {
+                let record = &batch.suspends[at];
+                let res = store
+                    .suspend_request(&record.suspended, record.fence.as_ref(), record.at)
                     .await;
                 let _ = reply.send(res);
             }

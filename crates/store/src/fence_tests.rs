@@ -341,3 +341,94 @@ pub(super) async fn hand_overs_in_one_batch_are_each_checked(store: Arc<dyn Stor
     assert_eq!(p2.unwrap(), epoch("p2").await);
     assert!(matches!(nope, Err(Error::NotFound { .. })), "{nope:?}");
 }
+
+/// Suspends group-committed in one write batch (issue #51: a runner shutting down hands
+/// back tens of thousands of chains at once) are each what a suspend alone would be: a
+/// stale runner's refused as fenced, the owner's stored, one of a request not RUNNING
+/// refused with its state, a second of one request a conflict, an unknown one not found.
+pub(super) async fn suspends_in_one_batch_are_each_checked(store: Arc<dyn Store>, _raw: Raw) {
+    use crate::{SuspendRecord, WriteBatch};
+    let owner = running_on_i1(&*store).await;
+    running(&*store, "run1").await;
+    create(&*store, "p1").await;
+    let stale = Fence {
+        instance: "i0".to_owned(),
+        epoch: owner.epoch,
+    };
+    let record = |id: &str, fence: Option<&Fence>| SuspendRecord {
+        suspended: sjc(id),
+        fence: fence.cloned(),
+        at: at(1, 5),
+    };
+    let batch = WriteBatch {
+        suspends: vec![
+            record("r1", Some(&stale)),
+            record("r1", Some(&owner)),
+            record("run1", None),
+            record("p1", None),
+            record("run1", None),
+            record("nope", None),
+        ],
+        ..WriteBatch::default()
+    };
+    let written = store.write_batch(&batch).await.unwrap();
+    let done = &written.suspended;
+    assert_eq!(done.len(), 6);
+    assert!(matches!(&done[0], Err(Error::Fenced(_))), "{:?}", done[0]);
+    assert!(done[1].is_ok(), "{:?}", done[1]);
+    assert!(done[2].is_ok(), "{:?}", done[2]);
+    assert!(
+        matches!(
+            &done[3],
+            Err(Error::State {
+                actual: State::Pending,
+                expected: State::Running,
+                ..
+            })
+        ),
+        "{:?}",
+        done[3]
+    );
+    assert!(
+        matches!(&done[4], Err(Error::Conflict(text)) if text.contains("already has a suspended job chain")),
+        "{:?}",
+        done[4]
+    );
+    assert!(
+        matches!(&done[5], Err(Error::NotFound { .. })),
+        "{:?}",
+        done[5]
+    );
+    for (id, state) in [
+        ("r1", State::Suspended),
+        ("run1", State::Suspended),
+        ("p1", State::Pending),
+    ] {
+        assert_eq!(
+            store.get_request(id, false).await.unwrap().state,
+            state,
+            "{id}"
+        );
+    }
+    let r1 = store.owner("r1").await.unwrap();
+    assert!(r1.instance.is_empty(), "no runner holds it: {r1:?}");
+    let mut claimed: Vec<String> = store
+        .claim_suspended_many("rm-a", at(1, 6), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|chain| chain.request_id)
+        .collect();
+    claimed.sort();
+    assert_eq!(claimed, ["r1", "run1"]);
+    // Through the batcher, each caller hears its own.
+    running(&*store, "run2").await;
+    let batcher = crate::Batcher::spawn(Arc::clone(&store), crate::BatchOptions::default());
+    let (run2, p1) = (sjc("run2"), sjc("p1"));
+    let (run2, p1) = tokio::join!(
+        batcher.suspend_request(&run2, None, at(1, 7)),
+        batcher.suspend_request(&p1, None, at(1, 7)),
+    );
+    assert!(run2.is_ok(), "{run2:?}");
+    assert!(matches!(p1, Err(Error::State { .. })), "{p1:?}");
+}

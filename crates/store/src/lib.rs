@@ -124,6 +124,15 @@ pub struct ResumeRecord {
     pub owner: Option<Fence>,
 }
 
+/// A chain handed back by its runner, as [`SuspendedChains::suspend_request`] takes it,
+/// for [`Lifecycle::write_batch`].
+#[derive(Debug, Clone)]
+pub struct SuspendRecord {
+    pub suspended: SuspendedJobChain,
+    pub fence: Option<Fence>,
+    pub at: DateTime<Utc>,
+}
+
 /// A hand-over of a request, as [`Lifecycle::hand_over`] takes it, for
 /// [`Lifecycle::write_batch`].
 #[derive(Debug, Clone)]
@@ -163,6 +172,10 @@ pub struct WriteBatch {
     /// with its row locked, in the batch's transaction (thousands of suspended chains
     /// resumed after a restart share transactions).
     pub hand_overs: Vec<HandOverRecord>,
+    /// Chains handed back by runners that shut down
+    /// ([`SuspendedChains::suspend_request`]), each checked against its request's owner
+    /// in the batch's transaction (tens of thousands on one SIGTERM).
+    pub suspends: Vec<SuspendRecord>,
 }
 
 impl WriteBatch {
@@ -208,6 +221,9 @@ pub struct BatchWritten {
     /// One per hand-over, in order: the new epoch, or why there is none (the request not
     /// in the state expected, unknown, or a try of it began: [`Lifecycle::hand_over`]).
     pub handed: Vec<Result<u64, Error>>,
+    /// One per suspend, in order: stored, or why not, as
+    /// [`SuspendedChains::suspend_request`] answers.
+    pub suspended: Vec<Result<(), Error>>,
 }
 
 /// Who owns a request now: its state, the runner instance it was handed to (empty

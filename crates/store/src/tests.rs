@@ -42,7 +42,7 @@ use fence_tests::{
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
     a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
-    hand_overs_in_one_batch_are_each_checked,
+    hand_overs_in_one_batch_are_each_checked, suspends_in_one_batch_are_each_checked,
 };
 use job_lock_tests::jobs_take_locks_in_turn_and_their_request_end_releases_them;
 use lock_tests::{
@@ -303,6 +303,7 @@ suite!(
     a_request_offered_again_after_a_try_began_is_not_handed_over_anew,
     a_suspended_chain_offered_again_after_a_try_began_is_taken_back,
     hand_overs_in_one_batch_are_each_checked,
+    suspends_in_one_batch_are_each_checked,
     a_chain_its_runner_suspended_goes_out_with_its_stopped_try_given_back,
     an_unstarted_hand_over_is_taken_back_at_its_epoch,
     a_finished_request_is_retried_from_its_final_state_only,

@@ -384,6 +384,7 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
             })
             .collect(),
         hand_overs: Vec::new(),
+        suspends: Vec::new(),
     };
     let written = store.write_batch(&batch).await.unwrap();
     assert!(matches!(written.resumed[0], Ok(false)));

@@ -219,8 +219,9 @@ impl Manager {
         suspended: &SuspendedJobChain,
         fence: Option<&Fence>,
     ) -> Result<(), Error> {
+        // Group-committed: a runner shutting down hands back every chain at once.
         match self
-            .store
+            .batcher
             .suspend_request(suspended, fence, Utc::now())
             .await
         {

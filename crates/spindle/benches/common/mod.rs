@@ -20,14 +20,29 @@ pub(crate) fn free_port() -> u16 {
 pub(crate) struct Process(pub(crate) Child);
 
 impl Process {
+    /// Starts `spindle args` in `dir`, its log thrown away; with `SPINDLE_BENCH_LOG=FILE`
+    /// (and `RUST_LOG` as wanted, `error` otherwise) appended to FILE instead.
     pub(crate) fn start(dir: &Path, args: &[&str]) -> Process {
+        let log = std::env::var_os("SPINDLE_BENCH_LOG").map(|file| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+                .unwrap()
+        });
         Process(
             Command::new(env!("CARGO_BIN_EXE_spindle"))
                 .args(args)
                 .current_dir(dir)
-                .env("RUST_LOG", "error")
+                .env(
+                    "RUST_LOG",
+                    std::env::var("RUST_LOG")
+                        .ok()
+                        .filter(|_| log.is_some())
+                        .unwrap_or_else(|| "error".to_owned()),
+                )
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log.map_or_else(Stdio::null, Stdio::from))
                 .spawn()
                 .unwrap(),
         )

@@ -111,6 +111,76 @@ impl<DB: Backend> SqlStore<DB> {
         Ok(())
     }
 
+    /// The suspends of a group commit, in its transaction: the requests' rows locked and
+    /// their owners read in one statement, their stored chains in another; each chain
+    /// stored and its request made SUSPENDED only if its owner accepts the fence, else
+    /// refused as [`Self::suspend_request`] refuses it alone (judged in the
+    /// transaction, before any of the batch's suspends changed the owner).
+    pub(super) async fn suspends_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        suspends: &[crate::SuspendRecord],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let mut ids: Vec<&str> = suspends
+            .iter()
+            .map(|s| s.suspended.request_id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let owners = Self::owners_in(tx, &ids, DB::LOCK_ROWS).await?;
+        let mut stored: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for chunk in ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let select = Self::requests_in(
+                "SELECT request_id FROM suspended_job_chains",
+                chunk.iter().copied(),
+                "",
+            );
+            for row in select.fetch_all(&mut *tx).await? {
+                stored.insert(row.read("request_id")?);
+            }
+        }
+        let mut done = Vec::with_capacity(suspends.len());
+        for suspend in suspends {
+            let request_id = suspend.suspended.request_id.as_str();
+            let Some(owner) = owners.get(request_id) else {
+                done.push(Err(Error::not_found("request", request_id)));
+                continue;
+            };
+            // A runner that no longer owns the request hears that first.
+            if let Some(fence) = suspend.fence.as_ref().filter(|f| !owner.accepts(f)) {
+                done.push(Err(owner.refusal(request_id, fence)));
+                continue;
+            }
+            if stored.contains(request_id) {
+                done.push(Err(Error::Conflict(format!(
+                    "request {request_id} already has a suspended job chain"
+                ))));
+                continue;
+            }
+            if owner.state != State::Running {
+                done.push(Err(Error::State {
+                    request_id: request_id.to_owned(),
+                    actual: owner.state,
+                    expected: State::Running,
+                }));
+                continue;
+            }
+            let suspended_json = to_json("suspended job chain", &suspend.suspended)?;
+            insert_suspended(request_id, suspended_json, suspend.at)
+                .execute(&mut *tx)
+                .await?;
+            Statement::new(
+                "UPDATE requests SET state = $2, jr_url = NULL, jr_instance = NULL WHERE request_id = $1",
+            )
+            .bind(request_id)
+            .bind(state_value(State::Suspended))
+            .execute(&mut *tx)
+            .await?;
+            stored.insert(request_id.to_owned());
+            done.push(Ok(()));
+        }
+        Ok(done)
+    }
+
     pub(crate) async fn claim_suspended(
         &self,
         host: &str,

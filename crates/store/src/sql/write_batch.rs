@@ -143,6 +143,11 @@ impl<DB: Backend> SqlStore<DB> {
         } else {
             Self::finish_in(&mut tx, &batch.finishes).await?
         };
+        let suspends = if batch.suspends.is_empty() {
+            Vec::new()
+        } else {
+            Self::suspends_in(&mut tx, &batch.suspends).await?
+        };
         let handed = if batch.hand_overs.is_empty() {
             Vec::new()
         } else {
@@ -174,6 +179,7 @@ impl<DB: Backend> SqlStore<DB> {
             .map(|(done, record)| done.into_result(record))
             .collect();
         Ok(BatchWritten {
+            suspended: suspends,
             handed,
             started,
             finished,
