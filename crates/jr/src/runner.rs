@@ -339,10 +339,14 @@ impl Runner {
             ],
             None => self.chains().values().cloned().collect(),
         };
-        let mut jobs = Vec::new();
-        for handle in handles {
-            jobs.extend(handle.running().await);
-        }
+        // Asked of every chain at once: each chain's task answers for itself, and one
+        // after another 50,000 of them took seconds of wake-ups.
+        let asked = handles.iter().map(Handle::running);
+        let mut jobs: Vec<JobStatus> = futures_util::future::join_all(asked)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         jobs.sort_by_key(|job| job.started_at);
         Ok(jobs)
     }

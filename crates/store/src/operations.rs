@@ -231,6 +231,10 @@ store_traits! {
         /// view of a running request polls. Jobs without an entry are left out.
         fn job_states(&self, request_id: &str) -> Vec<JobState>;
 
+        /// [`JobLogs::job_states`] of each of `request_ids` (a request without entries is
+        /// left out): one read per few hundred requests (a page of `find`, `spindle ps`).
+        fn job_states_among(&self, request_ids: &[String]) -> std::collections::HashMap<String, Vec<JobState>>;
+
         /// Stores that tries started (a re-sent one is skipped). With `fence`, only from the
         /// requests' owner ([`Error::Fenced`] otherwise), checked with their rows locked in
         /// the same transaction: a start is stored before a recovery takes the request back

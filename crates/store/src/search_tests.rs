@@ -300,6 +300,50 @@ pub(super) async fn the_ended_among_many_are_found_in_one_read(store: Arc<dyn St
         .chain(["e3".to_owned()])
         .collect();
     assert_eq!(store.ended_among(&many).await.unwrap(), ["e3"]);
+    // Their job states, read the same way (a page of `find`), as `job_states` reads them.
+    store
+        .insert_job_logs(&[
+            log("e1", "a", 1, State::Fail),
+            log("e1", "a", 2, State::Complete),
+            log("e1", "b", 1, State::Running),
+            log("e4", "a", 1, State::Complete),
+        ])
+        .await
+        .unwrap();
+    let among = store
+        .job_states_among(
+            &many
+                .iter()
+                .cloned()
+                .chain(asked.clone())
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<&String> = among.keys().collect();
+    ids.sort();
+    assert_eq!(ids, ["e1", "e4"], "requests without entries are left out");
+    for id in ["e1", "e4"] {
+        let sorted = |mut states: Vec<crate::JobState>| {
+            states.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+            states
+                .into_iter()
+                .map(|s| (s.job_id, s.tries, s.state))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            sorted(among[id].clone()),
+            sorted(store.job_states(id).await.unwrap()),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        among["e1"]
+            .iter()
+            .find(|s| s.job_id == "a")
+            .map(|s| (s.tries, s.state)),
+        Some((2, State::Complete))
+    );
     // The requests themselves, read the same way (`spindle ps`), as `get_request` reads
     // them but for their args.
     let mut found = store.requests_among(&many).await.unwrap();

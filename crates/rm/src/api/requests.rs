@@ -98,9 +98,7 @@ pub(super) async fn find(
     let filter = RequestFilter::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|err| Error::BadRequest(err.to_string()))?;
     let mut found = manager.find(&filter).await?;
-    for request in &mut found {
-        manager.count_own_finished(request).await?;
-    }
+    manager.count_own_finished_among(&mut found).await?;
     // A full page names the next one (keyset: it starts after this page's last request,
     // however deep; `offset` makes the database walk past every request it skips).
     let next = found

@@ -67,17 +67,44 @@ impl Manager {
     /// complete: none before any job finished, all once every job did, else counted from
     /// the job log (each job's latest try). What people are shown; `finishedJobs` stays
     /// Spin Cycle's count.
-    pub async fn count_own_finished(&self, request: &mut Request) -> Result<(), Error> {
-        request.own_finished_jobs = if request.own_jobs == 0 || request.finished_jobs == 0 {
-            0
-        } else if request.finished_jobs >= request.total_jobs {
-            request.own_jobs
+    /// [`Self::count_own_finished`] of many requests, the job states of those that need
+    /// them read together (a page of `find`, `spindle ps` of thousands).
+    pub async fn count_own_finished_among(&self, requests: &mut [Request]) -> Result<(), Error> {
+        let partial = |request: &Request| {
+            request.own_jobs > 0
+                && request.finished_jobs > 0
+                && request.finished_jobs < request.total_jobs
+        };
+        let ids: Vec<String> = requests
+            .iter()
+            .filter(|r| partial(r))
+            .map(|r| r.id.clone())
+            .collect();
+        let states = if ids.is_empty() {
+            HashMap::new()
         } else {
-            let states = self.store.job_states(&request.id).await?;
-            states
-                .iter()
-                .filter(|job| !job.wrapper && job.state == State::Complete)
-                .count() as u64
+            self.store.job_states_among(&ids).await?
+        };
+        for request in requests.iter_mut() {
+            request.own_finished_jobs = if partial(request) {
+                states
+                    .get(&request.id)
+                    .map_or(0, |states| own_complete(states))
+            } else {
+                own_finished_without_states(request)
+            };
+        }
+        Ok(())
+    }
+
+    pub async fn count_own_finished(&self, request: &mut Request) -> Result<(), Error> {
+        request.own_finished_jobs = if request.own_jobs == 0
+            || request.finished_jobs == 0
+            || request.finished_jobs >= request.total_jobs
+        {
+            own_finished_without_states(request)
+        } else {
+            own_complete(&self.store.job_states(&request.id).await?)
         };
         Ok(())
     }
@@ -142,10 +169,11 @@ impl Manager {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        let filled = self.store.requests_among(&ids).await?.into_iter().map(|mut request| async move {
-            if let Err(err) = self.count_own_finished(&mut request).await {
-                tracing::warn!(request_id = %request.id, error = %err, "own jobs not counted");
-            }
+        let mut found = self.store.requests_among(&ids).await?;
+        if let Err(err) = self.count_own_finished_among(&mut found).await {
+            tracing::warn!(error = %err, "own jobs of running requests not counted");
+        }
+        let filled = found.into_iter().map(|mut request| async move {
             if let Err(err) = self.summarize_elements(&mut request).await {
                 tracing::warn!(request_id = %request.id, error = %err, "elements not summed up");
             }
@@ -173,4 +201,25 @@ impl Manager {
             }
         }
     }
+}
+
+/// A request's own finished jobs when its job states are not needed: none before any
+/// finished, all once every one did.
+fn own_finished_without_states(request: &Request) -> u64 {
+    if request.own_jobs > 0
+        && request.finished_jobs > 0
+        && request.finished_jobs >= request.total_jobs
+    {
+        request.own_jobs
+    } else {
+        0
+    }
+}
+
+/// The completed jobs among `states` that are not the grapher's wrappers.
+fn own_complete(states: &[store::JobState]) -> u64 {
+    states
+        .iter()
+        .filter(|job| !job.wrapper && job.state == State::Complete)
+        .count() as u64
 }

@@ -226,6 +226,35 @@ impl<DB: Backend> SqlStore<DB> {
     pub(super) async fn latest_states(&self, request_id: &str) -> Result<Vec<JobState>, Error> {
         let sql = "SELECT job_id, try, state, name, type FROM job_log WHERE request_id = $1";
         let rows = self.rows_of_request(sql, request_id).await?;
+        Self::latest_of(rows)
+    }
+
+    pub(crate) async fn job_states_among(
+        &self,
+        request_ids: &[String],
+    ) -> Result<HashMap<String, Vec<JobState>>, Error> {
+        let mut rows_of: HashMap<String, Vec<DB::Row>> = HashMap::new();
+        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
+            let select = Self::requests_in(
+                "SELECT request_id, job_id, try, state, name, type FROM job_log",
+                chunk.iter().map(String::as_str),
+                "",
+            );
+            for row in select.fetch_all(&self.readers).await? {
+                rows_of
+                    .entry(row.read("request_id")?)
+                    .or_default()
+                    .push(row);
+            }
+        }
+        rows_of
+            .into_iter()
+            .map(|(request_id, rows)| Ok((request_id, Self::latest_of(rows)?)))
+            .collect()
+    }
+
+    /// Each job's latest try and its state, from its job log rows.
+    fn latest_of(rows: Vec<DB::Row>) -> Result<Vec<JobState>, Error> {
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
             let job_id: String = row.read("job_id")?;
