@@ -553,8 +553,12 @@ async fn run(args: Args) {
             .iter()
             .map(|&pid| common::cpu_seconds_of(pid))
             .collect();
-        let database_pids = open_loop::database_pids();
-        let database_before = cpu_seconds(&database_pids);
+        // The database server's processes, and those it starts for new connections
+        // meanwhile (PostgreSQL's backends), counted from zero.
+        let database_before: std::collections::HashMap<u32, f64> = open_loop::database_pids()
+            .into_iter()
+            .map(|pid| (pid, common::cpu_seconds_of(pid)))
+            .collect();
         let report = open_loop::run(http.clone(), base.clone(), body, rate, seconds, keys).await;
         let cpu = cpu_seconds(&pids) - cpu_before;
         report.print(
@@ -578,9 +582,16 @@ async fn run(args: Args) {
             .zip(names)
             .map(|((&pid, before), name)| (name.to_owned(), common::cpu_seconds_of(pid) - before))
             .collect();
+        let database_pids = open_loop::database_pids();
+        let database: f64 = database_pids
+            .iter()
+            .map(|pid| {
+                common::cpu_seconds_of(*pid) - database_before.get(pid).copied().unwrap_or(0.0)
+            })
+            .sum();
         account.push((
             format!("database server ({} processes)", database_pids.len()),
-            cpu_seconds(&database_pids) - database_before,
+            database,
         ));
         account.push((
             "load generator".to_owned(),
