@@ -549,16 +549,14 @@ async fn run(args: Args) {
     if let Some(rate) = args.rate {
         let seconds = args.seconds.unwrap_or(10.0);
         let keys = args.lock.map(|(_, keys)| keys);
-        let each_before: Vec<f64> = pids
-            .iter()
-            .map(|&pid| common::cpu_seconds_of(pid))
-            .collect();
-        // The database server's processes, and those it starts for new connections
-        // meanwhile (PostgreSQL's backends), counted from zero.
-        let database_before: std::collections::HashMap<u32, f64> = open_loop::database_pids()
-            .into_iter()
-            .map(|pid| (pid, common::cpu_seconds_of(pid)))
-            .collect();
+        // Where each accepted request's CPU goes, process by process (issue #51, point
+        // 5): the Spindle processes, the database server's, the generator's, the rest.
+        let names = match args.setup {
+            Setup::Server => vec!["spindle server"],
+            Setup::RmJr => vec!["spindle rm", "spindle jr"],
+            Setup::Several => vec!["spindle rm / jr"; pids.len()],
+        };
+        let account = open_loop::CpuAccount::start(names.into_iter().zip(pids.iter().copied()));
         let report = open_loop::run(http.clone(), base.clone(), body, rate, seconds, keys).await;
         let cpu = cpu_seconds(&pids) - cpu_before;
         report.print(
@@ -569,35 +567,7 @@ async fn run(args: Args) {
             "| server CPU-seconds (per 1,000 accepted) | {cpu:.2} s ({:.2} s) |",
             cpu * 1000.0 / report.accepted.max(1) as f64
         );
-        // Where each accepted request's CPU went, process by process (issue #51, point
-        // 5): the Spindle processes, the database server's, the generator's, the rest.
-        let names: Vec<&str> = match args.setup {
-            Setup::Server => vec!["spindle server"],
-            Setup::RmJr => vec!["spindle rm", "spindle jr"],
-            Setup::Several => vec!["spindle rm / jr"; pids.len()],
-        };
-        let mut account: Vec<(String, f64)> = pids
-            .iter()
-            .zip(&each_before)
-            .zip(names)
-            .map(|((&pid, before), name)| (name.to_owned(), common::cpu_seconds_of(pid) - before))
-            .collect();
-        let database_pids = open_loop::database_pids();
-        let database: f64 = database_pids
-            .iter()
-            .map(|pid| {
-                common::cpu_seconds_of(*pid) - database_before.get(pid).copied().unwrap_or(0.0)
-            })
-            .sum();
-        account.push((
-            format!("database server ({} processes)", database_pids.len()),
-            database,
-        ));
-        account.push((
-            "load generator".to_owned(),
-            common::cpu_seconds_of(std::process::id()) - own_before,
-        ));
-        open_loop::print_account(&account, machine_before, started.elapsed(), report.accepted);
+        account.print(report.accepted);
         return;
     }
     // --setup several: the database's connections, sampled while the load runs, and the

@@ -96,31 +96,11 @@ pub(super) async fn a_suspended_chain_offered_again_after_a_try_began_is_taken_b
     store: Arc<dyn Store>,
     _raw: Raw,
 ) {
-    running_on_i1(&*store).await;
-    store
-        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
-        .await
-        .unwrap();
-    let stored = store
-        .claim_suspended("rm-a", at(1, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    let epoch = store
-        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
-        .await
-        .unwrap();
-    // Resumed on i2, whose answer was lost: released, still SUSPENDED.
-    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
+    let (_, epoch) = begun_on_an_unheard_resume(&*store).await;
     let i2 = Fence {
         instance: "i2".to_owned(),
         epoch,
     };
-    // i2 begins b's third try (the stored chain knows two).
-    store
-        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 3)])
-        .await
-        .unwrap();
     let again = store
         .claim_suspended("rm-a", at(1, 4))
         .await
@@ -229,29 +209,7 @@ pub(super) async fn a_chain_its_runner_suspended_goes_out_with_its_stopped_try_g
 pub(super) async fn hand_overs_in_one_batch_are_each_checked(store: Arc<dyn Store>, _raw: Raw) {
     use crate::{HandOverRecord, WriteBatch};
     // r1: resumed on i2 whose answer was lost, i2 began b's third try.
-    running_on_i1(&*store).await;
-    store
-        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
-        .await
-        .unwrap();
-    let stored = store
-        .claim_suspended("rm-a", at(1, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    let r1_epoch = store
-        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
-        .await
-        .unwrap();
-    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
-    let i2 = Fence {
-        instance: "i2".to_owned(),
-        epoch: r1_epoch,
-    };
-    store
-        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 3)])
-        .await
-        .unwrap();
+    let (stored, r1_epoch) = begun_on_an_unheard_resume(&*store).await;
     // s1, s2: suspended by their runner; p1 PENDING; run9 RUNNING.
     for id in ["s1", "s2", "run9"] {
         running(&*store, id).await;
@@ -431,4 +389,34 @@ pub(super) async fn suspends_in_one_batch_are_each_checked(store: Arc<dyn Store>
     );
     assert!(run2.is_ok(), "{run2:?}");
     assert!(matches!(p1, Err(Error::State { .. })), "{p1:?}");
+}
+
+/// r1, recovered from its lost runner i1 and resumed on i2, whose answer was lost:
+/// released, SUSPENDED at that resume's epoch, while i2 began b's third try (the stored
+/// chain knows two). The chain as it was claimed, and i2's epoch.
+async fn begun_on_an_unheard_resume(store: &dyn Store) -> (SuspendedJobChain, u64) {
+    running_on_i1(store).await;
+    store
+        .recover_request(Holder::Lost("i1"), &[], &sjc("r1"), at(1, 2))
+        .await
+        .unwrap();
+    let stored = store
+        .claim_suspended("rm-a", at(1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let epoch = store
+        .hand_over(&"r1".into(), State::Suspended, &stored.total_job_tries)
+        .await
+        .unwrap();
+    store.unclaim(&"r1".into(), "rm-a").await.unwrap();
+    let i2 = Fence {
+        instance: "i2".to_owned(),
+        epoch,
+    };
+    store
+        .insert_try_starts(Some(&i2), &[try_start("r1", "b", 3)])
+        .await
+        .unwrap();
+    (stored, epoch)
 }

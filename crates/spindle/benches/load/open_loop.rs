@@ -3,6 +3,7 @@
 //! with shows: the rate accepted, the rate completed within the window, the backlog
 //! (accepted and not yet ended) second by second, and create→final state p50/p99.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -211,9 +212,67 @@ pub fn database_pids() -> Vec<u32> {
         .collect()
 }
 
+/// The CPU of the processes of a run, read at its start: [`CpuAccount::print`] says
+/// where it went by its end.
+pub struct CpuAccount {
+    /// Each Spindle process's name, pid and CPU-seconds at the start.
+    processes: Vec<(&'static str, u32, f64)>,
+    /// The database server's processes at the start (those it starts meanwhile, such
+    /// as PostgreSQL's backends, are counted from zero).
+    database: HashMap<u32, f64>,
+    own: f64,
+    machine: (u64, u64, usize),
+    started: Instant,
+}
+
+impl CpuAccount {
+    pub fn start(processes: impl IntoIterator<Item = (&'static str, u32)>) -> CpuAccount {
+        let cpu = crate::common::cpu_seconds_of;
+        CpuAccount {
+            processes: processes
+                .into_iter()
+                .map(|(name, pid)| (name, pid, cpu(pid)))
+                .collect(),
+            database: database_pids()
+                .into_iter()
+                .map(|pid| (pid, cpu(pid)))
+                .collect(),
+            own: cpu(std::process::id()),
+            machine: crate::common::machine_cpu(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Prints each process's CPU as milliseconds per accepted request, then what the
+    /// machine used besides them and its idle time.
+    pub fn print(&self, accepted: usize) {
+        let cpu = crate::common::cpu_seconds_of;
+        let elapsed = self.started.elapsed();
+        let mut account: Vec<(String, f64)> = self
+            .processes
+            .iter()
+            .map(|(name, pid, before)| ((*name).to_owned(), cpu(*pid) - before))
+            .collect();
+        let database_pids = database_pids();
+        let database: f64 = database_pids
+            .iter()
+            .map(|pid| cpu(*pid) - self.database.get(pid).copied().unwrap_or(0.0))
+            .sum();
+        account.push((
+            format!("database server ({} processes)", database_pids.len()),
+            database,
+        ));
+        account.push((
+            "load generator".to_owned(),
+            cpu(std::process::id()) - self.own,
+        ));
+        print_account(&account, self.machine, elapsed, accepted);
+    }
+}
+
 /// Prints where the CPU of the run went: each (name, CPU-seconds) as milliseconds per
 /// accepted request, then what the machine used besides them and its idle time.
-pub fn print_account(
+fn print_account(
     account: &[(String, f64)],
     machine_before: (u64, u64, usize),
     elapsed: Duration,

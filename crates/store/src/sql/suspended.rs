@@ -14,7 +14,7 @@ pub(super) enum Resumed {
 }
 
 /// The claim's choice: the oldest unclaimed suspended chain, ties by request id, one
-/// seek in `suspended_by_claim` (migration 0101; a test reads its plan).
+/// seek in `suspended_unclaimed` (migration 0103; on MariaDB `suspended_by_claim`, 0101; tests read the plans).
 pub(crate) const CLAIM: &str = "SELECT request_id, suspended_job_chain FROM suspended_job_chains \
      WHERE rm_host IS NULL ORDER BY suspended_at, request_id LIMIT $1";
 
