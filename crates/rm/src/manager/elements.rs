@@ -50,7 +50,8 @@ impl FleetCache {
         self.put(&chain.request_id, Arc::new(graph::elements::fleets(chain)));
     }
 
-    fn put(&self, request_id: &str, fleets: Arc<Vec<Fleet>>) {
+    /// Keeps the expansions of `request_id` (found off the runtime when it was created).
+    pub(super) fn put(&self, request_id: &str, fleets: Arc<Vec<Fleet>>) {
         let elements: usize = fleets.iter().map(|fleet| fleet.elements.len()).sum();
         let mut kept = self.lock();
         if kept.requests.len() >= CACHED_REQUESTS || kept.elements + elements > CACHED_ELEMENTS {

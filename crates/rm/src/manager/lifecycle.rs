@@ -187,12 +187,19 @@ impl Manager {
             create_request.request_type.clone(),
             create_request.args.clone(),
         );
-        let created = tokio::task::spawn_blocking(move || grapher.create(&request_type, &args))
-            .await
-            .map_err(|err| Error::Internal {
-                message: "building the job chain failed".to_owned(),
-                source: Some(Box::new(err)),
-            })??;
+        // Its expansions are found there too (a walk of every job; kept for `ps` and the
+        // elements' summaries, so that no read of the chain is needed for them).
+        let (created, fleets) = tokio::task::spawn_blocking(move || {
+            grapher.create(&request_type, &args).map(|created| {
+                let fleets = graph::elements::fleets(&created.job_chain);
+                (created, fleets)
+            })
+        })
+        .await
+        .map_err(|err| Error::Internal {
+            message: "building the job chain failed".to_owned(),
+            source: Some(Box::new(err)),
+        })??;
         let sealed = self.seal_secret_args(&created.request_id, &secret_args)?;
         drop(secret_args);
         // A key arg whose value cannot name a lock is refused before anything is stored.
@@ -272,7 +279,7 @@ impl Manager {
         tracing::info!(user, jobs = request.total_jobs, "request created");
         let mut request = request;
         let job_chain = request.job_chain.take().expect("set above");
-        self.fleets.keep(&job_chain);
+        self.fleets.put(&request.id, Arc::new(fleets));
         let request_id = RequestId::new(request.id.clone());
         // From here on the request is stored, so created: a database gone away now is
         // said in the log, not to the caller (told 503, it would send the create again

@@ -201,8 +201,10 @@ async fn fixed_runners_get_only_chains_of_their_job_types() {
 /// that registers; a chain without one still goes to Spin Cycle's.
 #[tokio::test]
 async fn a_budgeted_chain_goes_only_to_a_spindle_runner() {
-    const FLEET: &str = "sequences:
-  fleet:
+    // The same `each:` node over the hosts, with a budget (`fleet`) and without (`plain`).
+    let spec = |name: &str, budget: &str| {
+        format!(
+            "  {name}:
     request: true
     args:
       required:
@@ -213,19 +215,14 @@ async fn a_budgeted_chain_goes_only_to_a_spindle_runner() {
         category: job
         type: noop
         each: [hosts:host]
-        max_failures: 1
-  plain:
-    request: true
-    args:
-      required:
-        - name: hosts
-          desc: the hosts
-    nodes:
-      each-host:
-        category: job
-        type: noop
-        each: [hosts:host]
-";
+{budget}"
+        )
+    };
+    let specs = format!(
+        "sequences:\n{}{}",
+        spec("fleet", "        max_failures: 1\n"),
+        spec("plain", "")
+    );
     let env = super::env_specs(
         crate::Options {
             fixed_runners: vec![crate::FixedRunner {
@@ -234,7 +231,7 @@ async fn a_budgeted_chain_goes_only_to_a_spindle_runner() {
             }],
             ..crate::Options::default()
         },
-        FLEET,
+        &specs,
     )
     .await;
     let create = |kind: &str| {
