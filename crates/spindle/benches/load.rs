@@ -556,7 +556,7 @@ async fn run(args: Args) {
             Setup::RmJr => vec!["spindle rm", "spindle jr"],
             Setup::Several => vec!["spindle rm / jr"; pids.len()],
         };
-        let account = open_loop::CpuAccount::start(names.into_iter().zip(pids.iter().copied()));
+        let account = common::cpu::CpuAccount::start(names.into_iter().zip(pids.iter().copied()));
         let report = open_loop::run(http.clone(), base.clone(), body, rate, seconds, keys).await;
         let cpu = cpu_seconds(&pids) - cpu_before;
         report.print(
@@ -567,7 +567,7 @@ async fn run(args: Args) {
             "| server CPU-seconds (per 1,000 accepted) | {cpu:.2} s ({:.2} s) |",
             cpu * 1000.0 / report.accepted.max(1) as f64
         );
-        account.print(report.accepted);
+        account.print("accepted request", report.accepted);
         return;
     }
     // --setup several: the database's connections, sampled while the load runs, and the

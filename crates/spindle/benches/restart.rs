@@ -7,10 +7,17 @@
 //! and exit, and — the point — how long a new server takes, from its start, until every
 //! chain is RUNNING again (none SUSPENDED or PENDING), and so at how many chains a
 //! second it resumes them; and how long `spindle ps` takes while they all run.
+//!
+//! `SPINDLE_BENCH_SETUP=rm-jr`: the same on two `spindle jr` behind a `spindle rm`
+//! (`restart/runners.rs`), each runner's memory per chain it holds, and after SIGTERM
+//! the runners restarted; then one runner killed with SIGKILL and the rate at which the
+//! other takes its requests over.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 
 mod common;
+#[path = "restart/runners.rs"]
+mod runners;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -35,7 +42,7 @@ const SPECS: &str = "sequences:
 ";
 
 /// How many requests in `state` (at most `limit`; 1 answers whether there is any).
-async fn count(http: &reqwest::Client, base: &str, state: &str, limit: usize) -> usize {
+pub(crate) async fn count(http: &reqwest::Client, base: &str, state: &str, limit: usize) -> usize {
     let url = format!("{base}/api/v1/requests?state={state}&limit={limit}");
     loop {
         if let Ok(response) = http.get(&url).send().await
@@ -48,7 +55,7 @@ async fn count(http: &reqwest::Client, base: &str, state: &str, limit: usize) ->
 }
 
 /// Waits until nothing is PENDING or SUSPENDED; how long it took.
-async fn all_running(http: &reqwest::Client, base: &str, since: Instant) -> Duration {
+pub(crate) async fn all_running(http: &reqwest::Client, base: &str, since: Instant) -> Duration {
     loop {
         if count(http, base, "SUSPENDED", 1).await == 0
             && count(http, base, "PENDING", 1).await == 0
@@ -57,6 +64,47 @@ async fn all_running(http: &reqwest::Client, base: &str, since: Instant) -> Dura
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Creates `n` requests of `nap`, 32 at a time.
+pub(crate) async fn create(http: &reqwest::Client, base: &str, n: usize) {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (http, base, next) = (http.clone(), base.to_owned(), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                let response = http
+                    .post(format!("{base}/api/v1/requests"))
+                    .json(&json!({"type": "nap", "args": {}}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 201);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// `spindle ps` against `base`: the time until its table is printed, and its lines.
+pub(crate) fn ps(base: &str) -> (Duration, usize) {
+    let since = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["ps", "--addr", base, "--timeout", "60s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        since.elapsed(),
+        out.stdout.iter().filter(|b| **b == b'\n').count(),
+    )
 }
 
 fn server(dir: &std::path::Path, port: u16, database: &str) -> Process {
@@ -75,7 +123,7 @@ fn server(dir: &std::path::Path, port: u16, database: &str) -> Process {
     )
 }
 
-fn rss_mib(pid: u32) -> f64 {
+pub(crate) fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -94,8 +142,6 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("specs")).unwrap();
     std::fs::write(dir.path().join("specs/nap.yaml"), SPECS).unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
     let rt = runtime();
     let http = reqwest::Client::new();
     let database = match std::env::var("SPINDLE_BENCH_DATABASE") {
@@ -103,56 +149,38 @@ fn main() {
         Ok(url) if url.starts_with("mysql") => rt.block_on(common::fresh_mysql_database("restart")),
         _ => "sqlite://s.db".to_owned(),
     };
-    let mut first = server(dir.path(), port, &database);
+    if std::env::var("SPINDLE_BENCH_SETUP").is_ok_and(|setup| setup == "rm-jr") {
+        runners::run(dir.path(), &rt, &http, &database, n);
+    } else {
+        one_server(dir.path(), &rt, &http, &database, n);
+    }
+    drop_database(&rt, &database);
+}
+
+/// One `spindle server` holding them all.
+fn one_server(
+    dir: &std::path::Path,
+    rt: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    database: &str,
+    n: usize,
+) {
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut first = server(dir, port, database);
     rt.block_on(async {
         while http.get(format!("{base}/readyz")).send().await.is_err() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
     let idle = rss_mib(first.0.id());
-    // Created 32 at a time.
     let started = Instant::now();
-    rt.block_on(async {
-        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..32 {
-            let (http, base, next) = (http.clone(), base.clone(), Arc::clone(&next));
-            tasks.push(tokio::spawn(async move {
-                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                    let response = http
-                        .post(format!("{base}/api/v1/requests"))
-                        .json(&json!({"type": "nap", "args": {}}))
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(response.status(), 201);
-                }
-            }));
-        }
-        for task in tasks {
-            task.await.unwrap();
-        }
-    });
+    rt.block_on(create(http, &base, n));
     let created = started.elapsed();
-    let running = rt.block_on(all_running(&http, &base, started));
+    let running = rt.block_on(all_running(http, &base, started));
     let held = rss_mib(first.0.id());
     // `spindle ps` while they all run: the time until its table is printed.
-    let ps = {
-        let since = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
-            .args(["ps", "--addr", &base, "--timeout", "60s"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (
-            since.elapsed(),
-            out.stdout.iter().filter(|b| **b == b'\n').count(),
-        )
-    };
+    let ps = ps(&base);
     let stopping = Instant::now();
     Command::new("kill")
         .args(["-TERM", &first.0.id().to_string()])
@@ -161,12 +189,12 @@ fn main() {
     first.0.wait().unwrap();
     let suspended = stopping.elapsed();
     let suspended_count = rt.block_on(async {
-        let second = server(dir.path(), port, &database);
+        let second = server(dir, port, database);
         let since = Instant::now();
         // Counted once the new server answers (it resumes from its first round).
-        let count_now = count(&http, &base, "SUSPENDED", n).await;
-        let resumed = all_running(&http, &base, since).await;
-        let running_now = count(&http, &base, "RUNNING", n).await;
+        let count_now = count(http, &base, "SUSPENDED", n).await;
+        let resumed = all_running(http, &base, since).await;
+        let running_now = count(http, &base, "RUNNING", n).await;
         drop(second);
         (count_now, resumed, running_now)
     });
@@ -191,10 +219,13 @@ fn main() {
         running_now,
         n as f64 / resumed.as_secs_f64(),
     );
-    // The fresh database of a server backend is dropped (SQLite's goes with the
-    // temporary directory).
+}
+
+/// The fresh database of a server backend is dropped (SQLite's goes with the temporary
+/// directory).
+fn drop_database(rt: &tokio::runtime::Runtime, database: &str) {
     if database.starts_with("mysql") {
-        rt.block_on(common::drop_mysql_database(&database));
+        rt.block_on(common::drop_mysql_database(database));
     } else if let Some((server, name)) = database
         .rsplit_once('/')
         .filter(|_| database.starts_with("postgres"))

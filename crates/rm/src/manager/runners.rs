@@ -3,6 +3,14 @@
 
 use super::*;
 
+use futures_util::StreamExt as _;
+
+/// How many requests of a lost runner are recovered at once: each is three reads and a
+/// transaction of its own (each checked alone), so a lost runner's thousands go at
+/// the pace of several connections, not of one round trip after another; a few, so
+/// that the pool keeps connections for everything else (a runner's lease renewal).
+const RECOVERIES_AT_ONCE: usize = 8;
+
 impl Manager {
     /// A Job Runner registers (a new instance at every start). Another live registration
     /// at the same URL is a process that is gone (one address holds one process): it is
@@ -249,8 +257,14 @@ impl Manager {
                 return;
             }
         };
-        for request_id in requests {
-            match self.recover_request(&request_id, runner).await {
+        let recoveries = requests.into_iter().map(|request_id| async move {
+            let recovered = self.recover_request(&request_id, runner).await;
+            (request_id, recovered)
+        });
+        let mut recoveries =
+            futures_util::stream::iter(recoveries).buffer_unordered(RECOVERIES_AT_ONCE);
+        while let Some((request_id, recovered)) = recoveries.next().await {
+            match recovered {
                 Ok(interrupted) => tracing::warn!(
                     request_id,
                     instance = runner.instance_id,

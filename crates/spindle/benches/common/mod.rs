@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each benchmark uses some of these")]
 
+pub(crate) mod cpu;
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
