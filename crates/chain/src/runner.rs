@@ -196,7 +196,7 @@ fn take_locks<'a>(
                 stdout: String::new(),
                 stderr: String::new(),
             };
-            let _ = reports.send(Report::Log(entry, false)).await;
+            let _ = reports.send(Report::Log(Box::new(entry), false)).await;
             live.logged.store(try_no, Ordering::Relaxed);
             LocksWait::Failed
         };
@@ -213,7 +213,7 @@ fn take_locks<'a>(
         loop {
             let (answer, taken) = oneshot::channel();
             if reports
-                .send(Report::Take(ask.clone(), answer))
+                .send(Report::Take(Box::new(ask.clone()), answer))
                 .await
                 .is_err()
             {
@@ -273,7 +273,11 @@ fn report_start(
 ) -> std::pin::Pin<Box<dyn Future<Output = StartStored> + Send + '_>> {
     Box::pin(async move {
         let (ack, stored) = oneshot::channel();
-        if reports.send(Report::Start(start, ack)).await.is_err() {
+        if reports
+            .send(Report::Start(Box::new(start), ack))
+            .await
+            .is_err()
+        {
             return StartStored::Abandoned;
         }
         match stored.await {
@@ -425,7 +429,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
                     total += 1;
                     let outcome = Outcome::failed(format!("problem creating job runner: {err}"));
                     let entry = log(try_no, started_at, now_nanos(), outcome);
-                    send(reports, Report::Log(entry, latest > 1)).await;
+                    send(reports, Report::Log(Box::new(entry), latest > 1)).await;
                     live.logged.store(try_no, Ordering::Relaxed);
                     state = State::Fail;
                     break;
@@ -500,7 +504,7 @@ pub(crate) async fn run(mut dispatch: Box<Dispatch>) -> JobDone {
             settle_cancelled(outcome, cancel.is_cancelled(), stop_reasons, idx);
         state = outcome.state;
         let entry = log(try_no, started_at, now_nanos(), outcome);
-        send(reports, Report::Log(entry, latest > 1)).await;
+        send(reports, Report::Log(Box::new(entry), latest > 1)).await;
         live.logged.store(try_no, Ordering::Relaxed);
         if matches!(state, State::Complete | State::Stopped) || latest >= max_tries || failed_for {
             break;

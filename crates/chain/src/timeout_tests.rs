@@ -240,25 +240,25 @@ async fn a_call_carries_at_most_a_batch_of_entries_and_of_output() {
     let big = 10;
     for i in 0..small {
         reports
-            .send(Report::Log(entry(i, String::new()), false))
+            .send(Report::Log(Box::new(entry(i, String::new())), false))
             .await
             .unwrap();
     }
     for i in small..small + big {
         reports
-            .send(Report::Log(entry(i, "x".repeat(3 << 20)), false))
+            .send(Report::Log(Box::new(entry(i, "x".repeat(3 << 20))), false))
             .await
             .unwrap();
     }
     reports
-        .send(Report::Finish(FinishRequest {
+        .send(Report::Finish(Box::new(FinishRequest {
             request_id: "r".to_owned(),
             state: State::Complete,
             finished_at: chrono::Utc::now(),
             finished_jobs: (small + big) as u64,
             error: String::new(),
             job_logs: Vec::new(),
-        }))
+        })))
         .await
         .unwrap();
     drop(reports);

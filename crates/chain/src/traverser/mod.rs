@@ -167,7 +167,7 @@ pub(crate) fn spawn(
         .instrument(span.clone()),
     );
     let paused = options.paused;
-    let traverser = Traverser {
+    let traverser = Box::new(Traverser {
         request_id: Arc::clone(&request_id),
         chain,
         factory,
@@ -194,7 +194,10 @@ pub(crate) fn spawn(
         started_this_turn: 0,
         span: span.clone(),
         element_cancel: HashMap::new(),
-    };
+    });
+    // Boxed, so that the task's future holds the traverser once (an async fn's future
+    // keeps its argument and the body's binding of it apart: 3.4 KiB a chain by value,
+    // 0.7 KiB and the traverser's 1.4 KiB boxed).
     tokio::spawn(
         traverser
             .run(events_rx, commands_rx, delivery, done_tx)
@@ -214,7 +217,7 @@ mod sequences;
 
 impl Traverser {
     async fn run(
-        mut self,
+        mut self: Box<Self>,
         mut events: mpsc::UnboundedReceiver<Event>,
         mut commands: mpsc::UnboundedReceiver<Command>,
         delivery: JoinHandle<bool>,
@@ -291,7 +294,7 @@ impl Traverser {
             reports,
             stop_waiters,
             ..
-        } = self;
+        } = *self;
         // Closing the channel lets the delivery task finish once everything is sent.
         drop(reports);
         let suspend_failed = delivery.await.unwrap_or(false);
@@ -414,7 +417,7 @@ impl Traverser {
         }
         let job = &self.chain.jobs[idx];
         self.queue_report(Report::Log(
-            JobLog {
+            Box::new(JobLog {
                 request_id: self.chain.request_id.clone(),
                 job_id: job.id.clone(),
                 r#try: try_no,
@@ -427,7 +430,7 @@ impl Traverser {
                 error: error.to_owned(),
                 stdout: String::new(),
                 stderr: String::new(),
-            },
+            }),
             false,
         ));
         self.chain.total_tries[idx] = self.chain.total_tries[idx].max(try_no);
@@ -586,14 +589,14 @@ impl Traverser {
             } else {
                 String::new()
             };
-            Report::Finish(FinishRequest {
+            Report::Finish(Box::new(FinishRequest {
                 request_id: chain.request_id.clone(),
                 state,
                 finished_at: chrono::Utc::now(),
                 finished_jobs,
                 error,
                 job_logs: Vec::new(),
-            })
+            }))
         };
         // The loop is over: waiting for room in the queue blocks nothing.
         for earlier in std::mem::take(&mut self.backlog) {
