@@ -407,6 +407,7 @@ impl Manager {
                 _ = tick.tick() => self.background_round().await,
                 () = schedule_due => self.run_schedules().await,
                 () = self.lock_released.notified() => self.offer_lock_waiters().await,
+                () = self.runner_joined.notified() => self.resume_suspended().await,
             }
         }
     }

@@ -206,6 +206,9 @@ pub struct Manager {
     /// Told when this Request Manager stores a request's end while the specs declare
     /// locks: the background loop offers the requests waiting for one at once.
     lock_released: tokio::sync::Notify,
+    /// A Job Runner registered: the suspended chains waiting for one are resumed now,
+    /// not at the next round (a deploy of the runners resumes at once).
+    runner_joined: tokio::sync::Notify,
     /// When this Request Manager was made: a scheduled run due before it started was
     /// missed (by this one; another that ran then started it).
     started_at: chrono::DateTime<chrono::Utc>,
@@ -335,6 +338,7 @@ impl Manager {
             resume_faults: Mutex::default(),
             started_at: chrono::Utc::now(),
             lock_released: tokio::sync::Notify::new(),
+            runner_joined: tokio::sync::Notify::new(),
             backlog: backlog::Backlog::default(),
             triggers: std::sync::RwLock::default(),
             notifier: std::sync::RwLock::default(),

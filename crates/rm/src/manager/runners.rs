@@ -69,6 +69,7 @@ impl Manager {
             "job runner registered"
         );
         self.forget_runners();
+        self.runner_joined.notify_one();
         Ok(runner)
     }
 

@@ -738,3 +738,57 @@ async fn a_runner_that_did_not_answer_a_hand_over_is_offered_chains_last() {
         "{states:?}"
     );
 }
+
+/// Issue #51: a runner's registration wakes the resume of the suspended chains that
+/// wait for one (a deploy of the runners, the old ones having handed their chains
+/// back), rather than leaving them to the next round (here an hour away).
+#[tokio::test]
+async fn a_runner_that_registers_gets_the_waiting_chains_without_waiting_for_the_round() {
+    let env = env_with(Options {
+        interval: std::time::Duration::from_secs(3600),
+        ..Options::default()
+    })
+    .await;
+    register(&env, "ia", "http://jr-a:1").await;
+    let id = create(&env).await;
+    let job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    let suspended = SuspendedJobChain {
+        request_id: id.clone(),
+        job_chain: proto::JobChain {
+            state: State::Suspended,
+            ..job_chain
+        },
+        ..SuspendedJobChain::default()
+    };
+    env.manager.suspend(&suspended, None).await.unwrap();
+    let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ia", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let background = tokio::spawn(env.manager.clone().run_background(stop.clone()));
+    // The first round finds no runner for it: it stays suspended.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(env.jr.resumed.lock().unwrap().is_empty());
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Suspended
+    );
+    register(&env, "ib", "http://jr-b:1").await;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.jr.resumed.lock().unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "not resumed on the new runner before the round"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        env.jr.sent_to.lock().unwrap().last().unwrap().0,
+        "http://jr-b:1"
+    );
+    assert_eq!(
+        env.manager.get(&id, false).await.unwrap().state,
+        State::Running
+    );
+    stop.cancel();
+    background.await.unwrap();
+}
