@@ -300,6 +300,24 @@ pub struct StartedTry {
     pub instance: String,
 }
 
+/// What the recovery of a request reads ([`Runners::recovery_reads_among`]): its chain
+/// with each job's latest try and state (as [`Requests::job_chain`]), its job log (as
+/// [`Logs::job_log`]) and the starts of its tries (as [`Logs::try_starts`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecoveryRead {
+    pub job_chain: proto::JobChain,
+    pub job_log: Vec<JobLog>,
+    pub try_starts: Vec<StartedTry>,
+}
+
+/// A lost runner's request rebuilt ([`Runners::recover_lost_many`]): the entries of its
+/// tries that never reported, and its chain to store suspended.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recovery {
+    pub interrupted: Vec<JobLog>,
+    pub suspended: SuspendedJobChain,
+}
+
 /// A database URL, its scheme checked: the one place that says which URLs name a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {

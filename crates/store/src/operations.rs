@@ -19,7 +19,7 @@ use crate::sql::{Backend, SqlStore};
 use crate::{
     Attempt, BatchWritten, ClaimedNotification, Error, FannedOut, Finished, Holder,
     ImportedRequest, JobState, LockClaim, LockHolder, LockTake, NotificationEvent,
-    NotificationFilter, Owner, Removed, StartedTry, WriteBatch,
+    NotificationFilter, Owner, Recovery, RecoveryRead, Removed, StartedTry, WriteBatch,
 };
 
 /// Each trait of `$trait`s (every method an `async fn` answering `Result<$ret, Error>`),
@@ -314,6 +314,17 @@ store_traits! {
         /// does not log: a start stored after the caller read them is [`Error::Fenced`], and
         /// the caller recovers the request again from what is stored now.
         fn recover_request(&self, holder: Holder<'_>, interrupted: &[JobLog], suspended: &SuspendedJobChain, at: DateTime<Utc>) -> ();
+
+        /// What recovering each of `request_ids` reads, in a few statements for a few
+        /// hundred of them (a request not found is left out): a lost runner's thousands
+        /// are recovered in batches, not three reads each.
+        fn recovery_reads_among(&self, request_ids: &[String]) -> std::collections::HashMap<String, RecoveryRead>;
+
+        /// [`Runners::recover_request`] from lost runner `instance` of each of
+        /// `recoveries`, in one transaction, each checked as if alone (its row locked):
+        /// the answers in the order given. One refused (moved on, a try begun that it
+        /// does not log) changes nothing of its request and holds up none of the others.
+        fn recover_lost_many(&self, instance: &str, recoveries: &[Recovery], at: DateTime<Utc>) -> Vec<Result<(), Error>>;
 
         /// The Job Runners of RUNNING requests.
         fn running_jr_urls(&self) -> Vec<String>;

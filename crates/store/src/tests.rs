@@ -24,6 +24,8 @@ mod lock_tests;
 mod notification_tests;
 #[path = "plan_tests.rs"]
 mod plan_tests;
+#[path = "recovery_batch_tests.rs"]
+mod recovery_batch_tests;
 #[path = "recovery_tests.rs"]
 mod recovery_tests;
 #[path = "request_tests.rs"]
@@ -51,6 +53,7 @@ use lock_tests::{
 };
 use notification_tests::ends_and_lost_runners_are_notified_once_each;
 use plan_tests::every_read_of_the_api_is_served_by_an_index;
+use recovery_batch_tests::recoveries_in_one_batch_are_each_checked;
 use recovery_tests::{
     a_finished_request_is_retried_from_its_final_state_only,
     a_lost_runners_request_is_recovered_once,
@@ -297,6 +300,7 @@ suite!(
     runners_register_renew_lapse_and_end,
     hand_overs_are_fenced,
     a_lost_runners_request_is_recovered_once,
+    recoveries_in_one_batch_are_each_checked,
     a_try_started_during_a_recovery_is_never_missed,
     a_try_started_and_ended_during_a_recovery_is_never_missed,
     a_late_job_log_entry_waits_for_a_recovery_and_is_refused,

@@ -5,11 +5,13 @@ use super::*;
 
 use futures_util::StreamExt as _;
 
-/// How many requests of a lost runner are recovered at once: each is three reads and a
-/// transaction of its own (each checked alone), so a lost runner's thousands go at
-/// the pace of several connections, not of one round trip after another; a few, so
-/// that the pool keeps connections for everything else (a runner's lease renewal).
-const RECOVERIES_AT_ONCE: usize = 8;
+/// How many requests of a lost runner one batch recovers: their reads are three
+/// statements, their recoveries one transaction (each checked as if alone).
+const RECOVERY_BATCH: usize = 64;
+
+/// How many batches are recovered at once: a few, so that the pool keeps connections
+/// for everything else (a runner's lease renewal).
+const RECOVERIES_AT_ONCE: usize = 2;
 
 impl Manager {
     /// A Job Runner registers (a new instance at every start). Another live registration
@@ -250,6 +252,8 @@ impl Manager {
 
     /// Recovers each RUNNING request of a lost runner: rebuilt from the store, stored as
     /// a suspended chain, and resumed on a live runner by the loop that resumes them.
+    /// In batches of [`RECOVERY_BATCH`] (their reads a few statements, their recoveries
+    /// one transaction), [`RECOVERIES_AT_ONCE`] batches at a time.
     pub(super) async fn recover_requests_of(&self, runner: &JobRunner) {
         let requests = match self.store.owned_requests(&runner.instance_id).await {
             Ok(requests) => requests,
@@ -258,41 +262,95 @@ impl Manager {
                 return;
             }
         };
-        let recoveries = requests.into_iter().map(|request_id| async move {
-            let recovered = self.recover_request(&request_id, runner).await;
-            (request_id, recovered)
-        });
-        let mut recoveries =
-            futures_util::stream::iter(recoveries).buffer_unordered(RECOVERIES_AT_ONCE);
-        while let Some((request_id, recovered)) = recoveries.next().await {
-            match recovered {
-                Ok(interrupted) => tracing::warn!(
-                    request_id,
-                    instance = runner.instance_id,
-                    interrupted,
-                    "request recovered from a lost job runner; it is resumed on a live one"
-                ),
-                // Another Request Manager recovered it, it finished meanwhile, or a try
-                // began while it was rebuilt (recovered again at the next round).
-                Err(err @ (Error::Fenced(_) | Error::Conflict(_))) => {
+        futures_util::stream::iter(requests.chunks(RECOVERY_BATCH))
+            .for_each_concurrent(RECOVERIES_AT_ONCE, |batch| {
+                self.recover_batch_of(runner, batch)
+            })
+            .await;
+    }
+
+    /// Recovers `batch`, requests of lost `runner` (see [`Self::recover_requests_of`]).
+    async fn recover_batch_of(&self, runner: &JobRunner, batch: &[String]) {
+        let mut reads = match self.store.recovery_reads_among(batch).await {
+            Ok(reads) => reads,
+            Err(err) => {
+                tracing::warn!(instance = runner.instance_id, error = %Error::from(err).chain(), "reading a lost job runner's requests failed; trying again later");
+                return;
+            }
+        };
+        let error = crate::recovery::interrupted_error(runner);
+        let now_nanos = Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let recoveries: Vec<store::Recovery> = batch
+            .iter()
+            .filter_map(|request_id| reads.remove(request_id))
+            .map(|read| {
+                let rebuilt = crate::recovery::rebuild(
+                    read.job_chain,
+                    &read.job_log,
+                    &read.try_starts,
+                    error.clone(),
+                    now_nanos,
+                );
+                store::Recovery {
+                    interrupted: rebuilt.interrupted,
+                    suspended: rebuilt.suspended,
+                }
+            })
+            .collect();
+        let answers = match self
+            .store
+            .recover_lost_many(&runner.instance_id, &recoveries, Utc::now())
+            .await
+        {
+            Ok(answers) => answers,
+            Err(err) => {
+                tracing::warn!(instance = runner.instance_id, error = %Error::from(err).chain(), "recovering a lost job runner's requests failed; trying again later");
+                return;
+            }
+        };
+        for (recovery, answer) in recoveries.iter().zip(answers) {
+            let request_id = recovery.suspended.request_id.as_str();
+            match answer {
+                Ok(()) => {
+                    for entry in &recovery.interrupted {
+                        tracing::warn!(
+                            request_id,
+                            job_id = entry.job_id,
+                            r#try = entry.r#try,
+                            instance = runner.instance_id,
+                            "job try interrupted: its job runner was lost"
+                        );
+                    }
+                    tracing::warn!(
+                        request_id,
+                        instance = runner.instance_id,
+                        interrupted = recovery.interrupted.len(),
+                        "request recovered from a lost job runner; it is resumed on a live one"
+                    );
+                    if let Some(metrics) = &self.options.telemetry.metrics {
+                        metrics
+                            .tries_interrupted
+                            .inc_by(recovery.interrupted.len() as u64);
+                    }
+                }
+                // Another Request Manager recovered it, it finished meanwhile (recovered
+                // by nobody), or a try began while it was rebuilt (recovered again at the
+                // next round).
+                Err(
+                    err @ (store::Error::Fenced(_)
+                    | store::Error::Conflict(_)
+                    | store::Error::State { .. }),
+                ) => {
                     tracing::debug!(request_id, error = %err, "request not recovered now");
                 }
+                Err(err @ store::Error::TryBegan { .. }) => {
+                    tracing::info!(request_id, why = %err, "request not recovered now: a try began while it was rebuilt; it is recovered again at the next round");
+                }
                 Err(err) => {
-                    tracing::warn!(request_id, error = %err.chain(), "recovering a request failed; trying again later")
+                    tracing::warn!(request_id, error = %Error::from(err).chain(), "recovering a request failed; trying again later")
                 }
             }
         }
-    }
-
-    /// Recovers one request of a lost runner; returns how many tries were interrupted.
-    pub(super) async fn recover_request(
-        &self,
-        request_id: &str,
-        runner: &JobRunner,
-    ) -> Result<usize, Error> {
-        let error = crate::recovery::interrupted_error(runner);
-        self.take_back(request_id, Holder::Lost(&runner.instance_id), error)
-            .await
     }
 
     /// Takes a request back from `holder`: its chain is rebuilt from the store (tries

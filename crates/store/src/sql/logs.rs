@@ -255,29 +255,31 @@ impl<DB: Backend> SqlStore<DB> {
 
     pub(crate) async fn try_starts(&self, request_id: &str) -> Result<Vec<StartedTry>, Error> {
         let rows = Statement::new(
-            "SELECT job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
+            "SELECT request_id, job_id, try, run_try, sequence_try, started_at, jr_instance FROM job_tries \
              WHERE request_id = $1 ORDER BY job_id, try",
         )
         .bind(request_id)
         .fetch_all(&self.readers)
         .await?;
-        let number = |row: &DB::Row, name: &str| -> Result<u32, Error> {
+        rows.iter().map(Self::started_try_from_row).collect()
+    }
+
+    /// A row of `job_tries` (request_id, job_id, try, run_try, sequence_try, started_at,
+    /// jr_instance).
+    pub(super) fn started_try_from_row(row: &DB::Row) -> Result<StartedTry, Error> {
+        let number = |name: &str| -> Result<u32, Error> {
             Ok(u32::try_from(row.read::<i32>(name)?).unwrap_or(0))
         };
-        rows.iter()
-            .map(|row| {
-                Ok(StartedTry {
-                    start: TryStart {
-                        request_id: request_id.to_owned(),
-                        job_id: row.read("job_id")?,
-                        r#try: number(row, "try")?,
-                        run_try: number(row, "run_try")?,
-                        sequence_try: number(row, "sequence_try")?,
-                        started_at: row.read("started_at")?,
-                    },
-                    instance: row.read("jr_instance")?,
-                })
-            })
-            .collect()
+        Ok(StartedTry {
+            start: TryStart {
+                request_id: row.read("request_id")?,
+                job_id: row.read("job_id")?,
+                r#try: number("try")?,
+                run_try: number("run_try")?,
+                sequence_try: number("sequence_try")?,
+                started_at: row.read("started_at")?,
+            },
+            instance: row.read("jr_instance")?,
+        })
     }
 }

@@ -300,6 +300,7 @@ mod lifecycle;
 mod locks;
 mod logs;
 mod notifications;
+mod recovery;
 mod requests;
 mod retention;
 mod run;

@@ -254,7 +254,7 @@ impl<DB: Backend> SqlStore<DB> {
     }
 
     /// Each job's latest try and its state, from its job log rows.
-    fn latest_of(rows: Vec<DB::Row>) -> Result<Vec<JobState>, Error> {
+    pub(super) fn latest_of(rows: Vec<DB::Row>) -> Result<Vec<JobState>, Error> {
         let mut latest: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
         for row in rows {
             let job_id: String = row.read("job_id")?;
