@@ -26,7 +26,17 @@ pub struct HttpRmClient {
     current: Arc<AtomicUsize>,
     http: reqwest::Client,
     fence: Option<Fence>,
+    /// Chains' reports in flight at once, all chains together (see [`REPORTS_IN_FLIGHT`]).
+    reports: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many of its chains' reports a runner has in flight at once. Its own calls (lease
+/// renewals, registration) do not wait for one: when thousands of chains report together
+/// (each suspends at a shutdown), the Request Manager has at most these before a
+/// renewal, which otherwise queued behind them until the lease lapsed (50,000 chains
+/// on two runners, issue #51). Asking for locks does not wait either (its answer may
+/// wait on a release another report carries).
+pub const REPORTS_IN_FLIGHT: usize = 128;
 
 impl HttpRmClient {
     /// Reports to the Request Managers at `urls` through `http` (the binary's client, with
@@ -41,6 +51,7 @@ impl HttpRmClient {
             current: Arc::new(AtomicUsize::new(0)),
             http,
             fence: None,
+            reports: Arc::new(tokio::sync::Semaphore::new(REPORTS_IN_FLIGHT)),
         }
     }
 
@@ -116,10 +127,16 @@ impl HttpRmClient {
         .await
     }
 
+    /// [`Self::call`], its answer's body dropped; a chain's report (a fenced call) waits
+    /// for its turn among [`REPORTS_IN_FLIGHT`].
     async fn send(
         &self,
         build: impl Fn(&str) -> reqwest::RequestBuilder,
     ) -> Result<(), ReportError> {
+        let _turn = match &self.fence {
+            Some(_) => Some(self.reports.acquire().await),
+            None => None,
+        };
         self.call(build).await.map(drop)
     }
 

@@ -106,3 +106,82 @@ async fn a_runner_refuses_a_request_manager_of_an_api_version_it_cannot_work_wit
         );
     }
 }
+
+/// Issue #51: when thousands of chains report at once (each suspends at a shutdown), at
+/// most [`crate::rm_client::REPORTS_IN_FLIGHT`] are in flight, and the runner's lease
+/// renewal does not queue behind the rest: with every report held by the manager, the
+/// renewal is answered.
+#[tokio::test]
+async fn a_flood_of_reports_keeps_a_bound_in_flight_and_lets_the_renewal_through() {
+    use crate::lease::Registry as _;
+    use axum::routing::put;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let in_flight = std::sync::Arc::new(AtomicUsize::new(0));
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let app = axum::Router::new()
+        .route(
+            "/api/v1/requests/{id}/suspend",
+            put({
+                let (in_flight, release) = (in_flight.clone(), release.clone());
+                move || async move {
+                    in_flight.fetch_add(1, Ordering::SeqCst);
+                    release.acquire().await.unwrap().forget();
+                    StatusCode::NO_CONTENT
+                }
+            }),
+        )
+        .route(
+            "/api/v1/job-runners/{instance}/lease",
+            put(|| async {
+                axum::Json(serde_json::json!({
+                    "instanceId": "i", "url": "http://jr", "startedAt": "2026-12-06T00:00:00Z",
+                    "renewedAt": "2026-12-06T00:00:01Z", "lease": "10s", "state": "live"
+                }))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = crate::HttpRmClient::new(&[url], reqwest::Client::new());
+    let bound = crate::rm_client::REPORTS_IN_FLIGHT;
+    let mut reports = Vec::new();
+    for n in 0..bound + 40 {
+        use crate::Reporters as _;
+        let reporter = client.for_chain(proto::Fence {
+            instance: "i".to_owned(),
+            epoch: 1,
+        });
+        reports.push(tokio::spawn(async move {
+            let suspended = proto::SuspendedJobChain {
+                request_id: format!("r{n}"),
+                ..Default::default()
+            };
+            reporter.suspend(&suspended).await
+        }));
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while in_flight.load(Ordering::SeqCst) < bound {
+        assert!(std::time::Instant::now() < until, "reports never arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        in_flight.load(Ordering::SeqCst),
+        bound,
+        "no more than the bound"
+    );
+    let renewal = proto::LeaseRenewal::default();
+    let renewed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client.renew("i", &renewal),
+    )
+    .await
+    .expect("the renewal waited behind the reports");
+    assert!(renewed.is_ok(), "{renewed:?}");
+    release.add_permits(bound + 40);
+    for report in reports {
+        report.await.unwrap().unwrap();
+    }
+    assert_eq!(in_flight.load(Ordering::SeqCst), bound + 40);
+}
