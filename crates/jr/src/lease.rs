@@ -44,11 +44,12 @@ pub enum RegistryError {
 pub trait Registry: Send + Sync + 'static {
     async fn register(&self, registration: &RunnerRegistration)
     -> Result<JobRunner, RegistryError>;
-    /// Renews `instance`'s lease, saying which requests' chains it holds now.
+    /// Renews `instance`'s lease, saying which requests' chains it holds now (when
+    /// `renewal` is given: see [`names_held`]).
     async fn renew(
         &self,
         instance: &str,
-        renewal: &LeaseRenewal,
+        renewal: Option<&LeaseRenewal>,
     ) -> Result<JobRunner, RegistryError>;
     async fn deregister(&self, instance: &str) -> Result<(), RegistryError>;
 }
@@ -60,6 +61,27 @@ pub struct LeaseSettings {
     /// The machine it runs on, and its process id there.
     pub host: String,
     pub pid: u32,
+}
+
+/// Chains a renewal may name for each renewal sent (see [`names_held`]).
+const HELD_PER_RENEWAL: usize = 1_000;
+
+/// The most renewals in a row of which one names the chains held.
+const HELD_EVERY_AT_MOST: usize = 10;
+
+/// Whether renewal `n` (from 0, since the registration) of a runner holding `chains`
+/// names them. The Request Manager reads the requests the runner owns against the list
+/// at each renewal that names them (a request two such renewals in a row leave out is
+/// recovered): a runner of 25,000 chains named them all every few seconds, and the
+/// database read as many rows. Up to [`HELD_PER_RENEWAL`] chains every renewal names
+/// them; above, one in so many that each renewal carries about that many, one in
+/// [`HELD_EVERY_AT_MOST`] at least.
+pub(crate) fn names_held(n: usize, chains: usize) -> bool {
+    n.is_multiple_of(
+        chains
+            .div_ceil(HELD_PER_RENEWAL)
+            .clamp(1, HELD_EVERY_AT_MOST),
+    )
 }
 
 /// Logs why a registration failed: at error when the runner cannot work with that
@@ -119,6 +141,7 @@ pub async fn hold(
             }
         };
         let mut wait = every;
+        let mut renewals = 0;
         loop {
             tokio::select! {
                 () = stop.cancelled() => break 'register,
@@ -130,12 +153,13 @@ pub async fn hold(
             // Taken before the renewal is sent: a chain handed over meanwhile is in the
             // next one (a Request Manager recovers only what two renewals in a row leave
             // out).
-            let renewal = LeaseRenewal {
+            let renewal = names_held(renewals, runner.n_chains()).then(|| LeaseRenewal {
                 running: runner.held_requests(),
-            };
+            });
+            renewals += 1;
             let res = tokio::select! {
                 () = stop.cancelled() => break 'register,
-                res = tokio::time::timeout_at(deadline, registry.renew(&instance, &renewal)) => res,
+                res = tokio::time::timeout_at(deadline, registry.renew(&instance, renewal.as_ref())) => res,
             };
             if let Some(metrics) = &runner.telemetry().metrics {
                 metrics.lease_renewed(matches!(res, Ok(Ok(_))));

@@ -215,12 +215,17 @@ impl Registry for HttpRmClient {
     async fn renew(
         &self,
         instance: &str,
-        renewal: &LeaseRenewal,
+        renewal: Option<&LeaseRenewal>,
     ) -> Result<JobRunner, RegistryError> {
         self.runner(|url| {
-            self.http
-                .put(format!("{url}/api/v1/job-runners/{instance}/lease"))
-                .json(renewal)
+            let put = self
+                .http
+                .put(format!("{url}/api/v1/job-runners/{instance}/lease"));
+            // Without a body the renewal names no chains (and none is judged unheld).
+            match renewal {
+                Some(renewal) => put.json(renewal),
+                None => put,
+            }
         })
         .await
     }

@@ -174,7 +174,7 @@ async fn a_flood_of_reports_keeps_a_bound_in_flight_and_lets_the_renewal_through
     let renewal = proto::LeaseRenewal::default();
     let renewed = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        client.renew("i", &renewal),
+        client.renew("i", Some(&renewal)),
     )
     .await
     .expect("the renewal waited behind the reports");

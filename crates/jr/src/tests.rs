@@ -603,11 +603,13 @@ impl crate::Registry for FakeRegistry {
     async fn renew(
         &self,
         instance: &str,
-        renewal: &proto::LeaseRenewal,
+        renewal: Option<&proto::LeaseRenewal>,
     ) -> Result<proto::JobRunner, crate::RegistryError> {
         self.renewals
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        *self.last_held.lock().unwrap() = renewal.running.clone();
+        if let Some(renewal) = renewal {
+            *self.last_held.lock().unwrap() = renewal.running.clone();
+        }
         match self.renew_answer.load(std::sync::atomic::Ordering::SeqCst) {
             0 => Ok(record(instance)),
             1 => Err(crate::RegistryError::Unavailable(
@@ -759,4 +761,21 @@ async fn a_runner_takes_no_chain_while_it_holds_no_lease() {
     runner.renew_instance();
     let (status, _, _) = call(&router, Method::POST, "/api/v1/job-chains", Some(body)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+/// Issue #51: a renewal names the chains held while they are few; a runner of many
+/// names them in one renewal of so many that each carries about a thousand, one in ten
+/// at least (the Request Manager reads as many rows as it names).
+#[test]
+fn a_runner_of_many_chains_names_them_in_some_renewals() {
+    let named = |chains: usize| {
+        (0..20)
+            .filter(|n| crate::lease::names_held(*n, chains))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(named(0), (0..20).collect::<Vec<_>>());
+    assert_eq!(named(1_000), (0..20).collect::<Vec<_>>());
+    assert_eq!(named(1_001), (0..20).step_by(2).collect::<Vec<_>>());
+    assert_eq!(named(5_000), [0, 5, 10, 15]);
+    assert_eq!(named(50_000), [0, 10]);
 }

@@ -84,9 +84,10 @@ impl Default for RunnerRegistration {
 
 /// The body of a lease renewal (`PUT /api/v1/job-runners/{instance}/lease`): the
 /// requests whose chains the instance holds now. A Request Manager recovers a request
-/// that it believes this instance runs and that two renewals in a row leave out (its
+/// that it believes this instance runs and that two renewals with a body in a row leave out (its
 /// chain ended or was dropped without its end reaching a Request Manager), as it would
-/// a lost runner's. A renewal without a body says nothing of its chains.
+/// a lost runner's. A renewal without a body says nothing of its chains (Spindle's runner
+/// names them in one renewal of several when it holds more than a thousand).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRenewal {

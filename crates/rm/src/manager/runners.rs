@@ -77,7 +77,7 @@ impl Manager {
 
     /// Renews a runner's lease; a runner declared lost must register again. `held`, when
     /// the runner says, names the requests whose chains it holds: a request it owns as
-    /// RUNNING that this renewal and the one before it here both leave out is recovered
+    /// RUNNING that this renewal and the one before it that named its chains both leave out is recovered
     /// as a lost runner's would be (its chain ended or was dropped, and its end never
     /// reached a Request Manager: reports refused by something that was not one, say),
     /// so that no request stays RUNNING on a runner that no longer runs it. Two in a row,

@@ -320,10 +320,10 @@ impl jr::Registry for ManagerRegistry {
     async fn renew(
         &self,
         instance: &str,
-        renewal: &LeaseRenewal,
+        renewal: Option<&LeaseRenewal>,
     ) -> Result<JobRunner, jr::RegistryError> {
         self.0
-            .renew_runner(instance, Some(&renewal.running))
+            .renew_runner(instance, renewal.map(|renewal| renewal.running.as_slice()))
             .await
             .map_err(registry_error)
     }
