@@ -616,16 +616,7 @@ async fn a_resume_a_runner_fails_backs_off_and_fails_the_request_after_a_bound()
     })
     .await;
     let id = create(&env).await;
-    let job_chain = env.jr.chains.lock().unwrap()[0].clone();
-    let suspended = SuspendedJobChain {
-        request_id: id.clone(),
-        job_chain: proto::JobChain {
-            state: State::Suspended,
-            ..job_chain
-        },
-        ..SuspendedJobChain::default()
-    };
-    env.manager.suspend(&suspended, None).await.unwrap();
+    suspend_the_first_chain(&env, &id).await;
     env.jr.answer.store(500, Ordering::SeqCst);
     let offers = || env.jr.paused_at_hand_over.lock().unwrap().len();
     let handed_before = offers();
@@ -654,6 +645,20 @@ async fn a_resume_a_runner_fails_backs_off_and_fails_the_request_after_a_bound()
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_eq!(offers() - handed_before, 5, "offered the bound's times");
+}
+
+/// The runner's report of the first chain it was handed (request `id`'s), suspended.
+async fn suspend_the_first_chain(env: &super::Env, id: &str) {
+    let job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    let suspended = SuspendedJobChain {
+        request_id: id.to_owned(),
+        job_chain: proto::JobChain {
+            state: State::Suspended,
+            ..job_chain
+        },
+        ..SuspendedJobChain::default()
+    };
+    env.manager.suspend(&suspended, None).await.unwrap();
 }
 
 /// Issue #48, point 4: a Job Runner of an API version more than one apart is refused at
@@ -751,16 +756,7 @@ async fn a_runner_that_registers_gets_the_waiting_chains_without_waiting_for_the
     .await;
     register(&env, "ia", "http://jr-a:1").await;
     let id = create(&env).await;
-    let job_chain = env.jr.chains.lock().unwrap()[0].clone();
-    let suspended = SuspendedJobChain {
-        request_id: id.clone(),
-        job_chain: proto::JobChain {
-            state: State::Suspended,
-            ..job_chain
-        },
-        ..SuspendedJobChain::default()
-    };
-    env.manager.suspend(&suspended, None).await.unwrap();
+    suspend_the_first_chain(&env, &id).await;
     let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ia", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let stop = tokio_util::sync::CancellationToken::new();
