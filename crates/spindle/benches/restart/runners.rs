@@ -91,6 +91,20 @@ async fn wait_live(http: &reqwest::Client, rm_base: &str, urls: &[String]) {
     }
 }
 
+/// The chains a runner holds, from its metrics (`spindle_chains_running`): the
+/// manager's list of runners counts each one's requests in the database, and polled
+/// often it would load the database the recovery is measured on.
+async fn chains_running(http: &reqwest::Client, jr_base: &str) -> u64 {
+    let Ok(response) = http.get(format!("{jr_base}/metrics")).send().await else {
+        return 0;
+    };
+    let text = response.text().await.unwrap_or_default();
+    text.lines()
+        .find_map(|line| line.strip_prefix("spindle_chains_running "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map_or(0, |value| value as u64)
+}
+
 fn terminate(process: &mut Process) {
     Command::new("kill")
         .args(["-TERM", &process.0.id().to_string()])
@@ -164,11 +178,7 @@ pub(crate) fn run(
     // resumes them on the second. From the kill, and from the moment the survivor
     // begins to take them, until it holds all N.
     rt.block_on(wait_live(http, &rm_base, &jr_bases));
-    let before = rt.block_on(live_runners(http, &rm_base));
-    let survivor_had = before
-        .iter()
-        .find(|(url, _)| *url == jr_bases[1])
-        .map_or(0, |(_, count)| *count);
+    let survivor_had = rt.block_on(chains_running(http, &jr_bases[1]));
     // Dropping a process kills it with SIGKILL.
     let killed = runners.remove(0);
     let account = cpu::CpuAccount::start([
@@ -188,11 +198,7 @@ pub(crate) fn run(
             {
                 lost = Some(killed_at.elapsed());
             }
-            let live = live_runners(http, &rm_base).await;
-            let survivor = live
-                .iter()
-                .find(|(url, _)| *url == jr_bases[1])
-                .map_or(0, |(_, count)| *count);
+            let survivor = chains_running(http, &jr_bases[1]).await;
             if began.is_none() && survivor > survivor_had {
                 began = Some(killed_at.elapsed());
             }
