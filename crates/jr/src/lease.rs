@@ -95,6 +95,9 @@ fn registration_failed(instance: &str, err: &RegistryError) {
 }
 
 /// Holds `runner`'s lease until `stop` is cancelled, then deregisters it.
+// Long because it is the one loop of a lease's life (register, renew every third of
+// it, register again as a new instance when it ends or lapses), each answer handled
+// where it comes.
 pub async fn hold(
     runner: Arc<Runner>,
     registry: Arc<dyn Registry>,

@@ -191,6 +191,19 @@ async fn create(store: &dyn Store, id: &str) -> Request {
     request
 }
 
+/// The requests whose suspended chains `host` claims now (at most `limit`), sorted.
+async fn claimed_now(store: &dyn Store, host: &str, at: DateTime<Utc>, limit: u32) -> Vec<String> {
+    let mut claimed: Vec<String> = store
+        .claim_suspended_many(host, at, limit)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|chain| chain.request_id)
+        .collect();
+    claimed.sort();
+    claimed
+}
+
 fn log(request_id: &str, job_id: &str, try_no: u32, state: State) -> JobLog {
     JobLog {
         request_id: request_id.to_owned(),
