@@ -317,6 +317,36 @@ async fn noop_done(api: &Client, id: &str) {
     .await;
 }
 
+/// Waits until both of the request's `wait` jobs run, so that a stop or a SIGTERM sent
+/// next lands while they run, however loaded the machine (sent after the noop alone, a
+/// busy CI machine saw one run catch them before they started and the other after).
+async fn waits_run(api: &Client, id: &str) {
+    eventually(
+        "the request's two wait jobs run",
+        Duration::from_secs(30),
+        async || {
+            let Ok(response) = api
+                .http
+                .get(format!("{}/api/v1/status/running", api.base))
+                .send()
+                .await
+            else {
+                return false;
+            };
+            let Ok(status) = response.json::<serde_json::Value>().await else {
+                return false;
+            };
+            status["jobs"].as_array().is_some_and(|jobs| {
+                jobs.iter()
+                    .filter(|job| job["requestId"] == id && job["name"] == "wait")
+                    .count()
+                    >= 2
+            })
+        },
+    )
+    .await;
+}
+
 async fn stop(api: &Client, id: &str) {
     let response = api
         .http
@@ -352,6 +382,7 @@ async fn scenarios(sc: &SpinCycle, api: &Client, jr_port: u16, rm_url: &str) -> 
     api.wait_state(&fail, FAIL, Duration::from_secs(60)).await;
     let stopped = api.start("test", json!({"sleepTime": "60000"})).await;
     noop_done(api, &stopped).await;
+    waits_run(api, &stopped).await;
     stop(api, &stopped).await;
     api.wait_state(&stopped, STOPPED, Duration::from_secs(60))
         .await;
@@ -360,6 +391,7 @@ async fn scenarios(sc: &SpinCycle, api: &Client, jr_port: u16, rm_url: &str) -> 
     // job log differed from ours for that alone).
     let resumed = api.start("test", json!({"sleepTime": "15000"})).await;
     noop_done(api, &resumed).await;
+    waits_run(api, &resumed).await;
     jr.terminate();
     api.wait_state(&resumed, SUSPENDED, Duration::from_secs(30))
         .await;
