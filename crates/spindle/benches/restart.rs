@@ -123,6 +123,15 @@ fn server(dir: &std::path::Path, port: u16, database: &str) -> Process {
     )
 }
 
+/// Sends `process` SIGTERM and waits for it to exit.
+pub(crate) fn terminate(process: &mut common::Process) {
+    Command::new("kill")
+        .args(["-TERM", &process.0.id().to_string()])
+        .status()
+        .unwrap();
+    process.0.wait().unwrap();
+}
+
 pub(crate) fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -182,11 +191,7 @@ fn one_server(
     // `spindle ps` while they all run: the time until its table is printed.
     let ps = ps(&base);
     let stopping = Instant::now();
-    Command::new("kill")
-        .args(["-TERM", &first.0.id().to_string()])
-        .status()
-        .unwrap();
-    first.0.wait().unwrap();
+    terminate(&mut first);
     let suspended = stopping.elapsed();
     let suspended_count = rt.block_on(async {
         let second = server(dir, port, database);

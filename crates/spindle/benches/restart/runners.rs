@@ -6,11 +6,10 @@
 //! requests and resumes them on the survivor).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::common::{Process, cpu, free_port};
-use super::{all_running, create, ps, rss_mib};
+use super::{all_running, create, ps, rss_mib, terminate};
 
 /// The runners' lease: short, so that a killed one is found lost soon (the recovery's
 /// rate is measured from then on).
@@ -112,14 +111,6 @@ async fn ended(http: &reqwest::Client, rm_base: &str, n: usize) -> usize {
         ended += super::count(http, rm_base, state, n).await;
     }
     ended
-}
-
-fn terminate(process: &mut Process) {
-    Command::new("kill")
-        .args(["-TERM", &process.0.id().to_string()])
-        .status()
-        .unwrap();
-    process.0.wait().unwrap();
 }
 
 pub(crate) fn run(
