@@ -14,12 +14,15 @@ pub struct Faulty {
     pub(crate) inner: Arc<dyn Store>,
     /// Operation name → how many more calls succeed before every one fails.
     failing: Mutex<HashMap<&'static str, u32>>,
+    /// Operation name → how many times it was called.
+    calls: Mutex<HashMap<&'static str, u32>>,
 }
 
 impl std::fmt::Debug for Faulty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Faulty")
             .field("failing", &self.failing)
+            .field("calls", &self.calls)
             .finish_non_exhaustive()
     }
 }
@@ -29,6 +32,7 @@ impl Faulty {
         Arc::new(Faulty {
             inner,
             failing: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
         })
     }
 
@@ -43,6 +47,16 @@ impl Faulty {
         self.failing().remove(operation);
     }
 
+    /// How many times `operation` was called (failed calls too).
+    pub fn calls(&self, operation: &'static str) -> u32 {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(operation)
+            .copied()
+            .unwrap_or(0)
+    }
+
     fn failing(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, u32>> {
         self.failing
             .lock()
@@ -50,6 +64,12 @@ impl Faulty {
     }
 
     pub(crate) fn check(&self, operation: &'static str) -> Result<(), Error> {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(operation)
+            .or_default() += 1;
         match self.failing().get_mut(operation) {
             None => Ok(()),
             Some(0) => Err(Error::unreachable("the test took the database away").during(operation)),

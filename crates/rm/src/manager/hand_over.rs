@@ -38,29 +38,12 @@ impl Manager {
         if let Some(url) = &self.options.jr_url {
             return Ok(vec![url.clone()]);
         }
-        let fresh = self
-            .runners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|(read, _)| read.elapsed() < RUNNERS_CACHE);
-        if !fresh {
-            let now = Utc::now();
-            let mut live: Vec<JobRunner> = self
-                .store
-                .job_runners(now, now)
-                .await
-                .map_err(|err| ClientError::Unavailable(format!("reading the job runners: {err}")))?
-                .into_iter()
-                .filter(|runner| runner.state == RunnerState::Live)
-                .collect();
-            // The fixed ones by their URL (no instance: they never register).
-            live.extend(self.options.fixed_runners.iter().map(|fixed| JobRunner {
-                url: fixed.url.clone(),
-                ..JobRunner::default()
-            }));
-            *self.runners.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((tokio::time::Instant::now(), live));
+        if !self.runners_fresh() {
+            let _reading = self.runners_read.lock().await;
+            // Another hand-over may have read them while this one waited.
+            if !self.runners_fresh() {
+                self.read_runners().await?;
+            }
         }
         let mut cached = self.runners.lock().unwrap_or_else(|p| p.into_inner());
         let Some((_, live)) = cached.as_mut() else {
@@ -127,8 +110,46 @@ impl Manager {
         }
     }
 
+    /// Whether the list of live runners was read within [`RUNNERS_CACHE`].
+    fn runners_fresh(&self) -> bool {
+        self.runners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|(read, _)| read.elapsed() < RUNNERS_CACHE)
+    }
+
+    /// Reads the live registered runners and the config's fixed ones into the list. One
+    /// forgotten while it was read is kept as already stale (for this hand-over only).
+    async fn read_runners(&self) -> Result<(), ClientError> {
+        let forgotten = self.runners_forgotten.load(Ordering::SeqCst);
+        let now = Utc::now();
+        let mut live: Vec<JobRunner> = self
+            .store
+            .job_runners(now, now)
+            .await
+            .map_err(|err| ClientError::Unavailable(format!("reading the job runners: {err}")))?
+            .into_iter()
+            .filter(|runner| runner.state == RunnerState::Live)
+            .collect();
+        // The fixed ones by their URL (no instance: they never register).
+        live.extend(self.options.fixed_runners.iter().map(|fixed| JobRunner {
+            url: fixed.url.clone(),
+            ..JobRunner::default()
+        }));
+        let read = tokio::time::Instant::now();
+        let read = if self.runners_forgotten.load(Ordering::SeqCst) == forgotten {
+            read
+        } else {
+            read.checked_sub(RUNNERS_CACHE).unwrap_or(read)
+        };
+        *self.runners.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, live));
+        Ok(())
+    }
+
     /// Forgets the list of live runners (one registered, ended or was lost).
     pub(super) fn forget_runners(&self) {
+        self.runners_forgotten.fetch_add(1, Ordering::SeqCst);
         *self.runners.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 

@@ -17,7 +17,7 @@
 //! This file holds the state they share and the helpers more than one uses.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -180,6 +180,11 @@ pub struct Manager {
     /// The live registered runners as last read, with the requests handed to each since
     /// (so that a burst of creates spreads), and when they were read.
     runners: Mutex<Option<(tokio::time::Instant, Vec<JobRunner>)>>,
+    /// Taken to read the runners into `runners`: thousands of hand-overs at once (a
+    /// restart's resumes) find the list stale together, and one of them reads it.
+    runners_read: tokio::sync::Mutex<()>,
+    /// How many times `runners` was forgotten: a list read across a forget is stale.
+    runners_forgotten: AtomicU64,
     /// Since when the database has answered the background loop without a break: a
     /// runner's lease lapsed only if this Request Manager could have seen its renewals.
     healthy_since: Mutex<Option<tokio::time::Instant>>,
@@ -328,6 +333,8 @@ impl Manager {
             shutting_down: AtomicBool::new(false),
             last_create: Mutex::new(None),
             runners: Mutex::new(None),
+            runners_read: tokio::sync::Mutex::new(()),
+            runners_forgotten: AtomicU64::new(0),
             healthy_since: Mutex::new(None),
             waiting: Waiting::default(),
             watching: Arc::new(AtomicBool::new(false)),

@@ -147,12 +147,17 @@ impl Manager {
     /// Running jobs across the Job Runners of RUNNING requests, oldest first, with their
     /// requests. A Job Runner that does not answer is left out.
     pub async fn running(&self, request_id: Option<&RequestId>) -> Result<RunningStatus, Error> {
+        // Every runner at once: each lists thousands.
+        let urls = self.store.running_jr_urls().await?;
+        let answers = futures_util::future::join_all(
+            urls.iter()
+                .filter(|jr_url| !jr_url.is_empty())
+                .map(|jr_url| async move { (jr_url, self.jr.running(jr_url, request_id).await) }),
+        )
+        .await;
         let mut jobs = Vec::new();
-        for jr_url in self.store.running_jr_urls().await? {
-            if jr_url.is_empty() {
-                continue;
-            }
-            match self.jr.running(&jr_url, request_id).await {
+        for (jr_url, answer) in answers {
+            match answer {
                 Ok(found) => jobs.extend(found),
                 Err(err) => {
                     tracing::warn!(jr_url, error = %err, "job runner did not report its running jobs")

@@ -13,6 +13,10 @@ const RECOVERY_BATCH: usize = 64;
 /// for everything else (a runner's lease renewal).
 const RECOVERIES_AT_ONCE: usize = 2;
 
+/// While a lost runner's requests are recovered, how long after a pass that resumed
+/// those recovered so far the next one begins.
+const RESUME_WHILE_RECOVERING: Duration = Duration::from_millis(100);
+
 impl Manager {
     /// A Job Runner registers (a new instance at every start). Another live registration
     /// at the same URL is a process that is gone (one address holds one process): it is
@@ -262,11 +266,24 @@ impl Manager {
                 return;
             }
         };
-        futures_util::stream::iter(requests.chunks(RECOVERY_BATCH))
-            .for_each_concurrent(RECOVERIES_AT_ONCE, |batch| {
-                self.recover_batch_of(runner, batch)
-            })
-            .await;
+        // The recovered ones are resumed as they are stored, not after the last batch
+        // (25,000 of a lost runner took 17 s to recover before the first resumed).
+        let recovering = AtomicBool::new(true);
+        let recover = async {
+            futures_util::stream::iter(requests.chunks(RECOVERY_BATCH))
+                .for_each_concurrent(RECOVERIES_AT_ONCE, |batch| {
+                    self.recover_batch_of(runner, batch)
+                })
+                .await;
+            recovering.store(false, Ordering::SeqCst);
+        };
+        let resume = async {
+            while recovering.load(Ordering::SeqCst) {
+                self.resume_suspended().await;
+                tokio::time::sleep(RESUME_WHILE_RECOVERING).await;
+            }
+        };
+        tokio::join!(recover, resume);
     }
 
     /// Recovers `batch`, requests of lost `runner` (see [`Self::recover_requests_of`]).

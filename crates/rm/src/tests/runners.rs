@@ -788,3 +788,58 @@ async fn a_runner_that_registers_gets_the_waiting_chains_without_waiting_for_the
     stop.cancel();
     background.await.unwrap();
 }
+
+/// Issue #51: the resumes of a restart (thousands at once) read the runners once
+/// between them, not once each: at 50,000 running requests a read of them counts every
+/// runner's requests, and a restart's resumes each reading it took 92% of the
+/// database's time.
+#[tokio::test]
+async fn resumes_at_once_read_the_runners_once() {
+    let mut faulty = None;
+    let env = env_store(Options::default(), SPECS, |inner| {
+        let store = store::faulty::Faulty::new(inner);
+        faulty = Some(Arc::clone(&store));
+        store
+    })
+    .await;
+    let faulty = faulty.unwrap();
+    register(&env, "ia", "http://jr-a:1").await;
+    let mut ids = Vec::new();
+    for _ in 0..16 {
+        ids.push(create(&env).await);
+    }
+    // Each handed back suspended (the runner shut down), and two runners to take them.
+    let chains = env.jr.chains.lock().unwrap().clone();
+    for (id, job_chain) in ids.iter().zip(chains) {
+        let suspended = SuspendedJobChain {
+            request_id: id.clone(),
+            job_chain: proto::JobChain {
+                state: State::Suspended,
+                ..job_chain
+            },
+            ..SuspendedJobChain::default()
+        };
+        env.manager.suspend(&suspended, None).await.unwrap();
+    }
+    let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ia", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    register(&env, "ib", "http://jr-b:1").await;
+    register(&env, "ic", "http://jr-c:1").await;
+    env.jr.sent_to.lock().unwrap().clear();
+    let before = faulty.calls("job_runners");
+    env.manager.resume_suspended().await;
+    assert_eq!(faulty.calls("job_runners") - before, 1);
+    // And the list read once still spreads them.
+    let sent = env.jr.sent_to.lock().unwrap().clone();
+    let to_b = sent
+        .iter()
+        .filter(|(url, _)| url == "http://jr-b:1")
+        .count();
+    assert_eq!((sent.len(), to_b), (16, 8), "{sent:?}");
+    for id in &ids {
+        assert_eq!(
+            env.manager.get(id, false).await.unwrap().state,
+            State::Running
+        );
+    }
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::common::{Process, cpu, free_port};
-use super::{all_running, create, ps, rss_mib, terminate};
+use super::{all_running, analyze, answer_time, create, ps, rss_mib, terminate};
 
 /// The runners' lease: short, so that a killed one is found lost soon (the recovery's
 /// rate is measured from then on).
@@ -139,6 +139,7 @@ pub(crate) fn run(
     rt.block_on(create(http, &rm_base, n));
     let created = started.elapsed();
     rt.block_on(all_running(http, &rm_base, started));
+    analyze(rt, database);
     let held: Vec<f64> = runners.iter().map(|r| rss_mib(r.0.id())).collect();
     let shares = rt.block_on(live_runners(http, &rm_base));
     let per_runner: Vec<String> = runners
@@ -159,6 +160,16 @@ pub(crate) fn run(
         .collect();
     let rm_share = (rss_mib(manager.0.id()) - rm_idle) * 1024.0 / n as f64;
     let ps = ps(&rm_base);
+    // What `spindle ps` waits for: the manager's answer, and within it the runners'.
+    let running = "/api/v1/status/running";
+    let rm_answer = rt.block_on(answer_time(http, &format!("{rm_base}{running}")));
+    let jr_answers: Vec<String> = jr_bases
+        .iter()
+        .map(|base| {
+            let (took, mb) = rt.block_on(answer_time(http, &format!("{base}{running}")));
+            format!("{:.2} s ({mb:.1} MB)", took.as_secs_f64())
+        })
+        .collect();
 
     // SIGTERM to both runners (each suspends its chains and hands them back), then two
     // new ones: the time from their start until every chain runs again.
@@ -240,6 +251,12 @@ pub(crate) fn run(
         began.as_secs_f64(),
         held_all.as_secs_f64(),
         recovered as f64 / taking.as_secs_f64(),
+    );
+    println!(
+        "`spindle ps`: the manager answers `GET {running}` in {:.2} s ({:.1} MB); the runners theirs in {}",
+        rm_answer.0.as_secs_f64(),
+        rm_answer.1,
+        jr_answers.join(" and ")
     );
     account.print("request recovered and resumed", recovered as usize);
     if finished > 0 {

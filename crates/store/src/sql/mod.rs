@@ -39,6 +39,10 @@ pub(crate) const LOG_ROWS_PER_STATEMENT: usize = 1000;
 /// Requests per multi-row statement of a group commit (at most 7 parameters each).
 pub(crate) const REQUEST_ROWS_PER_STATEMENT: usize = 500;
 
+/// Statements of one read of thousands of requests run at once (`spindle ps` of 50,000
+/// running requests reads them in 100 statements, and their job states in 100 more).
+pub(crate) const READS_AT_ONCE: usize = 4;
+
 /// Output chunk rows per INSERT statement (7 parameters each).
 pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
 

@@ -180,6 +180,26 @@ impl<DB: Backend> SqlStore<DB> {
         query
     }
 
+    /// The rows of each of `selects` (reads of thousands of requests, a few hundred a
+    /// statement), [`READS_AT_ONCE`] of them at a time, in their order.
+    pub(super) async fn fetch_at_once<'a>(
+        &self,
+        selects: impl Iterator<Item = Statement<'a>>,
+    ) -> Result<Vec<Vec<DB::Row>>, Error> {
+        // In groups (a stream's `buffered` here trips the compiler's proof that the
+        // store's futures are `Send`).
+        let mut selects: Vec<Statement<'a>> = selects.collect();
+        let mut rows = Vec::with_capacity(selects.len());
+        while !selects.is_empty() {
+            let group: Vec<_> = selects
+                .drain(..READS_AT_ONCE.min(selects.len()))
+                .map(|select| select.fetch_all(&self.readers))
+                .collect();
+            rows.extend(futures_util::future::try_join_all(group).await?);
+        }
+        Ok(rows)
+    }
+
     pub(super) fn request_from_row(row: &DB::Row) -> Result<Request, Error> {
         let time = |name: &str| -> Result<Option<DateTime<Utc>>, Error> {
             Ok(row.read::<Option<i64>>(name)?.map(from_micros))
@@ -234,13 +254,15 @@ impl<DB: Backend> SqlStore<DB> {
         request_ids: &[String],
     ) -> Result<HashMap<String, Vec<JobState>>, Error> {
         let mut rows_of: HashMap<String, Vec<DB::Row>> = HashMap::new();
-        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let select = Self::requests_in(
+        let selects = request_ids.chunks(REQUEST_ROWS_PER_STATEMENT).map(|chunk| {
+            Self::requests_in(
                 "SELECT request_id, job_id, try, state, name, type FROM job_log",
                 chunk.iter().map(String::as_str),
                 "",
-            );
-            for row in select.fetch_all(&self.readers).await? {
+            )
+        });
+        for rows in self.fetch_at_once(selects).await? {
+            for row in rows {
                 rows_of
                     .entry(row.read("request_id")?)
                     .or_default()
@@ -355,15 +377,17 @@ impl<DB: Backend> SqlStore<DB> {
         &self,
         request_ids: &[String],
     ) -> Result<Vec<Request>, Error> {
-        let mut requests = Vec::with_capacity(request_ids.len());
-        for chunk in request_ids.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let select = Self::requests_in(
+        let selects = request_ids.chunks(REQUEST_ROWS_PER_STATEMENT).map(|chunk| {
+            Self::requests_in(
                 "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version \
                  FROM requests",
                 chunk.iter().map(String::as_str),
                 "",
-            );
-            for row in select.fetch_all(&self.readers).await? {
+            )
+        });
+        let mut requests = Vec::with_capacity(request_ids.len());
+        for rows in self.fetch_at_once(selects).await? {
+            for row in rows {
                 requests.push(Self::request_from_row(&row)?);
             }
         }
