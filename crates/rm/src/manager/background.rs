@@ -126,7 +126,25 @@ impl Manager {
                         break;
                     }
                 };
-                let resumes = claimed.into_iter().map(|chain| self.resume_one(chain));
+                // Their requests in one read, not one each; without their args, which
+                // name their locks: where locks are declared, each is read alone.
+                let ids: Vec<String> = claimed.iter().map(|c| c.request_id.clone()).collect();
+                let read = if self.locks_declared() {
+                    Ok(Vec::new())
+                } else {
+                    self.store.requests_among(&ids).await
+                };
+                let mut requests: HashMap<String, Request> = match read {
+                    Ok(found) => found.into_iter().map(|r| (r.id.clone(), r)).collect(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "reading the claimed chains' requests failed; each is read alone");
+                        HashMap::new()
+                    }
+                };
+                let resumes = claimed.into_iter().map(|chain| {
+                    let request = requests.remove(&chain.request_id);
+                    self.resume_one(chain, request)
+                });
                 for resumed in futures_util::future::join_all(resumes).await {
                     match resumed {
                         Resume::Next => {}
@@ -171,10 +189,17 @@ impl Manager {
     // Long because the chain goes through its hand-over's steps in order (read the
     // request, its locks, choose a runner, new epoch, send, record), and each step's
     // failure is answered there: release the claim, fail the request, or try later.
-    async fn resume_one(&self, mut suspended: proto::SuspendedJobChain) -> Resume {
+    async fn resume_one(
+        &self,
+        mut suspended: proto::SuspendedJobChain,
+        request: Option<Request>,
+    ) -> Resume {
         let host = &self.options.host;
         let request_id = RequestId::new(suspended.request_id.clone());
-        let request = self.store.get_request(&request_id, false).await;
+        let request = match request {
+            Some(request) => Ok(request),
+            None => self.store.get_request(&request_id, false).await,
+        };
         let paused = request.as_ref().is_ok_and(|r| r.paused);
         let request = match request {
             Ok(request) if request.state == State::Suspended => request,

@@ -63,21 +63,12 @@ impl Manager {
         Ok(self.store.find_requests(filter).await?)
     }
 
-    /// Fills in how many of the request's own jobs (not the grapher's wrappers) are
-    /// complete: none before any job finished, all once every job did, else counted from
-    /// the job log (each job's latest try). What people are shown; `finishedJobs` stays
-    /// Spin Cycle's count.
     /// [`Self::count_own_finished`] of many requests, the job states of those that need
     /// them read together (a page of `find`, `spindle ps` of thousands).
     pub async fn count_own_finished_among(&self, requests: &mut [Request]) -> Result<(), Error> {
-        let partial = |request: &Request| {
-            request.own_jobs > 0
-                && request.finished_jobs > 0
-                && request.finished_jobs < request.total_jobs
-        };
         let ids: Vec<String> = requests
             .iter()
-            .filter(|r| partial(r))
+            .filter(|r| partly_finished(r))
             .map(|r| r.id.clone())
             .collect();
         let states = if ids.is_empty() {
@@ -85,18 +76,14 @@ impl Manager {
         } else {
             self.store.job_states_among(&ids).await?
         };
-        for request in requests.iter_mut() {
-            request.own_finished_jobs = if partial(request) {
-                states
-                    .get(&request.id)
-                    .map_or(0, |states| own_complete(states))
-            } else {
-                own_finished_without_states(request)
-            };
-        }
+        count_own_finished_from(requests, &states);
         Ok(())
     }
 
+    /// Fills in how many of the request's own jobs (not the grapher's wrappers) are
+    /// complete: none before any job finished, all once every job did, else counted from
+    /// the job log (each job's latest try). What people are shown; `finishedJobs` stays
+    /// Spin Cycle's count.
     pub async fn count_own_finished(&self, request: &mut Request) -> Result<(), Error> {
         request.own_finished_jobs = if request.own_jobs == 0
             || request.finished_jobs == 0
@@ -147,14 +134,30 @@ impl Manager {
     /// Running jobs across the Job Runners of RUNNING requests, oldest first, with their
     /// requests. A Job Runner that does not answer is left out.
     pub async fn running(&self, request_id: Option<&RequestId>) -> Result<RunningStatus, Error> {
-        // Every runner at once: each lists thousands.
+        let began = std::time::Instant::now();
         let urls = self.store.running_jr_urls().await?;
-        let answers = futures_util::future::join_all(
+        // Every runner at once (each lists thousands), and meanwhile, unless one request
+        // is asked for, the RUNNING requests (one statement) with their job states: the
+        // requests of nearly all the jobs the runners list.
+        let listing = futures_util::future::join_all(
             urls.iter()
                 .filter(|jr_url| !jr_url.is_empty())
                 .map(|jr_url| async move { (jr_url, self.jr.running(jr_url, request_id).await) }),
-        )
-        .await;
+        );
+        let reading = async {
+            if request_id.is_some() {
+                return Ok((Vec::new(), HashMap::new()));
+            }
+            let filter = RequestFilter {
+                states: vec![State::Running],
+                ..RequestFilter::default()
+            };
+            let found = self.store.find_requests(&filter).await?;
+            let states = self.states_of_partly_finished(&found).await;
+            Ok::<_, Error>((found, states))
+        };
+        let (answers, read) = tokio::join!(listing, reading);
+        let (mut found, mut states) = read?;
         let mut jobs = Vec::new();
         for (jr_url, answer) in answers {
             match answer {
@@ -165,19 +168,24 @@ impl Manager {
             }
         }
         jobs.sort_by_key(|job| job.started_at);
-        // Their requests in one read (a few hundred a statement), each one's own jobs
-        // counted and elements summed up a few at a time: thousands run at once.
-        let ids: Vec<String> = jobs
-            .iter()
-            .map(|job| job.request_id.as_str())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let mut found = self.store.requests_among(&ids).await?;
-        if let Err(err) = self.count_own_finished_among(&mut found).await {
-            tracing::warn!(error = %err, "own jobs of running requests not counted");
+        let listed = began.elapsed();
+        // The jobs' requests: those read, and any other (not RUNNING when read, or the
+        // one asked for) read now, a few hundred a statement.
+        let ids: BTreeSet<&str> = jobs.iter().map(|job| job.request_id.as_str()).collect();
+        found.retain(|request| ids.contains(request.id.as_str()));
+        let others: Vec<String> = {
+            let read: HashSet<&str> = found.iter().map(|request| request.id.as_str()).collect();
+            ids.iter()
+                .filter(|id| !read.contains(*id))
+                .map(|id| (*id).to_owned())
+                .collect()
+        };
+        if !others.is_empty() {
+            let more = self.store.requests_among(&others).await?;
+            states.extend(self.states_of_partly_finished(&more).await);
+            found.extend(more);
         }
+        count_own_finished_from(&mut found, &states);
         let filled = found.into_iter().map(|mut request| async move {
             if let Err(err) = self.summarize_elements(&mut request).await {
                 tracing::warn!(request_id = %request.id, error = %err, "elements not summed up");
@@ -188,7 +196,37 @@ impl Manager {
             .buffer_unordered(RUNNING_READS_AT_ONCE)
             .collect()
             .await;
+        tracing::debug!(
+            jobs = jobs.len(),
+            listed_and_read_ms = listed.as_millis(),
+            others_read = others.len(),
+            rest_ms = (began.elapsed() - listed).as_millis(),
+            "running jobs listed"
+        );
         Ok(RunningStatus { jobs, requests })
+    }
+
+    /// The job states of those of `requests` whose own finished jobs are counted from
+    /// them; none (logged) if they cannot be read.
+    async fn states_of_partly_finished(
+        &self,
+        requests: &[Request],
+    ) -> HashMap<String, Vec<store::JobState>> {
+        let ids: Vec<String> = requests
+            .iter()
+            .filter(|r| partly_finished(r))
+            .map(|r| r.id.clone())
+            .collect();
+        if ids.is_empty() {
+            return HashMap::new();
+        }
+        self.store
+            .job_states_among(&ids)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(error = %err, "own jobs of running requests not counted");
+                HashMap::new()
+            })
     }
 
     /// The running jobs of one RUNNING request, from its own Job Runner only; empty when
@@ -205,6 +243,29 @@ impl Manager {
                 Vec::new()
             }
         }
+    }
+}
+
+/// Whether a request's own finished jobs are counted from its job states: some of its
+/// jobs finished, not all.
+fn partly_finished(request: &Request) -> bool {
+    request.own_jobs > 0 && request.finished_jobs > 0 && request.finished_jobs < request.total_jobs
+}
+
+/// Fills in each request's own finished jobs, from `states` (job states by request id)
+/// for those [`partly_finished`] (none found: none counted).
+fn count_own_finished_from(
+    requests: &mut [Request],
+    states: &HashMap<String, Vec<store::JobState>>,
+) {
+    for request in requests {
+        request.own_finished_jobs = if partly_finished(request) {
+            states
+                .get(&request.id)
+                .map_or(0, |states| own_complete(states))
+        } else {
+            own_finished_without_states(request)
+        };
     }
 }
 

@@ -183,7 +183,13 @@ pub(crate) fn run(
         .iter()
         .map(|port| jr(dir, *port, &rm_base))
         .collect();
+    let restart_account = cpu::CpuAccount::start([
+        ("spindle rm", manager.0.id()),
+        ("spindle jr (the first)", runners[0].0.id()),
+        ("spindle jr (the second)", runners[1].0.id()),
+    ]);
     let resumed = rt.block_on(all_running(http, &rm_base, since));
+    restart_account.print("request resumed after the restart", n);
 
     // SIGKILL to the first: its lease lapses, the manager recovers its requests and
     // resumes them on the second. From the kill, and from the moment the survivor
