@@ -650,6 +650,11 @@ async fn a_resume_a_runner_fails_backs_off_and_fails_the_request_after_a_bound()
 /// The runner's report of the first chain it was handed (request `id`'s), suspended.
 async fn suspend_the_first_chain(env: &super::Env, id: &str) {
     let job_chain = env.jr.chains.lock().unwrap()[0].clone();
+    suspend_chain(env, id, job_chain).await;
+}
+
+/// The runner's report of `job_chain` (request `id`'s), suspended.
+async fn suspend_chain(env: &super::Env, id: &str, job_chain: proto::JobChain) {
     let suspended = SuspendedJobChain {
         request_id: id.to_owned(),
         job_chain: proto::JobChain {
@@ -811,15 +816,7 @@ async fn resumes_at_once_read_the_runners_once() {
     // Each handed back suspended (the runner shut down), and two runners to take them.
     let chains = env.jr.chains.lock().unwrap().clone();
     for (id, job_chain) in ids.iter().zip(chains) {
-        let suspended = SuspendedJobChain {
-            request_id: id.clone(),
-            job_chain: proto::JobChain {
-                state: State::Suspended,
-                ..job_chain
-            },
-            ..SuspendedJobChain::default()
-        };
-        env.manager.suspend(&suspended, None).await.unwrap();
+        suspend_chain(&env, id, job_chain).await;
     }
     let (status, _, _) = call(&env.router, Method::DELETE, "/api/v1/job-runners/ia", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
