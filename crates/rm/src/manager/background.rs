@@ -90,12 +90,39 @@ impl Manager {
         }
     }
 
-    /// Resumes suspended chains on Job Runners, [`RESUME_BATCH`] claimed at a time and
+    /// Resumes suspended chains on Job Runners ([`Self::resume_claimable`]), then
+    /// releases abandoned claims and fails requests whose chains waited too long
+    /// (storage.md §5).
+    pub async fn resume_suspended(&self) {
+        self.resume_claimable().await;
+        let now = Utc::now();
+        if let Err(err) = self
+            .store
+            .release_stale_claims(now - chrono_duration(self.options.stale_claim))
+            .await
+        {
+            tracing::warn!(error = %err, "releasing stale claims failed");
+        }
+        match self
+            .store
+            .expire_suspended(now - chrono_duration(self.options.suspended_ttl), now)
+            .await
+        {
+            Ok(expired) => {
+                for request_id in expired {
+                    tracing::warn!(request_id, "suspended chain expired; request failed");
+                    self.ended(&request_id).await;
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
+        }
+    }
+
+    /// Resumes the unclaimed suspended chains, [`RESUME_BATCH`] claimed at a time and
     /// resumed at once (their hand-overs and records group-committed), by
     /// [`RESUME_WORKERS`] workers that take turns to claim, until none is left or no
-    /// runner takes one; then releases abandoned claims and fails requests whose chains
-    /// waited too long (storage.md §5).
-    pub async fn resume_suspended(&self) {
+    /// runner takes one.
+    pub(super) async fn resume_claimable(&self) {
         let host = &self.options.host;
         // Claimed here and waiting (for a lock, a backoff): released once every other is
         // tried.
@@ -161,27 +188,6 @@ impl Manager {
         let waiting = waiting.into_inner().unwrap_or_else(|p| p.into_inner());
         for request_id in waiting {
             let _ = self.store.unclaim(&request_id, host).await;
-        }
-        let now = Utc::now();
-        if let Err(err) = self
-            .store
-            .release_stale_claims(now - chrono_duration(self.options.stale_claim))
-            .await
-        {
-            tracing::warn!(error = %err, "releasing stale claims failed");
-        }
-        match self
-            .store
-            .expire_suspended(now - chrono_duration(self.options.suspended_ttl), now)
-            .await
-        {
-            Ok(expired) => {
-                for request_id in expired {
-                    tracing::warn!(request_id, "suspended chain expired; request failed");
-                    self.ended(&request_id).await;
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "expiring suspended chains failed"),
         }
     }
 

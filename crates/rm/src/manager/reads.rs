@@ -66,16 +66,7 @@ impl Manager {
     /// [`Self::count_own_finished`] of many requests, the job states of those that need
     /// them read together (a page of `find`, `spindle ps` of thousands).
     pub async fn count_own_finished_among(&self, requests: &mut [Request]) -> Result<(), Error> {
-        let ids: Vec<String> = requests
-            .iter()
-            .filter(|r| partly_finished(r))
-            .map(|r| r.id.clone())
-            .collect();
-        let states = if ids.is_empty() {
-            HashMap::new()
-        } else {
-            self.store.job_states_among(&ids).await?
-        };
+        let states = self.states_of_partly_finished(requests).await?;
         count_own_finished_from(requests, &states);
         Ok(())
     }
@@ -153,7 +144,7 @@ impl Manager {
                 ..RequestFilter::default()
             };
             let found = self.store.find_requests(&filter).await?;
-            let states = self.states_of_partly_finished(&found).await;
+            let states = uncounted_if_unread(self.states_of_partly_finished(&found).await);
             Ok::<_, Error>((found, states))
         };
         let (answers, read) = tokio::join!(listing, reading);
@@ -182,7 +173,9 @@ impl Manager {
         };
         if !others.is_empty() {
             let more = self.store.requests_among(&others).await?;
-            states.extend(self.states_of_partly_finished(&more).await);
+            states.extend(uncounted_if_unread(
+                self.states_of_partly_finished(&more).await,
+            ));
             found.extend(more);
         }
         count_own_finished_from(&mut found, &states);
@@ -207,26 +200,20 @@ impl Manager {
     }
 
     /// The job states of those of `requests` whose own finished jobs are counted from
-    /// them; none (logged) if they cannot be read.
+    /// them.
     async fn states_of_partly_finished(
         &self,
         requests: &[Request],
-    ) -> HashMap<String, Vec<store::JobState>> {
+    ) -> Result<HashMap<String, Vec<store::JobState>>, Error> {
         let ids: Vec<String> = requests
             .iter()
             .filter(|r| partly_finished(r))
             .map(|r| r.id.clone())
             .collect();
         if ids.is_empty() {
-            return HashMap::new();
+            return Ok(HashMap::new());
         }
-        self.store
-            .job_states_among(&ids)
-            .await
-            .unwrap_or_else(|err| {
-                tracing::warn!(error = %err, "own jobs of running requests not counted");
-                HashMap::new()
-            })
+        Ok(self.store.job_states_among(&ids).await?)
     }
 
     /// The running jobs of one RUNNING request, from its own Job Runner only; empty when
@@ -244,6 +231,17 @@ impl Manager {
             }
         }
     }
+}
+
+/// Job states read for `spindle ps`, or none (logged): its requests are listed anyway,
+/// their own finished jobs not counted.
+fn uncounted_if_unread(
+    read: Result<HashMap<String, Vec<store::JobState>>, Error>,
+) -> HashMap<String, Vec<store::JobState>> {
+    read.unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "own jobs of running requests not counted");
+        HashMap::new()
+    })
 }
 
 /// Whether a request's own finished jobs are counted from its job states: some of its

@@ -280,8 +280,9 @@ impl Manager {
             recovering.store(false, Ordering::SeqCst);
         };
         let resume = async {
+            // Claims and resumes only: the round releases stale claims and expires.
             while recovering.load(Ordering::SeqCst) {
-                self.resume_suspended().await;
+                self.resume_claimable().await;
                 tokio::time::sleep(RESUME_WHILE_RECOVERING).await;
             }
         };
