@@ -106,11 +106,17 @@ fn previous_release(test: &str) -> Option<(String, PathBuf)> {
     let line = format!("{test}: building release {version} ({commit}) once\n");
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     let target = cache.join("target");
+    seed_dependencies(
+        &cache.parent().unwrap().join("debug"),
+        &target.join("debug"),
+    );
     let built = Command::new(env!("CARGO"))
         .args(["build", "--locked", "-p", "spindle", "--bin", "spindle"])
         .current_dir(&worktree)
         .env("CARGO_TARGET_DIR", &target)
-        // Without debug info: it builds and links faster, and is not debugged here.
+        // Without debug info: it builds and links faster, and is not debugged here; and
+        // its dependencies are then built as this workspace's are (opt-level 1, no debug
+        // info), so the seeded ones are reused.
         .env("CARGO_PROFILE_DEV_DEBUG", "0")
         .output()
         .unwrap();
@@ -124,6 +130,50 @@ fn previous_release(test: &str) -> Option<(String, PathBuf)> {
     std::fs::copy(target.join("debug/spindle"), &partial).unwrap();
     std::fs::rename(&partial, &binary).unwrap();
     Some((version, binary))
+}
+
+/// Copies the dependencies this workspace's test build compiled (`from`, its
+/// `target/debug`) into the previous release's empty target directory (`to`): those of the
+/// same version, features and profile are then fresh there, and the release's build
+/// compiles about a third of its crates (2 min 17 s instead of 4 min 35 s on 2 cores,
+/// 2026-12-06). Copies, not hard links: cargo rewrites a stale unit's files in place.
+/// Only libraries, their dep-info, build scripts' outputs and fingerprints; not this
+/// workspace's test binaries.
+fn seed_dependencies(from: &Path, to: &Path) {
+    if to.join("deps").exists() || !from.join("deps").is_dir() {
+        return;
+    }
+    fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                copy_tree(&path, &to.join(entry.file_name()), keep)?;
+            } else if keep(&path) {
+                std::fs::copy(&path, to.join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+    let library = |path: &Path| {
+        matches!(
+            path.extension().and_then(|extension| extension.to_str()),
+            Some("rlib" | "rmeta" | "so" | "d")
+        )
+    };
+    let seeded = copy_tree(
+        &from.join(".fingerprint"),
+        &to.join(".fingerprint"),
+        &|_| true,
+    )
+    .and_then(|()| copy_tree(&from.join("build"), &to.join("build"), &|_| true))
+    .and_then(|()| copy_tree(&from.join("deps"), &to.join("deps"), &library));
+    if let Err(err) = seeded {
+        // Only slower: the build compiles what is missing.
+        let line = format!("seeding the previous release's build from {from:?}: {err}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
 }
 
 /// A service of the previous release's binary.
