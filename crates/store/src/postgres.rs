@@ -7,7 +7,7 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 
 use crate::Error;
-use crate::sql::{Backend, SqlStore, Statement};
+use crate::sql::{Backend, BoxFuture, InsertRows, SqlStore, Statement, Values};
 
 /// Spindle's PostgreSQL migrations, without sqlx's lock (see [`migrate`]).
 pub(crate) fn migrator() -> sqlx::migrate::Migrator {
@@ -71,6 +71,31 @@ impl Backend for Postgres {
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
+    }
+
+    /// One statement whatever the count of rows: each column bound as an array and the
+    /// rows made by `UNNEST` (a statement of 12,000 params per 1,000 rows took four times
+    /// the time, most of it binding and planning them).
+    fn insert_rows<'e, 'q: 'e>(
+        conn: &'e mut sqlx::PgConnection,
+        rows: InsertRows<'q>,
+    ) -> BoxFuture<'e, Result<u64, sqlx::Error>> {
+        let sql = rows.unnest_sql::<Postgres>(|column| match column {
+            Values::Text(_) => "text[]",
+            Values::Small(_) => "int2[]",
+            Values::Int(_) => "int4[]",
+            Values::Big(_) => "int8[]",
+        });
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for column in rows.values {
+            query = match column {
+                Values::Text(values) => query.bind(values),
+                Values::Small(values) => query.bind(values),
+                Values::Int(values) => query.bind(values),
+                Values::Big(values) => query.bind(values),
+            };
+        }
+        Box::pin(async move { Ok(query.execute(conn).await?.rows_affected()) })
     }
 
     crate::sql::runs_statements!();

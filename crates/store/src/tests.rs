@@ -82,6 +82,7 @@ use write_tests::{
     cleanup_reference_scenario, job_log_entries_are_stored_once_per_try,
     output_is_stored_once_read_from_a_cursor_and_cut_past_the_cap,
     retention_removes_old_finished_requests_in_batches, the_batcher_answers_each_write_on_its_own,
+    thousands_of_rows_in_one_call_are_each_stored_once,
 };
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
@@ -297,6 +298,7 @@ suite!(
     a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     state_changes_are_conditional,
     job_log_entries_are_stored_once_per_try,
+    thousands_of_rows_in_one_call_are_each_stored_once,
     retention_removes_old_finished_requests_in_batches,
     suspend_claim_and_resume,
     resuming_a_request_that_moved_on,

@@ -693,3 +693,79 @@ pub(super) async fn output_is_stored_once_read_from_a_cursor_and_cut_past_the_ca
     let expected: Vec<u64> = (0..8).chain(40..48).collect();
     assert_eq!(kept, expected);
 }
+
+/// Thousands of job log entries, try starts and output chunks in one call each: more
+/// rows than one multi-row statement holds (PostgreSQL inserts them from arrays, the
+/// others in statements of up to 1,000 rows), each row's values kept, and a call sent
+/// again with part of it stored already stores only the rest.
+pub(super) async fn thousands_of_rows_in_one_call_are_each_stored_once(
+    store: Arc<dyn Store>,
+    _raw: Raw,
+) {
+    running(&*store, "r1").await;
+    let n = 2_500_u32;
+    let entries: Vec<JobLog> = (0..n)
+        .map(|i| {
+            let mut entry = log("r1", &format!("j{i:05}"), 1 + i % 3, State::Complete);
+            entry.stdout = format!("host-{i} ✓ 'quoted' \\ {{}}");
+            entry.exit = i64::from(i) - 7;
+            entry
+        })
+        .collect();
+    // The first 1,500 alone, then all of them: the second call stores the last 1,000.
+    store.insert_job_logs(&entries[..1_500]).await.unwrap();
+    store.insert_job_logs(&entries).await.unwrap();
+    let mut stored = store.job_log("r1").await.unwrap();
+    stored.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+    assert_eq!(stored.len(), entries.len());
+    assert_eq!(stored, entries);
+
+    let starts: Vec<proto::TryStart> = (0..n)
+        .map(|i| try_start("r1", &format!("j{i:05}"), 1 + i % 3))
+        .collect();
+    store
+        .insert_try_starts(None, &starts[1_000..])
+        .await
+        .unwrap();
+    store.insert_try_starts(None, &starts).await.unwrap();
+    let started = store.try_starts("r1").await.unwrap();
+    assert_eq!(started.len(), starts.len());
+    let mut read: Vec<proto::TryStart> = started.into_iter().map(|s| s.start).collect();
+    read.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+    assert_eq!(read, starts);
+
+    let chunks: Vec<OutputChunk> = (0..1_200_u32)
+        .map(|i| OutputChunk {
+            seq: 0,
+            request_id: "r1".to_owned(),
+            job_id: format!("j{:05}", i / 2),
+            r#try: 1,
+            stream: if i % 2 == 0 {
+                proto::Stream::Stdout
+            } else {
+                proto::Stream::Stderr
+            },
+            offset: 0,
+            data: format!("line {i}\n"),
+        })
+        .collect();
+    store.insert_output(&chunks[..600]).await.unwrap();
+    store.insert_output(&chunks).await.unwrap();
+    let mut read = Vec::new();
+    let mut query = OutputQuery {
+        limit: OutputQuery::MAX_LIMIT,
+        ..OutputQuery::default()
+    };
+    loop {
+        let page = store.output("r1", &query).await.unwrap();
+        let Some(last) = page.last() else { break };
+        query.after = last.seq;
+        read.extend(page);
+    }
+    assert_eq!(read.len(), chunks.len());
+    let mut data: Vec<&str> = read.iter().map(|chunk| chunk.data.as_str()).collect();
+    let mut expected: Vec<&str> = chunks.iter().map(|chunk| chunk.data.as_str()).collect();
+    data.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(data, expected);
+}

@@ -7,31 +7,26 @@ impl<DB: Backend> SqlStore<DB> {
         tx: &mut sqlx::Transaction<'_, DB>,
         entries: &[JobLog],
     ) -> Result<(), Error> {
-        for chunk in entries.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert = Statement::build(
-                "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr) VALUES ",
-            );
-            insert.push_rows(chunk, |entry| {
-                vec![
-                    entry.request_id.as_str().into(),
-                    entry.job_id.as_str().into(),
-                    i32::try_from(entry.r#try).unwrap_or(i32::MAX).into(),
-                    entry.name.as_str().into(),
-                    entry.job_type.as_str().into(),
-                    state_value(entry.state).into(),
-                    entry.started_at.into(),
-                    entry.finished_at.into(),
-                    entry.exit.into(),
-                    entry.error.as_str().into(),
-                    entry.stdout.as_str().into(),
-                    entry.stderr.as_str().into(),
-                ]
-            });
-            insert
-                .skip_duplicates("request_id, job_id, try")
-                .execute(&mut *tx)
-                .await?;
-        }
+        let column = |text: fn(&JobLog) -> &str| Values::Text(entries.iter().map(text).collect());
+        InsertRows::new(
+            "job_log",
+            "request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr",
+        )
+        .column(column(|entry| &entry.request_id))
+        .column(column(|entry| &entry.job_id))
+        .column(Values::Int(entries.iter().map(|entry| try_value(entry.r#try)).collect()))
+        .column(column(|entry| &entry.name))
+        .column(column(|entry| &entry.job_type))
+        .column(Values::Small(entries.iter().map(|entry| state_value(entry.state)).collect()))
+        .column(Values::Big(entries.iter().map(|entry| entry.started_at).collect()))
+        .column(Values::Big(entries.iter().map(|entry| entry.finished_at).collect()))
+        .column(Values::Big(entries.iter().map(|entry| entry.exit).collect()))
+        .column(column(|entry| &entry.error))
+        .column(column(|entry| &entry.stdout))
+        .column(column(|entry| &entry.stderr))
+        .skip_duplicates("request_id, job_id, try")
+        .execute(&mut *tx)
+        .await?;
         Ok(())
     }
 
@@ -76,26 +71,38 @@ impl<DB: Backend> SqlStore<DB> {
             *end = (*end).max(chunk.end());
         }
         let mut tx = self.pool.begin().await?;
-        for rows in chunks.chunks(OUTPUT_ROWS_PER_STATEMENT) {
-            let mut insert = Statement::build(
-                "INSERT INTO job_output (request_id, job_id, try, stream, byte_offset, byte_len, data) VALUES ",
-            );
-            insert.push_rows(rows, |chunk| {
-                vec![
-                    chunk.request_id.as_str().into(),
-                    chunk.job_id.as_str().into(),
-                    i32::try_from(chunk.r#try).unwrap_or(i32::MAX).into(),
-                    stream_value(chunk.stream).into(),
-                    count(chunk.offset).into(),
-                    count(chunk.data.len() as u64).into(),
-                    chunk.data.as_str().into(),
-                ]
-            });
-            insert
-                .skip_duplicates("request_id, job_id, try, stream, byte_offset")
-                .execute(&mut tx)
-                .await?;
-        }
+        let column =
+            |text: fn(&OutputChunk) -> &str| Values::Text(chunks.iter().map(text).collect());
+        InsertRows::new(
+            "job_output",
+            "request_id, job_id, try, stream, byte_offset, byte_len, data",
+        )
+        .column(column(|chunk| &chunk.request_id))
+        .column(column(|chunk| &chunk.job_id))
+        .column(Values::Int(
+            chunks.iter().map(|chunk| try_value(chunk.r#try)).collect(),
+        ))
+        .column(Values::Small(
+            chunks
+                .iter()
+                .map(|chunk| stream_value(chunk.stream))
+                .collect(),
+        ))
+        .column(Values::Big(
+            chunks.iter().map(|chunk| count(chunk.offset)).collect(),
+        ))
+        .column(Values::Big(
+            chunks
+                .iter()
+                .map(|chunk| count(chunk.data.len() as u64))
+                .collect(),
+        ))
+        .column(column(|chunk| &chunk.data))
+        .skip_duplicates("request_id, job_id, try, stream, byte_offset")
+        // Chunks of output text: a thousand a statement, as they always went.
+        .rows_per_statement(1000)
+        .execute(&mut tx)
+        .await?;
         for ((request_id, job_id, try_no, stream), end) in ends {
             let Some(tail_start) = end.checked_sub(proto::OUTPUT_TAIL_BYTES) else {
                 continue;
@@ -229,26 +236,31 @@ impl<DB: Backend> SqlStore<DB> {
                 }
             }
         }
-        for chunk in starts.chunks(LOG_ROWS_PER_STATEMENT) {
-            let mut insert = Statement::build(
-                "INSERT INTO job_tries (request_id, job_id, try, run_try, sequence_try, started_at, jr_instance) VALUES ",
-            );
-            insert.push_rows(chunk, |start| {
-                vec![
-                    start.request_id.as_str().into(),
-                    start.job_id.as_str().into(),
-                    i32::try_from(start.r#try).unwrap_or(i32::MAX).into(),
-                    i32::try_from(start.run_try).unwrap_or(i32::MAX).into(),
-                    i32::try_from(start.sequence_try).unwrap_or(i32::MAX).into(),
-                    start.started_at.into(),
-                    instance.into(),
-                ]
-            });
-            insert
-                .skip_duplicates("request_id, job_id, try")
-                .execute(&mut tx)
-                .await?;
-        }
+        let column = |text: fn(&TryStart) -> &str| Values::Text(starts.iter().map(text).collect());
+        let number = |number: fn(&TryStart) -> u32| {
+            Values::Int(
+                starts
+                    .iter()
+                    .map(|start| try_value(number(start)))
+                    .collect(),
+            )
+        };
+        InsertRows::new(
+            "job_tries",
+            "request_id, job_id, try, run_try, sequence_try, started_at, jr_instance",
+        )
+        .column(column(|start| &start.request_id))
+        .column(column(|start| &start.job_id))
+        .column(number(|start| start.r#try))
+        .column(number(|start| start.run_try))
+        .column(number(|start| start.sequence_try))
+        .column(Values::Big(
+            starts.iter().map(|start| start.started_at).collect(),
+        ))
+        .column(Values::Text(vec![instance; starts.len()]))
+        .skip_duplicates("request_id, job_id, try")
+        .execute(&mut tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }

@@ -23,6 +23,7 @@ use proto::{
 use serde_json::Value;
 use sqlx::Pool;
 
+pub use rows::{InsertRows, Values};
 pub use run::{BoxFuture, Column, Columns};
 pub(crate) use run::{run_on, runs_statements};
 pub use statement::Statement;
@@ -42,9 +43,6 @@ pub(crate) const REQUEST_ROWS_PER_STATEMENT: usize = 500;
 /// Statements of one read of thousands of requests run at once (`spindle ps` of 50,000
 /// running requests reads them in 100 statements, and their job states in 100 more).
 pub(crate) const READS_AT_ONCE: usize = 4;
-
-/// Output chunk rows per INSERT statement (7 parameters each).
-pub(crate) const OUTPUT_ROWS_PER_STATEMENT: usize = 1000;
 
 /// What differs between the databases Spindle stores in: how each renders what
 /// [`Statement`]s say by intent, and the few behaviours the concern modules branch on.
@@ -114,6 +112,22 @@ pub trait Backend: sqlx::Database<Row: Columns> {
     fn push_value_match(query: &mut Statement<'_>, text: String);
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Runs `rows` on `conn`; the count of rows inserted. By default multi-row `VALUES`
+    /// statements ([`InsertRows::statements`]); a database that binds arrays says it in
+    /// one statement.
+    fn insert_rows<'e, 'q: 'e>(
+        conn: &'e mut Self::Connection,
+        rows: InsertRows<'q>,
+    ) -> BoxFuture<'e, Result<u64, sqlx::Error>> {
+        Box::pin(async move {
+            let mut inserted = 0;
+            for statement in rows.statements() {
+                inserted += Self::rows_affected(&Self::execute(&mut *conn, statement).await?);
+            }
+            Ok(inserted)
+        })
+    }
 
     /// Every row `statement` answers on `conn` ([`runs_statements`] writes the three
     /// running methods: each backend meets sqlx's bounds with its concrete types, so
@@ -245,6 +259,11 @@ fn instance_value(fence: Option<&Fence>) -> &str {
     fence.map_or("", |fence| fence.instance.as_str())
 }
 
+/// A try number as the databases store it (INTEGER).
+fn try_value(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 /// A state as the databases store it (SMALLINT).
 fn state_value(state: State) -> i16 {
     i16::from(state.value())
@@ -307,6 +326,7 @@ mod notifications;
 mod recovery;
 mod requests;
 mod retention;
+mod rows;
 mod run;
 mod runners;
 mod schedules;

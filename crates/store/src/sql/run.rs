@@ -121,6 +121,19 @@ impl<'q> Statement<'q> {
     }
 }
 
+impl<'q> super::InsertRows<'q> {
+    /// Inserts the rows (as [`Backend::insert_rows`] renders them); the count inserted.
+    pub(crate) async fn execute<'a, 't: 'a, DB: Backend>(
+        self,
+        on: impl Into<On<'a, 't, DB>>,
+    ) -> Result<u64, sqlx::Error> {
+        if self.rows() == 0 {
+            return Ok(0);
+        }
+        on_connection!(on, self, insert_rows)
+    }
+}
+
 /// How a statement runs on a connection of `DB`, for a backend whose types meet sqlx's
 /// bounds: each [`Backend`] impl's `fetch_all`, `fetch_optional` and `execute` are these,
 /// one function each of sqlx's of the same name.

@@ -1,0 +1,189 @@
+//! An INSERT of many rows given column by column ([`InsertRows`]), rendered per database
+//! by [`Backend::insert_rows`]: by default multi-row `VALUES` statements of at most
+//! [`PARAMS_PER_STATEMENT`] params each; PostgreSQL binds each column as one array and
+//! inserts from `UNNEST`, one statement of as many params as columns whatever the count
+//! of rows (a job log row of 12 columns cost about 20 µs in `VALUES` of 1,000 rows, most
+//! of it binding and planning 12,000 params; `BENCHMARKS.md`, 2026-12-06).
+
+use std::borrow::Cow;
+
+use super::statement::Param;
+use super::{Backend, Statement};
+
+/// Params of one multi-row `VALUES` statement at most: under SQLite's limit (32,766) and
+/// MySQL's (65,535), and as many as a job log row's 12 columns over 1,000 rows.
+pub(crate) const PARAMS_PER_STATEMENT: usize = 12_000;
+
+/// One column's values, a value for each row.
+#[derive(Debug, Clone)]
+pub enum Values<'q> {
+    Text(Vec<&'q str>),
+    Small(Vec<i16>),
+    Int(Vec<i32>),
+    Big(Vec<i64>),
+}
+
+impl<'q> Values<'q> {
+    fn len(&self) -> usize {
+        match self {
+            Values::Text(values) => values.len(),
+            Values::Small(values) => values.len(),
+            Values::Int(values) => values.len(),
+            Values::Big(values) => values.len(),
+        }
+    }
+
+    /// Row `row`'s value, as a param of a `VALUES` statement.
+    fn param(&self, row: usize) -> Param<'q> {
+        match self {
+            Values::Text(values) => Param::Text(Cow::Borrowed(values[row])),
+            Values::Small(values) => Param::Small(values[row]),
+            Values::Int(values) => Param::Int(values[row]),
+            Values::Big(values) => Param::Big(values[row]),
+        }
+    }
+}
+
+/// `INSERT INTO table (columns)` of rows given as one [`Values`] per column, in the
+/// columns' order; with [`InsertRows::skip_duplicates`], rows whose key exists are
+/// skipped (the count inserted is those that were not).
+#[derive(Debug, Clone)]
+pub struct InsertRows<'q> {
+    pub(crate) table: &'static str,
+    /// The columns as the statement names them, comma-separated.
+    pub(crate) columns: &'static str,
+    pub(crate) values: Vec<Values<'q>>,
+    pub(crate) skip_duplicates: Option<&'static str>,
+    /// Rows of one `VALUES` statement at most, where fewer than the params allow.
+    pub(crate) rows_per_statement: Option<usize>,
+}
+
+impl<'q> InsertRows<'q> {
+    /// An insert into `table` of `columns` (as SQL names them, comma-separated), whose
+    /// values are then given a column at a time, in that order.
+    pub(crate) fn new(table: &'static str, columns: &'static str) -> InsertRows<'q> {
+        InsertRows {
+            table,
+            columns,
+            values: Vec::new(),
+            skip_duplicates: None,
+            rows_per_statement: None,
+        }
+    }
+
+    /// At most `rows` rows in one `VALUES` statement (rows of large values, which a
+    /// database's packet limit bounds before its count of params does).
+    pub(crate) fn rows_per_statement(mut self, rows: usize) -> InsertRows<'q> {
+        self.rows_per_statement = Some(rows);
+        self
+    }
+
+    /// The next column's values.
+    pub(crate) fn column(mut self, values: Values<'q>) -> InsertRows<'q> {
+        debug_assert!(
+            self.values
+                .first()
+                .is_none_or(|first| first.len() == values.len()),
+            "every column of {} has a value for each row",
+            self.table
+        );
+        self.values.push(values);
+        self
+    }
+
+    /// Skips the rows whose `key` (unique columns) exists, instead of failing.
+    pub(crate) fn skip_duplicates(mut self, key: &'static str) -> InsertRows<'q> {
+        self.skip_duplicates = Some(key);
+        self
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.values.first().map_or(0, Values::len)
+    }
+
+    /// The insert as multi-row `VALUES` statements (`Backend::insert_rows`' default).
+    pub(crate) fn statements(&self) -> Vec<Statement<'q>> {
+        let per_statement = (PARAMS_PER_STATEMENT / self.values.len().max(1))
+            .min(self.rows_per_statement.unwrap_or(usize::MAX))
+            .max(1);
+        let rows: Vec<usize> = (0..self.rows()).collect();
+        rows.chunks(per_statement)
+            .map(|chunk| {
+                let mut insert = Statement::build(format!(
+                    "INSERT INTO {} ({}) VALUES ",
+                    self.table, self.columns
+                ));
+                insert.push_rows(chunk, |&row| {
+                    self.values.iter().map(|column| column.param(row)).collect()
+                });
+                match self.skip_duplicates {
+                    Some(key) => insert.skip_duplicates(key),
+                    None => insert,
+                }
+            })
+            .collect()
+    }
+
+    /// The statement's text where each column is one array param unnested (PostgreSQL),
+    /// `array_types` naming each [`Values`]' array type.
+    pub(crate) fn unnest_sql<DB: Backend>(
+        &self,
+        array_type: impl Fn(&Values<'_>) -> &'static str,
+    ) -> String {
+        let arrays: Vec<String> = self
+            .values
+            .iter()
+            .enumerate()
+            .map(|(at, column)| format!("${}::{}", at + 1, array_type(column)))
+            .collect();
+        let insert = format!(
+            "INSERT INTO {} ({}) SELECT * FROM UNNEST({})",
+            self.table,
+            self.columns,
+            arrays.join(", ")
+        );
+        match self.skip_duplicates {
+            Some(key) => DB::skip_duplicates(&insert, key),
+            None => insert,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_columns(rows: usize) -> InsertRows<'static> {
+        let names: Vec<&'static str> = (0..rows).map(|_| "x").collect();
+        InsertRows::new("t", "a, b")
+            .column(Values::Text(names))
+            .column(Values::Big((0..rows as i64).collect()))
+    }
+
+    #[test]
+    fn values_statements_stay_under_the_params_limit_and_keep_every_row() {
+        let insert = two_columns(PARAMS_PER_STATEMENT + 3);
+        let statements = insert.statements();
+        // 6,000 rows of two params a statement: three statements, the last of 3 rows.
+        assert_eq!(statements.len(), 3);
+        assert!(
+            statements[0]
+                .sql()
+                .starts_with("INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)")
+        );
+        assert!(statements[2].sql().ends_with("($5, $6)"));
+    }
+
+    #[test]
+    fn an_unnest_names_one_array_a_column() {
+        let insert = two_columns(3).skip_duplicates("a");
+        let sql = insert.unnest_sql::<sqlx::Postgres>(|column| match column {
+            Values::Text(_) => "text[]",
+            _ => "int8[]",
+        });
+        assert_eq!(
+            sql,
+            "INSERT INTO t (a, b) SELECT * FROM UNNEST($1::text[], $2::int8[]) ON CONFLICT (a) DO NOTHING"
+        );
+    }
+}
