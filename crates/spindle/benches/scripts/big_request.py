@@ -9,7 +9,9 @@ SPINDLE_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; made
 dropped with `psql`), POSTs one request whose `each:` job node runs a `noop` per host,
 polls it until it ends, then times GET /api/v1/requests/{id} three times and
 GET .../elements?state=failed once, and prints each process's peak resident memory.
-Standard library only.
+SPINDLE_BENCH_WRAPPER is a command to start the server or manager under (a profiler: `heaptrack -o FILE`).
+With SPINDLE_BENCH_METRICS=1 it also prints, from the manager's /metrics, the store's
+time by operation (where the run's time went). Standard library only.
 """
 
 import json
@@ -56,6 +58,19 @@ def peak_mib(pid):
         return int(next(line.split()[1] for line in f if line.startswith("VmHWM"))) / 1024
 
 
+def store_time(base):
+    """The store's operations by their summed time, from the manager's /metrics."""
+    sums, counts = {}, {}
+    for line in urllib.request.urlopen(base + "/metrics").read().decode().splitlines():
+        for suffix, into in (("_sum{", sums), ("_count{", counts)):
+            if line.startswith("spindle_store_query_duration_seconds" + suffix):
+                labels, value = line.rsplit(" ", 1)
+                operation = labels.split('operation="', 1)[1].split('"', 1)[0]
+                into[operation] = into.get(operation, 0) + float(value)
+    for operation, total in sorted(sums.items(), key=lambda item: -item[1])[:8]:
+        print(f"  store {operation}: {total:.3f} s in {counts.get(operation, 0):.0f} calls")
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     rm_jr = len(sys.argv) > 2 and sys.argv[2] == "rm-jr"
@@ -65,6 +80,8 @@ def main():
     admin = os.environ.get("SPINDLE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
     database = f"spindle_big_{os.getpid()}"
     processes = []
+    # A profiler to start the server or manager under, such as `heaptrack -o /tmp/rm`.
+    wrapper = os.environ.get("SPINDLE_BENCH_WRAPPER", "").split()
     with tempfile.TemporaryDirectory() as work:
         os.mkdir(os.path.join(work, "specs"))
         with open(os.path.join(work, "specs", "big.yaml"), "w") as f:
@@ -74,7 +91,7 @@ def main():
             subprocess.run(["psql", admin, "-qc", f'CREATE DATABASE "{database}"'], check=True)
             url = admin.rsplit("/", 1)[0] + "/" + database
             processes.append(subprocess.Popen(
-                [binary, "rm", "--listen", f"127.0.0.1:{port}", "--specs", "specs",
+                wrapper + [binary, "rm", "--listen", f"127.0.0.1:{port}", "--specs", "specs",
                  "--database", url], **quiet))
             jr_port = free_port()
             processes.append(subprocess.Popen(
@@ -82,7 +99,7 @@ def main():
             wait_ready(f"http://127.0.0.1:{jr_port}")
         else:
             processes.append(subprocess.Popen(
-                [binary, "server", "--listen", f"127.0.0.1:{port}",
+                wrapper + [binary, "server", "--listen", f"127.0.0.1:{port}",
                  "--specs", "specs", "--database", "sqlite://big.db"], **quiet))
         try:
             wait_ready(base)
@@ -107,6 +124,8 @@ def main():
             t = time.time()
             urllib.request.urlopen(f"{base}/api/v1/requests/{rid}/elements?state=failed").read()
             failed = (time.time() - t) * 1000
+            if os.environ.get("SPINDLE_BENCH_METRICS"):
+                store_time(base)
             peaks = " / ".join(f"{peak_mib(p.pid):.0f} MiB" for p in processes)
             print(f"| {n} | {'rm + jr, PostgreSQL' if rm_jr else 'server, SQLite'} | {posted:.2f} s | "
                   f"{ended:.2f} s | {min(gets):.1f}-{max(gets):.1f} ms | {failed:.0f} ms | {peaks} |")
