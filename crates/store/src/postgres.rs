@@ -74,7 +74,7 @@ impl Backend for Postgres {
     }
 
     /// One statement whatever the count of rows: each column bound as an array and the
-    /// rows made by `UNNEST` (a statement of 12,000 params per 1,000 rows took four times
+    /// rows made by `UNNEST` (a statement of 12,000 params per 1,000 rows took three times
     /// the time, most of it binding and planning them).
     fn insert_rows<'e, 'q: 'e>(
         conn: &'e mut sqlx::PgConnection,
