@@ -293,6 +293,16 @@ pub struct JobState {
     pub wrapper: bool,
 }
 
+/// One job log entry without its texts ([`JobLogs::logged_tries`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedTry {
+    pub job_id: String,
+    pub r#try: u32,
+    pub state: State,
+    pub started_at: i64,
+    pub finished_at: i64,
+}
+
 /// A try that started, with the runner instance that started it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartedTry {

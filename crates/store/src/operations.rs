@@ -18,7 +18,7 @@ use proto::{
 use crate::sql::{Backend, SqlStore};
 use crate::{
     Attempt, BatchWritten, ClaimedNotification, Error, FannedOut, Finished, Holder,
-    ImportedRequest, JobState, LockClaim, LockHolder, LockTake, NotificationEvent,
+    ImportedRequest, JobState, LockClaim, LockHolder, LockTake, LoggedTry, NotificationEvent,
     NotificationFilter, Owner, Recovery, RecoveryRead, Removed, StartedTry, WriteBatch,
 };
 
@@ -220,6 +220,10 @@ store_traits! {
 
         /// Every job log entry of a request, by job then try.
         fn job_log(&self, request_id: &str) -> Vec<JobLog>;
+
+        /// Every job log entry of a request without its texts (no output, error, name or
+        /// type), in no particular order: what a request's elements are worked out from.
+        fn logged_tries(&self, request_id: &str) -> Vec<LoggedTry>;
 
         /// The entry with the highest try of one job.
         fn latest_job_log(&self, request_id: &RequestId, job_id: &str) -> JobLog;

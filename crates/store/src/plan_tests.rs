@@ -132,9 +132,10 @@ pub(super) async fn every_read_of_the_api_is_served_by_an_index(store: Arc<dyn S
         store.get_request("h001234", true).await.unwrap();
         assert_eq!(store.job_log("h001234").await.unwrap().len(), 10);
         store.job_states("h001234").await.unwrap();
+        assert_eq!(store.logged_tries("h001234").await.unwrap().len(), 10);
     };
     let ((), explained) = explained(reads).await;
-    assert!(explained.len() >= 5, "{explained:#?}");
+    assert!(explained.len() >= 6, "{explained:#?}");
     plans.extend(
         explained
             .into_iter()

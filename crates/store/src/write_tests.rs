@@ -2,6 +2,7 @@
 //! log entries, output, batches — and what retention removes.
 
 use super::recovery_tests::try_start;
+use crate::LoggedTry;
 use super::*;
 
 pub(super) async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Raw) {
@@ -67,6 +68,21 @@ pub(super) async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store
         latest,
         [("a", 1, State::Complete), ("b", 2, State::Complete)]
     );
+    // Every entry without its texts, for a request's elements.
+    let mut tries = store.logged_tries("r1").await.unwrap();
+    tries.sort_by(|x, y| (&x.job_id, x.r#try).cmp(&(&y.job_id, y.r#try)));
+    let without_texts: Vec<LoggedTry> = entries
+        .iter()
+        .map(|entry| LoggedTry {
+            job_id: entry.job_id.clone(),
+            r#try: entry.r#try,
+            state: entry.state,
+            started_at: entry.started_at,
+            finished_at: entry.finished_at,
+        })
+        .collect();
+    assert_eq!(tries, without_texts);
+    assert!(store.logged_tries("nope").await.unwrap().is_empty());
     // A grapher's wrapper (a noop named `…_begin` or `…_end`) is told from the own jobs.
     let wrapper = JobLog {
         name: "sequence_deploy_begin".to_owned(),

@@ -170,8 +170,7 @@ pub(super) async fn get_request(
             manager.wait_for_end(&id, query.chain, wait).await?
         }
     };
-    manager.count_own_finished(&mut request).await?;
-    manager.summarize_elements(&mut request).await?;
+    manager.fill_progress(&mut request).await?;
     Ok(Json(request).into_response())
 }
 

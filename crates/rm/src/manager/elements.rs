@@ -197,6 +197,16 @@ impl Manager {
     /// every element complete, and a finished one's summary is kept: neither reads its
     /// job states again (a 100,000-host request has 100,000 of them).
     pub async fn summarize_elements(&self, request: &mut Request) -> Result<(), Error> {
+        self.summarize_elements_with(request, None).await
+    }
+
+    /// [`Manager::summarize_elements`] with the request's job states when a caller has
+    /// read them already (`None`: read here when needed).
+    pub(super) async fn summarize_elements_with(
+        &self,
+        request: &mut Request,
+        states: Option<Vec<store::JobState>>,
+    ) -> Result<(), Error> {
         let fleets = self.fleets(&request.id).await?;
         if fleets.is_empty() {
             return Ok(());
@@ -212,8 +222,12 @@ impl Manager {
             request.elements = kept;
             return Ok(());
         }
-        let mut seen: HashMap<String, Seen> = HashMap::new();
-        for job in self.store.job_states(&request.id).await? {
+        let states = match states {
+            Some(states) => states,
+            None => self.store.job_states(&request.id).await?,
+        };
+        let mut seen: HashMap<String, Seen> = HashMap::with_capacity(states.len());
+        for job in states {
             seen.insert(
                 job.job_id,
                 Seen {
@@ -294,7 +308,7 @@ impl Manager {
             )));
         }
         let mut seen: HashMap<String, Seen> = HashMap::new();
-        for entry in self.store.job_log(request_id).await? {
+        for entry in self.store.logged_tries(request_id).await? {
             let job = seen.entry(entry.job_id).or_default();
             if job.started_at == 0 || entry.started_at < job.started_at {
                 job.started_at = entry.started_at;

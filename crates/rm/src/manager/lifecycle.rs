@@ -363,6 +363,7 @@ impl Manager {
 
     /// Stops a RUNNING request; returns once its Job Runner stopped it.
     pub async fn stop(&self, request_id: &RequestId) -> Result<(), Error> {
+        self.progress.forget(request_id);
         let mut request = self.store.get_request(request_id, false).await?;
         // One that has not started (waiting for a lock, or for a runner) is withdrawn:
         // STOPPED at once, which leaves its locks' queues.
@@ -462,6 +463,7 @@ impl Manager {
     /// live runner at once (or by the background loop when none answers now).
     pub async fn retry(&self, request_id: &RequestId, what: &Retry) -> Result<(), Error> {
         self.check_open()?;
+        self.progress.forget(request_id);
         let request = self.store.get_request(request_id, false).await?;
         let from = what.from.as_deref();
         if let Some(refusal) = state_refusal(

@@ -6,6 +6,8 @@
 //! - `lifecycle`: create, start, stop, pause, retry, approvals' answers;
 //! - `hand_over`: choosing a Job Runner and handing it a chain (epochs, fences);
 //! - `reads`: get, find, job logs, output, what runs now; `wait`: waiting for an end;
+//! - `elements`: a request's `each:` elements; `progress`: its own jobs complete and its
+//!   elements' summary as people are shown them;
 //! - `reports`: what Job Runners report (try starts, job logs, output, progress, the
 //!   end, a suspension);
 //! - `background`: the round that offers PENDING requests again, resumes suspended
@@ -48,6 +50,7 @@ pub(crate) use lifecycle::state_refusal;
 mod locks;
 mod metrics;
 mod notifications;
+mod progress;
 mod reads;
 mod reports;
 mod runners;
@@ -229,6 +232,8 @@ pub struct Manager {
     secret_args: std::sync::RwLock<Arc<crate::secrets::SecretArgs>>,
     /// Requests' `each:` expansions as read from their chains, which never change.
     fleets: elements::FleetCache,
+    /// Running requests' progress that took long to work out, for a little while.
+    progress: progress::ProgressCache,
 }
 
 /// The specs of a Request Manager, as loaded (at start, or by a reload).
@@ -352,6 +357,7 @@ impl Manager {
             notify_wake: tokio::sync::Notify::new(),
             secret_args: std::sync::RwLock::default(),
             fleets: elements::FleetCache::default(),
+            progress: progress::ProgressCache::default(),
         }
     }
 

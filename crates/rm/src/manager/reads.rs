@@ -179,11 +179,15 @@ impl Manager {
             found.extend(more);
         }
         count_own_finished_from(&mut found, &states);
-        let filled = found.into_iter().map(|mut request| async move {
-            if let Err(err) = self.summarize_elements(&mut request).await {
-                tracing::warn!(request_id = %request.id, error = %err, "elements not summed up");
+        let filled = found.into_iter().map(|mut request| {
+            // The job states read for the count sum up its elements too.
+            let read = states.remove(&request.id);
+            async move {
+                if let Err(err) = self.summarize_elements_with(&mut request, read).await {
+                    tracing::warn!(request_id = %request.id, error = %err, "elements not summed up");
+                }
+                (request.id.clone(), request)
             }
-            (request.id.clone(), request)
         });
         let requests = futures_util::stream::iter(filled)
             .buffer_unordered(RUNNING_READS_AT_ONCE)
@@ -246,7 +250,7 @@ fn uncounted_if_unread(
 
 /// Whether a request's own finished jobs are counted from its job states: some of its
 /// jobs finished, not all.
-fn partly_finished(request: &Request) -> bool {
+pub(super) fn partly_finished(request: &Request) -> bool {
     request.own_jobs > 0 && request.finished_jobs > 0 && request.finished_jobs < request.total_jobs
 }
 
@@ -269,7 +273,7 @@ fn count_own_finished_from(
 
 /// A request's own finished jobs when its job states are not needed: none before any
 /// finished, all once every one did.
-fn own_finished_without_states(request: &Request) -> u64 {
+pub(super) fn own_finished_without_states(request: &Request) -> u64 {
     if request.own_jobs > 0
         && request.finished_jobs > 0
         && request.finished_jobs >= request.total_jobs
@@ -281,7 +285,7 @@ fn own_finished_without_states(request: &Request) -> u64 {
 }
 
 /// The completed jobs among `states` that are not the grapher's wrappers.
-fn own_complete(states: &[store::JobState]) -> u64 {
+pub(super) fn own_complete(states: &[store::JobState]) -> u64 {
     states
         .iter()
         .filter(|job| !job.wrapper && job.state == State::Complete)

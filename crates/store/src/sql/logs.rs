@@ -170,6 +170,23 @@ impl<DB: Backend> SqlStore<DB> {
         rows.iter().map(Self::job_log_from_row).collect()
     }
 
+    pub(crate) async fn logged_tries(&self, request_id: &str) -> Result<Vec<LoggedTry>, Error> {
+        let sql =
+            "SELECT job_id, try, state, started_at, finished_at FROM job_log WHERE request_id = $1";
+        let rows = self.rows_of_request(sql, request_id).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LoggedTry {
+                    job_id: row.read("job_id")?,
+                    r#try: u32::try_from(row.read::<i32>("try")?).unwrap_or(0),
+                    state: state_of(row.read("state")?)?,
+                    started_at: row.read("started_at")?,
+                    finished_at: row.read("finished_at")?,
+                })
+            })
+            .collect()
+    }
+
     pub(crate) async fn latest_job_log(
         &self,
         request_id: &RequestId,

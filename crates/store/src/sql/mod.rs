@@ -31,7 +31,7 @@ pub(crate) use statement::{Rendered, ValuesUpdate, positional};
 
 use crate::{
     BatchWritten, Error, Finished, Holder, ImportedRequest, JobState, LockClaim, LockHolder,
-    LockTake, Owner, Removed, StartRequest, StartedTry, WriteBatch,
+    LockTake, LoggedTry, Owner, Removed, StartRequest, StartedTry, WriteBatch,
 };
 
 /// Job log rows per INSERT statement (12 parameters each, under SQLite's limit).
