@@ -130,17 +130,16 @@ impl<DB: Backend> SqlStore<DB> {
                 to_json("job chain", chain)?,
             ));
         }
-        for chunk in archives.chunks(REQUEST_ROWS_PER_STATEMENT) {
+        // The JSON moved into the statement, not copied (a chain's is megabytes).
+        while !archives.is_empty() {
+            let chunk: Vec<_> = archives
+                .drain(..REQUEST_ROWS_PER_STATEMENT.min(archives.len()))
+                .collect();
             let mut insert = Statement::build(
                 "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ",
             );
             insert.push_rows(chunk, |(id, create, args, chain)| {
-                vec![
-                    (*id).into(),
-                    create.as_str().into(),
-                    args.as_str().into(),
-                    chain.as_str().into(),
-                ]
+                vec![id.into(), create.into(), args.into(), chain.into()]
             });
             insert.execute(&mut *tx).await?;
         }

@@ -73,7 +73,11 @@ impl From<i64> for Param<'_> {
 /// Binding a [`Param`] to a query of `DB`: sqlx's bounds on the types of params, named
 /// once (met by each backend's concrete types).
 pub trait Binds<'q, DB: sqlx::Database> {
+    /// Binds a copy of this param (one a statement takes more than once).
     fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB>;
+
+    /// Binds this param itself: owned text is moved, not copied.
+    fn bind_into(self, query: Query<'q, DB>) -> Query<'q, DB>;
 }
 
 /// A query of sqlx's on `DB`.
@@ -89,10 +93,20 @@ where
     i64: for<'a> Encode<'a, DB> + Type<DB>,
     Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
 {
+    fn bind_into(self, query: Query<'q, DB>) -> Query<'q, DB> {
+        match self {
+            // SQLite's driver keeps an owned `String` as it is, and copies a `&str`: a
+            // stored chain's JSON (tens of megabytes at 100,000 jobs) is bound owned.
+            Param::Text(Cow::Owned(text)) => query.bind(text),
+            Param::MaybeText(text) => query.bind(text.map(Cow::into_owned)),
+            other => other.bind_to(query),
+        }
+    }
+
     fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB> {
-        // Borrowed text is bound as the reference it is (a stored chain's JSON is tens
-        // of megabytes at 100,000 jobs: a copy here raised the peak by as much); owned
-        // text as a copy, since MySQL may take a param twice.
+        // Borrowed text is bound as the reference it is (a copy here raised a big
+        // create's peak by as much); owned text as a copy, since MySQL may take a param
+        // twice ([`Binds::bind_into`] moves its last use).
         match self {
             Param::Text(Cow::Borrowed(text)) => query.bind(*text),
             Param::Text(Cow::Owned(text)) => query.bind(text.clone()),
@@ -234,8 +248,24 @@ impl<'q> Statement<'q> {
             None => (sql, (0..self.params.len()).collect()),
         };
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for index in order {
-            query = self.params[index].bind_to(query);
+        // Each param's last use takes it (moved); an earlier one a copy.
+        let mut last_use = vec![usize::MAX; self.params.len()];
+        for (position, &index) in order.iter().enumerate() {
+            last_use[index] = position;
+        }
+        let mut params: Vec<Option<Param<'q>>> = self.params.into_iter().map(Some).collect();
+        for (position, &index) in order.iter().enumerate() {
+            query = if last_use[index] == position {
+                match params[index].take() {
+                    Some(param) => param.bind_into(query),
+                    None => query,
+                }
+            } else {
+                match &params[index] {
+                    Some(param) => param.bind_to(query),
+                    None => query,
+                }
+            };
         }
         query
     }
