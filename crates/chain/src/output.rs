@@ -54,7 +54,13 @@ pub(crate) struct Hub {
     written: std::sync::atomic::AtomicBool,
     /// Writes so far (under `pending`'s lock), which orders the chunks.
     writes: std::sync::atomic::AtomicU64,
+    /// Output gathered when none was: the flusher, idle, waits for this (no timer).
+    arrived: Notify,
+    /// Much gathered: the flusher sends before its interval ends.
     wake: Notify,
+    /// The flusher's rounds, for a test that it sleeps while nothing is gathered.
+    #[cfg(test)]
+    rounds: std::sync::atomic::AtomicU64,
     /// The request's secret args: their values never leave in output (issue #33).
     secrets: job::Secrets,
 }
@@ -108,11 +114,13 @@ impl Hub {
             added = added.saturating_sub(dropped);
         }
         drop(pending);
-        let gathered = self
+        let before = self
             .gathered
-            .fetch_add(added, std::sync::atomic::Ordering::Relaxed)
-            + added;
-        if gathered >= FLUSH_BYTES {
+            .fetch_add(added, std::sync::atomic::Ordering::Relaxed);
+        if before == 0 && added > 0 {
+            self.arrived.notify_one();
+        }
+        if before + added >= FLUSH_BYTES {
             self.wake.notify_one();
         }
     }
@@ -205,11 +213,25 @@ pub(crate) async fn flush(
     done: CancellationToken,
 ) {
     loop {
-        let last = tokio::select! {
-            () = tokio::time::sleep(FLUSH_INTERVAL) => false,
-            () = hub.wake.notified() => false,
-            () = done.cancelled() => true,
-        };
+        // Nothing gathered: no timer until output arrives. A runner of 50,000 quiet
+        // chains otherwise wakes each one's flusher five times a second, 250,000 wakes
+        // a second for nothing. (A write between the check and the wait leaves its
+        // notification for the wait.)
+        if hub.gathered.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            tokio::select! {
+                () = hub.arrived.notified() => {}
+                () = done.cancelled() => {}
+            }
+        }
+        let last = done.is_cancelled()
+            || tokio::select! {
+                () = tokio::time::sleep(FLUSH_INTERVAL) => false,
+                () = hub.wake.notified() => false,
+                () = done.cancelled() => true,
+            };
+        #[cfg(test)]
+        hub.rounds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let chunks = hub.take(&request_id);
         if !chunks.is_empty() {
             let _ = with_retries(&policy, observer.as_deref(), "job output", || {
@@ -242,6 +264,44 @@ mod tests {
 
     fn key(stream: Stream) -> Key {
         (JobIdx::from_raw(0), 1, stream)
+    }
+
+    /// A chain whose jobs print nothing costs its runner no timer: the flusher sleeps
+    /// until output arrives, sends it within the interval, and sleeps again.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_flusher_waits_for_output_without_rounds() {
+        let hub = Arc::new(hub());
+        let kept = Arc::new(crate::testing::Kept::default());
+        let done = CancellationToken::new();
+        let task = tokio::spawn(flush(
+            Arc::clone(&hub),
+            Arc::clone(&kept) as Arc<dyn Reporter>,
+            RetryPolicy::default(),
+            None,
+            "r1".to_owned(),
+            done.clone(),
+        ));
+        let rounds = || hub.rounds.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(rounds(), 0, "no round while nothing was written");
+
+        hub.write(key(Stream::Stdout), b"hello\n");
+        tokio::time::sleep(FLUSH_INTERVAL * 2).await;
+        let sent: Vec<String> = kept
+            .output
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|chunk| chunk.data.clone())
+            .collect();
+        assert_eq!(sent, ["hello\n"], "sent within the interval");
+        let after_output = rounds();
+        assert!(after_output >= 1);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(rounds(), after_output, "asleep again once it was sent");
+
+        done.cancel();
+        task.await.unwrap();
     }
 
     /// Issue #36: a batch is in the order its output began to gather, not by job id: a

@@ -2,8 +2,8 @@
 //! log entries, output, batches — and what retention removes.
 
 use super::recovery_tests::try_start;
-use crate::LoggedTry;
 use super::*;
+use crate::LoggedTry;
 
 pub(super) async fn job_log_entries_are_stored_once_per_try(store: Arc<dyn Store>, _raw: Raw) {
     running(&*store, "r1").await;
