@@ -334,6 +334,7 @@ impl Ui {
     /// something truthy: the page's periodic refresh may redraw the element between the
     /// focus and the key, which then goes nowhere; so it is tried again (at most 5 times).
     async fn press_enter(&self, css: &str, what: &str, script: &str) {
+        use fantoccini::error::{CmdError, ErrorStatus};
         for attempt in 1..=5 {
             let focused = self
                 .js(&format!(
@@ -341,13 +342,20 @@ impl Ui {
                 ))
                 .await;
             assert_eq!(focused, true, "{}: cannot focus {css}", self.test);
-            self.client
-                .active_element()
-                .await
-                .unwrap()
+            let active = self.client.active_element().await.unwrap();
+            match active
                 .send_keys(&fantoccini::key::Key::Enter.to_string())
                 .await
-                .unwrap();
+            {
+                Ok(()) => {}
+                // Redrawn between the focus and the key: the element is gone; again.
+                Err(CmdError::Standard(err))
+                    if err.error == ErrorStatus::StaleElementReference && attempt < 5 =>
+                {
+                    continue;
+                }
+                Err(err) => panic!("{}: pressing Enter on {css}: {err}", self.test),
+            }
             let deadline = Instant::now() + Duration::from_secs(3);
             while Instant::now() < deadline {
                 let value = self.js(script).await;
