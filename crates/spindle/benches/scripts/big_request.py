@@ -124,6 +124,16 @@ def main():
             t = time.time()
             urllib.request.urlopen(f"{base}/api/v1/requests/{rid}/elements?state=failed").read()
             failed = (time.time() - t) * 1000
+            # The web UI's page of the request: its HTML, its drawing, and one poll of
+            # its job states (what the open page asks every few seconds).
+            ui = []
+            for path in (f"/requests/{rid}", f"/ui/api/requests/{rid}/graph",
+                         f"/ui/api/requests/{rid}/states"):
+                t = time.time()
+                size = len(urllib.request.urlopen(base + path).read())
+                ui.append(f"{path.split('/')[-1] if 'api' in path else 'page'} "
+                          f"{(time.time() - t) * 1000:.0f} ms ({size / 1e6:.1f} MB)")
+            print("  web UI: " + ", ".join(ui))
             if os.environ.get("SPINDLE_BENCH_METRICS"):
                 store_time(base)
             peaks = " / ".join(f"{peak_mib(p.pid):.0f} MiB" for p in processes)
