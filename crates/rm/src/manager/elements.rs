@@ -242,7 +242,7 @@ impl Manager {
         let lookup = |id: &str| seen.get(id).copied().unwrap_or_default();
         request.elements = fleets
             .iter()
-            .map(|fleet| summary(fleet, &statuses(fleet, &lookup, running)))
+            .map(|fleet| summary(fleet, &lookup, running))
             .collect();
         if let Some(ended) = ended {
             self.fleets
@@ -279,7 +279,7 @@ impl Manager {
         let running = request.state == State::Running;
         request.elements = fleets
             .iter()
-            .map(|fleet| summary(fleet, &statuses(fleet, &lookup, running)))
+            .map(|fleet| summary(fleet, &lookup, running))
             .collect();
         Ok(())
     }
@@ -355,9 +355,31 @@ impl Manager {
     }
 }
 
-/// Each element of `fleet` as its jobs say: RUNNING while one of them runs (or, in a
-/// running request, while it is part way); FAIL once one failed; COMPLETE once all
-/// completed; STOPPED when one was stopped or it ended part way; PENDING before any began.
+/// An element's state from its jobs': RUNNING while one of them runs (or, in a running
+/// request, while it is part way); FAIL once one failed; COMPLETE once all completed;
+/// STOPPED when one was stopped or it ended part way; PENDING before any began.
+fn state_of_element(jobs: &[Seen], request_running: bool) -> State {
+    let any = |wanted: &[State]| {
+        jobs.iter()
+            .any(|job| job.state.is_some_and(|state| wanted.contains(&state)))
+    };
+    let begun = jobs.iter().any(|job| job.running || job.state.is_some());
+    if jobs.iter().any(|job| job.running) {
+        State::Running
+    } else if any(&[State::Fail, State::Unknown]) {
+        State::Fail
+    } else if jobs.iter().all(|job| job.state == Some(State::Complete)) {
+        State::Complete
+    } else if !begun {
+        State::Pending
+    } else if request_running && !any(&[State::Stopped]) {
+        State::Running
+    } else {
+        State::Stopped
+    }
+}
+
+/// Each element of `fleet` as its jobs say ([`state_of_element`]), with its tries and times.
 fn statuses(
     fleet: &Fleet,
     seen: &dyn Fn(&str) -> Seen,
@@ -368,24 +390,7 @@ fn statuses(
         .iter()
         .map(|element| {
             let jobs: Vec<Seen> = element.jobs.iter().map(|id| seen(id)).collect();
-            let any = |wanted: &[State]| {
-                jobs.iter()
-                    .any(|job| job.state.is_some_and(|state| wanted.contains(&state)))
-            };
-            let begun = jobs.iter().any(|job| job.running || job.state.is_some());
-            let state = if jobs.iter().any(|job| job.running) {
-                State::Running
-            } else if any(&[State::Fail, State::Unknown]) {
-                State::Fail
-            } else if jobs.iter().all(|job| job.state == Some(State::Complete)) {
-                State::Complete
-            } else if !begun {
-                State::Pending
-            } else if request_running && !any(&[State::Stopped]) {
-                State::Running
-            } else {
-                State::Stopped
-            };
+            let state = state_of_element(&jobs, request_running);
             let ended = matches!(state, State::Complete | State::Fail | State::Stopped);
             ElementStatus {
                 node: fleet.node.clone(),
@@ -424,24 +429,32 @@ fn all_complete(fleet: &Fleet) -> ElementsSummary {
     }
 }
 
-/// One expansion's elements by state, the first failed ones named.
-fn summary(fleet: &Fleet, elements: &[ElementStatus]) -> ElementsSummary {
-    let count = |state: State| elements.iter().filter(|e| e.state == state).count() as u32;
-    ElementsSummary {
+/// One expansion's elements by state, the first failed ones named: each element's state
+/// alone, nothing of it copied (100,000 elements are summed up at a request's every read).
+fn summary(fleet: &Fleet, seen: &dyn Fn(&str) -> Seen, request_running: bool) -> ElementsSummary {
+    let mut summary = ElementsSummary {
         node: fleet.node.clone(),
-        count: elements.len() as u32,
-        complete: count(State::Complete),
-        failed: count(State::Fail),
-        running: count(State::Running),
-        stopped: count(State::Stopped),
-        pending: count(State::Pending),
+        count: fleet.elements.len() as u32,
         max_failures: fleet.max_failures,
         waves: fleet.waves,
-        failed_elements: elements
-            .iter()
-            .filter(|e| e.state == State::Fail)
-            .take(NAMED_FAILURES)
-            .map(|e| e.name.clone())
-            .collect(),
+        ..ElementsSummary::default()
+    };
+    let mut jobs: Vec<Seen> = Vec::new();
+    for element in &fleet.elements {
+        jobs.clear();
+        jobs.extend(element.jobs.iter().map(|id| seen(id)));
+        match state_of_element(&jobs, request_running) {
+            State::Complete => summary.complete += 1,
+            State::Fail => {
+                summary.failed += 1;
+                if summary.failed_elements.len() < NAMED_FAILURES {
+                    summary.failed_elements.push(element.name.clone());
+                }
+            }
+            State::Running => summary.running += 1,
+            State::Stopped => summary.stopped += 1,
+            _ => summary.pending += 1,
+        }
     }
+    summary
 }
