@@ -14,6 +14,7 @@ pub mod elements;
 mod error;
 mod locks;
 pub mod names;
+pub mod outline;
 pub mod structure;
 
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-const ROLLING: &str = "sequences:
+pub(super) const ROLLING: &str = "sequences:
   restart:
     request: true
     args:

@@ -1,8 +1,8 @@
 //! A chain's structure for people, the one model every view reads (the web UI's layout,
 //! DOT and the terminal tree): jobs in run order, the sequences as groups (named by their
 //! begin job), the `each:` expansions as groups of their iterations, how they nest, the
-//! edges between the items of each group, and labels. Built in phases from the chain
-//! alone, reading back the wrapper names the grapher made ([`crate::names`]).
+//! edges between the items of each group, and labels. Built in phases from the chain's
+//! [`Outline`] alone, reading back the wrapper names the grapher made ([`crate::names`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::names;
+pub use crate::outline::{Each, Outline, OutlineJob};
 
 /// A job or a group, inside the group that holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,7 +55,7 @@ pub struct Group {
 /// A chain's groups and where each job is, by job index (jobs in run order).
 #[derive(Debug)]
 pub struct Structure {
-    pub job_ids: Vec<String>,
+    /// Job index by id.
     pub index: HashMap<String, u32>,
     /// The innermost group holding each job (an expansion, a sequence, or the root 0).
     pub job_group: Vec<u32>,
@@ -65,13 +66,20 @@ pub struct Structure {
     pub group_index: HashMap<String, u32>,
     labels: Vec<String>,
     wrappers: Vec<bool>,
-    /// Each job as the chain has it, without its args and data (what a view shows).
-    jobs: Vec<proto::Job>,
+    /// Each job as a view shows it, in run order.
+    jobs: Vec<OutlineJob>,
 }
 
 /// `name=value` pairs, strings unquoted, joined with `sep`.
 pub fn each_text(each: &proto::JobArgs, sep: &str) -> String {
-    each.iter()
+    pairs_text(each.iter().map(|(name, value)| (name.as_str(), value)), sep)
+}
+
+pub(crate) fn pairs_text<'a>(
+    pairs: impl Iterator<Item = (&'a str, &'a Value)>,
+    sep: &str,
+) -> String {
+    pairs
         .map(|(name, value)| match value {
             Value::String(text) => format!("{name}={text}"),
             other => format!("{name}={other}"),
@@ -92,17 +100,20 @@ pub fn own_each(own: &proto::JobArgs, outer: Option<&proto::JobArgs>) -> proto::
 /// job, ties by id), any left by a cycle after them, and the edges by index.
 struct Ordered<'c> {
     ids: Vec<&'c str>,
+    jobs: Vec<&'c OutlineJob>,
+    /// Each of the outline's jobs' place in the run order.
+    place: Vec<u32>,
     index: HashMap<String, u32>,
     preds: Vec<Vec<u32>>,
     succs: Vec<Vec<u32>>,
 }
 
-fn run_order(chain: &JobChain) -> Ordered<'_> {
-    // The map keeps its ids sorted: index i is the i-th id.
-    let ids: Vec<&str> = chain.jobs.keys().map(String::as_str).collect();
+fn run_order(outline: &Outline) -> Ordered<'_> {
+    // The outline keeps its jobs sorted by id: index i is the i-th id.
+    let ids: Vec<&str> = outline.jobs.iter().map(|job| job.id.as_str()).collect();
     let by_id: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut succs: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
-    for (from, tos) in &chain.adjacency_list {
+    for (from, tos) in &outline.adjacency_list {
         let Some(&f) = by_id.get(from.as_str()) else {
             continue;
         };
@@ -136,6 +147,8 @@ fn run_order(chain: &JobChain) -> Ordered<'_> {
         .collect();
     Ordered {
         ids: ordered,
+        jobs: order.iter().map(|&i| &outline.jobs[i]).collect(),
+        place,
         index,
         preds,
         succs: ordered_succs,
@@ -159,15 +172,26 @@ fn group(id: String, kind: GroupKind, name: String, parent: Option<u32>, jobs: u
 
 /// The groups of the sequences (after the root), each job's sequence, and each
 /// sequence's parent: the sequence of a job just before its begin job.
-fn sequences(
-    chain: &JobChain,
-    ordered: &Ordered<'_>,
-    groups: &mut Vec<Group>,
-) -> (Vec<u32>, HashMap<u32, u32>) {
-    let jobs: Vec<&proto::Job> = ordered.ids.iter().map(|id| &chain.jobs[*id]).collect();
-    let mut begins: Vec<u32> = jobs
+fn sequences(ordered: &Ordered<'_>, groups: &mut Vec<Group>) -> (Vec<u32>, HashMap<u32, u32>) {
+    let jobs = &ordered.jobs;
+    // Each job's sequence's begin job, looked up once for a run of jobs naming the same
+    // (a fan-out's jobs all do).
+    let mut last: Option<(&str, Option<u32>)> = None;
+    let begin_of: Vec<Option<u32>> = jobs
         .iter()
-        .filter_map(|job| ordered.index.get(&job.sequence_id).copied())
+        .map(|job| match last {
+            Some((id, begin)) if id == job.sequence_id => begin,
+            _ => {
+                let begin = ordered.index.get(&job.sequence_id).copied();
+                last = Some((&job.sequence_id, begin));
+                begin
+            }
+        })
+        .collect();
+    let mut begins: Vec<u32> = begin_of
+        .iter()
+        .flatten()
+        .copied()
         .collect::<HashSet<u32>>()
         .into_iter()
         .collect();
@@ -176,16 +200,14 @@ fn sequences(
     for &begin in &begins {
         group_of_begin.insert(begin, groups.len() as u32);
         let id = ordered.ids[begin as usize].to_owned();
-        let name = names::sequence_name(&chain.jobs[&id].name).to_owned();
+        let name = names::sequence_name(&jobs[begin as usize].name).to_owned();
         groups.push(group(id, GroupKind::Sequence, name, None, 0));
     }
-    let job_sequence: Vec<u32> = jobs
+    let job_sequence: Vec<u32> = begin_of
         .iter()
-        .map(|job| {
-            ordered
-                .index
-                .get(&job.sequence_id)
-                .and_then(|begin| group_of_begin.get(begin))
+        .map(|begin| {
+            begin
+                .and_then(|begin| group_of_begin.get(&begin))
                 .copied()
                 .unwrap_or(0)
         })
@@ -208,7 +230,6 @@ fn sequences(
 /// The expansions: what a `repeat_<node>_begin` wrapper leads to inside its sequence
 /// (its iterations: sequences it calls, or jobs), each item in one expansion at most.
 fn expansions(
-    chain: &JobChain,
     ordered: &Ordered<'_>,
     job_sequence: &[u32],
     parents: &HashMap<u32, u32>,
@@ -226,7 +247,7 @@ fn expansions(
     // names the node's `repeat_<node>_begin` as its budget's.
     let mut waves: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
     for (j, id) in ordered.ids.iter().enumerate() {
-        if let Some(elements) = &chain.jobs[*id].elements
+        if let Some(elements) = &ordered.jobs[j].elements
             && elements.budget != **id
         {
             waves
@@ -236,7 +257,7 @@ fn expansions(
         }
     }
     for (j, id) in ordered.ids.iter().enumerate() {
-        let Some(name) = names::expansion_of(&chain.jobs[*id].name) else {
+        let Some(name) = names::expansion_of(&ordered.jobs[j].name) else {
             continue;
         };
         let home = job_sequence[j];
@@ -389,17 +410,24 @@ fn ancestor_sequence(groups: &[Group], g: u32) -> Option<u32> {
 
 /// Each sequence's own `each:` element and label: its name, the element, its retries;
 /// an iteration is named by its element alone (its expansion's header names the rest).
-fn sequence_labels(chain: &JobChain, groups: &mut [Group]) {
+fn sequence_labels(ordered: &Ordered<'_>, groups: &mut [Group]) {
+    let begin_of = |groups: &[Group], g: u32| -> Option<&OutlineJob> {
+        let &j = ordered.index.get(&groups[g as usize].id)?;
+        Some(ordered.jobs[j as usize])
+    };
     for g in 1..groups.len() {
         if groups[g].kind != GroupKind::Sequence {
             continue;
         }
-        let begin = &chain.jobs[&groups[g].id];
+        let Some(begin) = begin_of(groups, g as u32) else {
+            continue;
+        };
         let outer = groups[g]
             .parent
             .and_then(|p| ancestor_sequence(groups, p))
-            .map(|p| &chain.jobs[&groups[p as usize].id].each);
-        let each = each_text(&own_each(&begin.each, outer), ", ");
+            .and_then(|p| begin_of(groups, p))
+            .map(|job| &job.each);
+        let each = begin.each.own_text(outer, ", ");
         let in_expansion = groups[g]
             .parent
             .is_some_and(|p| groups[p as usize].kind == GroupKind::Expansion);
@@ -418,20 +446,22 @@ fn sequence_labels(chain: &JobChain, groups: &mut [Group]) {
 }
 
 /// Each job's label: its name, with its element when it is an iteration of an expansion.
-fn job_labels(
-    jobs: &[&proto::Job],
-    job_group: &[u32],
-    groups: &[Group],
-    chain: &JobChain,
-) -> Vec<String> {
-    jobs.iter()
+fn job_labels(ordered: &Ordered<'_>, job_group: &[u32], groups: &[Group]) -> Vec<String> {
+    // Each expansion's sequence's begin job's element, found once.
+    let mut outer_of: HashMap<u32, Option<&Each>> = HashMap::new();
+    ordered
+        .jobs
+        .iter()
         .enumerate()
         .map(|(j, job)| {
             let g = job_group[j];
             if g != 0 && groups[g as usize].kind == GroupKind::Expansion {
-                let outer =
-                    ancestor_sequence(groups, g).map(|p| &chain.jobs[&groups[p as usize].id].each);
-                let each = each_text(&own_each(&job.each, outer), ", ");
+                let outer = *outer_of.entry(g).or_insert_with(|| {
+                    let p = ancestor_sequence(groups, g)?;
+                    let &begin = ordered.index.get(&groups[p as usize].id)?;
+                    Some(&ordered.jobs[begin as usize].each)
+                });
+                let each = job.each.own_text(outer, ", ");
                 if !each.is_empty() {
                     return format!("{} [{each}]", job.name);
                 }
@@ -443,7 +473,11 @@ fn job_labels(
 
 impl Structure {
     pub fn of(chain: &JobChain) -> Structure {
-        let ordered = run_order(chain);
+        Structure::of_outline(Outline::of(chain))
+    }
+
+    pub fn of_outline(outline: Outline) -> Structure {
+        let ordered = run_order(&outline);
         let n = ordered.ids.len();
         let mut groups = vec![group(
             String::new(),
@@ -452,8 +486,8 @@ impl Structure {
             None,
             n as u32,
         )];
-        let (job_sequence, parents) = sequences(chain, &ordered, &mut groups);
-        let in_expansion = expansions(chain, &ordered, &job_sequence, &parents, &mut groups);
+        let (job_sequence, parents) = sequences(&ordered, &mut groups);
+        let in_expansion = expansions(&ordered, &job_sequence, &parents, &mut groups);
         for (&own, &parent) in &parents {
             groups[own as usize].parent = Some(
                 in_expansion
@@ -471,41 +505,45 @@ impl Structure {
             })
             .collect();
         depths(&mut groups);
-        let jobs: Vec<&proto::Job> = ordered.ids.iter().map(|id| &chain.jobs[*id]).collect();
-        let wrappers: Vec<bool> = jobs
+        let wrappers: Vec<bool> = ordered
+            .jobs
             .iter()
             .map(|job| names::is_wrapper(&job.name, &job.job_type))
             .collect();
         let slot_of = items(&mut groups, &job_group, &wrappers);
         edges(&mut groups, &job_group, &ordered.succs, &slot_of);
-        sequence_labels(chain, &mut groups);
-        let labels = job_labels(&jobs, &job_group, &groups, chain);
-        let light = jobs
-            .iter()
-            .map(|job| proto::Job {
-                args: proto::JobArgs::new(),
-                data: proto::JobArgs::new(),
-                bytes: Vec::new(),
-                ..(*job).clone()
-            })
-            .collect();
+        sequence_labels(&ordered, &mut groups);
+        let labels = job_labels(&ordered, &job_group, &groups);
         let group_index = groups
             .iter()
             .enumerate()
             .skip(1)
             .map(|(g, group)| (group.id.clone(), g as u32))
             .collect();
+        let Ordered { index, place, .. } = ordered;
+        // The jobs moved into run order.
+        let mut placed: Vec<(u32, OutlineJob)> = place.into_iter().zip(outline.jobs).collect();
+        placed.sort_unstable_by_key(|(at, _)| *at);
         Structure {
-            job_ids: ordered.ids.iter().map(|id| (*id).to_owned()).collect(),
-            index: ordered.index,
+            index,
             job_group,
             job_sequence,
             groups,
             group_index,
             labels,
             wrappers,
-            jobs: light,
+            jobs: placed.into_iter().map(|(_, job)| job).collect(),
         }
+    }
+
+    /// How many jobs the chain has.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Job `j`'s id.
+    pub fn job_id(&self, j: u32) -> &str {
+        &self.jobs[j as usize].id
     }
 
     /// Job `j` as drawn: its name, with the `each:` element of its expansion.
@@ -518,8 +556,8 @@ impl Structure {
         self.wrappers[j as usize]
     }
 
-    /// Job `j` of the chain (without its args and data).
-    pub fn job(&self, j: u32) -> &proto::Job {
+    /// Job `j` as a view shows it.
+    pub fn job(&self, j: u32) -> &OutlineJob {
         &self.jobs[j as usize]
     }
 

@@ -230,5 +230,7 @@ mod args_tests;
 mod expansion_tests;
 #[path = "fixture_tests.rs"]
 mod fixture_tests;
+#[path = "outline_tests.rs"]
+mod outline_tests;
 #[path = "rollout_tests.rs"]
 mod rollout_tests;

@@ -40,6 +40,7 @@ pub use types::{
     OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, OutputPage, OutputQuery, Request,
     RequestArg, RequestArgType, RequestProgress, RequestSpec, RunningStatus, ScheduleRun,
     ScheduleStatus, SpecFile, SpecVersion, Stream, SuspendedJobChain, is_wrapper, json_kind,
+    null_as_default,
 };
 
 /// The API version Spindle speaks, sent in the `X-Spincycle-Version` header.

@@ -635,8 +635,9 @@ pub fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-/// Go encodes empty maps, slices and strings as `null`; read those as the empty value.
-pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+/// Go encodes empty maps, slices and strings as `null`; read those as the empty value
+/// (for serde's `deserialize_with`).
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Default + Deserialize<'de>,

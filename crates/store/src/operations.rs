@@ -102,6 +102,11 @@ store_traits! {
         /// The chain as created, with each job's latest state and try count.
         fn job_chain(&self, request_id: &str) -> JobChain;
 
+        /// The chain as created, its stored JSON (Spin Cycle's `JobChain` shape; each job's
+        /// state as created): for a reader that wants only part of a big chain, such as
+        /// the web UI's outline of it.
+        fn job_chain_json(&self, request_id: &str) -> String;
+
         /// Of `request_ids`, those whose request has reached a final state (unknown ids are
         /// left out): one read for every request a Request Manager's callers wait for.
         fn ended_among(&self, request_ids: &[String]) -> Vec<String>;

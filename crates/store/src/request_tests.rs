@@ -15,10 +15,18 @@ pub(super) async fn create_and_read(store: Arc<dyn Store>, _raw: Raw) {
     );
     let with_chain = store.get_request("r1", true).await.unwrap();
     assert_eq!(with_chain.job_chain, made.job_chain);
+    let chain = made.job_chain.clone().unwrap();
+    assert_eq!(store.job_chain("r1").await.unwrap(), chain);
+    // The stored JSON reads back as the same chain.
+    let json = store.job_chain_json("r1").await.unwrap();
     assert_eq!(
-        store.job_chain("r1").await.unwrap(),
-        made.job_chain.unwrap()
+        serde_json::from_str::<proto::JobChain>(&json).unwrap(),
+        chain
     );
+    assert!(matches!(
+        store.job_chain_json("nope").await,
+        Err(Error::NotFound { .. })
+    ));
     assert!(matches!(
         store.get_request("nope", false).await,
         Err(Error::NotFound { .. })

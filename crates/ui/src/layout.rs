@@ -60,6 +60,10 @@ impl Structure {
     pub fn of(chain: &JobChain) -> Structure {
         Structure(graph::structure::Structure::of(chain))
     }
+
+    pub fn of_outline(outline: graph::structure::Outline) -> Structure {
+        Structure(graph::structure::Structure::of_outline(outline))
+    }
 }
 
 /// Which groups the viewer opened or closed, by id, against the defaults.
@@ -361,7 +365,7 @@ impl Structure {
                     };
                     Placed {
                         node: Node::Job {
-                            id: self.job_ids[j as usize].clone(),
+                            id: self.job_id(j).to_owned(),
                             label: self.label(j).to_owned(),
                             job_type: self.job(j).job_type.clone(),
                             wrapper: self.is_wrapper(j),

@@ -99,7 +99,7 @@ fn named(structure: &Structure, kind: GroupKind) -> Vec<String> {
 fn sequences_and_expansions_are_nested_groups() {
     let chain = chain(3);
     let s = Structure::of(&chain);
-    assert_eq!(s.job_ids.len(), chain.jobs.len());
+    assert_eq!(s.job_count(), chain.jobs.len());
     assert_eq!(named(&s, GroupKind::Expansion), ["each-host ×3"]);
     // The request, each iteration (named by its element) and each check inside one.
     let sequences = named(&s, GroupKind::Sequence);
@@ -709,4 +709,24 @@ async fn the_views_follow_the_job_log_and_the_runner() {
     assert_eq!(counts["FAIL"], 1);
     assert_eq!(counts["COMPLETE"], 0);
     assert_eq!(counts.as_object().unwrap().len(), State::ALL.len());
+    // A finished request's states are kept: an entry logged after its end is read once
+    // the request changes (here, retried), not at every poll.
+    env.manager
+        .add_job_logs(
+            vec![entry(&id, &stops[1], "stop", 1, State::Complete)],
+            None,
+        )
+        .await
+        .unwrap();
+    let (_, kept) = get_json(&env.router, &format!("/ui/api/requests/{id}/states?args=0")).await;
+    assert_eq!(kept["jobs"], failed_poll["jobs"]);
+    assert_ne!(kept["jobs"][&stops[1]]["state"], 3, "{kept}");
+    *env.runner.statuses.lock().unwrap() = Some(Vec::new());
+    env.manager
+        .retry(&proto::RequestId::new(id.clone()), &rm::Retry::default())
+        .await
+        .unwrap();
+    let (_, retried) = get_json(&env.router, &format!("/ui/api/requests/{id}/states?args=0")).await;
+    assert_ne!(retried["request"]["state"], 4, "{retried}");
+    assert_eq!(retried["jobs"][&stops[1]]["state"], 3, "{retried}");
 }

@@ -1,10 +1,13 @@
 //! The UI's view endpoints (`/ui/api`), beside Spin Cycle's API: what a request page
 //! draws and polls. A chain never changes once stored, so its [`Structure`] is built once
 //! and kept (the most recent [`CACHED`] requests); a poll reads only the jobs' latest
-//! states from the store and answers with what the viewer draws.
+//! states from the store and answers with what the viewer draws. A finished request's
+//! states are kept too, until it changes or for [`FINAL_STATES_KEPT`] at most (a page
+//! left open on a 100,000-job request polls them every few seconds).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Query, State as Extract};
 use axum::response::{IntoResponse, Response};
@@ -15,11 +18,17 @@ use rm::{Error, Manager};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{Drawing, Frame, Item, Structure, Toggles};
+use graph::structure::Outline;
 
 /// Chains whose structure is kept in memory.
 pub const CACHED: usize = 32;
 /// Failed jobs a poll names (the first ones, in run order).
 pub const FAILED_SHOWN: usize = 50;
+/// How long a finished request's job states are answered without reading them again.
+pub const FINAL_STATES_KEPT: Duration = Duration::from_secs(60);
+
+/// Each job's state and tries, by job index.
+type States = Arc<Vec<(State, u32)>>;
 
 /// The view endpoints' state: the manager and the structures of recent chains.
 #[derive(Debug)]
@@ -32,6 +41,27 @@ pub struct Views {
 struct Cache {
     chains: HashMap<String, Arc<Structure>>,
     order: VecDeque<String>,
+    /// Finished requests' job states, by request id (only of the chains kept).
+    finals: HashMap<String, Final>,
+}
+
+/// A finished request's job states, and what the request was when they were read: a
+/// retry (RUNNING again) or any other change reads them anew.
+#[derive(Debug)]
+struct Final {
+    request: (State, Option<i64>, u64),
+    read_at: Instant,
+    states: States,
+}
+
+impl Final {
+    fn key(request: &Request) -> (State, Option<i64>, u64) {
+        (
+            request.state,
+            request.finished_at.and_then(|at| at.timestamp_nanos_opt()),
+            request.finished_jobs,
+        )
+    }
 }
 
 impl Views {
@@ -42,16 +72,26 @@ impl Views {
         }
     }
 
-    /// The structure of a request's chain, built on first use (on the blocking pool: a
-    /// 25,000-job chain takes tens of milliseconds).
+    /// The structure of a request's chain, built on first use from its stored JSON's
+    /// outline (on the blocking pool: a 100,000-job chain takes a few hundred
+    /// milliseconds; its jobs' args are never read).
     pub async fn structure(&self, request_id: &str) -> Result<Arc<Structure>, Error> {
         if let Some(found) = self.lock().chains.get(request_id) {
             return Ok(found.clone());
         }
-        let chain = self.manager.job_chain(request_id).await?;
-        let structure = tokio::task::spawn_blocking(move || Structure::of(&chain))
-            .await
-            .map_err(|err| Error::internal(format!("laying out the chain failed: {err}")))?;
+        let json = self.manager.job_chain_json(request_id).await?;
+        let id = request_id.to_owned();
+        let structure = tokio::task::spawn_blocking(move || {
+            let outline = Outline::from_json(&json).map_err(|err| {
+                Error::internal(format!(
+                    "the stored chain of request {id} does not read: {err}"
+                ))
+            })?;
+            drop(json);
+            Ok::<_, Error>(Structure::of_outline(outline))
+        })
+        .await
+        .map_err(|err| Error::internal(format!("laying out the chain failed: {err}")))??;
         let structure = Arc::new(structure);
         let mut cache = self.lock();
         if !cache.chains.contains_key(request_id) {
@@ -62,6 +102,7 @@ impl Views {
             while cache.order.len() > CACHED {
                 if let Some(old) = cache.order.pop_front() {
                     cache.chains.remove(&old);
+                    cache.finals.remove(&old);
                 }
             }
         }
@@ -76,12 +117,22 @@ impl Views {
 
     /// Every job's state now: its latest logged try, RUNNING for a try that started (a
     /// durable start, or the runner says so) and has no entry yet, else PENDING.
+    /// A finished request's are kept ([`FINAL_STATES_KEPT`]).
     pub async fn states(
         &self,
         request: &Request,
         structure: &Structure,
-    ) -> Result<(Vec<(State, u32)>, Vec<JobStatus>), Error> {
-        let mut states = vec![(State::Pending, 0u32); structure.job_ids.len()];
+    ) -> Result<(States, Vec<JobStatus>), Error> {
+        if request.state.is_finished() {
+            let cache = self.lock();
+            if let Some(kept) = cache.finals.get(&request.id)
+                && kept.request == Final::key(request)
+                && kept.read_at.elapsed() < FINAL_STATES_KEPT
+            {
+                return Ok((kept.states.clone(), Vec::new()));
+            }
+        }
+        let mut states = vec![(State::Pending, 0u32); structure.job_count()];
         for latest in self.manager.job_states(&request.id).await? {
             if let Some(&j) = structure.index.get(&latest.job_id) {
                 states[j as usize] = (latest.state, latest.tries);
@@ -103,6 +154,19 @@ impl Views {
                 {
                     states[j as usize] = (State::Running, job.r#try.max(1));
                 }
+            }
+        }
+        let states = Arc::new(states);
+        if request.state.is_finished() {
+            let mut cache = self.lock();
+            // Only the states of a chain still kept, so that they leave with it.
+            if cache.chains.contains_key(&request.id) {
+                let kept = Final {
+                    request: Final::key(request),
+                    read_at: Instant::now(),
+                    states: states.clone(),
+                };
+                cache.finals.insert(request.id.clone(), kept);
             }
         }
         Ok((states, running))
@@ -285,7 +349,7 @@ async fn states(
                     .filter(|each| !each.is_empty())
                     .collect();
                 failed.push(Failed {
-                    id: structure.job_ids[j].clone(),
+                    id: structure.job_id(j as u32).to_owned(),
                     name: structure.label(j as u32).to_owned(),
                     tries: *tries,
                     each: each.into_iter().rev().collect::<Vec<_>>().join(", "),
@@ -310,7 +374,7 @@ async fn states(
         .jobs
         .iter()
         .map(|&j| {
-            let id = structure.job_ids[j as usize].clone();
+            let id = structure.job_id(j).to_owned();
             let (state, tries) = states[j as usize];
             let status = status
                 .get(id.as_str())
@@ -422,7 +486,7 @@ async fn job(
         job_type: job.job_type.clone(),
         retry: job.retry,
         retry_wait: job.retry_wait.clone(),
-        each: job.each.clone(),
+        each: job.each.to_args(),
         state: states[j as usize].0,
         tries,
         running,

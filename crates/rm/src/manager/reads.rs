@@ -59,6 +59,11 @@ impl Manager {
         Ok(self.store.job_chain(request_id).await?)
     }
 
+    /// The chain as created, its stored JSON: for a reader of part of a big chain.
+    pub async fn job_chain_json(&self, request_id: &str) -> Result<String, Error> {
+        Ok(self.store.job_chain_json(request_id).await?)
+    }
+
     pub async fn find(&self, filter: &RequestFilter) -> Result<Vec<Request>, Error> {
         Ok(self.store.find_requests(filter).await?)
     }

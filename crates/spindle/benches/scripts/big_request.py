@@ -124,16 +124,17 @@ def main():
             t = time.time()
             urllib.request.urlopen(f"{base}/api/v1/requests/{rid}/elements?state=failed").read()
             failed = (time.time() - t) * 1000
-            # The web UI's page of the request: its HTML, its drawing, and one poll of
+            # The web UI's page of the request: its HTML, its drawing, and two polls of
             # its job states (what the open page asks every few seconds).
+            before_ui = " / ".join(f"{peak_mib(p.pid):.0f}" for p in processes)
             ui = []
             for path in (f"/requests/{rid}", f"/ui/api/requests/{rid}/graph",
-                         f"/ui/api/requests/{rid}/states"):
+                         f"/ui/api/requests/{rid}/states", f"/ui/api/requests/{rid}/states?args=0"):
                 t = time.time()
                 size = len(urllib.request.urlopen(base + path).read())
-                ui.append(f"{path.split('/')[-1] if 'api' in path else 'page'} "
+                ui.append(f"{'states again' if 'args=0' in path else path.split('/')[-1] if 'api' in path else 'page'} "
                           f"{(time.time() - t) * 1000:.0f} ms ({size / 1e6:.1f} MB)")
-            print("  web UI: " + ", ".join(ui))
+            print("  web UI: " + ", ".join(ui) + f"; peak before the page {before_ui} MiB")
             if os.environ.get("SPINDLE_BENCH_METRICS"):
                 store_time(base)
             peaks = " / ".join(f"{peak_mib(p.pid):.0f} MiB" for p in processes)

@@ -59,7 +59,7 @@ impl<'c> Layout<'c> {
             .get(&g)
             .into_iter()
             .flatten()
-            .map(|&j| self.structure.job_ids[j as usize].as_str())
+            .map(|&j| self.structure.job_id(j))
     }
 
     /// The sequences (by begin job id) directly inside `sequence`, or at the top for

@@ -306,13 +306,16 @@ impl<DB: Backend> SqlStore<DB> {
     }
 
     pub(super) async fn archived_chain(&self, request_id: &str) -> Result<JobChain, Error> {
+        from_json("stored job chain", &self.job_chain_json(request_id).await?)
+    }
+
+    pub(crate) async fn job_chain_json(&self, request_id: &str) -> Result<String, Error> {
         let row = Statement::new("SELECT job_chain FROM request_archives WHERE request_id = $1")
             .bind(request_id)
             .fetch_optional(&self.readers)
             .await?
             .ok_or_else(|| Error::not_found("job chain of request", request_id))?;
-        let text: String = row.read("job_chain")?;
-        from_json("stored job chain", &text)
+        Ok(row.read("job_chain")?)
     }
 
     pub(crate) async fn create_request(
