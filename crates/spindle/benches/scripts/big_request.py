@@ -8,7 +8,8 @@ rm` and a `spindle jr` on a fresh database of the PostgreSQL server at
 SPINDLE_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; made and
 dropped with `psql`), POSTs one request whose `each:` job node runs a `noop` per host,
 polls it until it ends, then times GET /api/v1/requests/{id} three times and
-GET .../elements?state=failed once, and prints each process's peak resident memory.
+GET .../elements?state=failed once, the web UI's page of it and `spindle status`, and
+prints each process's peak resident memory.
 SPINDLE_BENCH_WRAPPER is a command to start the server or manager under (a profiler: `heaptrack -o FILE`).
 With SPINDLE_BENCH_METRICS=1 it also prints, from the manager's /metrics, the store's
 time by operation (where the run's time went). Standard library only.
@@ -134,6 +135,11 @@ def main():
                 size = len(urllib.request.urlopen(base + path).read())
                 ui.append(f"{'states again' if 'args=0' in path else path.split('/')[-1] if 'api' in path else 'page'} "
                           f"{(time.time() - t) * 1000:.0f} ms ({size / 1e6:.1f} MB)")
+            # `spindle status` of it, as an operator would ask.
+            t = time.time()
+            subprocess.run([binary, "status", rid, "--addr", base], check=True,
+                           stdout=subprocess.DEVNULL)
+            ui.append(f"`spindle status` {(time.time() - t) * 1000:.0f} ms")
             print("  web UI: " + ", ".join(ui) + f"; peak before the page {before_ui} MiB")
             if os.environ.get("SPINDLE_BENCH_METRICS"):
                 store_time(base)
