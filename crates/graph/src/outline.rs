@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use proto::{JobArgs, JobChain, null_as_default};
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 /// A chain's jobs (sorted by id) and its edges.

@@ -13,12 +13,12 @@ use axum::extract::{Path, Query, State as Extract};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use graph::structure::Outline;
 use proto::{JobLog, JobStatus, Request, State};
 use rm::{Error, Manager};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{Drawing, Frame, Item, Structure, Toggles};
-use graph::structure::Outline;
 
 /// Chains whose structure is kept in memory.
 pub const CACHED: usize = 32;
@@ -49,6 +49,7 @@ struct Cache {
 /// retry (RUNNING again) or any other change reads them anew.
 #[derive(Debug)]
 struct Final {
+    /// The request's state, end (Unix nanoseconds) and finished jobs.
     request: (State, Option<i64>, u64),
     read_at: Instant,
     states: States,
