@@ -20,7 +20,7 @@ pub mod triggers;
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::{ConfigError, Error};
 pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
-pub use manager::{FixedRunner, Manager, Options, Retry, RetryElements, spec_version};
+pub use manager::{FixedRunner, Manager, Options, Retry, RetryElements, kept_for, spec_version};
 
 #[cfg(test)]
 mod backlog_tests;

@@ -10,6 +10,7 @@
 //! Rust), and its states, polled while it runs: only what is drawn, never the chain.
 //! Every file is embedded in the binary; a page loads nothing from elsewhere.
 
+mod kept;
 pub mod layout;
 mod oidc;
 mod pages;

@@ -1,13 +1,12 @@
 //! The UI's view endpoints (`/ui/api`), beside Spin Cycle's API: what a request page
 //! draws and polls. A chain never changes once stored, so its [`Structure`] is built once
 //! and kept (the most recent [`CACHED`] requests); a poll reads only the jobs' latest
-//! states from the store and answers with what the viewer draws. A finished request's
-//! states are kept too, until it changes or for [`FINAL_STATES_KEPT`] at most (a page
-//! left open on a 100,000-job request polls them every few seconds).
+//! states from the store (or those kept from a poll shortly before: `kept.rs`) and
+//! answers with what the viewer draws.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::{Path, Query, State as Extract};
 use axum::response::{IntoResponse, Response};
@@ -18,17 +17,13 @@ use proto::{JobLog, JobStatus, Request, State};
 use rm::{Error, Manager};
 use serde::{Deserialize, Serialize};
 
+use crate::kept::{KeptStates, Running, States};
 use crate::layout::{Drawing, Frame, Item, Structure, Toggles};
 
 /// Chains whose structure is kept in memory.
 pub const CACHED: usize = 32;
 /// Failed jobs a poll names (the first ones, in run order).
 pub const FAILED_SHOWN: usize = 50;
-/// How long a finished request's job states are answered without reading them again.
-pub const FINAL_STATES_KEPT: Duration = Duration::from_secs(60);
-
-/// Each job's state and tries, by job index.
-type States = Arc<Vec<(State, u32)>>;
 
 /// The view endpoints' state: the manager and the structures of recent chains.
 #[derive(Debug)]
@@ -41,28 +36,8 @@ pub struct Views {
 struct Cache {
     chains: HashMap<String, Arc<Structure>>,
     order: VecDeque<String>,
-    /// Finished requests' job states, by request id (only of the chains kept).
-    finals: HashMap<String, Final>,
-}
-
-/// A finished request's job states, and what the request was when they were read: a
-/// retry (RUNNING again) or any other change reads them anew.
-#[derive(Debug)]
-struct Final {
-    /// The request's state, end (Unix nanoseconds) and finished jobs.
-    request: (State, Option<i64>, u64),
-    read_at: Instant,
-    states: States,
-}
-
-impl Final {
-    fn key(request: &Request) -> (State, Option<i64>, u64) {
-        (
-            request.state,
-            request.finished_at.and_then(|at| at.timestamp_nanos_opt()),
-            request.finished_jobs,
-        )
-    }
+    /// Job states kept between polls (only of the chains kept).
+    kept: KeptStates,
 }
 
 impl Views {
@@ -103,7 +78,7 @@ impl Views {
             while cache.order.len() > CACHED {
                 if let Some(old) = cache.order.pop_front() {
                     cache.chains.remove(&old);
-                    cache.finals.remove(&old);
+                    cache.kept.forget(&old);
                 }
             }
         }
@@ -118,21 +93,17 @@ impl Views {
 
     /// Every job's state now: its latest logged try, RUNNING for a try that started (a
     /// durable start, or the runner says so) and has no entry yet, else PENDING.
-    /// A finished request's are kept ([`FINAL_STATES_KEPT`]).
+    /// Those of a finished or a big running request may be kept from a poll before
+    /// (`kept.rs`).
     pub async fn states(
         &self,
         request: &Request,
         structure: &Structure,
-    ) -> Result<(States, Vec<JobStatus>), Error> {
-        if request.state.is_finished() {
-            let cache = self.lock();
-            if let Some(kept) = cache.finals.get(&request.id)
-                && kept.request == Final::key(request)
-                && kept.read_at.elapsed() < FINAL_STATES_KEPT
-            {
-                return Ok((kept.states.clone(), Vec::new()));
-            }
+    ) -> Result<(States, Running), Error> {
+        if let Some(kept) = self.lock().kept.get(request) {
+            return Ok(kept);
         }
+        let began = Instant::now();
         let mut states = vec![(State::Pending, 0u32); structure.job_count()];
         for latest in self.manager.job_states(&request.id).await? {
             if let Some(&j) = structure.index.get(&latest.job_id) {
@@ -157,18 +128,13 @@ impl Views {
                 }
             }
         }
-        let states = Arc::new(states);
-        if request.state.is_finished() {
-            let mut cache = self.lock();
-            // Only the states of a chain still kept, so that they leave with it.
-            if cache.chains.contains_key(&request.id) {
-                let kept = Final {
-                    request: Final::key(request),
-                    read_at: Instant::now(),
-                    states: states.clone(),
-                };
-                cache.finals.insert(request.id.clone(), kept);
-            }
+        let (states, running) = (Arc::new(states), Arc::new(running));
+        let mut cache = self.lock();
+        // Only the states of a chain still kept, so that they leave with it.
+        if cache.chains.contains_key(&request.id) {
+            let took = began.elapsed();
+            let jobs = structure.job_count();
+            cache.kept.keep(request, jobs, took, &states, &running);
         }
         Ok((states, running))
     }
@@ -469,7 +435,10 @@ async fn job(
     let tries = views.manager.job_tries_log(&id, &job_id).await?;
     let (states, running) = views.states(&request, &structure).await?;
     let job = structure.job(j);
-    let mut running = running.into_iter().find(|status| status.job_id == job_id);
+    let mut running = running
+        .iter()
+        .find(|status| status.job_id == job_id)
+        .cloned();
     if running.is_none() && states[j as usize].0 == State::Running {
         running = Some(JobStatus {
             request_id: id.clone(),

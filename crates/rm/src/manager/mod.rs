@@ -47,6 +47,7 @@ mod lifecycle;
 pub(crate) use elements::element_state;
 pub use elements::{Retry, RetryElements};
 pub(crate) use lifecycle::state_refusal;
+pub use progress::kept_for;
 mod locks;
 mod metrics;
 mod notifications;

@@ -26,6 +26,14 @@ const KEPT_FOR_TIMES: u32 = 10;
 /// The longest a running request's progress may lag behind its job log.
 const KEPT_AT_MOST: Duration = Duration::from_secs(3);
 
+/// How long something read of a running request in `took` may answer for it after: not at
+/// all under [`KEPT_PAST`], else [`KEPT_FOR_TIMES`] what it took, [`KEPT_AT_MOST`] at
+/// most. A request's progress keeps to it, and so do the web UI's polls of a big running
+/// request's job states.
+pub fn kept_for(took: Duration) -> Option<Duration> {
+    (took >= KEPT_PAST).then(|| (took * KEPT_FOR_TIMES).min(KEPT_AT_MOST))
+}
+
 /// Requests whose progress is kept at most; past it, the kept ones are dropped.
 const KEPT_REQUESTS: usize = 256;
 
@@ -66,7 +74,7 @@ impl ProgressCache {
         kept.insert(
             request.id.clone(),
             Kept {
-                until: Instant::now() + (took * KEPT_FOR_TIMES).min(KEPT_AT_MOST),
+                until: Instant::now() + kept_for(took).unwrap_or_default(),
                 finished_jobs: request.finished_jobs,
                 own_finished_jobs: request.own_finished_jobs,
                 elements: request.elements.clone(),
@@ -107,7 +115,7 @@ impl Manager {
         };
         self.summarize_elements_with(request, states).await?;
         let took = began.elapsed();
-        if running && took >= KEPT_PAST {
+        if running && kept_for(took).is_some() {
             self.progress.keep(request, took);
         }
         Ok(())
@@ -168,6 +176,15 @@ mod tests {
 
         cache.keep(&worked_out, Duration::ZERO);
         assert!(!cache.fill(&mut later), "lapsed at once");
+        assert_eq!(
+            kept_for(Duration::from_millis(49)),
+            None,
+            "quick: read again"
+        );
+        assert_eq!(
+            kept_for(Duration::from_millis(50)),
+            Some(Duration::from_millis(500))
+        );
 
         cache.keep(&worked_out, Duration::from_secs(60));
         let until = cache.lock().get("r1").map(|kept| kept.until).unwrap();
