@@ -7,7 +7,7 @@ Starts `spindle server` (SQLite, in a temporary directory), or with `rm-jr` a `s
 rm` and a `spindle jr` on a fresh database of the PostgreSQL server at
 SPINDLE_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; made and
 dropped with `psql`), POSTs one request whose `each:` job node runs a `noop` per host,
-polls it until it ends, then times GET /api/v1/requests/{id} three times and
+waits for its end (`?wait=`), then times GET /api/v1/requests/{id} three times and
 GET .../elements?state=failed once, the web UI's page of it and `spindle status`, and
 prints each process's peak resident memory.
 SPINDLE_BENCH_WRAPPER is a command to start the server or manager under (a profiler: `heaptrack -o FILE`).
@@ -114,8 +114,11 @@ def main():
                                              headers={"Content-Type": "application/json"})
             rid = json.loads(urllib.request.urlopen(request).read())["id"]
             posted = time.time() - started
-            while json.loads(urllib.request.urlopen(f"{base}/api/v1/requests/{rid}").read())["state"] not in (3, 4):
-                time.sleep(0.05)
+            # Answered once the request has ended (a minute at most, then asked again):
+            # its end to the millisecond, not to a poll's interval.
+            while json.loads(urllib.request.urlopen(
+                    f"{base}/api/v1/requests/{rid}?wait=60s").read())["state"] not in (3, 4):
+                pass
             ended = time.time() - started
             gets = []
             for _ in range(3):
