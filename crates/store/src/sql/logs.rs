@@ -7,7 +7,21 @@ impl<DB: Backend> SqlStore<DB> {
         tx: &mut sqlx::Transaction<'_, DB>,
         entries: &[JobLog],
     ) -> Result<(), Error> {
-        let column = |text: fn(&JobLog) -> &str| Values::Text(entries.iter().map(text).collect());
+        // In key order (equal keys as they came): a big request's thousands of entries
+        // then go into neighbouring pages of the job log's index, one after the other,
+        // not all over an index larger than the database's cache.
+        let mut entries: Vec<&JobLog> = entries.iter().collect();
+        entries.sort_by(|a, b| {
+            (a.request_id.as_str(), a.job_id.as_str(), a.r#try).cmp(&(
+                b.request_id.as_str(),
+                b.job_id.as_str(),
+                b.r#try,
+            ))
+        });
+        let entries = &entries;
+        let column = |text: fn(&JobLog) -> &str| {
+            Values::Text(entries.iter().map(|entry| text(entry)).collect())
+        };
         InsertRows::new(
             "job_log",
             "request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr",
