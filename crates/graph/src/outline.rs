@@ -125,12 +125,13 @@ impl Outline {
 
     pub fn of(chain: &JobChain) -> Outline {
         Outline {
-            // The chain's map keeps its ids sorted.
+            // The chain's map keeps its ids sorted; a job is known by its key, as in
+            // the JSON read above.
             jobs: chain
                 .jobs
-                .values()
-                .map(|job| OutlineJob {
-                    id: job.id.clone(),
+                .iter()
+                .map(|(id, job)| OutlineJob {
+                    id: id.clone(),
                     name: job.name.clone(),
                     job_type: job.job_type.clone(),
                     retry: job.retry,
