@@ -73,10 +73,8 @@ impl From<i64> for Param<'_> {
 /// Binding a [`Param`] to a query of `DB`: sqlx's bounds on the types of params, named
 /// once (met by each backend's concrete types).
 pub trait Binds<'q, DB: sqlx::Database> {
-    /// Binds a copy of this param (one a statement takes more than once).
-    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB>;
-
-    /// Binds this param itself: owned text is moved, not copied.
+    /// Binds this param itself: owned text is moved, borrowed text bound as the
+    /// reference it is.
     fn bind_into(self, query: Query<'q, DB>) -> Query<'q, DB>;
 }
 
@@ -94,27 +92,18 @@ where
     Option<i64>: for<'a> Encode<'a, DB> + Type<DB>,
 {
     fn bind_into(self, query: Query<'q, DB>) -> Query<'q, DB> {
+        // Neither is copied: SQLite's driver keeps an owned `String` as it is and copies
+        // a `&str` into an `Arc<str>`, so a stored chain's JSON (tens of megabytes at
+        // 100,000 jobs) is bound owned, and borrowed text by reference (a copy here
+        // raised a big create's peak by as much).
         match self {
-            // SQLite's driver keeps an owned `String` as it is, and copies a `&str`: a
-            // stored chain's JSON (tens of megabytes at 100,000 jobs) is bound owned.
+            Param::Text(Cow::Borrowed(text)) => query.bind(text),
             Param::Text(Cow::Owned(text)) => query.bind(text),
             Param::MaybeText(text) => query.bind(text.map(Cow::into_owned)),
-            other => other.bind_to(query),
-        }
-    }
-
-    fn bind_to(&self, query: Query<'q, DB>) -> Query<'q, DB> {
-        // Borrowed text is bound as the reference it is (a copy here raised a big
-        // create's peak by as much); owned text as a copy, since MySQL may take a param
-        // twice ([`Binds::bind_into`] moves its last use).
-        match self {
-            Param::Text(Cow::Borrowed(text)) => query.bind(*text),
-            Param::Text(Cow::Owned(text)) => query.bind(text.clone()),
-            Param::MaybeText(text) => query.bind(text.clone().map(Cow::into_owned)),
-            Param::Small(value) => query.bind(*value),
-            Param::Int(value) => query.bind(*value),
-            Param::Big(value) => query.bind(*value),
-            Param::MaybeBig(value) => query.bind(*value),
+            Param::Small(value) => query.bind(value),
+            Param::Int(value) => query.bind(value),
+            Param::Big(value) => query.bind(value),
+            Param::MaybeBig(value) => query.bind(value),
         }
     }
 }
@@ -248,24 +237,22 @@ impl<'q> Statement<'q> {
             None => (sql, (0..self.params.len()).collect()),
         };
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        // Each param's last use takes it (moved); an earlier one a copy.
+        // Each param's last use takes it (moved); an earlier one (MySQL's placeholders
+        // may take a param twice) a copy.
         let mut last_use = vec![usize::MAX; self.params.len()];
         for (position, &index) in order.iter().enumerate() {
             last_use[index] = position;
         }
         let mut params: Vec<Option<Param<'q>>> = self.params.into_iter().map(Some).collect();
         for (position, &index) in order.iter().enumerate() {
-            query = if last_use[index] == position {
-                match params[index].take() {
-                    Some(param) => param.bind_into(query),
-                    None => query,
-                }
+            let param = if last_use[index] == position {
+                params[index].take()
             } else {
-                match &params[index] {
-                    Some(param) => param.bind_to(query),
-                    None => query,
-                }
+                params[index].clone()
             };
+            if let Some(param) = param {
+                query = param.bind_into(query);
+            }
         }
         query
     }
