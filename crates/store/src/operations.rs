@@ -423,7 +423,9 @@ store_traits! {
         /// Stores requests of another system's history as they are (state, times, job log,
         /// a SUSPENDED one's chain, to resume), all or none, in one transaction. A request
         /// whose id is stored already is skipped whole, so importing again copies nothing
-        /// twice. Returns the ids stored now.
+        /// twice; the others' rows go in bulk (PostgreSQL: `COPY`), of two job log entries
+        /// of one try the first, and a job log row stored already without its request
+        /// fails the batch. Returns the ids stored now.
         fn import_requests(&self, requests: &[ImportedRequest]) -> Vec<String>;
     }
 

@@ -264,6 +264,67 @@ pub(super) async fn imported_requests_and_chains_that_wait(store: Arc<dyn Store>
     );
 }
 
+/// An import's rows go in bulk (PostgreSQL: `COPY`): of two entries of one try the
+/// first is kept; a batch larger than a piece of copied data arrives whole, every value
+/// as it was (NULL times, text of any byte); and a job log row found stored after all
+/// fails the batch with nothing of it stored.
+pub(super) async fn imports_go_in_bulk_all_or_nothing(store: Arc<dyn Store>, _raw: Raw) {
+    let imported = |id: &str, logs: Vec<JobLog>| {
+        let (mut request, create_request) = request(id, "deploy", "ann", at(1, 0), "db1");
+        request.state = State::Fail;
+        request.started_at = None;
+        request.finished_at = Some(at(1, 2));
+        request.error = "tab\there, quote ' \" and \\ backslash".to_owned();
+        crate::ImportedRequest {
+            request,
+            create_request,
+            job_logs: logs,
+            suspended: None,
+        }
+    };
+    // 300 tries of 8 KiB of output each: 2.4 MB, more than one piece of COPY data.
+    let big: Vec<JobLog> = (1..=300)
+        .map(|n| JobLog {
+            stdout: format!("line {n}\t✓\n\\N\r\n").repeat(800),
+            ..log("b1", "a", n, State::Fail)
+        })
+        .collect();
+    let mut twice = log("b2", "a", 1, State::Complete);
+    twice.stdout = "the first".to_owned();
+    let mut again = twice.clone();
+    again.stdout = "the second".to_owned();
+    let batch = [
+        imported("b1", big.clone()),
+        imported("b2", vec![twice.clone(), again]),
+    ];
+    assert_eq!(store.import_requests(&batch).await.unwrap(), ["b1", "b2"]);
+    assert_eq!(store.job_log("b1").await.unwrap(), big);
+    assert_eq!(store.job_log("b2").await.unwrap(), [twice]);
+    let read = store.get_request("b1", false).await.unwrap();
+    assert_eq!(
+        (read.started_at, read.finished_at, read.error.as_str()),
+        (None, Some(at(1, 2)), batch[0].request.error.as_str())
+    );
+
+    // A try of "b4" logged without its request: the batch of "b3" and "b4" fails, and
+    // neither is stored.
+    store
+        .insert_job_logs(&[log("b4", "a", 1, State::Complete)])
+        .await
+        .unwrap();
+    let batch = [
+        imported("b3", vec![log("b3", "a", 1, State::Complete)]),
+        imported("b4", vec![log("b4", "a", 1, State::Complete)]),
+    ];
+    store.import_requests(&batch).await.unwrap_err();
+    for id in ["b3", "b4"] {
+        let err = store.get_request(id, false).await.unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{id}: {err}");
+    }
+    assert!(store.job_log("b3").await.unwrap().is_empty());
+    assert_eq!(store.job_log("b4").await.unwrap().len(), 1);
+}
+
 /// Issue #10: a request's times are ordered, created ≤ started ≤ finished, whatever
 /// times the callers pass (a fast chain's finish can arrive before its start is recorded;
 /// a Job Runner's clock can be behind).

@@ -66,9 +66,9 @@ use recovery_tests::{
 use request_tests::{
     a_pending_request_says_why_it_waits_and_database_errors_their_cause,
     approval_answers_are_kept_once_per_job, create_and_read,
-    imported_requests_and_chains_that_wait, request_times_stay_in_order,
-    schedule_runs_are_claimed_once, spec_versions_are_stored_once_and_requests_keep_theirs,
-    state_changes_are_conditional,
+    imported_requests_and_chains_that_wait, imports_go_in_bulk_all_or_nothing,
+    request_times_stay_in_order, schedule_runs_are_claimed_once,
+    spec_versions_are_stored_once_and_requests_keep_theirs, state_changes_are_conditional,
 };
 use search_tests::{
     a_long_arg_value_is_stored_and_found_through_an_index,
@@ -304,6 +304,7 @@ suite!(
     resuming_a_request_that_moved_on,
     cleanup_reference_scenario,
     imported_requests_and_chains_that_wait,
+    imports_go_in_bulk_all_or_nothing,
     claims_race_and_each_chain_is_claimed_once,
     search,
     batched_writes_from_many_callers,

@@ -265,14 +265,19 @@ async fn fill(store: Arc<dyn Store>, n: usize, writers: usize, batch: usize) -> 
     for _ in 0..writers {
         let (store, next, rows) = (Arc::clone(&store), Arc::clone(&next), Arc::clone(&rows));
         tasks.spawn(async move {
+            // This writer's time making its batches and having the store take them.
+            let (mut generating, mut storing) = (Duration::ZERO, Duration::ZERO);
             loop {
                 let first = next.fetch_add(batch, Ordering::Relaxed);
                 if first >= n {
-                    break;
+                    break (generating, storing);
                 }
+                let began = Instant::now();
                 let imports: Vec<ImportedRequest> = (first..(first + batch).min(n))
                     .map(|i| generate(i, n, now))
                     .collect();
+                generating += began.elapsed();
+                let began = Instant::now();
                 let logs: usize = imports.iter().map(|r| r.job_logs.len()).sum();
                 // MariaDB may pick one of two writers' batches as a deadlock's victim
                 // (gap locks of the ids looked up first): sent again, as an importer
@@ -285,6 +290,7 @@ async fn fill(store: Arc<dyn Store>, n: usize, writers: usize, batch: usize) -> 
                         "the store takes the batch: {err}"
                     );
                 }
+                storing += began.elapsed();
                 let done = rows.fetch_add(logs, Ordering::Relaxed) + logs;
                 let last = (first + batch).min(n);
                 if last % 100_000 < batch {
@@ -297,10 +303,18 @@ async fn fill(store: Arc<dyn Store>, n: usize, writers: usize, batch: usize) -> 
             }
         });
     }
+    let (mut generating, mut storing) = (Duration::ZERO, Duration::ZERO);
     while let Some(done) = tasks.join_next().await {
-        done.expect("a writer ends");
+        let (g, s) = done.expect("a writer ends");
+        generating += g;
+        storing += s;
     }
     let secs = started.elapsed().as_secs_f64();
+    println!(
+        "| the writers' time | {:.1} s making batches, {:.1} s in the store |",
+        generating.as_secs_f64(),
+        storing.as_secs_f64()
+    );
     let rows = rows.load(Ordering::Relaxed) as u64;
     println!(
         "| generate {n} requests ({writers} writers, batches of {batch}) | {secs:.1} s: {:.0} requests/s, {:.0} job log rows/s ({rows} rows) |",

@@ -31,36 +31,57 @@ impl<DB: Backend> SqlStore<DB> {
             .filter(|import| !stored.contains(&import.request.id))
             .filter(|import| seen.insert(import.request.id.as_str()))
             .collect();
-        for chunk in new.chunks(REQUEST_ROWS_PER_STATEMENT) {
-            let mut insert = Statement::build(
-                "INSERT INTO requests (request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, epoch, error) VALUES ",
-            );
-            insert.push_rows(chunk, |import| {
-                let request = &import.request;
-                let mut row = super::requests::request_row_head(request);
-                row.extend([
-                    request.started_at.map(micros).into(),
-                    request.finished_at.map(micros).into(),
-                    count(request.total_jobs).into(),
-                    count(request.own_jobs).into(),
-                    count(request.finished_jobs).into(),
-                    1_i64.into(),
-                    request.error.as_str().into(),
-                ]);
-                row
-            });
-            insert.execute(&mut tx).await?;
-        }
+        // None of them is stored (they were looked for, locked, in this transaction): in
+        // bulk, without looking for each row's key again.
+        let requests: Vec<&Request> = new.iter().map(|import| &import.request).collect();
+        let text = |value: fn(&Request) -> &str| {
+            Values::Text(requests.iter().map(|request| value(request)).collect())
+        };
+        let big = |value: fn(&Request) -> u64| {
+            Values::Big(
+                requests
+                    .iter()
+                    .map(|request| count(value(request)))
+                    .collect(),
+            )
+        };
+        let time = |value: fn(&Request) -> Option<DateTime<Utc>>| {
+            Values::MaybeBig(
+                requests
+                    .iter()
+                    .map(|request| value(request).map(micros))
+                    .collect(),
+            )
+        };
+        InsertRows::new(
+            "requests",
+            "request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, epoch, error",
+        )
+        .column(text(|request| &request.id))
+        .column(text(|request| &request.request_type))
+        .column(Values::Small(
+            requests.iter().map(|request| state_value(request.state)).collect(),
+        ))
+        .column(text(|request| &request.user))
+        .column(Values::Big(
+            requests.iter().map(|request| micros(request.created_at)).collect(),
+        ))
+        .column(time(|request| request.started_at))
+        .column(time(|request| request.finished_at))
+        .column(big(|request| request.total_jobs))
+        .column(big(|request| request.own_jobs))
+        .column(big(|request| request.finished_jobs))
+        .column(Values::Big(vec![1; requests.len()]))
+        .column(text(|request| &request.error))
+        .by_copy()
+        .execute(&mut tx)
+        .await?;
         let archived: Vec<(&Request, &CreateRequest)> = new
             .iter()
             .map(|import| (&import.request, &import.create_request))
             .collect();
-        Self::archive_in(&mut tx, &archived).await?;
-        let logs: Vec<JobLog> = new
-            .iter()
-            .flat_map(|import| import.job_logs.iter().cloned())
-            .collect();
-        Self::insert_logs_in(&mut tx, &logs).await?;
+        Self::archive_new_in(&mut tx, &archived).await?;
+        Self::insert_new_logs_in(&mut tx, new.iter().flat_map(|import| &import.job_logs)).await?;
         let mut suspended = Vec::new();
         for import in &new {
             if let Some((chain, at)) = &import.suspended {

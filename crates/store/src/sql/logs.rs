@@ -2,45 +2,68 @@
 
 use super::*;
 
+/// `entries` in key order (equal keys as they came): a big request's thousands of
+/// entries then go into neighbouring pages of the job log's index, one after the other,
+/// not all over an index larger than the database's cache.
+fn in_key_order<'a>(entries: impl IntoIterator<Item = &'a JobLog>) -> Vec<&'a JobLog> {
+    let mut entries: Vec<&JobLog> = entries.into_iter().collect();
+    entries.sort_by(|a, b| {
+        (a.request_id.as_str(), a.job_id.as_str(), a.r#try).cmp(&(
+            b.request_id.as_str(),
+            b.job_id.as_str(),
+            b.r#try,
+        ))
+    });
+    entries
+}
+
+/// The job log's rows of `entries`.
+fn log_rows<'q>(entries: &[&'q JobLog]) -> InsertRows<'q> {
+    let column =
+        |text: fn(&JobLog) -> &str| Values::Text(entries.iter().map(|entry| text(entry)).collect());
+    InsertRows::new(
+        "job_log",
+        "request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr",
+    )
+    .column(column(|entry| &entry.request_id))
+    .column(column(|entry| &entry.job_id))
+    .column(Values::Int(entries.iter().map(|entry| try_value(entry.r#try)).collect()))
+    .column(column(|entry| &entry.name))
+    .column(column(|entry| &entry.job_type))
+    .column(Values::Small(entries.iter().map(|entry| state_value(entry.state)).collect()))
+    .column(Values::Big(entries.iter().map(|entry| entry.started_at).collect()))
+    .column(Values::Big(entries.iter().map(|entry| entry.finished_at).collect()))
+    .column(Values::Big(entries.iter().map(|entry| entry.exit).collect()))
+    .column(column(|entry| &entry.error))
+    .column(column(|entry| &entry.stdout))
+    .column(column(|entry| &entry.stderr))
+}
+
 impl<DB: Backend> SqlStore<DB> {
     pub(super) async fn insert_logs_in(
         tx: &mut sqlx::Transaction<'_, DB>,
         entries: &[JobLog],
     ) -> Result<(), Error> {
-        // In key order (equal keys as they came): a big request's thousands of entries
-        // then go into neighbouring pages of the job log's index, one after the other,
-        // not all over an index larger than the database's cache.
-        let mut entries: Vec<&JobLog> = entries.iter().collect();
-        entries.sort_by(|a, b| {
-            (a.request_id.as_str(), a.job_id.as_str(), a.r#try).cmp(&(
-                b.request_id.as_str(),
-                b.job_id.as_str(),
-                b.r#try,
-            ))
+        let entries = in_key_order(entries);
+        log_rows(&entries)
+            .skip_duplicates("request_id, job_id, try")
+            .execute(&mut *tx)
+            .await?;
+        Ok(())
+    }
+
+    /// The job log `entries` of requests this transaction stores now (none of theirs can
+    /// be stored yet): of two entries of one try, the first.
+    pub(super) async fn insert_new_logs_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        entries: impl IntoIterator<Item = &JobLog>,
+    ) -> Result<(), Error> {
+        let mut entries = in_key_order(entries);
+        entries.dedup_by(|b, a| {
+            (a.request_id.as_str(), a.job_id.as_str(), a.r#try)
+                == (b.request_id.as_str(), b.job_id.as_str(), b.r#try)
         });
-        let entries = &entries;
-        let column = |text: fn(&JobLog) -> &str| {
-            Values::Text(entries.iter().map(|entry| text(entry)).collect())
-        };
-        InsertRows::new(
-            "job_log",
-            "request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr",
-        )
-        .column(column(|entry| &entry.request_id))
-        .column(column(|entry| &entry.job_id))
-        .column(Values::Int(entries.iter().map(|entry| try_value(entry.r#try)).collect()))
-        .column(column(|entry| &entry.name))
-        .column(column(|entry| &entry.job_type))
-        .column(Values::Small(entries.iter().map(|entry| state_value(entry.state)).collect()))
-        .column(Values::Big(entries.iter().map(|entry| entry.started_at).collect()))
-        .column(Values::Big(entries.iter().map(|entry| entry.finished_at).collect()))
-        .column(Values::Big(entries.iter().map(|entry| entry.exit).collect()))
-        .column(column(|entry| &entry.error))
-        .column(column(|entry| &entry.stdout))
-        .column(column(|entry| &entry.stderr))
-        .skip_duplicates("request_id, job_id, try")
-        .execute(&mut *tx)
-        .await?;
+        log_rows(&entries).by_copy().execute(&mut *tx).await?;
         Ok(())
     }
 

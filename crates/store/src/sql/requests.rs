@@ -15,6 +15,45 @@ pub(super) fn request_row_head(request: &Request) -> Vec<statement::Param<'_>> {
     ]
 }
 
+/// A request's row of `request_archives`: its id, and as JSON the request it was created
+/// by, its args and its job chain.
+type ArchiveRow<'a> = (&'a str, String, String, String);
+
+/// The rows of `request_archives` of new requests (each with its chain).
+fn archive_rows<'a>(
+    requests: &[(&'a Request, &CreateRequest)],
+) -> Result<Vec<ArchiveRow<'a>>, Error> {
+    requests
+        .iter()
+        .map(|(request, create_request)| {
+            let Some(chain) = &request.job_chain else {
+                return Err(Error::Invalid(
+                    "a new request needs its job chain".to_owned(),
+                ));
+            };
+            Ok((
+                request.id.as_str(),
+                to_json("create request", create_request)?,
+                to_json("request args", &request.args)?,
+                to_json("job chain", chain)?,
+            ))
+        })
+        .collect()
+}
+
+/// The rows of `request_args` of new requests: id, name and the value as find compares it.
+fn arg_rows<'a>(requests: &[(&'a Request, &CreateRequest)]) -> Vec<(&'a str, &'a str, String)> {
+    requests
+        .iter()
+        .flat_map(|(request, _)| {
+            request
+                .args
+                .iter()
+                .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
+        })
+        .collect()
+}
+
 impl<DB: Backend> SqlStore<DB> {
     /// Why a conditional update of `request_id` matched no row.
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
@@ -116,20 +155,7 @@ impl<DB: Backend> SqlStore<DB> {
         tx: &mut sqlx::Transaction<'_, DB>,
         requests: &[(&Request, &CreateRequest)],
     ) -> Result<(), Error> {
-        let mut archives = Vec::with_capacity(requests.len());
-        for (request, create_request) in requests {
-            let Some(chain) = &request.job_chain else {
-                return Err(Error::Invalid(
-                    "a new request needs its job chain".to_owned(),
-                ));
-            };
-            archives.push((
-                request.id.as_str(),
-                to_json("create request", create_request)?,
-                to_json("request args", &request.args)?,
-                to_json("job chain", chain)?,
-            ));
-        }
+        let mut archives = archive_rows(requests)?;
         // The JSON moved into the statement, not copied (a chain's is megabytes).
         while !archives.is_empty() {
             let chunk: Vec<_> = archives
@@ -143,15 +169,7 @@ impl<DB: Backend> SqlStore<DB> {
             });
             insert.execute(&mut *tx).await?;
         }
-        let args: Vec<(&str, &str, String)> = requests
-            .iter()
-            .flat_map(|(request, _)| {
-                request
-                    .args
-                    .iter()
-                    .map(|arg| (request.id.as_str(), arg.name.as_str(), arg_text(&arg.value)))
-            })
-            .collect();
+        let args = arg_rows(requests);
         for chunk in args.chunks(LOG_ROWS_PER_STATEMENT) {
             let mut insert =
                 Statement::build("INSERT INTO request_args (request_id, name, value) VALUES ");
@@ -160,6 +178,44 @@ impl<DB: Backend> SqlStore<DB> {
             });
             insert.execute(&mut *tx).await?;
         }
+        Ok(())
+    }
+
+    /// [`Self::archive_in`] of requests stored in bulk ([`InsertRows::by_copy`]): none of
+    /// them can be stored yet.
+    pub(super) async fn archive_new_in(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        requests: &[(&Request, &CreateRequest)],
+    ) -> Result<(), Error> {
+        let archives = archive_rows(requests)?;
+        InsertRows::new(
+            "request_archives",
+            "request_id, create_request, args, job_chain",
+        )
+        .column(Values::Text(archives.iter().map(|row| row.0).collect()))
+        .column(Values::Text(
+            archives.iter().map(|row| row.1.as_str()).collect(),
+        ))
+        .column(Values::Text(
+            archives.iter().map(|row| row.2.as_str()).collect(),
+        ))
+        .column(Values::Text(
+            archives.iter().map(|row| row.3.as_str()).collect(),
+        ))
+        .rows_per_statement(REQUEST_ROWS_PER_STATEMENT)
+        .by_copy()
+        .execute(&mut *tx)
+        .await?;
+        let args = arg_rows(requests);
+        InsertRows::new("request_args", "request_id, name, value")
+            .column(Values::Text(args.iter().map(|row| row.0).collect()))
+            .column(Values::Text(args.iter().map(|row| row.1).collect()))
+            .column(Values::Text(
+                args.iter().map(|row| row.2.as_str()).collect(),
+            ))
+            .by_copy()
+            .execute(&mut *tx)
+            .await?;
         Ok(())
     }
 

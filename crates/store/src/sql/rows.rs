@@ -3,7 +3,10 @@
 //! [`PARAMS_PER_STATEMENT`] params each; PostgreSQL binds each column as one array and
 //! inserts from `UNNEST`, one statement of as many params as columns whatever the count
 //! of rows (a job log row of 12 columns cost about 20 µs in `VALUES` of 1,000 rows, most
-//! of it binding and planning 12,000 params; `BENCHMARKS.md`, 2026-12-06).
+//! of it binding and planning 12,000 params; `BENCHMARKS.md`, 2026-12-06). Rows the
+//! caller knows are new ([`InsertRows::by_copy`]) PostgreSQL loads by `COPY … FROM STDIN`
+//! in its binary format ([`InsertRows::copy_data`]): no conflict to look for, no array to
+//! unpack (a history's job log, 1.65 times as fast as `INSERT … ON CONFLICT DO NOTHING`).
 
 use std::borrow::Cow;
 
@@ -21,6 +24,8 @@ pub enum Values<'q> {
     Small(Vec<i16>),
     Int(Vec<i32>),
     Big(Vec<i64>),
+    /// 64-bit integers or NULLs.
+    MaybeBig(Vec<Option<i64>>),
 }
 
 impl<'q> Values<'q> {
@@ -30,6 +35,7 @@ impl<'q> Values<'q> {
             Values::Small(values) => values.len(),
             Values::Int(values) => values.len(),
             Values::Big(values) => values.len(),
+            Values::MaybeBig(values) => values.len(),
         }
     }
 
@@ -40,9 +46,36 @@ impl<'q> Values<'q> {
             Values::Small(values) => Param::Small(values[row]),
             Values::Int(values) => Param::Int(values[row]),
             Values::Big(values) => Param::Big(values[row]),
+            Values::MaybeBig(values) => Param::MaybeBig(values[row]),
+        }
+    }
+
+    /// Row `row`'s value as a field of PostgreSQL's binary `COPY` (its length, then its
+    /// bytes in the type's binary form: text as UTF-8, integers big-endian; -1 for NULL).
+    fn copy_field(&self, row: usize, out: &mut Vec<u8>) {
+        fn field(out: &mut Vec<u8>, bytes: &[u8]) {
+            let len = i32::try_from(bytes.len()).expect("a value under 1 GB, as PostgreSQL's");
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(bytes);
+        }
+        match self {
+            Values::Text(values) => field(out, values[row].as_bytes()),
+            Values::Small(values) => field(out, &values[row].to_be_bytes()),
+            Values::Int(values) => field(out, &values[row].to_be_bytes()),
+            Values::Big(values) => field(out, &values[row].to_be_bytes()),
+            Values::MaybeBig(values) => match values[row] {
+                Some(value) => field(out, &value.to_be_bytes()),
+                None => out.extend_from_slice(&(-1_i32).to_be_bytes()),
+            },
         }
     }
 }
+
+/// The start of PostgreSQL's binary `COPY` data: its signature, no flags, no extension.
+const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+
+/// The end of binary `COPY` data: a tuple of -1 fields.
+const COPY_TRAILER: [u8; 2] = (-1_i16).to_be_bytes();
 
 /// `INSERT INTO table (columns)` of rows given as one [`Values`] per column, in the
 /// columns' order; with [`InsertRows::skip_duplicates`], rows whose key exists are
@@ -56,6 +89,8 @@ pub struct InsertRows<'q> {
     pub(crate) skip_duplicates: Option<&'static str>,
     /// Rows of one `VALUES` statement at most, where fewer than the params allow.
     pub(crate) rows_per_statement: Option<usize>,
+    /// The rows are new ([`InsertRows::by_copy`]).
+    pub(crate) by_copy: bool,
 }
 
 impl<'q> InsertRows<'q> {
@@ -68,7 +103,22 @@ impl<'q> InsertRows<'q> {
             values: Vec::new(),
             skip_duplicates: None,
             rows_per_statement: None,
+            by_copy: false,
         }
+    }
+
+    /// The rows are known to be new (the caller found none of their keys in this
+    /// transaction, nor two alike among them): PostgreSQL loads them by `COPY`, whose
+    /// binary data must match each column's type exactly ([`Values::Small`] for
+    /// `SMALLINT`, [`Values::Int`] for `INTEGER`, [`Values::Big`] for `BIGINT`); the
+    /// others insert them as without it. A key found after all fails the insert.
+    pub(crate) fn by_copy(mut self) -> InsertRows<'q> {
+        debug_assert!(
+            self.skip_duplicates.is_none(),
+            "rows skipped when stored are not known to be new"
+        );
+        self.by_copy = true;
+        self
     }
 
     /// At most `rows` rows in one `VALUES` statement (rows of large values, which a
@@ -93,6 +143,7 @@ impl<'q> InsertRows<'q> {
 
     /// Skips the rows whose `key` (unique columns) exists, instead of failing.
     pub(crate) fn skip_duplicates(mut self, key: &'static str) -> InsertRows<'q> {
+        debug_assert!(!self.by_copy, "rows copied are new, not skipped");
         self.skip_duplicates = Some(key);
         self
     }
@@ -122,6 +173,30 @@ impl<'q> InsertRows<'q> {
                 }
             })
             .collect()
+    }
+
+    /// PostgreSQL's `COPY` of the rows (`FORMAT binary`), and its data in pieces of about
+    /// `piece` bytes (a history's batch is hundreds of megabytes; a piece is one message).
+    pub(crate) fn copy_data(&self, piece: usize) -> (String, Vec<Vec<u8>>) {
+        let statement = format!(
+            "COPY {} ({}) FROM STDIN (FORMAT binary)",
+            self.table, self.columns
+        );
+        let fields = i16::try_from(self.values.len()).expect("under 32,768 columns");
+        let mut pieces = Vec::new();
+        let mut data = COPY_HEADER.to_vec();
+        for row in 0..self.rows() {
+            data.extend_from_slice(&fields.to_be_bytes());
+            for column in &self.values {
+                column.copy_field(row, &mut data);
+            }
+            if data.len() >= piece {
+                pieces.push(std::mem::take(&mut data));
+            }
+        }
+        data.extend_from_slice(&COPY_TRAILER);
+        pieces.push(data);
+        (statement, pieces)
     }
 
     /// The statement's text where each column is one array param unnested (PostgreSQL),
@@ -185,5 +260,33 @@ mod tests {
             sql,
             "INSERT INTO t (a, b) SELECT * FROM UNNEST($1::text[], $2::int8[]) ON CONFLICT (a) DO NOTHING"
         );
+    }
+
+    #[test]
+    fn copied_rows_are_postgres_binary_copy_data_in_pieces() {
+        let insert = InsertRows::new("t", "a, b, c, d")
+            .column(Values::Text(vec!["é", ""]))
+            .column(Values::Small(vec![3, -1]))
+            .column(Values::Int(vec![7, 8]))
+            .column(Values::MaybeBig(vec![None, Some(258)]))
+            .by_copy();
+        let (statement, pieces) = insert.copy_data(usize::MAX);
+        assert_eq!(statement, "COPY t (a, b, c, d) FROM STDIN (FORMAT binary)");
+        let mut expected = b"PGCOPY\n\xff\r\n\0".to_vec();
+        expected.extend([0; 8]); // no flags, no header extension
+        // Each row: 4 fields, then each field's length and bytes (NULL: length -1).
+        expected.extend([0, 4, 0, 0, 0, 2, 0xc3, 0xa9, 0, 0, 0, 2, 0, 3]);
+        expected.extend([0, 0, 0, 4, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff]);
+        expected.extend([
+            0, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 8,
+        ]);
+        expected.extend([0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 1, 2]);
+        expected.extend([0xff, 0xff]); // the end
+        assert_eq!(pieces, [expected.clone()]);
+        // Pieces of at least a byte: one a row, the first with the header, the end last.
+        let (_, pieces) = insert.copy_data(1);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces.concat(), expected);
+        assert_eq!(pieces[2], [0xff, 0xff]);
     }
 }
