@@ -202,6 +202,64 @@ async fn postgres_opens_a_schema_a_newer_release_migrated() {
     crate::tests::drop_schema(&schema).await;
 }
 
+/// Migration 0104: PostgreSQL compresses a chain's JSON by lz4 where the server has it
+/// (Debian's and CI's do), and a chain stored then is so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_compresses_chains_by_lz4_where_it_has_it() {
+    let Some((store, schema)) = crate::tests::postgres_store().await else {
+        return;
+    };
+    let has_lz4: bool = sqlx::query_scalar(
+        "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'",
+    )
+    .fetch_optional(&store.pool)
+    .await
+    .unwrap()
+    .unwrap_or(false);
+    let columns: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, a.attcompression::text FROM pg_attribute a \
+         JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND a.attname IN ('job_chain', 'suspended_job_chain') \
+         AND c.relname IN ('request_archives', 'suspended_job_chains') ORDER BY 1",
+    )
+    .bind(&schema)
+    .fetch_all(&store.pool)
+    .await
+    .unwrap();
+    let method = if has_lz4 { "l" } else { "" };
+    assert_eq!(
+        columns,
+        [
+            ("request_archives".to_owned(), method.to_owned()),
+            ("suspended_job_chains".to_owned(), method.to_owned()),
+        ]
+    );
+    if has_lz4 {
+        // A chain of 100 KB, stored compressed (over TOAST's 2 KB) and by lz4.
+        sqlx::query(
+            "INSERT INTO requests (request_id, type, state, created_at) VALUES ('c1', 't', 1, 0)",
+        )
+        .execute(&store.pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO request_archives (request_id, create_request, args, job_chain) \
+             VALUES ('c1', '{}', '[]', repeat('{\"id\":\"a1b2\",\"type\":\"noop\"},', 4000))",
+        )
+        .execute(&store.pool)
+        .await
+        .unwrap();
+        let stored: Option<String> = sqlx::query_scalar(
+            "SELECT pg_column_compression(job_chain) FROM request_archives WHERE request_id = 'c1'",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+        assert_eq!(stored.as_deref(), Some("lz4"));
+    }
+    crate::tests::drop_schema(&schema).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_opens_a_schema_a_newer_release_migrated() {
     let Some((store, database)) = crate::tests::mysql_store().await else {
