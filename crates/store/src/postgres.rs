@@ -82,8 +82,9 @@ impl Backend for Postgres {
         rows: InsertRows<'q>,
     ) -> BoxFuture<'e, Result<u64, sqlx::Error>> {
         if rows.by_copy {
-            let (statement, pieces) = rows.copy_data(COPY_PIECE);
+            let copied = rows.copy_data(COPY_PIECE);
             return Box::pin(async move {
+                let (statement, pieces) = copied.map_err(|err| sqlx::Error::Encode(err.into()))?;
                 let mut copy = conn.copy_in_raw(&statement).await?;
                 for piece in pieces {
                     if let Err(err) = copy.send(piece).await {

@@ -52,11 +52,13 @@ impl<'q> Values<'q> {
 
     /// Row `row`'s value as a field of PostgreSQL's binary `COPY` (its length, then its
     /// bytes in the type's binary form: text as UTF-8, integers big-endian; -1 for NULL).
-    fn copy_field(&self, row: usize, out: &mut Vec<u8>) {
-        fn field(out: &mut Vec<u8>, bytes: &[u8]) {
-            let len = i32::try_from(bytes.len()).expect("a value under 1 GB, as PostgreSQL's");
+    fn copy_field(&self, row: usize, out: &mut Vec<u8>) -> Result<(), String> {
+        fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
+            let len = i32::try_from(bytes.len())
+                .map_err(|_| format!("a value of {} bytes is over 2 GiB", bytes.len()))?;
             out.extend_from_slice(&len.to_be_bytes());
             out.extend_from_slice(bytes);
+            Ok(())
         }
         match self {
             Values::Text(values) => field(out, values[row].as_bytes()),
@@ -65,7 +67,10 @@ impl<'q> Values<'q> {
             Values::Big(values) => field(out, &values[row].to_be_bytes()),
             Values::MaybeBig(values) => match values[row] {
                 Some(value) => field(out, &value.to_be_bytes()),
-                None => out.extend_from_slice(&(-1_i32).to_be_bytes()),
+                None => {
+                    out.extend_from_slice(&(-1_i32).to_be_bytes());
+                    Ok(())
+                }
             },
         }
     }
@@ -176,8 +181,9 @@ impl<'q> InsertRows<'q> {
     }
 
     /// PostgreSQL's `COPY` of the rows (`FORMAT binary`), and its data in pieces of about
-    /// `piece` bytes (a history's batch is hundreds of megabytes; a piece is one message).
-    pub(crate) fn copy_data(&self, piece: usize) -> (String, Vec<Vec<u8>>) {
+    /// `piece` bytes (a history's batch is hundreds of megabytes; a piece is one message);
+    /// an error names a value the format cannot carry.
+    pub(crate) fn copy_data(&self, piece: usize) -> Result<(String, Vec<Vec<u8>>), String> {
         let statement = format!(
             "COPY {} ({}) FROM STDIN (FORMAT binary)",
             self.table, self.columns
@@ -188,7 +194,9 @@ impl<'q> InsertRows<'q> {
         for row in 0..self.rows() {
             data.extend_from_slice(&fields.to_be_bytes());
             for column in &self.values {
-                column.copy_field(row, &mut data);
+                column
+                    .copy_field(row, &mut data)
+                    .map_err(|err| format!("{} row {row}: {err}", self.table))?;
             }
             if data.len() >= piece {
                 pieces.push(std::mem::take(&mut data));
@@ -196,7 +204,7 @@ impl<'q> InsertRows<'q> {
         }
         data.extend_from_slice(&COPY_TRAILER);
         pieces.push(data);
-        (statement, pieces)
+        Ok((statement, pieces))
     }
 
     /// The statement's text where each column is one array param unnested (PostgreSQL),
@@ -270,7 +278,7 @@ mod tests {
             .column(Values::Int(vec![7, 8]))
             .column(Values::MaybeBig(vec![None, Some(258)]))
             .by_copy();
-        let (statement, pieces) = insert.copy_data(usize::MAX);
+        let (statement, pieces) = insert.copy_data(usize::MAX).unwrap();
         assert_eq!(statement, "COPY t (a, b, c, d) FROM STDIN (FORMAT binary)");
         let mut expected = b"PGCOPY\n\xff\r\n\0".to_vec();
         expected.extend([0; 8]); // no flags, no header extension
@@ -284,7 +292,7 @@ mod tests {
         expected.extend([0xff, 0xff]); // the end
         assert_eq!(pieces, [expected.clone()]);
         // Pieces of at least a byte: one a row, the first with the header, the end last.
-        let (_, pieces) = insert.copy_data(1);
+        let (_, pieces) = insert.copy_data(1).unwrap();
         assert_eq!(pieces.len(), 3);
         assert_eq!(pieces.concat(), expected);
         assert_eq!(pieces[2], [0xff, 0xff]);
