@@ -34,48 +34,7 @@ impl<DB: Backend> SqlStore<DB> {
         // None of them is stored (they were looked for, locked, in this transaction): in
         // bulk, without looking for each row's key again.
         let requests: Vec<&Request> = new.iter().map(|import| &import.request).collect();
-        let text = |value: fn(&Request) -> &str| {
-            Values::Text(requests.iter().map(|request| value(request)).collect())
-        };
-        let big = |value: fn(&Request) -> u64| {
-            Values::Big(
-                requests
-                    .iter()
-                    .map(|request| count(value(request)))
-                    .collect(),
-            )
-        };
-        let time = |value: fn(&Request) -> Option<DateTime<Utc>>| {
-            Values::MaybeBig(
-                requests
-                    .iter()
-                    .map(|request| value(request).map(micros))
-                    .collect(),
-            )
-        };
-        InsertRows::new(
-            "requests",
-            "request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, epoch, error",
-        )
-        .column(text(|request| &request.id))
-        .column(text(|request| &request.request_type))
-        .column(Values::Small(
-            requests.iter().map(|request| state_value(request.state)).collect(),
-        ))
-        .column(text(|request| &request.user))
-        .column(Values::Big(
-            requests.iter().map(|request| micros(request.created_at)).collect(),
-        ))
-        .column(time(|request| request.started_at))
-        .column(time(|request| request.finished_at))
-        .column(big(|request| request.total_jobs))
-        .column(big(|request| request.own_jobs))
-        .column(big(|request| request.finished_jobs))
-        .column(Values::Big(vec![1; requests.len()]))
-        .column(text(|request| &request.error))
-        .by_copy()
-        .execute(&mut tx)
-        .await?;
+        request_rows(&requests).by_copy().execute(&mut tx).await?;
         let archived: Vec<(&Request, &CreateRequest)> = new
             .iter()
             .map(|import| (&import.request, &import.create_request))
@@ -110,4 +69,48 @@ impl<DB: Backend> SqlStore<DB> {
         tx.commit().await?;
         Ok(new.iter().map(|import| import.request.id.clone()).collect())
     }
+}
+
+/// The rows of `requests` of requests stored as they ended elsewhere (epoch 1: no runner
+/// of this Spindle has owned them).
+fn request_rows<'q>(requests: &[&'q Request]) -> InsertRows<'q> {
+    let text = |value: fn(&Request) -> &str| {
+        Values::Text(requests.iter().map(|request| value(request)).collect())
+    };
+    let big = |value: fn(&Request) -> u64| {
+        Values::Big(
+            requests
+                .iter()
+                .map(|request| count(value(request)))
+                .collect(),
+        )
+    };
+    let time = |value: fn(&Request) -> Option<DateTime<Utc>>| {
+        Values::MaybeBig(
+            requests
+                .iter()
+                .map(|request| value(request).map(micros))
+                .collect(),
+        )
+    };
+    InsertRows::new(
+        "requests",
+        "request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, epoch, error",
+    )
+    .column(text(|request| &request.id))
+    .column(text(|request| &request.request_type))
+    .column(Values::Small(
+        requests.iter().map(|request| state_value(request.state)).collect(),
+    ))
+    .column(text(|request| &request.user))
+    .column(Values::Big(
+        requests.iter().map(|request| micros(request.created_at)).collect(),
+    ))
+    .column(time(|request| request.started_at))
+    .column(time(|request| request.finished_at))
+    .column(big(|request| request.total_jobs))
+    .column(big(|request| request.own_jobs))
+    .column(big(|request| request.finished_jobs))
+    .column(Values::Big(vec![1; requests.len()]))
+    .column(text(|request| &request.error))
 }
