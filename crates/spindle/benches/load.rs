@@ -155,8 +155,9 @@ struct Args {
     /// --history: requests a writer stores in one transaction
     #[arg(long, default_value_t = 200)]
     batch: usize,
-    /// --history: then creates for this long without retention and as long beside a
-    /// retention that removes half the history, side by side (0: not measured)
+    /// --history: then creates for this long without retention, as long beside a
+    /// retention that removes the oldest quarter of the history, and as long with one
+    /// that removes the next quarter alone (0: not measured)
     #[arg(long, default_value_t = 0.0)]
     retention_seconds: f64,
     /// --history: GETs of each query timed

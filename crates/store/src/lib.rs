@@ -280,6 +280,8 @@ pub struct Removed {
     pub requests: u64,
     pub job_log_entries: u64,
     pub job_runners: u64,
+    /// Month partitions dropped whole (PostgreSQL), the requests' among them.
+    pub months: u64,
 }
 
 /// A job's latest logged try and that try's state ([`JobLogs::job_states`]).

@@ -216,6 +216,7 @@ impl SqlStore<MySql> {
             readers: pool.clone(),
             pool,
             call_timeout: settings.call_timeout,
+            months: Default::default(),
         })
     }
 }

@@ -96,8 +96,12 @@ pub(super) async fn every_read_of_the_api_is_served_by_an_index(store: Arc<dyn S
             "by time range",
             "requests_by_created",
             page(RequestFilter {
-                since: Some(at(20, 0)),
-                until: Some(at(22, 0)),
+                // Early in the history: PostgreSQL reads the requests created before
+                // `since` and running at it apart, and on a small table would rather
+                // read all of them than the index if many were (at millions, in month
+                // partitions, it reads the index: the history benchmark's plans).
+                since: Some(at(1, 0)),
+                until: Some(at(3, 0)),
                 ..Default::default()
             }),
         ),

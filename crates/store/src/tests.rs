@@ -22,6 +22,8 @@ mod job_lock_tests;
 mod lock_tests;
 #[path = "notification_tests.rs"]
 mod notification_tests;
+#[path = "partition_tests.rs"]
+mod partition_tests;
 #[path = "plan_tests.rs"]
 mod plan_tests;
 #[path = "recovery_batch_tests.rs"]
@@ -630,14 +632,16 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 21);
+    assert_eq!(migrations, 22);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await
         .unwrap();
     assert_eq!(n, migrations);
     let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name",
+        "SELECT table_name::text FROM information_schema.tables t WHERE table_schema = current_schema() \
+         AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relname = t.table_name AND c.relispartition \
+         AND c.relnamespace = current_schema()::regnamespace) ORDER BY table_name",
     )
     .fetch_all(&store.pool)
     .await

@@ -445,6 +445,10 @@ impl Manager {
 
     /// One round of the background loop.
     pub async fn background_round(&self) {
+        // Next months' partitions of the request tables (PostgreSQL; a lookup otherwise).
+        if let Err(err) = self.store.prepare_partitions(Utc::now()).await {
+            tracing::warn!(error = %err, "the request tables' month partitions could not be made");
+        }
         self.recover_lost_runners().await;
         self.run_schedules().await;
         self.start_pending().await;
@@ -503,7 +507,9 @@ impl Manager {
                     total.requests += removed.requests;
                     total.job_log_entries += removed.job_log_entries;
                     total.job_runners += removed.job_runners;
-                    if removed.requests < RETENTION_BATCH {
+                    total.months += removed.months;
+                    // A month dropped whole (PostgreSQL) may hold any number of requests.
+                    if removed.requests < RETENTION_BATCH && removed.months == 0 {
                         break;
                     }
                     if self.creating() {
@@ -522,6 +528,7 @@ impl Manager {
                 requests = total.requests,
                 job_log_entries = total.job_log_entries,
                 job_runners = total.job_runners,
+                months_dropped = total.months,
                 finished_before = %before.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 seconds = started.elapsed().as_secs_f64(),
                 "retention: removed finished requests and their job logs"

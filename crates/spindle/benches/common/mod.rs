@@ -50,6 +50,20 @@ impl Process {
         )
     }
 
+    /// Starts `spindle args` in `dir`, its log of `filter` (`RUST_LOG`) written to `log`.
+    pub(crate) fn start_logged(dir: &Path, args: &[&str], log: &Path, filter: &str) -> Process {
+        Process(
+            Command::new(env!("CARGO_BIN_EXE_spindle"))
+                .args(args)
+                .current_dir(dir)
+                .env("RUST_LOG", filter)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(log).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
     /// CPU time the process's threads have used, in seconds ([`cpu_seconds_of`]).
     pub(crate) fn cpu_seconds(&self) -> f64 {
         cpu_seconds_of(self.0.id())

@@ -15,7 +15,8 @@
 //! `host` (one of 20,000), `cluster` (one of 40) and `version`; 15 jobs (most), 40 (every
 //! 10th), 200 (every 100th) or 5,000 (every 20,000th); 90% COMPLETE, 7% FAIL (half their
 //! jobs ran), 3% STOPPED (a third ran); one try in fifty tried twice; each try's output a
-//! line or three; created evenly over the year before now, each running 1–600 s.
+//! line or three; created evenly over the year before now, each running 1–600 s; each id
+//! an xid of its creation second (PostgreSQL keeps it in its month's partitions).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,17 +84,27 @@ fn arg(pos: u32, name: &str, value: serde_json::Value) -> RequestArg {
     }
 }
 
-/// The id of request i: unique, and as long as Spindle's own.
-fn request_id(i: usize) -> String {
-    format!("hist{i:016x}")
+/// When request i of `n` was created: evenly over the year before `now`.
+fn created_at(i: usize, n: usize, now: DateTime<Utc>) -> DateTime<Utc> {
+    now - chrono::Duration::seconds(YEAR)
+        + chrono::Duration::milliseconds((i as i64) * (YEAR * 1000 / n.max(1) as i64))
+}
+
+/// The id of request i: an xid of its creation second, as Spindle and Spin Cycle make
+/// them (so that on PostgreSQL it falls in its month's partitions), unique by `i`.
+fn request_id(i: usize, created_at: DateTime<Utc>) -> String {
+    let mut raw = [0u8; 12];
+    let seconds = u32::try_from(created_at.timestamp()).unwrap_or_default();
+    raw[..4].copy_from_slice(&seconds.to_be_bytes());
+    raw[4..].copy_from_slice(&(i as u64).to_be_bytes());
+    xid::Id(raw).to_string()
 }
 
 /// Finished request number `i` of `n`, its history ending at `now`.
 fn generate(i: usize, n: usize, now: DateTime<Utc>) -> ImportedRequest {
-    let id = request_id(i);
+    let created_at = created_at(i, n, now);
+    let id = request_id(i, created_at);
     let state = state_of(i);
-    let created_at = now - chrono::Duration::seconds(YEAR)
-        + chrono::Duration::milliseconds((i as i64) * (YEAR * 1000 / n.max(1) as i64));
     let took = chrono::Duration::seconds(1 + (i as i64 * 7919) % 600);
     let host = format!("host-{:05}", (i * 7) % 20_000);
     let args = vec![
@@ -542,9 +553,19 @@ pub(crate) async fn run(args: &crate::Args, n: usize) {
         .collect();
     assert!(!ids.is_empty(), "the database holds no generated history");
     let id = ids[ids.len() / 2].clone();
-    // The 5,000-job request, when it is there still.
-    let big = request_id(7);
-    let big = store.get_request(&big, false).await.is_ok().then_some(big);
+    // A 5,000-job request, when one is there still: those are the requests of host-00049
+    // (i ≡ 7 modulo 20,000).
+    let big = store
+        .find_requests(&RequestFilter {
+            args: BTreeMap::from([("host".to_owned(), "host-00049".to_owned())]),
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .map(|request| request.id);
     let mut reads: Vec<(String, Vec<store::plans::QueryPlan>)> = Vec::new();
     for (label, _, filter) in finds(n, now) {
         let (found, plans) = store::plans::explained(store.find_requests(&filter)).await;
@@ -704,7 +725,13 @@ async fn creates(
         "1s",
     ];
     argv.extend_from_slice(extra);
-    let server = Process::start(dir, &argv);
+    // The retention's own account of each pass (how many it removed, how long it took).
+    let server = Process::start_logged(
+        dir,
+        &argv,
+        &dir.join("server.log"),
+        "error,rm::manager::background=info",
+    );
     let base = format!("http://{listen}");
     crate::wait_up(http, &base).await;
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
@@ -737,9 +764,14 @@ async fn creates(
     completed
 }
 
-/// Issue #51, point 2: creates for `--retention-seconds` without retention, then as
-/// long with a retention of half the year (half the history past it), side by side; the
-/// rate of creates each time and of the removal.
+/// Issue #51, point 2: creates for `--retention-seconds` without retention; then as
+/// long with a retention that puts the first hour of the month nine months ago past it
+/// (the oldest quarter of the history) beside them; then as long with one of the month
+/// six months ago (the next quarter) alone. The rate of creates each time, and of the
+/// removal: what the retention removed in the server's time, and in its own (its log's
+/// passes, which end when nothing is left). A cut-off an hour into a month leaves the
+/// months before it wholly past (PostgreSQL drops them whole) and an hour of requests
+/// to remove row by row.
 async fn retention_side_by_side(
     args: &crate::Args,
     url: &str,
@@ -747,20 +779,27 @@ async fn retention_side_by_side(
     http: &reqwest::Client,
 ) {
     let seconds = args.retention_seconds;
-    const HALF_A_YEAR: [&str; 2] = ["--retention", "4380h"];
     let alone = creates(url, dir, http, (50, seconds), &[]).await;
     println!(
         "| creates alone (50 clients), {seconds:.0} s | {:.0} completed/s |",
         alone as f64 / seconds
     );
-    // The retention alone, then beside the creates (half a year is more than either
-    // removes in its time).
-    for clients in [0, 50] {
+    for (clients, months_ago) in [(50, 9), (0, 6)] {
+        let retention = retention_past_month(months_ago);
+        let retention = retention.as_str();
         let before = finished(url).await;
         let started = Instant::now();
-        let created = creates(url, dir, http, (clients, seconds), &HALF_A_YEAR).await;
+        let created = creates(
+            url,
+            dir,
+            http,
+            (clients, seconds),
+            &["--retention", retention],
+        )
+        .await;
         let took = started.elapsed().as_secs_f64();
         let removed = (before + created as u64).saturating_sub(finished(url).await);
+        let (passes, own) = retention_passes(&dir.join("server.log"));
         if clients > 0 {
             println!(
                 "| creates beside the retention (50 clients), {seconds:.0} s | {:.0} completed/s ({:+.1}%) |",
@@ -769,9 +808,47 @@ async fn retention_side_by_side(
             );
         }
         println!(
-            "| removed by the retention {} | {removed} requests in {took:.1} s (server up to down): {:.0} requests/s |",
+            "| removed by the retention of {retention} {} | {removed} requests in {took:.1} s (server up to down): {:.0} requests/s; {passes} in {own:.2} s of its own: {:.0} requests/s |",
             if clients == 0 { "alone" } else { "beside them" },
-            removed as f64 / took
+            removed as f64 / took,
+            passes as f64 / own.max(1e-3),
         );
     }
+}
+
+/// A retention (`--retention`, in seconds) whose cut-off is an hour into the month
+/// `months_ago` months before this one.
+fn retention_past_month(months_ago: i32) -> String {
+    use chrono::{Datelike, TimeZone};
+    let now = Utc::now();
+    let month = now.year() * 12 + now.month0() as i32 - months_ago;
+    let cut_off = Utc
+        .with_ymd_and_hms(
+            month.div_euclid(12),
+            month.rem_euclid(12) as u32 + 1,
+            1,
+            1,
+            0,
+            0,
+        )
+        .unwrap();
+    format!("{}s", (now - cut_off).num_seconds())
+}
+
+/// The requests the retention's passes in the server's log at `log` removed, and the
+/// seconds they took (`retention: removed …` lines, `requests=` and `seconds=`).
+fn retention_passes(log: &std::path::Path) -> (u64, f64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let field = |line: &str, name: &str| -> Option<f64> {
+        let (_, rest) = line.split_once(&format!(" {name}="))?;
+        rest.split_whitespace().next()?.parse().ok()
+    };
+    text.lines()
+        .filter(|line| line.contains("retention: removed"))
+        .fold((0, 0.0), |(n, took), line| {
+            (
+                n + field(line, "requests").unwrap_or(0.0) as u64,
+                took + field(line, "seconds").unwrap_or(0.0),
+            )
+        })
 }

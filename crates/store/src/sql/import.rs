@@ -12,6 +12,12 @@ impl<DB: Backend> SqlStore<DB> {
         if imports.is_empty() {
             return Ok(Vec::new());
         }
+        // Their months' partitions (PostgreSQL), where they can be made; else their
+        // rows go to the default partitions.
+        let ids = imports.iter().map(|import| import.request.id.as_str());
+        if let Err(err) = self.make_months_of(ids).await {
+            tracing::warn!(error = %err, "an import's month partitions could not be made");
+        }
         let mut tx = self.pool.begin().await?;
         // Stored already (an earlier run): skipped whole. The rows are locked, so that
         // a request removed meanwhile is not imported half.

@@ -69,6 +69,10 @@ pub trait Backend: sqlx::Database<Row: Columns> {
     /// time is the rule already (SQLite).
     const RETENTION_LOCK_SQL: Option<&'static str>;
 
+    /// The request tables are partitioned by month of request id (PostgreSQL, migration
+    /// 0105; [`partitions`]): retention drops a month whole where it can.
+    const MONTH_PARTITIONS: bool = false;
+
     /// Put before a SELECT to have the database say its plan ([`crate::plans`]).
     const EXPLAIN: &'static str = "EXPLAIN ";
 
@@ -164,6 +168,8 @@ pub struct SqlStore<DB: Backend> {
     /// (server backends): a pooler in front of a database that is down (PgBouncer) may
     /// hold a query in its queue for minutes rather than refuse it.
     pub(crate) call_timeout: Option<Duration>,
+    /// PostgreSQL: the month partitions this store has seen made or left aside.
+    pub(crate) months: std::sync::Arc<partitions::KnownMonths>,
 }
 
 /// A pool from `connect`, tried again every 200 ms while the server cannot be reached
@@ -323,6 +329,7 @@ mod lifecycle;
 mod locks;
 mod logs;
 mod notifications;
+mod partitions;
 mod recovery;
 mod requests;
 mod retention;
@@ -334,6 +341,9 @@ mod secrets;
 mod sign_ins;
 mod statement;
 mod suspended;
+#[cfg(test)]
+pub(crate) use partitions::Month;
+pub(crate) use partitions::partitioned_table;
 #[cfg(test)]
 pub(crate) use suspended::CLAIM;
 mod triggers;

@@ -54,6 +54,9 @@ fn arg_rows<'a>(requests: &[(&'a Request, &CreateRequest)]) -> Vec<(&'a str, &'a
         .collect()
 }
 
+/// The columns of a request that find answers.
+const FOUND: &str = "request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version";
+
 impl<DB: Backend> SqlStore<DB> {
     /// Why a conditional update of `request_id` matched no row.
     pub(super) async fn state_error(&self, request_id: &str, expected: State) -> Error {
@@ -462,10 +465,69 @@ impl<DB: Backend> SqlStore<DB> {
         &self,
         filter: &RequestFilter,
     ) -> Result<Vec<Request>, Error> {
-        let mut query = Statement::build(
-            "SELECT request_id, type, state, user_name, created_at, started_at, finished_at, total_jobs, own_jobs, finished_jobs, jr_url, error, paused, spec_version \
-             FROM requests WHERE 1 = 1",
-        );
+        let mut query = match filter.since {
+            // Partitioned by month (PostgreSQL), an index scan in `created_at` order
+            // reads every older month whole for rows finished after `since` (195 ms at
+            // a million requests): the requests created since then are read so, those
+            // created before and finished after it (few: those running at `since`) by
+            // the index on `finished_at`, which finds none in an older month at once.
+            Some(since) if DB::MONTH_PARTITIONS => {
+                let mut query = Statement::build(format!(
+                    "SELECT {FOUND} FROM ((SELECT {FOUND} FROM requests WHERE created_at >= "
+                ));
+                query.push_param(micros(since));
+                Self::push_finished_since(&mut query, since);
+                Self::push_find_conditions(&mut query, filter);
+                query.push(" ORDER BY created_at DESC, request_id ASC");
+                if filter.limit > 0 {
+                    let page = filter.limit.saturating_add(filter.offset);
+                    query.push(" LIMIT ").push_param(count(page));
+                }
+                query.push(&format!(
+                    ") UNION ALL (SELECT {FOUND} FROM requests WHERE created_at < "
+                ));
+                query
+                    .push_param(micros(since))
+                    .push(" AND (finished_at > ")
+                    .push_param(micros(since))
+                    .push(" OR finished_at IS NULL)");
+                Self::push_find_conditions(&mut query, filter);
+                query.push(")) page WHERE 1 = 1");
+                query
+            }
+            since => {
+                let mut query =
+                    Statement::build(format!("SELECT {FOUND} FROM requests WHERE 1 = 1"));
+                if let Some(since) = since {
+                    Self::push_finished_since(&mut query, since);
+                }
+                Self::push_find_conditions(&mut query, filter);
+                query
+            }
+        };
+        query.push(" ORDER BY created_at DESC, request_id ASC");
+        if filter.limit > 0 {
+            query.push(" LIMIT ").push_param(count(filter.limit));
+            query.push(" OFFSET ").push_param(count(filter.offset));
+        }
+        let rows = query.fetch_all(&self.readers).await?;
+        rows.iter().map(Self::request_from_row).collect()
+    }
+
+    /// Not finished before `since`: written so that no index on `finished_at` serves
+    /// it in one table (an OR of two index ranges, then every match sorted: 137 ms on a
+    /// million requests for two months of them), and the page is read in `created_at`
+    /// order from `until` down, stopping after its rows.
+    fn push_finished_since(query: &mut Statement<'_>, since: DateTime<Utc>) {
+        query
+            .push(" AND COALESCE(finished_at, ")
+            .push_param(i64::MAX)
+            .push(") > ")
+            .push_param(micros(since));
+    }
+
+    /// The conditions of `filter` but `since` (and its page), each ` AND …`.
+    fn push_find_conditions<'q>(query: &mut Statement<'q>, filter: &'q RequestFilter) {
         if let Some(request_type) = &filter.request_type {
             query.push(" AND type = ").push_param(request_type.as_str());
         }
@@ -485,19 +547,8 @@ impl<DB: Backend> SqlStore<DB> {
                 .push(" AND request_id IN (SELECT request_id FROM request_args WHERE name = ")
                 .push_param(name.as_str())
                 .push(" AND ");
-            DB::push_value_match(&mut query, value.clone());
+            DB::push_value_match(query, value.clone());
             query.push(")");
-        }
-        // Not finished before `since`: written so that no index on `finished_at` serves
-        // it (an OR of two index ranges, then every match sorted: 137 ms on a million
-        // requests for two months of them), and the page is read in `created_at` order
-        // from `until` down, stopping after its rows.
-        if let Some(since) = filter.since {
-            query
-                .push(" AND COALESCE(finished_at, ")
-                .push_param(i64::MAX)
-                .push(") > ")
-                .push_param(micros(since));
         }
         if let Some(until) = filter.until {
             query.push(" AND created_at < ").push_param(micros(until));
@@ -515,13 +566,6 @@ impl<DB: Backend> SqlStore<DB> {
                 .push_param(after.request_id.as_str())
                 .push(")");
         }
-        query.push(" ORDER BY created_at DESC, request_id ASC");
-        if filter.limit > 0 {
-            query.push(" LIMIT ").push_param(count(filter.limit));
-            query.push(" OFFSET ").push_param(count(filter.offset));
-        }
-        let rows = query.fetch_all(&self.readers).await?;
-        rows.iter().map(Self::request_from_row).collect()
     }
 
     pub(crate) async fn running_jr_urls(&self) -> Result<Vec<String>, Error> {

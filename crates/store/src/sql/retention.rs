@@ -18,6 +18,11 @@ impl<DB: Backend> SqlStore<DB> {
         {
             return Ok(Removed::default());
         }
+        // A month wholly past the cut-off, its partitions dropped (PostgreSQL).
+        if let Some(removed) = Self::drop_month(&mut tx, before).await? {
+            tx.commit().await?;
+            return Ok(removed);
+        }
         let ids: Vec<String> = Statement::new(
             "SELECT request_id FROM requests WHERE state IN ($1, $2, $3) AND finished_at < $4 \
              ORDER BY finished_at LIMIT $5",

@@ -1,0 +1,301 @@
+//! PostgreSQL's month partitions of the request tables (migration 0105): made ahead and
+//! for an import's months, never for a month the default partitions hold already, and
+//! dropped whole by retention when the month is wholly past it and all its requests
+//! finished before it; the rest removed row by row as before.
+
+use super::*;
+use crate::ImportedRequest;
+
+/// An xid made at `made` (its counter `n`), as Spindle and Spin Cycle make ids.
+fn xid_at(made: DateTime<Utc>, n: u8) -> String {
+    let mut raw = [0u8; 12];
+    raw[..4].copy_from_slice(&u32::try_from(made.timestamp()).unwrap().to_be_bytes());
+    raw[11] = n;
+    xid::Id(raw).to_string()
+}
+
+fn day(year: i32, month: u32, day: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(year, month, day, 12, 0, 0).unwrap()
+}
+
+/// Request `id` created at `created`, in `state` (finished an hour later unless
+/// RUNNING), with two job log entries.
+fn imported(id: &str, created: DateTime<Utc>, state: State) -> ImportedRequest {
+    let (mut request, create_request) = request(id, "deploy", "ann", created, "db1");
+    request.state = state;
+    request.started_at = Some(created);
+    if state != State::Running {
+        request.finished_at = Some(created + chrono::Duration::hours(1));
+    }
+    ImportedRequest {
+        request,
+        create_request,
+        job_logs: vec![
+            log(id, "a", 1, State::Complete),
+            log(id, "b", 1, State::Complete),
+        ],
+        suspended: None,
+    }
+}
+
+/// The partitions of `requests`, sorted.
+async fn partitions(pool: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+         WHERE i.inhparent = 'requests'::regclass ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// The partition of `table` that holds request `id`.
+async fn holder(pool: &sqlx::PgPool, table: &str, id: &str) -> String {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT tableoid::regclass::text FROM {table} WHERE request_id = $1 LIMIT 1"
+    )))
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn postgres_retention_drops_a_month_past_it_whole() {
+    let Some((store, schema)) = postgres_store().await else {
+        return;
+    };
+    let pool = store.pool.clone();
+    // Connecting made this month's and the next two's; asking again makes none.
+    let ahead: Vec<String> = crate::sql::Month::from(Utc::now(), 2)
+        .into_iter()
+        .map(|month| month.suffix)
+        .collect();
+    let made = partitions(&pool).await;
+    for suffix in &ahead {
+        assert!(made.contains(&format!("requests_{suffix}")), "{made:?}");
+    }
+    assert_eq!(store.prepare_partitions(Utc::now()).await.unwrap(), 0);
+
+    // A request of June 2025 stored by a create, before any partition of its month:
+    // it is in the default partition, and so is a later import of that month.
+    let june = xid_at(day(2025, 6, 10), 1);
+    let (request, create_request) = request(&june, "deploy", "ann", day(2025, 6, 10), "db1");
+    store
+        .create_request(&request, &create_request, None)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE requests SET state = $1, finished_at = $2 WHERE request_id = $3")
+        .bind(i16::from(State::Complete.value()))
+        .bind(day(2025, 6, 10).timestamp_micros())
+        .bind(&june)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let june_too = xid_at(day(2025, 6, 11), 2);
+    let january: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 1, 5 + u32::from(n)), n))
+        .collect();
+    let february: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 2, 5 + u32::from(n)), n))
+        .collect();
+    let mut batch = vec![
+        imported(&june_too, day(2025, 6, 11), State::Fail),
+        // Not an xid: the default partition.
+        imported("h-old", day(2026, 1, 3), State::Complete),
+    ];
+    batch.extend(
+        january
+            .iter()
+            .map(|id| imported(id, day(2026, 1, 6), State::Complete)),
+    );
+    batch.extend(
+        february
+            .iter()
+            .take(2)
+            .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
+    );
+    batch.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    assert_eq!(store.import_requests(&batch).await.unwrap().len(), 8);
+    let made = partitions(&pool).await;
+    assert!(made.contains(&"requests_m202601".to_owned()), "{made:?}");
+    assert!(made.contains(&"requests_m202602".to_owned()), "{made:?}");
+    assert!(!made.contains(&"requests_m202506".to_owned()), "{made:?}");
+    assert_eq!(
+        holder(&pool, "requests", &june_too).await,
+        "requests_default"
+    );
+    assert_eq!(holder(&pool, "requests", "h-old").await, "requests_default");
+    for table in ["requests", "request_archives", "request_args", "job_log"] {
+        assert_eq!(
+            holder(&pool, table, &january[1]).await,
+            format!("{table}_m202601")
+        );
+    }
+    // Rows of the other tables go with their month.
+    sqlx::query(
+        "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES ($1, 1, 'stop', 'ann', '')",
+    )
+    .bind(&january[0])
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // March 15th: January is wholly past, dropped in one call (the limit is no matter);
+    // February has a RUNNING request, kept, its finished ones removed row by row, with
+    // the default partition's.
+    let cutoff = day(2026, 3, 15);
+    let first = store.remove_finished(cutoff, 1).await.unwrap();
+    assert_eq!(
+        (first.requests, first.job_log_entries, first.months),
+        (3, 6, 1)
+    );
+    assert!(
+        !partitions(&pool)
+            .await
+            .contains(&"requests_m202601".to_owned())
+    );
+    for id in &january {
+        assert!(matches!(
+            store.get_request(id, false).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+    let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM request_audit")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(audit, 0);
+    let mut rows = 0;
+    loop {
+        let removed = store.remove_finished(cutoff, 10).await.unwrap();
+        if removed.requests == 0 {
+            break;
+        }
+        rows += removed.requests;
+    }
+    assert_eq!(rows, 5, "June's two, h-old, February's two finished");
+    assert!(
+        partitions(&pool)
+            .await
+            .contains(&"requests_m202602".to_owned())
+    );
+    assert_eq!(
+        store.get_request(&february[2], false).await.unwrap().state,
+        State::Running
+    );
+    assert_eq!(store.job_log(&february[2]).await.unwrap().len(), 2);
+    drop_schema(&schema).await;
+}
+
+/// What was stored before migration 0105 stays where it was, in the `_before`
+/// partitions, readable, its keys kept; an id of no xid goes to the default ones; the
+/// months from the next on are made (this one is `_before`'s); and once all of it is
+/// past the retention, `_before` goes whole.
+#[tokio::test]
+async fn postgres_keeps_what_was_stored_before_partitions_where_it_was() {
+    if !postgres_available() {
+        return;
+    }
+    let schema = format!("spindle_test_{}", unique_suffix());
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let options: sqlx::postgres::PgConnectOptions = postgres_url().parse().unwrap();
+    let pool = sqlx::PgPool::connect_with(options.options([("search_path", schema.as_str())]))
+        .await
+        .unwrap();
+    let mut early = crate::postgres::migrator();
+    early.migrations = early
+        .migrations
+        .iter()
+        .filter(|migration| migration.version < 105)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    early.run(&pool).await.unwrap();
+    let old = xid_at(day(2025, 6, 10), 1);
+    for (id, finished) in [(old.as_str(), 1_749_556_800_000_000_i64), ("zzz", 1)] {
+        sqlx::query(
+            "INSERT INTO requests (request_id, type, state, created_at, finished_at) VALUES ($1, 't', $2, 1, $3)",
+        )
+        .bind(id)
+        .bind(i16::from(State::Complete.value()))
+        .bind(finished)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ($1, '{}', '[]', '{}')",
+        )
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, exit, error, stdout, stderr) \
+             VALUES ($1, 'a', 1, 'a', 'noop', 3, 1, 1, 0, '', 'out', '')",
+        )
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let store = crate::PostgresStore::connect(&postgres_url(), Some(&schema))
+        .await
+        .unwrap();
+    for table in ["requests", "request_archives", "job_log"] {
+        assert_eq!(holder(&pool, table, &old).await, format!("{table}_before"));
+        assert_eq!(
+            holder(&pool, table, "zzz").await,
+            format!("{table}_default")
+        );
+    }
+    assert_eq!(store.job_log(&old).await.unwrap()[0].stdout, "out");
+    // The keys hold: no archive of an unknown request.
+    let orphan = sqlx::query(
+        "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ('nope', '{}', '[]', '{}')",
+    )
+    .execute(&pool)
+    .await;
+    assert!(orphan.is_err());
+    let made = partitions(&pool).await;
+    let [this, next, after] = crate::sql::Month::from(Utc::now(), 2).try_into().unwrap();
+    assert!(
+        !made.contains(&format!("requests_{}", this.suffix)),
+        "{made:?}"
+    );
+    assert!(
+        made.contains(&format!("requests_{}", next.suffix)),
+        "{made:?}"
+    );
+    assert!(
+        made.contains(&format!("requests_{}", after.suffix)),
+        "{made:?}"
+    );
+    // The migration's xid floor is the store's.
+    let floor: String = sqlx::query_scalar("SELECT spindle_xid_floor($1)")
+        .bind(day(2027, 1, 1).timestamp() - 12 * 3600)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(floor, crate::sql::Month::new(2027, 1).lo);
+
+    // Past all of `_before` (it ends with this month): it goes whole, then zzz.
+    let cutoff = this.end() + chrono::Duration::hours(1);
+    let first = store.remove_finished(cutoff, 10).await.unwrap();
+    assert_eq!((first.requests, first.months), (1, 1));
+    assert!(
+        !partitions(&pool)
+            .await
+            .contains(&"requests_before".to_owned())
+    );
+    let second = store.remove_finished(cutoff, 10).await.unwrap();
+    assert_eq!((second.requests, second.months), (1, 0));
+    drop(store);
+    pool.close().await;
+    drop_schema(&schema).await;
+}
