@@ -44,11 +44,14 @@ pub type PostgresStore = SqlStore<Postgres>;
 impl Backend for Postgres {
     const UPDATE_RETURNING: bool = true;
 
-    /// Held until the transaction ends; another Request Manager's retention round skips
-    /// its turn instead of waiting ("spindle" in ASCII as the key). A transaction's lock,
-    /// so that it works through PgBouncer's transaction pooling.
-    const RETENTION_LOCK_SQL: Option<&'static str> =
-        Some("SELECT 1 AS got WHERE pg_try_advisory_xact_lock(126879154481508)");
+    /// Held until the transaction ends; another Request Manager's retention round on
+    /// the same schema skips its turn instead of waiting (the key: a number, and the
+    /// schema's name hashed, so that Spindles in other schemas of one database, or
+    /// tests, go on). A transaction's lock, so that it works through PgBouncer's
+    /// transaction pooling.
+    const RETENTION_LOCK_SQL: Option<&'static str> = Some(
+        "SELECT 1 AS got WHERE pg_try_advisory_xact_lock(1268791544, hashtext(current_schema()))",
+    );
 
     const MONTH_PARTITIONS: bool = true;
 

