@@ -767,9 +767,9 @@ async fn creates(
 /// Issue #51, point 2: creates for `--retention-seconds` without retention; then as
 /// long with a retention that puts the first hour of the month nine months ago past it
 /// (the oldest quarter of the history) beside them; then as long with one of the month
-/// six months ago (the next quarter) alone. The rate of creates each time, and of the
-/// removal: what the retention removed in the server's time, and in its own (its log's
-/// passes, which end when nothing is left). A cut-off an hour into a month leaves the
+/// six months ago (the next quarter) alone; then creates alone again. The rate of
+/// creates each time, and of the removal: what the retention removed in the server's
+/// time, and in its own (its log's passes, which end when nothing is left). A cut-off an hour into a month leaves the
 /// months before it wholly past (PostgreSQL drops them whole) and an hour of requests
 /// to remove row by row.
 async fn retention_side_by_side(
@@ -814,6 +814,13 @@ async fn retention_side_by_side(
             passes as f64 / own.max(1e-3),
         );
     }
+    // Again, so that the machine's drift over the phases shows beside the difference.
+    let again = creates(url, dir, http, (50, seconds), &[]).await;
+    println!(
+        "| creates alone again (50 clients), {seconds:.0} s | {:.0} completed/s ({:+.1}% on the first) |",
+        again as f64 / seconds,
+        (again as f64 / alone.max(1) as f64 - 1.0) * 100.0
+    );
 }
 
 /// A retention (`--retention`, in seconds) whose cut-off is an hour into the month

@@ -19,18 +19,6 @@ use super::*;
 /// The tables partitioned by month, children (no foreign key to them) first.
 const TABLES: [&str; 4] = ["job_log", "request_args", "request_archives", "requests"];
 
-/// The other tables of a request's rows, removed by id range with its month.
-const ALSO: [&str; 8] = [
-    "job_output",
-    "job_tries",
-    "request_audit",
-    "approvals",
-    "suspended_job_chains",
-    "trigger_deliveries",
-    "notifications",
-    "request_secrets",
-];
-
 /// Serializes the making of partitions among Request Managers sharing a schema.
 const MAKING_LOCK: &str = "SELECT pg_advisory_xact_lock(1268791545, hashtext(current_schema()))";
 
@@ -301,7 +289,11 @@ impl<DB: Backend> SqlStore<DB> {
                 job_runners: 0,
                 months: 1,
             };
-            for table in ALSO {
+            // The month's rows of the other tables, by id range.
+            for table in super::retention::REQUEST_TABLES
+                .into_iter()
+                .filter(|table| !TABLES.contains(table))
+            {
                 Statement::build(format!(
                     "DELETE FROM {table} WHERE request_id >= $1 AND request_id < $2"
                 ))

@@ -3,6 +3,23 @@
 
 use super::*;
 
+/// The tables that hold a request's rows, children first (the archive and args refer
+/// to the request).
+pub(super) const REQUEST_TABLES: [&str; 12] = [
+    "job_log",
+    "job_output",
+    "job_tries",
+    "request_args",
+    "request_archives",
+    "request_audit",
+    "approvals",
+    "suspended_job_chains",
+    "trigger_deliveries",
+    "notifications",
+    "request_secrets",
+    "requests",
+];
+
 impl<DB: Backend> SqlStore<DB> {
     pub(crate) async fn remove_finished(
         &self,
@@ -39,21 +56,7 @@ impl<DB: Backend> SqlStore<DB> {
         .collect::<Result<_, _>>()?;
         let mut removed = Removed::default();
         if !ids.is_empty() {
-            // Children first: the archive and args refer to the request.
-            for table in [
-                "job_log",
-                "job_output",
-                "job_tries",
-                "request_args",
-                "request_archives",
-                "request_audit",
-                "approvals",
-                "suspended_job_chains",
-                "trigger_deliveries",
-                "notifications",
-                "request_secrets",
-                "requests",
-            ] {
+            for table in REQUEST_TABLES {
                 let mut delete =
                     Statement::build(format!("DELETE FROM {table} WHERE request_id IN ("));
                 delete.push_list(ids.iter().map(String::as_str)).push(")");
