@@ -309,9 +309,15 @@ impl<DB: Backend> SqlStore<DB> {
             .execute(&mut *tx)
             .await?;
             // Locked, nothing of the month changes; it was checked before the lock so
-            // as not to hold the writes up while reading it.
+            // as not to hold the writes up while reading it. A request of it that
+            // changed meanwhile (retried) undoes the transaction, the other tables'
+            // rows with it: the next round sees the month as it is.
             if Self::month_unfinished(tx, &month, before).await? {
-                continue;
+                return Err(Error::Conflict(format!(
+                    "a request of month {} changed while retention was removing the month; \
+                     it is kept, and looked at again next round",
+                    month.suffix
+                )));
             }
             for table in TABLES {
                 let partition = format!("{table}_{}", month.suffix);
