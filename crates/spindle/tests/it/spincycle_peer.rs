@@ -300,9 +300,8 @@ async fn entries(api: &Client, id: &str) -> Vec<Entry> {
     entries
 }
 
-/// Waits until the request's `noop` job has completed (its sleeps run then). A request
-/// suspended after it sleeps 5 s: long enough that a busy machine's SIGTERM still comes
-/// while they sleep.
+/// Waits until the request's `noop` job has completed (its sleeps start then; a stop or
+/// a SIGTERM meant to land while they run waits for them too: [`waits_run`]).
 async fn noop_done(api: &Client, id: &str) {
     eventually(
         "the request's noop job completed",
@@ -564,8 +563,12 @@ async fn leave_every_state(sc: &SpinCycle) -> Left {
     jr.signal("KILL");
     drop(jr);
     let jr = sc.job_runner(sc.jr_port, &sc.rm_url());
-    let suspended = api.start("test", json!({"sleepTime": "5000"})).await;
+    // As in `scenarios`: the SIGTERM sent once both sleeps run, and they sleep long
+    // enough that it lands while they do (sent after the noop alone, a loaded CI run saw
+    // it land before they started: no stopped tries to import).
+    let suspended = api.start("test", json!({"sleepTime": "15000"})).await;
     noop_done(&api, &suspended).await;
+    waits_run(&api, &suspended).await;
     jr.terminate();
     api.wait_state(&suspended, SUSPENDED, Duration::from_secs(30))
         .await;
