@@ -275,6 +275,23 @@ fn state_value(state: State) -> i16 {
     i16::from(state.value())
 }
 
+/// The tables that hold a request's rows, children first (the archive and args refer
+/// to the request).
+const REQUEST_TABLES: [&str; 12] = [
+    "job_log",
+    "job_output",
+    "job_tries",
+    "request_args",
+    "request_archives",
+    "request_audit",
+    "approvals",
+    "suspended_job_chains",
+    "trigger_deliveries",
+    "notifications",
+    "request_secrets",
+    "requests",
+];
+
 /// JSON text of a value to store.
 fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String, Error> {
     serde_json::to_string(value).map_err(|source| Error::Encode {

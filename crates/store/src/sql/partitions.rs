@@ -290,7 +290,7 @@ impl<DB: Backend> SqlStore<DB> {
                 months: 1,
             };
             // The month's rows of the other tables, by id range.
-            for table in super::retention::REQUEST_TABLES
+            for table in REQUEST_TABLES
                 .into_iter()
                 .filter(|table| !TABLES.contains(table))
             {

@@ -3,23 +3,6 @@
 
 use super::*;
 
-/// The tables that hold a request's rows, children first (the archive and args refer
-/// to the request).
-pub(super) const REQUEST_TABLES: [&str; 12] = [
-    "job_log",
-    "job_output",
-    "job_tries",
-    "request_args",
-    "request_archives",
-    "request_audit",
-    "approvals",
-    "suspended_job_chains",
-    "trigger_deliveries",
-    "notifications",
-    "request_secrets",
-    "requests",
-];
-
 impl<DB: Backend> SqlStore<DB> {
     pub(crate) async fn remove_finished(
         &self,
