@@ -67,7 +67,7 @@ async fn postgres_retention_drops_a_month_past_it_whole() {
     };
     let pool = store.pool.clone();
     // Connecting made this month's and the next two's; asking again makes none.
-    let ahead: Vec<String> = crate::sql::Month::from(Utc::now(), 2)
+    let ahead: Vec<String> = crate::sql::Month::and_next(Utc::now(), 2)
         .into_iter()
         .map(|month| month.suffix)
         .collect();
@@ -263,7 +263,9 @@ async fn postgres_keeps_what_was_stored_before_partitions_where_it_was() {
     .await;
     assert!(orphan.is_err());
     let made = partitions(&pool).await;
-    let [this, next, after] = crate::sql::Month::from(Utc::now(), 2).try_into().unwrap();
+    let [this, next, after] = crate::sql::Month::and_next(Utc::now(), 2)
+        .try_into()
+        .unwrap();
     assert!(
         !made.contains(&format!("requests_{}", this.suffix)),
         "{made:?}"

@@ -9,7 +9,7 @@
 //! partition too, once it is wholly past. On the other backends
 //! (`Backend::MONTH_PARTITIONS` false) nothing here runs.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use chrono::{Datelike, TimeZone};
@@ -52,7 +52,7 @@ impl Month {
     }
 
     /// The month of `at`, and the `ahead` after it.
-    pub(crate) fn from(at: DateTime<Utc>, ahead: u32) -> Vec<Month> {
+    pub(crate) fn and_next(at: DateTime<Utc>, ahead: u32) -> Vec<Month> {
         (0..=ahead)
             .map(|n| {
                 let months = at.year() * 12 + at.month0() as i32 + n as i32;
@@ -69,12 +69,13 @@ impl Month {
             .then(|| Month::new(made.year(), made.month()))
     }
 
-    /// The month named by a partition's suffix (`m202612`).
-    fn of_suffix(suffix: &str) -> Option<Month> {
-        let digits = suffix.strip_prefix('m').filter(|d| d.len() == 6)?;
-        let year = digits[..4].parse().ok()?;
-        let month = digits[4..].parse().ok().filter(|m| (1..=12).contains(m))?;
-        Some(Month::new(year, month))
+    /// Whether `suffix` names a month partition (`m202612`).
+    fn is_suffix(suffix: &str) -> bool {
+        suffix.strip_prefix('m').is_some_and(|digits| {
+            digits.len() == 6
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (1..=12).contains(&digits[4..].parse::<u32>().unwrap_or(0))
+        })
     }
 
     /// The partition of `requests` named `name` with the bound PostgreSQL says it has
@@ -132,26 +133,27 @@ pub(crate) fn partitioned_table(name: &str) -> &str {
         return table;
     }
     match name.rsplit_once('_') {
-        Some((table, suffix)) if Month::of_suffix(suffix).is_some() => table,
+        Some((table, suffix)) if Month::is_suffix(suffix) => table,
         _ => name,
     }
 }
 
-/// The months this store has seen made (true) or left in the default partitions
-/// (false), so that a write asks the database about a month once.
+/// The months this store has seen made, or seen it cannot make (the default or a
+/// `_before` partition holds their ids), so that a write asks the database about a
+/// month once.
 #[derive(Debug, Default)]
-pub(crate) struct KnownMonths(Mutex<HashMap<String, bool>>);
+pub(crate) struct KnownMonths(Mutex<HashSet<String>>);
 
 impl KnownMonths {
     fn knows(&self, suffix: &str) -> bool {
-        self.lock().contains_key(suffix)
+        self.lock().contains(suffix)
     }
 
-    fn learn(&self, suffix: &str, made: bool) {
-        self.lock().insert(suffix.to_owned(), made);
+    fn learn(&self, suffix: &str) {
+        self.lock().insert(suffix.to_owned());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -162,7 +164,7 @@ impl<DB: Backend> SqlStore<DB> {
     /// PostgreSQL: makes the partitions of `now`'s month and the next two where they are
     /// not yet; the number of months made.
     pub(crate) async fn prepare_partitions(&self, now: DateTime<Utc>) -> Result<u32, Error> {
-        self.make_months(Month::from(now, 2)).await
+        self.make_months(Month::and_next(now, 2)).await
     }
 
     /// PostgreSQL: makes the partitions of the months of `ids` (xids) not made yet.
@@ -205,11 +207,11 @@ impl<DB: Backend> SqlStore<DB> {
             .await?
             .is_some();
             if exists {
-                self.months.learn(&month.suffix, true);
+                self.months.learn(&month.suffix);
                 continue;
             }
             if self.default_holds(&mut tx, &month).await? {
-                self.months.learn(&month.suffix, false);
+                self.months.learn(&month.suffix);
                 continue;
             }
             Statement::new(LOCK_TIMEOUT).execute(&mut tx).await?;
@@ -224,7 +226,7 @@ impl<DB: Backend> SqlStore<DB> {
                     .read("made")?;
             let made_now = made_now == 1;
             tx.commit().await?;
-            self.months.learn(&month.suffix, made_now);
+            self.months.learn(&month.suffix);
             made += u32::from(made_now);
         }
         Ok(made)
@@ -410,7 +412,7 @@ mod tests {
         let new_id = xid::new().to_string();
         assert_eq!(
             Month::of_id(&new_id, Utc::now()),
-            Month::from(Utc::now(), 0).pop()
+            Month::and_next(Utc::now(), 0).pop()
         );
     }
 
@@ -432,7 +434,10 @@ mod tests {
     #[test]
     fn months_ahead_cross_the_year() {
         let at = Utc.with_ymd_and_hms(2026, 11, 30, 23, 0, 0).unwrap();
-        let suffixes: Vec<String> = Month::from(at, 2).into_iter().map(|m| m.suffix).collect();
+        let suffixes: Vec<String> = Month::and_next(at, 2)
+            .into_iter()
+            .map(|m| m.suffix)
+            .collect();
         assert_eq!(suffixes, ["m202611", "m202612", "m202701"]);
     }
 

@@ -492,7 +492,7 @@ impl<DB: Backend> SqlStore<DB> {
                     .push_param(micros(since))
                     .push(" OR finished_at IS NULL)");
                 Self::push_find_conditions(&mut query, filter);
-                query.push(")) page WHERE 1 = 1");
+                query.push(")) page");
                 query
             }
             since => {
