@@ -41,6 +41,8 @@ impl Backend for MySql {
     const RETENTION_LOCK_SQL: Option<&'static str> =
         Some("SELECT 1 AS got FROM spindle_locks WHERE name = 'retention' FOR UPDATE SKIP LOCKED");
 
+    const MONTH_PARTITIONS: crate::sql::MonthPartitions = crate::sql::MonthPartitions::Mysql;
+
     /// A row per table read, its access type `ALL` a read of the whole table (`index`
     /// walks an index in its order; `ref`, `range`, `eq_ref`, `const` seek in one).
     fn plan_line(row: &sqlx::mysql::MySqlRow) -> Result<(String, Option<String>), sqlx::Error> {
@@ -212,11 +214,17 @@ impl SqlStore<MySql> {
         })
         .await?;
         migrate(&pool).await?;
-        Ok(MysqlStore {
+        let store = MysqlStore {
             readers: pool.clone(),
             pool,
             call_timeout: settings.call_timeout,
             months: Default::default(),
-        })
+        };
+        // This month's partitions and the next two's (migration 0106); the background
+        // rounds try again, and meanwhile new requests go to `_default`.
+        if let Err(err) = store.prepare_partitions(chrono::Utc::now()).await {
+            tracing::warn!(error = %err, "the request tables' month partitions could not be made");
+        }
+        Ok(store)
     }
 }

@@ -1,7 +1,8 @@
-//! PostgreSQL's month partitions of the request tables (migration 0105): made ahead and
-//! for an import's months, never for a month the default partitions hold already, and
-//! dropped whole by retention when the month is wholly past it and all its requests
-//! finished before it; the rest removed row by row as before.
+//! The month partitions of the request tables, PostgreSQL's (migration 0105: made ahead
+//! and for an import's months, never for a month the default partitions hold already)
+//! and MySQL's (0106: contiguous ranges, made ahead by splitting `_default`): dropped
+//! whole by retention when the month is wholly past it and all its requests finished
+//! before it; the rest removed row by row as before.
 
 use super::*;
 use crate::ImportedRequest;
@@ -300,4 +301,298 @@ async fn postgres_keeps_what_was_stored_before_partitions_where_it_was() {
     drop(store);
     pool.close().await;
     drop_schema(&schema).await;
+}
+
+/// The partitions of MySQL's `table` in order, each with its rows.
+async fn mysql_partitions(pool: &sqlx::MySqlPool, table: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT PARTITION_NAME FROM information_schema.PARTITIONS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Whether MySQL's partition `partition` of `table` holds request `id`.
+async fn mysql_holds(pool: &sqlx::MySqlPool, table: &str, partition: &str, id: &str) -> bool {
+    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {table} PARTITION ({partition}) WHERE request_id = ?"
+    )))
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    n > 0
+}
+
+/// A pool on MySQL's `database` with the store's session settings (its DDL quotes
+/// names as ANSI does).
+async fn mysql_pool(database: &str) -> sqlx::MySqlPool {
+    use sqlx::Executor as _;
+    sqlx::mysql::MySqlPoolOptions::new()
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&crate::tests::mysql_url_of(database))
+        .await
+        .unwrap()
+}
+
+/// Retention on MySQL drops the oldest month wholly past it (`_before` first, as the
+/// range of every id below the next), with the month's rows of the other tables; a
+/// month with a RUNNING request is kept and its finished ones removed row by row.
+#[tokio::test]
+async fn mysql_retention_drops_a_month_past_it_whole() {
+    let Some((store, database)) = crate::tests::mysql_store().await else {
+        return;
+    };
+    let pool = store.pool.clone();
+    // The migration's `_before` ends where next month begins; connecting made the
+    // next two months; asking again makes none.
+    let [_, next, after] = crate::sql::Month::and_next(Utc::now(), 2)
+        .try_into()
+        .unwrap();
+    for table in ["requests", "request_archives", "request_args", "job_log"] {
+        assert_eq!(
+            mysql_partitions(&pool, table).await,
+            [
+                format!("{table}_before"),
+                format!("{table}_{}", next.suffix),
+                format!("{table}_{}", after.suffix),
+                format!("{table}_default"),
+            ]
+        );
+    }
+    assert_eq!(store.prepare_partitions(Utc::now()).await.unwrap(), 0);
+    let last_hi: String = sqlx::query_scalar(
+        "SELECT PARTITION_DESCRIPTION FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'requests' AND PARTITION_NAME = ?",
+    )
+    .bind(format!("requests_{}", after.suffix))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(last_hi, format!("'{}'", after.hi));
+
+    // As if the tables had been partitioned in December 2025: `_before` split into
+    // its part before 2026 and a month each since.
+    let mut months = vec![crate::sql::Month::new(2026, 1)];
+    while months.last().unwrap().hi < next.lo {
+        let month = months.last().unwrap().end();
+        months.push(crate::sql::Month::and_next(month, 0).remove(0));
+    }
+    for table in ["requests", "request_archives", "request_args", "job_log"] {
+        let parts: Vec<String> = months
+            .iter()
+            .map(|month| {
+                format!(
+                    "PARTITION {table}_{} VALUES LESS THAN ('{}')",
+                    month.suffix, month.hi
+                )
+            })
+            .collect();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} REORGANIZE PARTITION {table}_before INTO \
+             (PARTITION {table}_before VALUES LESS THAN ('{}'), {})",
+            months[0].lo,
+            parts.join(", ")
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+
+    let june = xid_at(day(2025, 6, 10), 1);
+    let june_too = xid_at(day(2025, 6, 11), 2);
+    let january: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 1, 5 + u32::from(n)), n))
+        .collect();
+    let february: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 2, 5 + u32::from(n)), n))
+        .collect();
+    let mut batch = vec![
+        imported(&june, day(2025, 6, 10), State::Complete),
+        imported(&june_too, day(2025, 6, 11), State::Fail),
+        // Not an xid: wherever its bytes sort.
+        imported("h-old", day(2026, 1, 3), State::Complete),
+    ];
+    batch.extend(
+        january
+            .iter()
+            .map(|id| imported(id, day(2026, 1, 6), State::Complete)),
+    );
+    batch.extend(
+        february
+            .iter()
+            .take(2)
+            .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
+    );
+    batch.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    assert_eq!(store.import_requests(&batch).await.unwrap().len(), 9);
+    for table in ["requests", "request_archives", "request_args", "job_log"] {
+        assert!(
+            mysql_holds(&pool, table, &format!("{table}_before"), &june).await,
+            "{table}"
+        );
+        assert!(
+            mysql_holds(&pool, table, &format!("{table}_m202601"), &january[1]).await,
+            "{table}"
+        );
+    }
+    sqlx::query(
+        "INSERT INTO request_audit (request_id, at, action, user_name, address) VALUES (?, 1, 'stop', 'ann', '')",
+    )
+    .bind(&january[0])
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // March 15th: `_before` (June's two) goes whole, then January with its audit row;
+    // February has a RUNNING request and is kept, its finished ones removed row by row
+    // with h-old.
+    let cutoff = day(2026, 3, 15);
+    let first = store.remove_finished(cutoff, 1).await.unwrap();
+    assert_eq!(
+        (first.requests, first.job_log_entries, first.months),
+        (2, 4, 1)
+    );
+    let second = store.remove_finished(cutoff, 1).await.unwrap();
+    assert_eq!(
+        (second.requests, second.job_log_entries, second.months),
+        (3, 6, 1)
+    );
+    for table in ["requests", "request_archives", "request_args", "job_log"] {
+        let left = mysql_partitions(&pool, table).await;
+        assert_eq!(left[0], format!("{table}_m202602"), "{left:?}");
+    }
+    for id in january.iter().chain([&june, &june_too]) {
+        assert!(matches!(
+            store.get_request(id, false).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+    let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM request_audit")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(audit, 0);
+    let mut rows = 0;
+    loop {
+        let removed = store.remove_finished(cutoff, 10).await.unwrap();
+        assert_eq!(removed.months, 0);
+        if removed.requests == 0 {
+            break;
+        }
+        rows += removed.requests;
+    }
+    assert_eq!(rows, 3, "h-old, February's two finished");
+    assert_eq!(
+        mysql_partitions(&pool, "requests").await[0],
+        "requests_m202602"
+    );
+    assert_eq!(
+        store.get_request(&february[2], false).await.unwrap().state,
+        State::Running
+    );
+    assert_eq!(store.job_log(&february[2]).await.unwrap().len(), 2);
+    crate::tests::drop_mysql_database(&database).await;
+}
+
+/// What was stored before migration 0106 stays readable in the `_before` partitions,
+/// the foreign keys that InnoDB cannot keep on them gone; the migration runs again
+/// (one cut off halfway) changing nothing; its bound is the store's month floor.
+#[tokio::test]
+async fn mysql_keeps_what_was_stored_before_partitions() {
+    let Some((store, database)) = crate::tests::mysql_store().await else {
+        return;
+    };
+    drop(store);
+    crate::tests::drop_mysql_database(&database).await;
+    let admin = sqlx::MySqlPool::connect(&crate::tests::mysql_url_of("test"))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{database}`")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let pool = mysql_pool(&database).await;
+    let mut early = crate::mysql::migrator();
+    let (before, from): (Vec<_>, Vec<_>) = early
+        .migrations
+        .iter()
+        .cloned()
+        .partition(|migration| migration.version < 106);
+    early.migrations = before.into();
+    early.run(&pool).await.unwrap();
+    let old = xid_at(day(2025, 6, 10), 1);
+    sqlx::query(
+        "INSERT INTO requests (request_id, type, state, created_at, finished_at) VALUES (?, 't', ?, 1, 1)",
+    )
+    .bind(&old)
+    .bind(i16::from(State::Complete.value()))
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES (?, '{}', '[]', '{}')",
+    )
+    .bind(&old)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO job_log (request_id, job_id, try, name, type, state, started_at, finished_at, \"exit\", error, stdout, stderr) \
+         VALUES (?, 'a', 1, 'a', 'noop', 3, 1, 1, 0, '', 'out', '')",
+    )
+    .bind(&old)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let store = crate::MysqlStore::connect(&crate::tests::mysql_url_of(&database))
+        .await
+        .unwrap();
+    for table in ["requests", "request_archives", "job_log"] {
+        assert!(mysql_holds(&pool, table, &format!("{table}_before"), &old).await);
+    }
+    assert_eq!(store.job_log(&old).await.unwrap()[0].stdout, "out");
+    let keys: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS \
+         WHERE CONSTRAINT_SCHEMA = DATABASE() AND CONSTRAINT_TYPE = 'FOREIGN KEY'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(keys, 0);
+    let [_, next, _] = crate::sql::Month::and_next(Utc::now(), 2)
+        .try_into()
+        .unwrap();
+    let floor: String = sqlx::query_scalar(
+        "SELECT PARTITION_DESCRIPTION FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'job_log' AND PARTITION_NAME = 'job_log_before'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(floor, format!("'{}'", next.lo));
+
+    // Run again, the migration changes nothing.
+    let partitioned = mysql_partitions(&pool, "requests").await;
+    let migration = from.iter().find(|m| m.version == 106).unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(migration.sql.as_str().to_owned()))
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(mysql_partitions(&pool, "requests").await, partitioned);
+    assert_eq!(store.job_log(&old).await.unwrap().len(), 1);
+    drop(store);
+    pool.close().await;
+    crate::tests::drop_mysql_database(&database).await;
 }

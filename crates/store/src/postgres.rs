@@ -53,7 +53,7 @@ impl Backend for Postgres {
         "SELECT 1 AS got WHERE pg_try_advisory_xact_lock(1268791544, hashtext(current_schema()))",
     );
 
-    const MONTH_PARTITIONS: bool = true;
+    const MONTH_PARTITIONS: crate::sql::MonthPartitions = crate::sql::MonthPartitions::Postgres;
 
     /// `Seq Scan on t` reads table `t` whole (a partition of it, `t_m202612` or
     /// `t_default`, is named as `t`), unless its statistics say it is empty (cost

@@ -244,7 +244,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, super::migrator().iter().count() as i64);
-        assert_eq!(n, 21);
+        assert_eq!(n, 22);
         let (request, create) = crate::tests::sample_request("r1");
         store.create_request(&request, &create, None).await.unwrap();
         // No clean shutdown: the connection is leaked as a crashing process would leave it.
@@ -258,7 +258,7 @@ mod tests {
             .fetch_one(&store.pool)
             .await
             .unwrap();
-        assert_eq!(n, 21);
+        assert_eq!(n, 22);
     }
 
     /// A claim of a suspended chain (the oldest unclaimed, ties by id) is one seek in

@@ -632,7 +632,7 @@ async fn postgres_migrates_an_empty_schema_once() {
         return;
     };
     let migrations = crate::postgres::migrator().iter().count() as i64;
-    assert_eq!(migrations, 22);
+    assert_eq!(migrations, 23);
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&store.pool)
         .await

@@ -69,9 +69,10 @@ pub trait Backend: sqlx::Database<Row: Columns> {
     /// time is the rule already (SQLite).
     const RETENTION_LOCK_SQL: Option<&'static str>;
 
-    /// The request tables are partitioned by month of request id (PostgreSQL, migration
-    /// 0105; [`partitions`]): retention drops a month whole where it can.
-    const MONTH_PARTITIONS: bool = false;
+    /// How the request tables are partitioned by month of request id (PostgreSQL's
+    /// migration 0105, MySQL's 0106; [`partitions`]): retention drops a month whole
+    /// where it can.
+    const MONTH_PARTITIONS: MonthPartitions = MonthPartitions::None;
 
     /// Put before a SELECT to have the database say its plan ([`crate::plans`]).
     const EXPLAIN: &'static str = "EXPLAIN ";
@@ -168,7 +169,7 @@ pub struct SqlStore<DB: Backend> {
     /// (server backends): a pooler in front of a database that is down (PgBouncer) may
     /// hold a query in its queue for minutes rather than refuse it.
     pub(crate) call_timeout: Option<Duration>,
-    /// PostgreSQL: the month partitions this store has seen made or left aside.
+    /// The month partitions this store has seen made or left aside.
     pub(crate) months: std::sync::Arc<partitions::KnownMonths>,
 }
 
@@ -360,6 +361,7 @@ mod statement;
 mod suspended;
 #[cfg(test)]
 pub(crate) use partitions::Month;
+pub use partitions::MonthPartitions;
 pub(crate) use partitions::partitioned_table;
 #[cfg(test)]
 pub(crate) use suspended::CLAIM;

@@ -18,8 +18,8 @@ impl<DB: Backend> SqlStore<DB> {
         {
             return Ok(Removed::default());
         }
-        // A month wholly past the cut-off, its partitions dropped (PostgreSQL).
-        if let Some(removed) = Self::drop_month(&mut tx, before).await? {
+        // A month wholly past the cut-off, its partitions dropped (PostgreSQL, MySQL).
+        if let Some(removed) = self.drop_month(&mut tx, before).await? {
             tx.commit().await?;
             return Ok(removed);
         }

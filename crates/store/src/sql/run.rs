@@ -15,10 +15,12 @@ use super::statement::{Binds, Param, Statement};
 /// A future as sqlx answers it (the type of `futures::future::BoxFuture`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Where a [`Statement`] runs: on a connection of a pool's, or in a transaction.
+/// Where a [`Statement`] runs: on a connection of a pool's, in a transaction, or on a
+/// connection held for a session's state (MySQL's table locks: `partitions::mysql`).
 pub(crate) enum On<'a, 't, DB: Backend> {
     Pool(&'a Pool<DB>),
     Transaction(&'a mut sqlx::Transaction<'t, DB>),
+    Connection(&'a mut DB::Connection),
 }
 
 impl<'a, DB: Backend> From<&'a Pool<DB>> for On<'a, '_, DB> {
@@ -39,6 +41,7 @@ macro_rules! on_connection {
         match $on.into() {
             On::Pool(pool) => DB::$run(&mut *pool.acquire().await?, $statement).await,
             On::Transaction(tx) => DB::$run(&mut **tx, $statement).await,
+            On::Connection(conn) => DB::$run(conn, $statement).await,
         }
     };
     // A read: explained first, on the same connection, within `plans::explained`.
@@ -52,6 +55,10 @@ macro_rules! on_connection {
             On::Transaction(tx) => {
                 explain::<DB>(&mut **tx, &$statement).await?;
                 DB::$run(&mut **tx, $statement).await
+            }
+            On::Connection(conn) => {
+                explain::<DB>(&mut *conn, &$statement).await?;
+                DB::$run(conn, $statement).await
             }
         }
     };
@@ -152,7 +159,10 @@ pub(crate) mod run_on {
                 DB::Arguments: IntoArguments<DB>,
                 Param<'q>: Binds<'q, DB>,
             {
-                Box::pin(statement.query::<DB>().$run(conn))
+                match statement.into_unprepared() {
+                    Ok(sql) => Box::pin(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).$run(conn)),
+                    Err(statement) => Box::pin(statement.query::<DB>().$run(conn)),
+                }
             }
         )*};
     }

@@ -123,6 +123,8 @@ pub struct Statement<'q> {
     params: Vec<Param<'q>>,
     /// The key columns of an INSERT that skips rows whose key exists.
     skip_duplicates: Option<&'static str>,
+    /// Sent as text, not prepared ([`Statement::unprepared`]).
+    unprepared: bool,
 }
 
 impl<'q> Statement<'q> {
@@ -132,6 +134,25 @@ impl<'q> Statement<'q> {
             sql: Cow::Borrowed(sql),
             params: Vec::new(),
             skip_duplicates: None,
+            unprepared: false,
+        }
+    }
+
+    /// A statement of no params sent as text rather than prepared: one a database will
+    /// not prepare (MySQL's `LOCK TABLES`).
+    pub(crate) fn unprepared(sql: String) -> Statement<'q> {
+        Statement {
+            unprepared: true,
+            ..Statement::build(sql)
+        }
+    }
+
+    /// The text of an [`Statement::unprepared`] statement, or the statement as it is.
+    pub(crate) fn into_unprepared(self) -> Result<String, Statement<'q>> {
+        if self.unprepared && self.params.is_empty() {
+            Ok(self.sql.into_owned())
+        } else {
+            Err(self)
         }
     }
 
@@ -142,6 +163,7 @@ impl<'q> Statement<'q> {
             sql: Cow::Owned(start.into()),
             params: Vec::new(),
             skip_duplicates: None,
+            unprepared: false,
         }
     }
 
@@ -218,6 +240,7 @@ impl<'q> Statement<'q> {
             sql: Cow::Owned(format!("{prefix}{}", self.sql)),
             params: self.params.clone(),
             skip_duplicates: None,
+            unprepared: self.unprepared,
         }
     }
 

@@ -1,0 +1,259 @@
+//! MySQL's month partitions (migration 0106): `PARTITION BY RANGE COLUMNS (request_id)`,
+//! whose ranges are contiguous, each from where the one before it ends: `_before` first
+//! (what was stored before 0106, and the rest of that month), a partition a month, and
+//! `_default` to MAXVALUE last. A month is made by splitting `_default`
+//! (`REORGANIZE PARTITION`, which moves its rows, none but ids from the future), the
+//! months from the last one made to the latest asked for in one statement, so the
+//! ranges stay a month each. An older month (an import's) is already in the partition
+//! whose range holds it. The oldest partition's range reaches down to the smallest id:
+//! it is checked and dropped as such.
+//!
+//! MySQL ends a transaction at every DDL statement, so a month is dropped on a
+//! connection of its own under `LOCK TABLES … WRITE` of every request table (taken
+//! within 1 s or not at all; MySQL and MariaDB keep them through the `ALTER`s), the
+//! month checked again under them, its other rows deleted and its partitions dropped,
+//! the requests' last. The connection is closed after, its locks and session settings
+//! with it.
+
+use super::*;
+
+/// Serializes the making of partitions among Request Managers sharing a database (a
+/// named lock, the connection's while it lives).
+const MAKING_LOCK: &str = "SELECT GET_LOCK(CONCAT('spindle_partitions.', DATABASE()), 10) AS got";
+
+/// How long a month's DDL or table locks wait for the tables' metadata locks, held by
+/// every transaction that touched them, before giving up (to try again next round).
+const LOCK_TIMEOUT: &str = "SET SESSION lock_wait_timeout = 1";
+
+impl Month {
+    /// The ranges of `table`'s partitions from their names and bounds in order (as
+    /// `information_schema.PARTITIONS` says them: `'…'`, and `MAXVALUE` for
+    /// `_default`, which is left out): each from where the one before ends, the first
+    /// from the smallest id.
+    fn of_mysql_partitions(table: &str, partitions: &[(String, String)]) -> Option<Vec<Month>> {
+        let mut lo = String::new();
+        let mut months = Vec::new();
+        for (name, bound) in partitions {
+            if bound == "MAXVALUE" {
+                continue;
+            }
+            let hi = unquoted(bound)?;
+            months.push(Month {
+                suffix: name.strip_prefix(table)?.strip_prefix('_')?.to_owned(),
+                lo: std::mem::replace(&mut lo, hi.clone()),
+                hi,
+            });
+        }
+        Some(months)
+    }
+
+    /// The month whose range begins at `floor` (a month's first xid).
+    fn beginning_at(floor: &str) -> Month {
+        let id: xid::Id = floor.parse().unwrap_or(xid::Id([0; 12]));
+        Month::and_next(id.time().into(), 0).remove(0)
+    }
+}
+
+/// An xid bound written into DDL: only base32hex's digits and letters, so nothing else
+/// reaches the statement's text.
+fn bound_literal(id: &str) -> Result<String, Error> {
+    if id
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'v').contains(&b))
+    {
+        Ok(format!("'{id}'"))
+    } else {
+        Err(Error::Invalid(format!(
+            "a month partition's bound {id:?} is not an xid"
+        )))
+    }
+}
+
+impl<DB: Backend> SqlStore<DB> {
+    /// The partitions of `table` in order, as ranges (`_default` left out).
+    async fn mysql_ranges(conn: &mut DB::Connection, table: &str) -> Result<Vec<Month>, Error> {
+        let rows = Statement::new(
+            "SELECT PARTITION_NAME AS name, PARTITION_DESCRIPTION AS bound \
+             FROM information_schema.PARTITIONS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1 AND PARTITION_NAME IS NOT NULL \
+             ORDER BY PARTITION_ORDINAL_POSITION",
+        )
+        .bind(table)
+        .fetch_all(On::<DB>::Connection(conn))
+        .await?;
+        let mut partitions = Vec::with_capacity(rows.len());
+        for row in &rows {
+            partitions.push((row.read::<String>("name")?, row.read::<String>("bound")?));
+        }
+        Month::of_mysql_partitions(table, &partitions)
+            .filter(|months| !months.is_empty())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "table {table} is not partitioned by month as migration 0106 leaves it: {partitions:?}"
+                ))
+            })
+    }
+
+    /// A connection of its own, its session's lock wait short: closed when dropped, so
+    /// that no lock or setting of it goes back to the pool.
+    async fn mysql_ddl_connection(&self) -> Result<DB::Connection, Error> {
+        let mut conn = self.pool.acquire().await?.detach();
+        Statement::new(LOCK_TIMEOUT)
+            .execute(On::<DB>::Connection(&mut conn))
+            .await?;
+        Ok(conn)
+    }
+
+    pub(super) async fn make_mysql_months(&self, months: Vec<Month>) -> Result<u32, Error> {
+        let Some(latest) = months.iter().max_by(|a, b| a.hi.cmp(&b.hi)).cloned() else {
+            return Ok(0);
+        };
+        let mut conn = self.mysql_ddl_connection().await?;
+        let got: Option<i64> = Statement::new(MAKING_LOCK)
+            .fetch_one(On::<DB>::Connection(&mut conn))
+            .await?
+            .read("got")?;
+        if got != Some(1) {
+            // Another Request Manager is making them; the next round looks again.
+            return Ok(0);
+        }
+        let mut made = 0;
+        for table in TABLES {
+            let ranges = Self::mysql_ranges(&mut conn, table).await?;
+            let Some(last) = ranges.last() else {
+                continue;
+            };
+            let mut new = Vec::new();
+            let mut month = Month::beginning_at(&last.hi);
+            while month.lo < latest.hi {
+                let next = month.next();
+                new.push(month);
+                month = next;
+            }
+            if new.is_empty() {
+                continue;
+            }
+            let mut parts = Vec::with_capacity(new.len() + 1);
+            for month in &new {
+                parts.push(format!(
+                    "PARTITION {table}_{} VALUES LESS THAN ({})",
+                    month.suffix,
+                    bound_literal(&month.hi)?
+                ));
+            }
+            parts.push(format!(
+                "PARTITION {table}_default VALUES LESS THAN (MAXVALUE)"
+            ));
+            Statement::build(format!(
+                "ALTER TABLE {table} REORGANIZE PARTITION {table}_default INTO ({})",
+                parts.join(", ")
+            ))
+            .execute(On::<DB>::Connection(&mut conn))
+            .await?;
+            if table == "requests" {
+                made = u32::try_from(new.len()).unwrap_or(u32::MAX);
+            }
+        }
+        // Every month asked for is now in a range: made, or older than the last.
+        for month in &months {
+            self.months.learn(&month.suffix);
+        }
+        Ok(made)
+    }
+
+    /// On a connection of its own (retention's transaction keeps its lock): the oldest
+    /// droppable month found, the request tables locked, the month checked again, its
+    /// rows of the other tables deleted, its partitions dropped.
+    pub(super) async fn drop_mysql_month(
+        &self,
+        before: DateTime<Utc>,
+    ) -> Result<Option<Removed>, Error> {
+        let mut conn = self.mysql_ddl_connection().await?;
+        let months = Self::mysql_ranges(&mut conn, "requests").await?;
+        let Some(month) = Self::droppable(&mut conn, months, before).await? else {
+            return Ok(None);
+        };
+        let locks: Vec<String> = REQUEST_TABLES
+            .iter()
+            .map(|table| format!("{table} WRITE"))
+            .collect();
+        Statement::unprepared(format!("LOCK TABLES {}", locks.join(", ")))
+            .execute(On::<DB>::Connection(&mut conn))
+            .await?;
+        // Locked, nothing of the month changes; it was checked before the locks so as
+        // not to hold the writes up while reading it. A request of it retried meanwhile
+        // keeps the month whole: the next round sees it as it is.
+        let dropped = async {
+            if Self::month_unfinished(&mut conn, &month, before).await? {
+                return Err(month_changed(&month));
+            }
+            let removed = Self::removed_with(&mut conn, &month).await?;
+            Self::delete_month_rows(&mut conn, &month).await?;
+            for table in TABLES {
+                // A drop cut off halfway left the others' partitions: the next round
+                // drops what is left of the month.
+                if Self::mysql_ranges(&mut conn, table)
+                    .await?
+                    .iter()
+                    .any(|range| range.suffix == month.suffix)
+                {
+                    Statement::build(format!(
+                        "ALTER TABLE {table} DROP PARTITION {table}_{}",
+                        month.suffix
+                    ))
+                    .execute(On::<DB>::Connection(&mut conn))
+                    .await?;
+                }
+            }
+            Ok(Some(removed))
+        }
+        .await;
+        Statement::unprepared("UNLOCK TABLES".to_owned())
+            .execute(On::<DB>::Connection(&mut conn))
+            .await?;
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_begin_where_the_one_before_ends() {
+        let (december, january) = (Month::new(2026, 12), Month::new(2027, 1));
+        let partitions = [
+            ("requests_before".to_owned(), format!("'{}'", december.lo)),
+            ("requests_m202612".to_owned(), format!("'{}'", december.hi)),
+            ("requests_m202701".to_owned(), format!("'{}'", january.hi)),
+            ("requests_default".to_owned(), "MAXVALUE".to_owned()),
+        ];
+        let months = Month::of_mysql_partitions("requests", &partitions).unwrap();
+        assert_eq!(months.len(), 3);
+        assert_eq!(
+            (months[0].suffix.as_str(), months[0].lo.as_str()),
+            ("before", "")
+        );
+        assert_eq!(months[0].hi, december.lo);
+        assert_eq!(months[1], december);
+        assert_eq!(months[2], january);
+        assert_eq!(Month::beginning_at(&december.hi), january);
+        assert_eq!(
+            Month::of_mysql_partitions("job_log", &partitions[..1]),
+            None,
+            "another table's partitions"
+        );
+    }
+
+    #[test]
+    fn only_an_xid_is_written_into_a_bound() {
+        let december = Month::new(2026, 12);
+        assert_eq!(
+            bound_literal(&december.lo).unwrap(),
+            format!("'{}'", december.lo)
+        );
+        for bad in ["a'b", "x) , PARTITION p", "ABC", "w"] {
+            assert!(bound_literal(bad).is_err(), "{bad}");
+        }
+    }
+}
