@@ -280,7 +280,7 @@ pub struct Removed {
     pub requests: u64,
     pub job_log_entries: u64,
     pub job_runners: u64,
-    /// Month partitions dropped whole (PostgreSQL), the requests' among them.
+    /// Month partitions dropped whole (PostgreSQL, MySQL), the requests' among them.
     pub months: u64,
 }
 

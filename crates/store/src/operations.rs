@@ -417,15 +417,16 @@ store_traits! {
         /// that finished before `before`, oldest first, with everything kept of them (job
         /// log, output, args, archive, audit trail), and the runners that ended or were lost
         /// before it; one transaction. Where several Request Managers share the database,
-        /// one removes at a time (the others' rounds remove nothing). PostgreSQL: where a
-        /// month of request ids ended before `before` and all its requests finished
-        /// before it, the call drops that month's partitions instead (however many
-        /// requests it holds) and removes nothing else.
+        /// one removes at a time (the others' rounds remove nothing). PostgreSQL and MySQL:
+        /// where a month of request ids ended before `before` and all its requests
+        /// finished before it, the call drops that month's partitions instead (however
+        /// many requests it holds) and removes nothing else (MySQL: in DDL of its own,
+        /// not in the transaction).
         fn remove_finished(&self, before: DateTime<Utc>, limit: u64) -> Removed;
 
-        /// PostgreSQL: makes the month partitions of the request tables for `now`'s month
-        /// and the next two where they are not made yet (once a month does it write);
-        /// the number of months made. Elsewhere nothing, 0.
+        /// PostgreSQL and MySQL: makes the month partitions of the request tables for
+        /// `now`'s month and the next two where they are not made yet (once a month does
+        /// it write); the number of months made. SQLite: nothing, 0.
         fn prepare_partitions(&self, now: DateTime<Utc>) -> u32;
 
         /// Stores requests of another system's history as they are (state, times, job log,

@@ -5,7 +5,7 @@
 //! before it; the rest removed row by row as before.
 
 use super::*;
-use crate::ImportedRequest;
+use crate::{ImportedRequest, Removed};
 
 /// An xid made at `made` (its counter `n`), as Spindle and Spin Cycle make ids.
 fn xid_at(made: DateTime<Utc>, n: u8) -> String {
@@ -353,9 +353,10 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
         return;
     };
     let pool = store.pool.clone();
-    // The migration's `_before` ends where next month begins; connecting made the
-    // next two months; asking again makes none.
-    let [_, next, after] = crate::sql::Month::and_next(Utc::now(), 2)
+    // The migration's `_before` ended where next month begins; connecting to the
+    // fresh database split it (it held nothing) to make this month, and made the next
+    // two; asking again makes none.
+    let [this, next, after] = crate::sql::Month::and_next(Utc::now(), 2)
         .try_into()
         .unwrap();
     for table in ["requests", "request_archives", "request_args", "job_log"] {
@@ -363,6 +364,7 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
             mysql_partitions(&pool, table).await,
             [
                 format!("{table}_before"),
+                format!("{table}_{}", this.suffix),
                 format!("{table}_{}", next.suffix),
                 format!("{table}_{}", after.suffix),
                 format!("{table}_default"),
@@ -383,7 +385,7 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
     // As if the tables had been partitioned in December 2025: `_before` split into
     // its part before 2026 and a month each since.
     let mut months = vec![crate::sql::Month::new(2026, 1)];
-    while months.last().unwrap().hi < next.lo {
+    while months.last().unwrap().hi < this.lo {
         let month = months.last().unwrap().end();
         months.push(crate::sql::Month::and_next(month, 0).remove(0));
     }
@@ -434,10 +436,21 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
             .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
     );
     batch.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    // The import's months below January were made by splitting `_before`, which
+    // held nothing yet; those from January on were there.
     assert_eq!(store.import_requests(&batch).await.unwrap().len(), 9);
     for table in ["requests", "request_archives", "request_args", "job_log"] {
+        let made = mysql_partitions(&pool, table).await;
+        assert_eq!(
+            made[..3],
+            [
+                format!("{table}_before"),
+                format!("{table}_m202506"),
+                format!("{table}_m202507")
+            ]
+        );
         assert!(
-            mysql_holds(&pool, table, &format!("{table}_before"), &june).await,
+            mysql_holds(&pool, table, &format!("{table}_m202506"), &june).await,
             "{table}"
         );
         assert!(
@@ -453,19 +466,26 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
     .await
     .unwrap();
 
-    // March 15th: `_before` (June's two) goes whole, then January with its audit row;
-    // February has a RUNNING request and is kept, its finished ones removed row by row
-    // with h-old.
+    // March 15th: the months up to January go whole, one a call (`_before` and June
+    // to January: nine, June's two and January's three requests with their job log,
+    // January's audit row with them); February has a RUNNING request and is kept, its
+    // finished ones removed row by row with h-old.
     let cutoff = day(2026, 3, 15);
-    let first = store.remove_finished(cutoff, 1).await.unwrap();
+    let mut dropped = Removed::default();
+    let mut rows = 0;
+    loop {
+        let removed = store.remove_finished(cutoff, 1).await.unwrap();
+        if removed.months == 0 {
+            rows += removed.requests;
+            break;
+        }
+        dropped.months += removed.months;
+        dropped.requests += removed.requests;
+        dropped.job_log_entries += removed.job_log_entries;
+    }
     assert_eq!(
-        (first.requests, first.job_log_entries, first.months),
-        (2, 4, 1)
-    );
-    let second = store.remove_finished(cutoff, 1).await.unwrap();
-    assert_eq!(
-        (second.requests, second.job_log_entries, second.months),
-        (3, 6, 1)
+        (dropped.months, dropped.requests, dropped.job_log_entries),
+        (9, 5, 10)
     );
     for table in ["requests", "request_archives", "request_args", "job_log"] {
         let left = mysql_partitions(&pool, table).await;
@@ -482,7 +502,6 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
         .await
         .unwrap();
     assert_eq!(audit, 0);
-    let mut rows = 0;
     loop {
         let removed = store.remove_finished(cutoff, 10).await.unwrap();
         assert_eq!(removed.months, 0);

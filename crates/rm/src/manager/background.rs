@@ -445,7 +445,7 @@ impl Manager {
 
     /// One round of the background loop.
     pub async fn background_round(&self) {
-        // Next months' partitions of the request tables (PostgreSQL; a lookup otherwise).
+        // Next months' partitions of the request tables (PostgreSQL, MySQL; nothing once known).
         if let Err(err) = self.store.prepare_partitions(Utc::now()).await {
             tracing::warn!(error = %err, "the request tables' month partitions could not be made");
         }

@@ -10,9 +10,10 @@
 -- InnoDB keeps no foreign key on a partitioned table, nor one that refers to a
 -- partitioned table: the three that point at `requests` go (the store writes a
 -- request's archive and args in the transaction that creates it, and a suspended chain
--- in the one that checks it RUNNING; retention removes them all by id). Partitioning an
--- existing table copies it (writes to it wait meanwhile, reads go on): an upgrade takes
--- as long as MySQL takes to copy the history (BENCHMARKS.md, session 38).
+-- in one that has read the request's row locked; retention removes them all by id).
+-- Partitioning an existing table copies it (writes to it wait meanwhile, reads go
+-- on): an upgrade takes as long as MySQL takes to copy the history (BENCHMARKS.md,
+-- session 38).
 --
 -- MySQL runs DDL outside transactions: every step is taken only where it is not yet
 -- done, so a migration cut off halfway runs again (see 0001).

@@ -4,9 +4,11 @@
 //! `_default` to MAXVALUE last. A month is made by splitting `_default`
 //! (`REORGANIZE PARTITION`, which moves its rows, none but ids from the future), the
 //! months from the last one made to the latest asked for in one statement, so the
-//! ranges stay a month each. An older month (an import's) is already in the partition
-//! whose range holds it. The oldest partition's range reaches down to the smallest id:
-//! it is checked and dropped as such.
+//! ranges stay a month each. An older month (an import's, or this one on a database
+//! partitioned since it began) is in the first partition's range: made by splitting it
+//! while it holds no row (a fresh database, an import's first batch), else its rows
+//! stay in it. The first partition's range reaches down to the smallest id: it is
+//! checked and dropped as such.
 //!
 //! MySQL ends a transaction at every DDL statement, so a month is dropped on a
 //! connection of its own under `LOCK TABLES … WRITE` of every request table (taken
@@ -51,6 +53,19 @@ impl Month {
     fn beginning_at(floor: &str) -> Month {
         let id: xid::Id = floor.parse().unwrap_or(xid::Id([0; 12]));
         Month::and_next(id.time().into(), 0).remove(0)
+    }
+
+    /// The months from the one beginning at `from` to the one that ends at or after
+    /// `to`: none when `to` is not after `from`.
+    fn tiling(from: &str, to: &str) -> Vec<Month> {
+        let mut months = Vec::new();
+        let mut month = Month::beginning_at(from);
+        while month.lo.as_str() < to {
+            let next = month.next();
+            months.push(month);
+            month = next;
+        }
+        months
     }
 }
 
@@ -105,9 +120,6 @@ impl<DB: Backend> SqlStore<DB> {
     }
 
     pub(super) async fn make_mysql_months(&self, months: Vec<Month>) -> Result<u32, Error> {
-        let Some(latest) = months.iter().max_by(|a, b| a.hi.cmp(&b.hi)).cloned() else {
-            return Ok(0);
-        };
         let mut conn = self.mysql_ddl_connection().await?;
         let got: Option<i64> = Statement::new(MAKING_LOCK)
             .fetch_one(On::<DB>::Connection(&mut conn))
@@ -117,30 +129,35 @@ impl<DB: Backend> SqlStore<DB> {
             // Another Request Manager is making them; the next round looks again.
             return Ok(0);
         }
+        let made = Self::make_mysql_months_below(&mut conn, &months).await?
+            + Self::make_mysql_months_above(&mut conn, &months).await?;
+        // Every month asked for is now in a range: its own, or one it cannot have.
+        for month in &months {
+            self.months.learn(&month.suffix);
+        }
+        Ok(made)
+    }
+
+    /// The months asked for beyond the last one made, and those between: `_default`
+    /// split (it holds no row but ids from the future, moved).
+    async fn make_mysql_months_above(
+        conn: &mut DB::Connection,
+        months: &[Month],
+    ) -> Result<u32, Error> {
+        let Some(latest) = months.iter().max_by(|a, b| a.hi.cmp(&b.hi)) else {
+            return Ok(0);
+        };
         let mut made = 0;
         for table in TABLES {
-            let ranges = Self::mysql_ranges(&mut conn, table).await?;
+            let ranges = Self::mysql_ranges(conn, table).await?;
             let Some(last) = ranges.last() else {
                 continue;
             };
-            let mut new = Vec::new();
-            let mut month = Month::beginning_at(&last.hi);
-            while month.lo < latest.hi {
-                let next = month.next();
-                new.push(month);
-                month = next;
-            }
+            let new = Month::tiling(&last.hi, &latest.hi);
             if new.is_empty() {
                 continue;
             }
-            let mut parts = Vec::with_capacity(new.len() + 1);
-            for month in &new {
-                parts.push(format!(
-                    "PARTITION {table}_{} VALUES LESS THAN ({})",
-                    month.suffix,
-                    bound_literal(&month.hi)?
-                ));
-            }
+            let mut parts = Self::mysql_parts(table, &new)?;
             parts.push(format!(
                 "PARTITION {table}_default VALUES LESS THAN (MAXVALUE)"
             ));
@@ -148,17 +165,77 @@ impl<DB: Backend> SqlStore<DB> {
                 "ALTER TABLE {table} REORGANIZE PARTITION {table}_default INTO ({})",
                 parts.join(", ")
             ))
-            .execute(On::<DB>::Connection(&mut conn))
+            .execute(On::<DB>::Connection(&mut *conn))
             .await?;
             if table == "requests" {
                 made = u32::try_from(new.len()).unwrap_or(u32::MAX);
             }
         }
-        // Every month asked for is now in a range: made, or older than the last.
-        for month in &months {
-            self.months.learn(&month.suffix);
-        }
         Ok(made)
+    }
+
+    /// The months asked for within the first partition's range (an import's, or this
+    /// month's on a database partitioned since it began): made by splitting that
+    /// partition, from the oldest of them to its end, only while it holds no row in any
+    /// of the four tables (a fresh database, an import's first batch); otherwise they
+    /// stay in it, as their rows do (splitting would copy them).
+    async fn make_mysql_months_below(
+        conn: &mut DB::Connection,
+        months: &[Month],
+    ) -> Result<u32, Error> {
+        let first = Self::mysql_ranges(conn, "requests").await?.remove(0);
+        let Some(oldest) = months
+            .iter()
+            .filter(|month| month.hi <= first.hi && month.suffix != first.suffix)
+            .min_by(|a, b| a.lo.cmp(&b.lo))
+        else {
+            return Ok(0);
+        };
+        let new = Month::tiling(&oldest.lo, &first.hi);
+        if new.last().is_none_or(|last| last.hi != first.hi) {
+            return Ok(0);
+        }
+        for table in TABLES {
+            let ranges = Self::mysql_ranges(conn, table).await?;
+            let held = Statement::build(format!(
+                "SELECT 1 AS one FROM {table} PARTITION ({table}_{}) LIMIT 1",
+                first.suffix
+            ))
+            .fetch_optional(On::<DB>::Connection(&mut *conn))
+            .await?;
+            if ranges[0] != first || held.is_some() {
+                return Ok(0);
+            }
+        }
+        for table in TABLES {
+            let mut parts = vec![format!(
+                "PARTITION {table}_before VALUES LESS THAN ({})",
+                bound_literal(&oldest.lo)?
+            )];
+            parts.extend(Self::mysql_parts(table, &new)?);
+            Statement::build(format!(
+                "ALTER TABLE {table} REORGANIZE PARTITION {table}_{} INTO ({})",
+                first.suffix,
+                parts.join(", ")
+            ))
+            .execute(On::<DB>::Connection(&mut *conn))
+            .await?;
+        }
+        Ok(u32::try_from(new.len()).unwrap_or(u32::MAX))
+    }
+
+    /// `PARTITION <table>_<month> VALUES LESS THAN ('<its end>')` of each month.
+    fn mysql_parts(table: &str, months: &[Month]) -> Result<Vec<String>, Error> {
+        months
+            .iter()
+            .map(|month| {
+                Ok(format!(
+                    "PARTITION {table}_{} VALUES LESS THAN ({})",
+                    month.suffix,
+                    bound_literal(&month.hi)?
+                ))
+            })
+            .collect()
     }
 
     /// On a connection of its own (retention's transaction keeps its lock): the oldest
@@ -238,6 +315,11 @@ mod tests {
         assert_eq!(months[1], december);
         assert_eq!(months[2], january);
         assert_eq!(Month::beginning_at(&december.hi), january);
+        assert_eq!(
+            Month::tiling(&december.lo, &january.hi),
+            [december.clone(), january.clone()]
+        );
+        assert_eq!(Month::tiling(&january.lo, &december.hi), []);
         assert_eq!(
             Month::of_mysql_partitions("job_log", &partitions[..1]),
             None,
