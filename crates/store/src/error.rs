@@ -209,10 +209,12 @@ impl From<sqlx::Error> for Error {
                         .is_some_and(|mysql| {
                             // MySQL and MariaDB: lock wait timeout, deadlock, too many
                             // connections, shutting down, a statement or connection
-                            // killed, a connection closed as idle.
+                            // killed, a connection closed as idle, a prepared statement
+                            // whose table changed meanwhile (a month partition made or
+                            // dropped) beyond what the server prepares again itself.
                             matches!(
                                 mysql.number(),
-                                1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031
+                                1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 4031 | 1615
                             )
                         });
                 if transient {

@@ -303,7 +303,7 @@ async fn postgres_keeps_what_was_stored_before_partitions_where_it_was() {
     drop_schema(&schema).await;
 }
 
-/// The partitions of MySQL's `table` in order, each with its rows.
+/// The names of the partitions of MySQL's `table`, in order.
 async fn mysql_partitions(pool: &sqlx::MySqlPool, table: &str) -> Vec<String> {
     sqlx::query_scalar(
         "SELECT PARTITION_NAME FROM information_schema.PARTITIONS \

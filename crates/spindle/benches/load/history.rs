@@ -725,12 +725,13 @@ async fn creates(
         "1s",
     ];
     argv.extend_from_slice(extra);
-    // The retention's own account of each pass (how many it removed, how long it took).
+    // The retention's own account of each pass (how many it removed, how long it took)
+    // and of each month it dropped (how long it held the tables).
     let server = Process::start_logged(
         dir,
         &argv,
         &dir.join("server.log"),
-        "error,rm::manager::background=info",
+        "error,rm::manager::background=info,store::sql::partitions=info",
     );
     let base = format!("http://{listen}");
     crate::wait_up(http, &base).await;
@@ -813,6 +814,15 @@ async fn retention_side_by_side(
             removed as f64 / took,
             passes as f64 / own.max(1e-3),
         );
+        let drops = month_drops(&dir.join("server.log"));
+        if let Some(longest) = drops.iter().map(|drop| drop.1).max() {
+            println!(
+                "| months dropped | {}: their tables' locks waited for {} ms and held {} ms in all (the longest {longest} ms) |",
+                drops.len(),
+                drops.iter().map(|drop| drop.0).sum::<u64>(),
+                drops.iter().map(|drop| drop.1).sum::<u64>(),
+            );
+        }
     }
     // Again, so that the machine's drift over the phases shows beside the difference.
     let again = creates(url, dir, http, (50, seconds), &[]).await;
@@ -840,6 +850,21 @@ fn retention_past_month(months_ago: i32) -> String {
         )
         .unwrap();
     format!("{}s", (now - cut_off).num_seconds())
+}
+
+/// Each month the retention dropped, by the server's log at `log`: how long its tables'
+/// locks took to get and how long they were held, in ms (`waited_ms=`, `held_ms=`).
+fn month_drops(log: &std::path::Path) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let field = |line: &str, name: &str| -> u64 {
+        line.split_once(&format!(" {name}="))
+            .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    text.lines()
+        .filter(|line| line.contains("retention: dropped a month"))
+        .map(|line| (field(line, "waited_ms"), field(line, "held_ms")))
+        .collect()
 }
 
 /// The requests the retention's passes in the server's log at `log` removed, and the

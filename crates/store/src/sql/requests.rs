@@ -466,12 +466,16 @@ impl<DB: Backend> SqlStore<DB> {
         filter: &RequestFilter,
     ) -> Result<Vec<Request>, Error> {
         let mut query = match filter.since {
-            // Partitioned by month (PostgreSQL, MySQL), an index scan in `created_at` order
-            // reads every older month whole for rows finished after `since` (195 ms at
-            // a million requests): the requests created since then are read so, those
-            // created before and finished after it (few: those running at `since`) by
-            // the index on `finished_at`, which finds none in an older month at once.
-            Some(since) if DB::MONTH_PARTITIONS.partitioned() => {
+            // PostgreSQL's month partitions: a Merge Append in `created_at` order reads
+            // every older month whole for rows finished after `since` (each partition's
+            // scan looks for its first such row; 195 ms at a million requests): the
+            // requests created since then are read so, those created before and
+            // finished after it (few: those running at `since`) by the index on
+            // `finished_at`, which finds none in an older month at once. MySQL's
+            // partitions are merged row by row in index order and filtered after, so
+            // the one scan stops after its page there (a union read MariaDB's table
+            // whole for the second part: 161 ms at a million).
+            Some(since) if DB::MONTH_PARTITIONS == MonthPartitions::Postgres => {
                 let mut query = Statement::build(format!(
                     "SELECT {FOUND} FROM ((SELECT {FOUND} FROM requests WHERE created_at >= "
                 ));

@@ -319,6 +319,18 @@ impl<DB: Backend> SqlStore<DB> {
     }
 }
 
+/// Says that `month` was dropped, how long its tables' locks took to get and how long
+/// they were held (the writes of requests wait meanwhile).
+fn log_drop(month: &Month, removed: &Removed, waited: Duration, held: Duration) {
+    tracing::info!(
+        month = %month.suffix,
+        requests = removed.requests,
+        waited_ms = waited.as_millis() as u64,
+        held_ms = held.as_millis() as u64,
+        "retention: dropped a month's partitions"
+    );
+}
+
 /// A request of `month` changed between the check and the lock.
 fn month_changed(month: &Month) -> Error {
     Error::Conflict(format!(

@@ -254,9 +254,11 @@ impl<DB: Backend> SqlStore<DB> {
             .iter()
             .map(|table| format!("{table} WRITE"))
             .collect();
+        let asked = std::time::Instant::now();
         Statement::unprepared(format!("LOCK TABLES {}", locks.join(", ")))
             .execute(On::<DB>::Connection(&mut conn))
             .await?;
+        let locked = std::time::Instant::now();
         // Locked, nothing of the month changes; it was checked before the locks so as
         // not to hold the writes up while reading it. A request of it retried meanwhile
         // keeps the month whole: the next round sees it as it is.
@@ -288,6 +290,9 @@ impl<DB: Backend> SqlStore<DB> {
         Statement::unprepared("UNLOCK TABLES".to_owned())
             .execute(On::<DB>::Connection(&mut conn))
             .await?;
+        if let Ok(Some(removed)) = &dropped {
+            log_drop(&month, removed, locked - asked, locked.elapsed());
+        }
         dropped
     }
 }

@@ -122,11 +122,13 @@ impl<DB: Backend> SqlStore<DB> {
         let removed = Self::removed_with(tx, &month).await?;
         Self::delete_month_rows(tx, &month).await?;
         Statement::new(LOCK_TIMEOUT).execute(&mut *tx).await?;
+        let asked = std::time::Instant::now();
         Statement::new(
             "LOCK TABLE requests, request_archives, request_args, job_log IN ACCESS EXCLUSIVE MODE",
         )
         .execute(&mut *tx)
         .await?;
+        let locked = std::time::Instant::now();
         // Locked, nothing of the month changes; it was checked before the lock so as not
         // to hold the writes up while reading it. A request of it that changed meanwhile
         // (retried) undoes the transaction, the other tables' rows with it: the next
@@ -146,6 +148,8 @@ impl<DB: Backend> SqlStore<DB> {
                 .execute(&mut *tx)
                 .await?;
         }
+        // Held until the commit that follows at once.
+        log_drop(&month, &removed, locked - asked, locked.elapsed());
         Ok(Some(removed))
     }
 }
