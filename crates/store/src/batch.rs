@@ -16,6 +16,10 @@ use crate::{
     WriteBatch,
 };
 
+/// How many times a group commit undone by a deadlock is tried again before its writes
+/// hear the error.
+const DEADLOCK_RETRIES: usize = 2;
+
 /// How the batcher groups writes.
 #[derive(Debug, Clone)]
 pub struct BatchOptions {
@@ -317,7 +321,16 @@ async fn write(store: &dyn Store, writes: Vec<Write>) {
         .into_iter()
         .map(|((request_id, fence), n)| (request_id, n, fence))
         .collect();
-    match store.write_batch(&batch).await {
+    let mut written = store.write_batch(&batch).await;
+    // A deadlock's victim was undone whole: tried again, as the database asks, rather
+    // than every write of it answered "unavailable".
+    for _ in 0..DEADLOCK_RETRIES {
+        match &written {
+            Err(err) if err.is_deadlock() => written = store.write_batch(&batch).await,
+            _ => break,
+        }
+    }
+    match written {
         Ok(written) => {
             let mut creates = std::mem::take(&mut batch.creates).into_iter();
             let refused: Refused = written

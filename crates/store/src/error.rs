@@ -120,6 +120,26 @@ impl Error {
         }
     }
 
+    /// Whether the database undid the transaction to break a deadlock (or a
+    /// serialization failure): nothing of it was written, and the same transaction tried
+    /// again may pass (the other party, MySQL's table locks of a month's drop among
+    /// them, has its locks by then).
+    pub fn is_deadlock(&self) -> bool {
+        match self {
+            Error::Unavailable(cause) => match &cause.error {
+                sqlx::Error::Database(db) => {
+                    matches!(db.code().as_deref(), Some("40001" | "40P01"))
+                        || db
+                            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                            .is_some_and(|mysql| mysql.number() == 1213)
+                }
+                _ => false,
+            },
+            Error::Batch(err) => err.is_deadlock(),
+            _ => false,
+        }
+    }
+
     /// The database's own words, where the error came from it (for logs, never for
     /// answers to callers).
     pub fn database_text(&self) -> Option<String> {

@@ -16,6 +16,8 @@ pub struct Faulty {
     failing: Mutex<HashMap<&'static str, u32>>,
     /// Operation name → how many times it was called.
     calls: Mutex<HashMap<&'static str, u32>>,
+    /// Operation name → how many more calls fail as a deadlock's victim.
+    deadlocks: Mutex<HashMap<&'static str, u32>>,
 }
 
 impl std::fmt::Debug for Faulty {
@@ -33,6 +35,7 @@ impl Faulty {
             inner,
             failing: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            deadlocks: Mutex::new(HashMap::new()),
         })
     }
 
@@ -40,6 +43,15 @@ impl Faulty {
     /// fails, until [`Faulty::heal`].
     pub fn fail(&self, operation: &'static str, after: u32) {
         self.failing().insert(operation, after);
+    }
+
+    /// The next `times` calls of `operation` fail as the database fails a deadlock's
+    /// victim ([`Error::is_deadlock`]), having done nothing.
+    pub fn deadlock(&self, operation: &'static str, times: u32) {
+        self.deadlocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(operation, times);
     }
 
     /// `operation` works again.
@@ -70,6 +82,16 @@ impl Faulty {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(operation)
             .or_default() += 1;
+        if let Some(left) = self
+            .deadlocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(operation)
+            .filter(|left| **left > 0)
+        {
+            *left -= 1;
+            return Err(Error::from(sqlx::Error::Database(Box::new(Deadlock))).during(operation));
+        }
         match self.failing().get_mut(operation) {
             None => Ok(()),
             Some(0) => Err(Error::unreachable("the test took the database away").during(operation)),
@@ -78,5 +100,43 @@ impl Faulty {
                 Ok(())
             }
         }
+    }
+}
+
+/// What PostgreSQL answers a deadlock's victim.
+#[derive(Debug)]
+struct Deadlock;
+
+impl std::fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadlock detected (a test's)")
+    }
+}
+
+impl std::error::Error for Deadlock {}
+
+impl sqlx::error::DatabaseError for Deadlock {
+    fn message(&self) -> &str {
+        "deadlock detected (a test's)"
+    }
+
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        Some("40P01".into())
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        sqlx::error::ErrorKind::Other
     }
 }

@@ -49,6 +49,43 @@ async fn a_create_stored_before_the_database_went_away_is_created_and_offered_la
     assert_eq!(stored["state"], 2, "{stored}");
 }
 
+/// A group commit the database undid as a deadlock's victim (MySQL's table locks of a
+/// month's drop, another transaction) is tried again: twice, and the create is stored;
+/// a third time, and its caller hears 503.
+#[tokio::test]
+async fn a_group_commit_undone_by_a_deadlock_is_tried_again() {
+    let mut faulty = None;
+    let env = env_store(Options::default(), SPECS, |inner| {
+        let store = store::faulty::Faulty::new(inner);
+        faulty = Some(Arc::clone(&store));
+        store
+    })
+    .await;
+    let faulty = faulty.unwrap();
+    faulty.deadlock("write_batch", 2);
+    let id = create(&env).await;
+    assert_eq!(faulty.calls("write_batch"), 3);
+    let (status, _, _) = call(
+        &env.router,
+        Method::GET,
+        &format!("/api/v1/requests/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    faulty.deadlock("write_batch", 3);
+    let (status, answer, _) = call(
+        &env.router,
+        Method::POST,
+        "/api/v1/requests",
+        Some(r#"{"type": "deploy", "args": {"host": "db2"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert_eq!(faulty.calls("write_batch"), 6);
+}
+
 /// A create stored waiting for a lock another request holds, then the database goes
 /// away at its locks' step (saying why it waits, reading its state again): the caller
 /// hears 201 with the request PENDING, and the request stays queued for the lock.

@@ -463,7 +463,12 @@ fn finds(n: usize, now: DateTime<Utc>) -> Vec<(&'static str, String, RequestFilt
 // The script in the order it runs, as `run` of load.rs.
 #[allow(clippy::too_many_lines)]
 pub(crate) async fn run(args: &crate::Args, n: usize) {
-    let dir = tempfile::tempdir().unwrap();
+    // SPINDLE_BENCH_KEEP=1 keeps the server's logs (and a SQLite database) for a look after.
+    let dir = tempfile::Builder::new()
+        .disable_cleanup(std::env::var_os("SPINDLE_BENCH_KEEP").is_some())
+        .tempdir()
+        .unwrap();
+    eprintln!("the bench's files: {}", dir.path().display());
     let (url, fresh_server_db) = match &args.database {
         Some(url) => (url.clone(), None),
         None => match args.setup {
@@ -731,7 +736,7 @@ async fn creates(
         dir,
         &argv,
         &dir.join("server.log"),
-        "error,rm::manager::background=info,store::sql::partitions=info",
+        "warn,rm::manager::background=info,store::sql::partitions=info",
     );
     let base = format!("http://{listen}");
     crate::wait_up(http, &base).await;
