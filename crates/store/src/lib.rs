@@ -278,6 +278,8 @@ pub enum Holder<'a> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Removed {
     pub requests: u64,
+    /// For a month dropped whole on MySQL, InnoDB's estimate of its job log rows
+    /// (counting them would read the month's job log whole).
     pub job_log_entries: u64,
     pub job_runners: u64,
     /// Month partitions dropped whole (PostgreSQL, MySQL), the requests' among them.

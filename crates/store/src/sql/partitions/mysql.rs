@@ -109,6 +109,26 @@ impl<DB: Backend> SqlStore<DB> {
             })
     }
 
+    /// How many rows InnoDB's statistics say the partition of `month` of `table` holds.
+    async fn mysql_partition_rows(
+        conn: &mut DB::Connection,
+        table: &str,
+        month: &Month,
+    ) -> Result<u64, Error> {
+        let rows: Option<i64> = Statement::new(
+            "SELECT CAST(TABLE_ROWS AS SIGNED) AS n FROM information_schema.PARTITIONS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1 AND PARTITION_NAME = $2",
+        )
+        .bind(table)
+        .bind(format!("{table}_{}", month.suffix))
+        .fetch_optional(On::<DB>::Connection(conn))
+        .await?
+        .map(|row| row.read::<Option<i64>>("n"))
+        .transpose()?
+        .flatten();
+        Ok(rows.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    }
+
     /// A connection of its own, its session's lock wait short: closed when dropped, so
     /// that no lock or setting of it goes back to the pool.
     async fn mysql_ddl_connection(&self) -> Result<DB::Connection, Error> {
@@ -250,9 +270,16 @@ impl<DB: Backend> SqlStore<DB> {
         let Some(month) = Self::droppable(&mut conn, months, before).await? else {
             return Ok(None);
         };
-        // Counted before the locks (a month's job log is read whole: a second at 1.4
-        // million rows); the check under them says that nothing of it changed since.
-        let removed = Self::removed_with(&mut conn, &month).await?;
+        // Counted before the locks; the check under them says that nothing of it changed
+        // since. The job log's rows are InnoDB's estimate of the partition's: counting
+        // them reads the month's job log whole (a second at 1.4 million rows under
+        // load), and retention yields nine times as long as each step took.
+        let removed = Removed {
+            requests: Self::count_in(&mut conn, "requests", &month).await?,
+            job_log_entries: Self::mysql_partition_rows(&mut conn, "job_log", &month).await?,
+            job_runners: 0,
+            months: 1,
+        };
         let locks: Vec<String> = REQUEST_TABLES
             .iter()
             .map(|table| format!("{table} WRITE"))
