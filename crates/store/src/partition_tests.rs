@@ -39,6 +39,29 @@ fn imported(id: &str, created: DateTime<Utc>, state: State) -> ImportedRequest {
     }
 }
 
+/// Three requests of January 2026, finished; three of February, two finished and one
+/// RUNNING: their ids and their imports.
+fn winter() -> (Vec<String>, Vec<String>, Vec<ImportedRequest>) {
+    let january: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 1, 5 + u32::from(n)), n))
+        .collect();
+    let february: Vec<String> = (0..3)
+        .map(|n| xid_at(day(2026, 2, 5 + u32::from(n)), n))
+        .collect();
+    let mut imports: Vec<ImportedRequest> = january
+        .iter()
+        .map(|id| imported(id, day(2026, 1, 6), State::Complete))
+        .collect();
+    imports.extend(
+        february
+            .iter()
+            .take(2)
+            .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
+    );
+    imports.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    (january, february, imports)
+}
+
 /// The partitions of `requests`, sorted.
 async fn partitions(pool: &sqlx::PgPool) -> Vec<String> {
     sqlx::query_scalar(
@@ -94,29 +117,13 @@ async fn postgres_retention_drops_a_month_past_it_whole() {
         .await
         .unwrap();
     let june_too = xid_at(day(2025, 6, 11), 2);
-    let january: Vec<String> = (0..3)
-        .map(|n| xid_at(day(2026, 1, 5 + u32::from(n)), n))
-        .collect();
-    let february: Vec<String> = (0..3)
-        .map(|n| xid_at(day(2026, 2, 5 + u32::from(n)), n))
-        .collect();
+    let (january, february, winter) = winter();
     let mut batch = vec![
         imported(&june_too, day(2025, 6, 11), State::Fail),
         // Not an xid: the default partition.
         imported("h-old", day(2026, 1, 3), State::Complete),
     ];
-    batch.extend(
-        january
-            .iter()
-            .map(|id| imported(id, day(2026, 1, 6), State::Complete)),
-    );
-    batch.extend(
-        february
-            .iter()
-            .take(2)
-            .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
-    );
-    batch.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    batch.extend(winter);
     assert_eq!(store.import_requests(&batch).await.unwrap().len(), 8);
     let made = partitions(&pool).await;
     assert!(made.contains(&"requests_m202601".to_owned()), "{made:?}");
@@ -412,30 +419,14 @@ async fn mysql_retention_drops_a_month_past_it_whole() {
 
     let june = xid_at(day(2025, 6, 10), 1);
     let june_too = xid_at(day(2025, 6, 11), 2);
-    let january: Vec<String> = (0..3)
-        .map(|n| xid_at(day(2026, 1, 5 + u32::from(n)), n))
-        .collect();
-    let february: Vec<String> = (0..3)
-        .map(|n| xid_at(day(2026, 2, 5 + u32::from(n)), n))
-        .collect();
+    let (january, february, winter) = winter();
     let mut batch = vec![
         imported(&june, day(2025, 6, 10), State::Complete),
         imported(&june_too, day(2025, 6, 11), State::Fail),
         // Not an xid: wherever its bytes sort.
         imported("h-old", day(2026, 1, 3), State::Complete),
     ];
-    batch.extend(
-        january
-            .iter()
-            .map(|id| imported(id, day(2026, 1, 6), State::Complete)),
-    );
-    batch.extend(
-        february
-            .iter()
-            .take(2)
-            .map(|id| imported(id, day(2026, 2, 6), State::Stopped)),
-    );
-    batch.push(imported(&february[2], day(2026, 2, 7), State::Running));
+    batch.extend(winter);
     // The import's months below January were made by splitting `_before`, which
     // held nothing yet; those from January on were there.
     assert_eq!(store.import_requests(&batch).await.unwrap().len(), 9);
