@@ -45,6 +45,8 @@ mod history;
 mod open_loop;
 #[path = "load/pgbouncer.rs"]
 mod pgbouncer;
+#[path = "load/retention.rs"]
+mod retention;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
