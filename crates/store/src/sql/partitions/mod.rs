@@ -240,16 +240,6 @@ impl<DB: Backend> SqlStore<DB> {
         Ok(None)
     }
 
-    /// What dropping `month` removes.
-    async fn removed_with(conn: &mut DB::Connection, month: &Month) -> Result<Removed, Error> {
-        Ok(Removed {
-            requests: Self::count_in(conn, "requests", month).await?,
-            job_log_entries: Self::count_in(conn, "job_log", month).await?,
-            job_runners: 0,
-            months: 1,
-        })
-    }
-
     /// Deletes the month's rows of the request tables not partitioned, by id range.
     async fn delete_month_rows(conn: &mut DB::Connection, month: &Month) -> Result<(), Error> {
         for table in REQUEST_TABLES

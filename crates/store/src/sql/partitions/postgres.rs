@@ -119,7 +119,12 @@ impl<DB: Backend> SqlStore<DB> {
         let Some(month) = Self::droppable(tx, months, before).await? else {
             return Ok(None);
         };
-        let removed = Self::removed_with(tx, &month).await?;
+        let removed = Removed {
+            requests: Self::count_in(tx, "requests", &month).await?,
+            job_log_entries: Self::count_in(tx, "job_log", &month).await?,
+            job_runners: 0,
+            months: 1,
+        };
         Self::delete_month_rows(tx, &month).await?;
         Statement::new(LOCK_TIMEOUT).execute(&mut *tx).await?;
         let asked = std::time::Instant::now();
