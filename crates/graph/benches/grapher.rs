@@ -73,6 +73,20 @@ const THREE_JOBS: &str = "sequences:
         deps: [b]
 ";
 
+/// One `noop` per host (`crates/spindle/benches/scripts/big_request.py`'s spec).
+const BIG: &str = "sequences:
+  big:
+    request: true
+    args:
+      required:
+        - name: hosts
+    nodes:
+      each-host:
+        category: job
+        type: noop
+        each: [hosts:host]
+";
+
 /// grapher.md section 7's example.
 const SECTION_7: &str = include_str!("../../../fixtures/specs/retried-sequence.yaml");
 
@@ -103,6 +117,26 @@ fn main() {
         time,
         None,
     );
+
+    // Issue #51's one request of N hosts (a `noop` each): what a create does with its
+    // chain, step by step, at three sizes (each step's growth beside the size's).
+    let big = grapher(BIG);
+    for n in [10_000, 30_000, 100_000] {
+        let args = hosts(n);
+        let (time, created) = measure(|| big.create("big", &args).unwrap());
+        let jobs = created.job_chain.jobs.len();
+        row(
+            &format!("{n} hosts, a `noop` each: the chain"),
+            jobs,
+            time,
+            None,
+        );
+        let (time, fleets) = measure(|| graph::elements::fleets(&created.job_chain));
+        assert_eq!(fleets[0].elements.len(), n);
+        row(&format!("{n} hosts: its expansions"), jobs, time, None);
+        let (time, _) = measure(|| serde_json::to_string(&created.job_chain).unwrap());
+        row(&format!("{n} hosts: its JSON"), jobs, time, None);
+    }
 
     let section_7 = grapher(SECTION_7);
     let empty = JobArgs::new();

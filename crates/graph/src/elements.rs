@@ -79,19 +79,26 @@ pub fn fleets(chain: &JobChain) -> Vec<Fleet> {
         let mut elements = Vec::new();
         for (fan_out, end, wave) in groups {
             let outer = &chain.jobs[fan_out].each;
+            elements.reserve(succs(fan_out).len());
             for piece in succs(fan_out) {
+                // Looked up once: a chain's jobs are a map of every job, and an element
+                // is usually one job (its name, what is shown and its jobs are that job's).
+                let first = &chain.jobs[piece.as_str()];
                 let jobs = reached_before(chain, piece, end);
-                let shown = jobs
-                    .iter()
-                    .find(|id| {
-                        let job = &chain.jobs[id.as_str()];
-                        !proto::is_wrapper(&job.name, &job.job_type)
-                    })
-                    .unwrap_or(&jobs[0])
-                    .clone();
+                let shown = if proto::is_wrapper(&first.name, &first.job_type) {
+                    jobs.iter()
+                        .find(|id| {
+                            let job = &chain.jobs[id.as_str()];
+                            !proto::is_wrapper(&job.name, &job.job_type)
+                        })
+                        .unwrap_or(&jobs[0])
+                        .clone()
+                } else {
+                    piece.clone()
+                };
                 elements.push(Element {
                     shown,
-                    name: proto::args::element_name(&chain.jobs[piece.as_str()].each, outer),
+                    name: proto::args::element_name(&first.each, outer),
                     wave,
                     jobs,
                 });
@@ -122,8 +129,16 @@ fn first_named<'c>(chain: &'c JobChain, from: Option<&String>, name: &str) -> Op
 
 /// The jobs reached from `first` without passing `end`, `first` first.
 fn reached_before(chain: &JobChain, first: &str, end: &str) -> Vec<String> {
-    let mut seen: HashSet<&str> = HashSet::from([first]);
     let mut order = vec![first.to_owned()];
+    // An element of one job (what most are) leads to `end` alone: no walk.
+    let next = chain
+        .adjacency_list
+        .get(first)
+        .map_or(&[][..], Vec::as_slice);
+    if next.iter().all(|next| next == end) {
+        return order;
+    }
+    let mut seen: HashSet<&str> = HashSet::from([first]);
     let mut queue = VecDeque::from([first]);
     while let Some(at) = queue.pop_front() {
         for next in chain.adjacency_list.get(at).into_iter().flatten() {

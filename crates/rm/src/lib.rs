@@ -19,7 +19,7 @@ pub mod triggers;
 
 pub use api::{Needs, authenticate, cross_site, needs, peer_of, router, same_origin_changes};
 pub use error::{ConfigError, Error};
-pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient};
+pub use jr_client::{ClientError, HandOver, HandedOver, HttpJrClient, JrClient, NewChain};
 pub use manager::{FixedRunner, Manager, Options, Retry, RetryElements, kept_for, spec_version};
 
 #[cfg(test)]

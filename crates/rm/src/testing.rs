@@ -106,9 +106,10 @@ impl JrClient for FakeJr {
     async fn new_chain(
         &self,
         jr_url: &str,
-        job_chain: JobChain,
+        job_chain: crate::NewChain,
         hand_over: &crate::HandOver,
     ) -> Result<HandedOver, ClientError> {
+        let job_chain = job_chain.chain;
         let epoch = hand_over.epoch;
         let (request_id, jobs) = (job_chain.request_id.clone(), job_chain.jobs.len() as u64);
         let res = self.hand_over(jr_url, hand_over, || {

@@ -81,6 +81,10 @@ pub struct NewRequest {
     /// Its secret args, each (name, value encrypted by the Request Manager): stored in
     /// the same transaction ([`Requests::request_secrets`]).
     pub secrets: Vec<(String, String)>,
+    /// The JSON of `request.job_chain` when it was made already (the Request Manager
+    /// makes a new chain's off the async runtime, and hands the same text to a Job
+    /// Runner): stored as it is, not made again. `None`: the store makes it.
+    pub chain_json: Option<Arc<str>>,
 }
 
 /// A trigger's delivery: the event another system sent (issue #33).

@@ -347,6 +347,7 @@ mod tests {
                 delivery: None,
                 duplicate_of: None,
                 secrets: Vec::new(),
+                chain_json: None,
             }
         };
         let (a, b) = tokio::join!(

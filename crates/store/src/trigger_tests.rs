@@ -21,6 +21,7 @@ fn new(id: &str, trigger: &str, delivery: &str) -> NewRequest {
         }),
         duplicate_of: None,
         secrets: Vec::new(),
+        chain_json: None,
     }
 }
 

@@ -344,6 +344,7 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
             delivery: None,
             duplicate_of: None,
             secrets: Vec::new(),
+            chain_json: None,
         }
     };
     let start = |id: &str, fence: Option<&Fence>| StartRequest {
@@ -360,8 +361,13 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
         error: String::new(),
         job_logs: Vec::new(),
     };
+    // new2's chain comes with its JSON made already (as the Request Manager makes a new
+    // chain's): that text is stored, not the chain written again.
+    let mut new2 = new("new2");
+    let made = serde_json::to_string_pretty(new2.request.job_chain.as_ref().unwrap()).unwrap();
+    new2.chain_json = Some(made.as_str().into());
     let batch = WriteBatch {
-        creates: vec![new("new1"), new("new2")],
+        creates: vec![new("new1"), new2],
         starts: vec![start("pend1", Some(&owner)), start("run1", None)],
         finishes: vec![
             (finish("run1", State::Complete), None),
@@ -425,6 +431,10 @@ pub(super) async fn a_write_batch_does_what_each_write_would(store: Arc<dyn Stor
     let new1 = store.get_request("new1", true).await.unwrap();
     assert_eq!(new1.state, State::Pending);
     assert_eq!(new1.job_chain.unwrap().jobs.len(), 3);
+    assert_eq!(store.job_chain_json("new2").await.unwrap(), made);
+    assert_ne!(store.job_chain_json("new1").await.unwrap(), made);
+    let new2 = store.get_request("new2", true).await.unwrap();
+    assert_eq!(new2.job_chain.unwrap().jobs.len(), 3);
     assert_eq!(
         store
             .find_requests(&RequestFilter {
@@ -591,6 +601,7 @@ pub(super) async fn the_batcher_answers_each_write_on_its_own(store: Arc<dyn Sto
             delivery: None,
             duplicate_of: None,
             secrets: Vec::new(),
+            chain_json: None,
         }
     };
     let (good, taken) = tokio::join!(

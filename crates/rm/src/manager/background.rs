@@ -55,7 +55,7 @@ impl Manager {
                 .hand_over(
                     &request_id,
                     &request,
-                    job_chain,
+                    job_chain.into(),
                     false,
                     locks::LockStep::Take(None),
                 )

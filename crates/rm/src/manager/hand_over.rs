@@ -166,10 +166,14 @@ impl Manager {
         &self,
         request_id: &RequestId,
         request: &Request,
-        mut job_chain: JobChain,
+        new_chain: NewChain,
         first: bool,
         locks: locks::LockStep,
     ) -> Result<Handed, Error> {
+        let NewChain {
+            chain: mut job_chain,
+            mut json,
+        } = new_chain;
         let paused = request.paused;
         if !first && self.took_back_begun(request_id, &job_chain).await? {
             return Ok(Handed::Done);
@@ -227,9 +231,15 @@ impl Manager {
         // Approvals answered meanwhile (an earlier hand-over began the chain) are in it.
         if !first {
             self.with_answers(&mut job_chain).await?;
+            // Changed: its JSON is made again.
+            json = None;
         }
+        let new_chain = NewChain {
+            chain: job_chain,
+            json,
+        };
         let (url, handed) = self
-            .send_new_chain(request_id, &urls, job_chain, first, &terms)
+            .send_new_chain(request_id, &urls, new_chain, first, &terms)
             .await?;
         self.hand_over_ended(span, began, &url, epoch, &handed);
         if handed.is_ok() {
@@ -306,22 +316,22 @@ impl Manager {
         &self,
         request_id: &RequestId,
         urls: &[String],
-        job_chain: JobChain,
+        new_chain: NewChain,
         first: bool,
         terms: &HandOver,
     ) -> Result<(String, Result<HandedOver, ClientError>), Error> {
         let mut handed = Err(ClientError::Unavailable("no job runner".to_owned()));
         let mut url = String::new();
-        let mut chain = Some(job_chain);
+        let mut chain = Some(new_chain);
         for candidate in urls {
             let job_chain = match chain.take() {
-                Some(job_chain) => job_chain,
+                Some(new_chain) => new_chain,
                 None => {
                     let mut job_chain = self.store.job_chain(request_id).await?;
                     if !first {
                         self.with_answers(&mut job_chain).await?;
                     }
-                    job_chain
+                    job_chain.into()
                 }
             };
             url.clone_from(candidate);
@@ -431,7 +441,7 @@ impl Manager {
         &self,
         request_id: &RequestId,
         request: &Request,
-        job_chain: JobChain,
+        job_chain: NewChain,
         first: bool,
         locks: locks::LockStep,
     ) -> Result<(), Error> {

@@ -75,6 +75,39 @@ pub(crate) enum Created {
     Duplicate(String),
 }
 
+/// A new chain of at least this many jobs has its expansions found on a thread of its
+/// own while its JSON is made: each is a walk of every job (at 100,000 jobs about 0.3 s
+/// and 0.15 s), and a big request's create waits for both. A smaller one's are made one
+/// after the other (a thread costs more than they do).
+const SIDE_BY_SIDE_FROM: usize = 2_000;
+
+/// `chain`'s expansions ([`graph::elements::fleets`]) and its JSON, side by side when it
+/// is big. A panic of either is this thread's.
+fn fleets_and_json(
+    chain: &JobChain,
+) -> (
+    Vec<graph::elements::Fleet>,
+    Result<String, serde_json::Error>,
+) {
+    if chain.jobs.len() < SIDE_BY_SIDE_FROM {
+        return (graph::elements::fleets(chain), serde_json::to_string(chain));
+    }
+    std::thread::scope(|scope| {
+        let side = std::thread::Builder::new()
+            .name("spindle-fleets".to_owned())
+            .spawn_scoped(scope, || graph::elements::fleets(chain));
+        let json = serde_json::to_string(chain);
+        let fleets = match side {
+            Ok(side) => side
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: one after the other.
+            Err(_) => graph::elements::fleets(chain),
+        };
+        (fleets, json)
+    })
+}
+
 impl Manager {
     /// Adds an event to a request's audit trail.
     pub async fn add_audit(
@@ -188,11 +221,12 @@ impl Manager {
             create_request.args.clone(),
         );
         // Its expansions are found there too (a walk of every job; kept for `ps` and the
-        // elements' summaries, so that no read of the chain is needed for them).
-        let (created, fleets) = tokio::task::spawn_blocking(move || {
+        // elements' summaries, so that no read of the chain is needed for them), and its
+        // JSON made (what the store keeps and a Job Runner is sent).
+        let (created, fleets, chain_json) = tokio::task::spawn_blocking(move || {
             grapher.create(&request_type, &args).map(|created| {
-                let fleets = graph::elements::fleets(&created.job_chain);
-                (created, fleets)
+                let (fleets, json) = fleets_and_json(&created.job_chain);
+                (created, fleets, json)
             })
         })
         .await
@@ -200,6 +234,10 @@ impl Manager {
             message: "building the job chain failed".to_owned(),
             source: Some(Box::new(err)),
         })??;
+        let chain_json = chain_json.map_err(|err| Error::Internal {
+            message: "writing the job chain as JSON failed".to_owned(),
+            source: Some(Box::new(err)),
+        })?;
         let sealed = self.seal_secret_args(&created.request_id, &secret_args)?;
         drop(secret_args);
         // A key arg whose value cannot name a lock is refused before anything is stored.
@@ -240,7 +278,7 @@ impl Manager {
         // Group-committed with every other create, start, finish and report meanwhile:
         // durable once this returns, one commit for all of them.
         // Its locks are taken in the same transaction (issue #34).
-        let (request, locked) = {
+        let (request, locked, chain_json) = {
             let new = store::NewRequest {
                 request,
                 create_request: stored,
@@ -251,13 +289,14 @@ impl Manager {
                 delivery,
                 duplicate_of: None,
                 secrets: sealed,
+                chain_json: Some(Arc::from(chain_json)),
             };
             // Moved to the batcher and back, not copied.
             let stored = self.batcher.create_request(new).await?;
             if let Some(first) = stored.duplicate_of {
                 return Ok(Created::Duplicate(first));
             }
-            (stored.request, stored.locked)
+            (stored.request, stored.locked, stored.chain_json)
         };
         self.created_one();
         let telemetry = &self.options.telemetry;
@@ -305,7 +344,10 @@ impl Manager {
                 .send_to_jr(
                     &request_id,
                     &request,
-                    job_chain,
+                    NewChain {
+                        chain: job_chain,
+                        json: chain_json,
+                    },
                     true,
                     locks::LockStep::Held,
                 )
@@ -354,7 +396,7 @@ impl Manager {
         self.send_to_jr(
             request_id,
             &request,
-            job_chain,
+            job_chain.into(),
             false,
             locks::LockStep::Take(None),
         )

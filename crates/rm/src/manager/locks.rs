@@ -248,7 +248,7 @@ impl Manager {
             };
             let id = RequestId::new(request_id);
             if let Err(err) = self
-                .send_to_jr(&id, &request, job_chain, false, LockStep::Take(None))
+                .send_to_jr(&id, &request, job_chain.into(), false, LockStep::Take(None))
                 .await
             {
                 tracing::warn!(request_id = %id, error = %err, "offering a request waiting for a lock failed");

@@ -35,7 +35,7 @@ use store::{Batcher, Holder, Store};
 use telemetry::{Span, Telemetry, traces};
 use tokio_util::sync::CancellationToken;
 
-use crate::{ClientError, Error, HandOver, HandedOver, JrClient};
+use crate::{ClientError, Error, HandOver, HandedOver, JrClient, NewChain};
 use wait::Waiting;
 
 mod background;

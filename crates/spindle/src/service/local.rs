@@ -8,10 +8,10 @@ use std::time::Duration;
 use chain::{ReportError, Reporter};
 use job::Registry;
 use proto::{
-    Fence, FinishRequest, JobChain, JobLog, JobRunner, JobStatus, LeaseRenewal, RequestId,
-    RequestProgress, RunnerRegistration, SuspendedJobChain, TryStart,
+    Fence, FinishRequest, JobLog, JobRunner, JobStatus, LeaseRenewal, RequestId, RequestProgress,
+    RunnerRegistration, SuspendedJobChain, TryStart,
 };
-use rm::{ClientError, HandOver, HandedOver, JrClient, Manager};
+use rm::{ClientError, HandOver, HandedOver, JrClient, Manager, NewChain};
 
 /// The Job Runner in the same process: RM and JR call each other directly.
 #[derive(Debug, Default)]
@@ -61,9 +61,16 @@ impl JrClient for InProcessJr {
     async fn new_chain(
         &self,
         _jr_url: &str,
-        job_chain: JobChain,
+        job_chain: NewChain,
         hand_over: &HandOver,
     ) -> Result<HandedOver, ClientError> {
+        // In process: the chain itself runs; its JSON is of no use here (let go before
+        // the runner takes the chain in, which is when a big one's memory peaks).
+        let NewChain {
+            chain: job_chain,
+            json,
+        } = job_chain;
+        drop(json);
         let runner = self.runner()?;
         let (epoch, trace, paused) = (hand_over.epoch, hand_over.trace, hand_over.paused);
         let secrets = hand_over.secrets.clone();

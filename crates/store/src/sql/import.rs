@@ -41,9 +41,9 @@ impl<DB: Backend> SqlStore<DB> {
         // bulk, without looking for each row's key again.
         let requests: Vec<&Request> = new.iter().map(|import| &import.request).collect();
         request_rows(&requests).by_copy().execute(&mut tx).await?;
-        let archived: Vec<(&Request, &CreateRequest)> = new
+        let archived: Vec<requests::Archived<'_>> = new
             .iter()
-            .map(|import| (&import.request, &import.create_request))
+            .map(|import| (&import.request, &import.create_request, None))
             .collect();
         Self::archive_new_in(&mut tx, &archived).await?;
         Self::insert_new_logs_in(&mut tx, new.iter().flat_map(|import| &import.job_logs)).await?;

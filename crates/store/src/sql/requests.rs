@@ -1,6 +1,8 @@
 //! The `requests` table (with `request_args` and `request_archives`): creating requests,
 //! reading one or a search, and counts.
 
+use std::sync::Arc;
+
 use super::*;
 
 /// The columns every new `requests` row starts with: `request_id, type, state, user_name,
@@ -16,36 +18,65 @@ pub(super) fn request_row_head(request: &Request) -> Vec<statement::Param<'_>> {
 }
 
 /// A request's row of `request_archives`: its id, and as JSON the request it was created
-/// by, its args and its job chain.
-type ArchiveRow<'a> = (&'a str, String, String, String);
+/// by, its args and its job chain (the text given with it, or made here).
+type ArchiveRow<'a> = (&'a str, String, String, ChainText);
+
+/// A new chain's JSON: made here, or given with it (shared with its maker).
+enum ChainText {
+    Made(String),
+    Given(Arc<str>),
+}
+
+impl ChainText {
+    fn as_str(&self) -> &str {
+        match self {
+            ChainText::Made(text) => text,
+            ChainText::Given(text) => text,
+        }
+    }
+
+    /// Bound as it is: neither is copied.
+    fn into_param(self) -> statement::Param<'static> {
+        match self {
+            ChainText::Made(text) => text.into(),
+            ChainText::Given(text) => statement::Param::Shared(text),
+        }
+    }
+}
+
+/// A new request to store: its chain's JSON when it was made already
+/// ([`NewRequest::chain_json`](crate::NewRequest::chain_json)).
+pub(super) type Archived<'a> = (&'a Request, &'a CreateRequest, Option<&'a Arc<str>>);
 
 /// The rows of `request_archives` of new requests (each with its chain).
-fn archive_rows<'a>(
-    requests: &[(&'a Request, &CreateRequest)],
-) -> Result<Vec<ArchiveRow<'a>>, Error> {
+fn archive_rows<'a>(requests: &[Archived<'a>]) -> Result<Vec<ArchiveRow<'a>>, Error> {
     requests
         .iter()
-        .map(|(request, create_request)| {
-            let Some(chain) = &request.job_chain else {
-                return Err(Error::Invalid(
-                    "a new request needs its job chain".to_owned(),
-                ));
+        .map(|(request, create_request, chain_json)| {
+            let chain = match (chain_json, &request.job_chain) {
+                (Some(json), _) => ChainText::Given(Arc::clone(json)),
+                (None, Some(chain)) => ChainText::Made(to_json("job chain", chain)?),
+                (None, None) => {
+                    return Err(Error::Invalid(
+                        "a new request needs its job chain".to_owned(),
+                    ));
+                }
             };
             Ok((
                 request.id.as_str(),
                 to_json("create request", create_request)?,
                 to_json("request args", &request.args)?,
-                to_json("job chain", chain)?,
+                chain,
             ))
         })
         .collect()
 }
 
 /// The rows of `request_args` of new requests: id, name and the value as find compares it.
-fn arg_rows<'a>(requests: &[(&'a Request, &CreateRequest)]) -> Vec<(&'a str, &'a str, String)> {
+fn arg_rows<'a>(requests: &[Archived<'a>]) -> Vec<(&'a str, &'a str, String)> {
     requests
         .iter()
-        .flat_map(|(request, _)| {
+        .flat_map(|(request, _, _)| {
             request
                 .args
                 .iter()
@@ -100,17 +131,18 @@ impl<DB: Backend> SqlStore<DB> {
         self.state_error(request_id, expected).await
     }
 
-    /// Inserts new requests (each with its chain) in multi-row statements: the rows of
-    /// `requests`, `request_archives`, `request_args` and `request_audit`.
+    /// Inserts new requests (each with its chain, and that chain's JSON when it was made
+    /// already) in multi-row statements: the rows of `requests`, `request_archives`,
+    /// `request_args` and `request_audit`.
     pub(super) async fn create_in(
         tx: &mut sqlx::Transaction<'_, DB>,
-        creates: &[(&Request, &CreateRequest, Option<&AuditEvent>)],
+        creates: &[(Archived<'_>, Option<&AuditEvent>)],
     ) -> Result<(), Error> {
         for chunk in creates.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
                 "INSERT INTO requests (request_id, type, state, user_name, created_at, total_jobs, own_jobs, finished_jobs, epoch, spec_version) VALUES ",
             );
-            insert.push_rows(chunk, |(request, _, _)| {
+            insert.push_rows(chunk, |((request, _, _), _)| {
                 let mut row = request_row_head(request);
                 row.extend([
                     count(request.total_jobs).into(),
@@ -125,14 +157,11 @@ impl<DB: Backend> SqlStore<DB> {
             });
             insert.execute(&mut *tx).await?;
         }
-        let archived: Vec<(&Request, &CreateRequest)> = creates
-            .iter()
-            .map(|(request, create_request, _)| (*request, *create_request))
-            .collect();
+        let archived: Vec<Archived<'_>> = creates.iter().map(|(new, _)| *new).collect();
         Self::archive_in(tx, &archived).await?;
         let events: Vec<(&str, &AuditEvent)> = creates
             .iter()
-            .filter_map(|(request, _, event)| event.map(|event| (request.id.as_str(), event)))
+            .filter_map(|((request, _, _), event)| event.map(|event| (request.id.as_str(), event)))
             .collect();
         for chunk in events.chunks(REQUEST_ROWS_PER_STATEMENT) {
             let mut insert = Statement::build(
@@ -156,7 +185,7 @@ impl<DB: Backend> SqlStore<DB> {
     /// chain).
     pub(super) async fn archive_in(
         tx: &mut sqlx::Transaction<'_, DB>,
-        requests: &[(&Request, &CreateRequest)],
+        requests: &[Archived<'_>],
     ) -> Result<(), Error> {
         let mut archives = archive_rows(requests)?;
         // The JSON moved into the statement, not copied (a chain's is megabytes).
@@ -168,7 +197,7 @@ impl<DB: Backend> SqlStore<DB> {
                 "INSERT INTO request_archives (request_id, create_request, args, job_chain) VALUES ",
             );
             insert.push_rows(chunk, |(id, create, args, chain)| {
-                vec![id.into(), create.into(), args.into(), chain.into()]
+                vec![id.into(), create.into(), args.into(), chain.into_param()]
             });
             insert.execute(&mut *tx).await?;
         }
@@ -188,7 +217,7 @@ impl<DB: Backend> SqlStore<DB> {
     /// them can be stored yet.
     pub(super) async fn archive_new_in(
         tx: &mut sqlx::Transaction<'_, DB>,
-        requests: &[(&Request, &CreateRequest)],
+        requests: &[Archived<'_>],
     ) -> Result<(), Error> {
         let archives = archive_rows(requests)?;
         InsertRows::new(
@@ -384,7 +413,7 @@ impl<DB: Backend> SqlStore<DB> {
         created: Option<&AuditEvent>,
     ) -> Result<(), Error> {
         let mut tx = self.pool.begin().await?;
-        Self::create_in(&mut tx, &[(request, create_request, created)]).await?;
+        Self::create_in(&mut tx, &[((request, create_request, None), created)]).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -10,6 +10,7 @@
 //! ([`ValuesUpdate`]).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use sqlx::{Encode, IntoArguments, Type};
 
@@ -19,6 +20,9 @@ use super::Backend;
 #[derive(Debug, Clone)]
 pub enum Param<'q> {
     Text(Cow<'q, str>),
+    /// Text shared with whoever made it (a new chain's JSON, which a Job Runner is sent
+    /// too): bound without a copy where the driver keeps it as it is (SQLite).
+    Shared(Arc<str>),
     /// Text, or NULL.
     MaybeText(Option<Cow<'q, str>>),
     Small(i16),
@@ -85,6 +89,7 @@ impl<'q, DB: sqlx::Database> Binds<'q, DB> for Param<'q>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
     String: for<'a> Encode<'a, DB> + Type<DB>,
+    Arc<str>: for<'a> Encode<'a, DB> + Type<DB>,
     Option<String>: for<'a> Encode<'a, DB> + Type<DB>,
     i16: for<'a> Encode<'a, DB> + Type<DB>,
     i32: for<'a> Encode<'a, DB> + Type<DB>,
@@ -99,6 +104,7 @@ where
         match self {
             Param::Text(Cow::Borrowed(text)) => query.bind(text),
             Param::Text(Cow::Owned(text)) => query.bind(text),
+            Param::Shared(text) => query.bind(text),
             Param::MaybeText(text) => query.bind(text.map(Cow::into_owned)),
             Param::Small(value) => query.bind(value),
             Param::Int(value) => query.bind(value),

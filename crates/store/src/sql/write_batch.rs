@@ -54,7 +54,10 @@ impl<DB: Backend> SqlStore<DB> {
             .iter()
             .zip(&duplicates)
             .filter(|(_, duplicate)| duplicate.is_none())
-            .map(|(new, _)| (&new.request, &new.create_request, new.created.as_ref()))
+            .map(|(new, _)| {
+                let archived = (&new.request, &new.create_request, new.chain_json.as_ref());
+                (archived, new.created.as_ref())
+            })
             .collect();
         if !creates.is_empty() {
             Self::create_in(&mut tx, &creates).await?;
