@@ -267,12 +267,15 @@ impl Incoming {
     }
 
     /// Job ids to indices, for reading edges.
-    fn index(&self) -> HashMap<&str, JobIdx> {
-        self.jobs
-            .iter()
-            .enumerate()
-            .map(|(at, job)| (job.id.as_str(), JobIdx::new(at)))
-            .collect()
+    fn index(&self) -> Index<'_> {
+        let mut index = Index::with_capacity_and_hasher(self.jobs.len(), Default::default());
+        index.extend(
+            self.jobs
+                .iter()
+                .enumerate()
+                .map(|(at, job)| (job.id.as_str(), JobIdx::new(at))),
+        );
+        index
     }
 
     /// Puts the edges in the order of their `from` job (a sender's map already has them
@@ -577,9 +580,13 @@ impl<'de> Visitor<'de> for JobsSeed<'_> {
     }
 }
 
+/// Job ids to their indices: a chain's every edge is two lookups (ids are a few bytes
+/// the Request Manager made: a fast hash, seeded at random, rather than SipHash).
+type Index<'i> = HashMap<&'i str, JobIdx, foldhash::fast::RandomState>;
+
 /// Where the adjacency list's edges go as they are read, by index.
 struct EdgesSeed<'a, 'i> {
-    index: &'a HashMap<&'i str, JobIdx>,
+    index: &'a Index<'i>,
     pairs: &'a mut Vec<(JobIdx, JobIdx)>,
     unknown: &'a mut bool,
 }

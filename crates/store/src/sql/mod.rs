@@ -127,7 +127,7 @@ pub trait Backend: sqlx::Database<Row: Columns> {
     ) -> BoxFuture<'e, Result<u64, sqlx::Error>> {
         Box::pin(async move {
             let mut inserted = 0;
-            for statement in rows.statements() {
+            for statement in rows.statements::<Self>() {
                 inserted += Self::rows_affected(&Self::execute(&mut *conn, statement).await?);
             }
             Ok(inserted)

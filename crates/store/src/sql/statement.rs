@@ -131,6 +131,9 @@ pub struct Statement<'q> {
     skip_duplicates: Option<&'static str>,
     /// Sent as text, not prepared ([`Statement::unprepared`]).
     unprepared: bool,
+    /// The text is the database's already, its params in the order its placeholders
+    /// take them ([`Statement::rendered`]).
+    rendered: bool,
 }
 
 impl<'q> Statement<'q> {
@@ -141,6 +144,21 @@ impl<'q> Statement<'q> {
             params: Vec::new(),
             skip_duplicates: None,
             unprepared: false,
+            rendered: false,
+        }
+    }
+
+    /// A statement whose text `sql` is as the database runs it (rendered by
+    /// [`Backend::render`], duplicates skipped), its params in the order its
+    /// placeholders take them: made once for many statements of one shape (a multi-row
+    /// INSERT's thousands of placeholders, [`super::InsertRows::statements`]).
+    pub(crate) fn rendered(sql: String, params: Vec<Param<'q>>) -> Statement<'q> {
+        Statement {
+            sql: Cow::Owned(sql),
+            params,
+            skip_duplicates: None,
+            unprepared: false,
+            rendered: true,
         }
     }
 
@@ -170,6 +188,7 @@ impl<'q> Statement<'q> {
             params: Vec::new(),
             skip_duplicates: None,
             unprepared: false,
+            rendered: false,
         }
     }
 
@@ -234,9 +253,16 @@ impl<'q> Statement<'q> {
         self
     }
 
-    /// The statement's text as Spindle writes it (`$N` placeholders).
+    /// The statement's text as Spindle writes it (`$N` placeholders), or as the
+    /// database runs it when made so ([`Statement::rendered`]).
     pub(crate) fn sql(&self) -> &str {
         &self.sql
+    }
+
+    /// Its params, in the order bound.
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> &[Param<'q>] {
+        &self.params
     }
 
     /// This SELECT with `prefix` (the database's `EXPLAIN`) before it, the same params
@@ -247,6 +273,7 @@ impl<'q> Statement<'q> {
             params: self.params.clone(),
             skip_duplicates: None,
             unprepared: self.unprepared,
+            rendered: self.rendered,
         }
     }
 
@@ -257,6 +284,13 @@ impl<'q> Statement<'q> {
         DB::Arguments: IntoArguments<DB>,
         Param<'q>: Binds<'q, DB>,
     {
+        if self.rendered {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(self.sql));
+            for param in self.params {
+                query = param.bind_into(query);
+            }
+            return query;
+        }
         let sql = match self.skip_duplicates {
             Some(key) => Cow::Owned(DB::skip_duplicates(&self.sql, key)),
             None => self.sql,
