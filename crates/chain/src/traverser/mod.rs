@@ -91,7 +91,8 @@ struct Traverser {
     factory: Arc<dyn Factory>,
     options: Options,
     mode: Mode,
-    running: HashMap<JobIdx, Active>,
+    /// The jobs running now (every job of a wide chain at once: a fast hash of indices).
+    running: HashMap<JobIdx, Active, foldhash::fast::RandomState>,
     /// Sequence start jobs waiting out their `sequenceRetryWait`.
     retry_waits: HashMap<Seq, AbortHandle>,
     /// Where observed tasks send their end.
@@ -173,7 +174,7 @@ pub(crate) fn spawn(
         factory,
         options,
         mode: Mode::Running,
-        running: HashMap::new(),
+        running: HashMap::default(),
         retry_waits: HashMap::new(),
         events_tx,
         retrying: HashSet::new(),
