@@ -11,6 +11,9 @@ waits for its end (`?wait=`), then times GET /api/v1/requests/{id} three times a
 GET .../elements?state=failed once, the web UI's page of it and `spindle status`, and
 prints each process's peak resident memory.
 SPINDLE_BENCH_WRAPPER is a command to start the server or manager under (a profiler: `heaptrack -o FILE`).
+It prints each process's user and system CPU and minor page faults from the POST to
+the end; under `valgrind --tool=cachegrind` as the wrapper, the instructions it ran
+(with SPINDLE_BENCH_RUN_ONLY=1 it stops at the end, before the reads).
 With SPINDLE_BENCH_METRICS=1 it also prints, from the manager's /metrics, the store's
 time by operation (where the run's time went). Standard library only.
 """
@@ -52,6 +55,14 @@ def wait_ready(base):
             return
         except OSError:
             time.sleep(0.05)
+
+
+def cpu_used(pid):
+    """A process's user and system CPU seconds and minor page faults so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7])
 
 
 def peak_mib(pid):
@@ -109,6 +120,7 @@ def main():
                 time.sleep(0.05)
             body = json.dumps({"type": "big", "args": {
                 "hosts": [f"web-{i:06d}" for i in range(n)]}}).encode()
+            cpu_before = [cpu_used(p.pid) for p in processes]
             started = time.time()
             request = urllib.request.Request(base + "/api/v1/requests", data=body, method="POST",
                                              headers={"Content-Type": "application/json"})
@@ -120,6 +132,15 @@ def main():
                     f"{base}/api/v1/requests/{rid}?wait=60s").read())["state"] not in (3, 4):
                 pass
             ended = time.time() - started
+            # What each process spent from the POST to the end: user and system CPU
+            # (page faults are system time) and its minor page faults.
+            print("  cpu, POST to end: " + "; ".join(
+                "user {:.2f} s, system {:.2f} s, {} minor faults".format(
+                    *(after - before for before, after in zip(cpu_before[i], cpu_used(p.pid))))
+                for i, p in enumerate(processes)))
+            if os.environ.get("SPINDLE_BENCH_RUN_ONLY"):
+                print(f"| {n} | POST {posted:.2f} s | end {ended:.2f} s |")
+                return
             gets = []
             for _ in range(3):
                 t = time.time()
