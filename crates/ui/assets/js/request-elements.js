@@ -63,6 +63,11 @@ export function elementsView(page, { onJob }) {
   let ascending = true;
   let readAt = 0;
   let known = false;
+  // The finish (state and time) the elements were last read after: a request that
+  // finishes again (its failed elements retried) is read again, however soon.
+  let readAfter = null;
+  // Reads are numbered: one that answers after a later read was asked for is dropped.
+  let asked = 0;
 
   for (const th of heads) {
     th.querySelector("button").addEventListener("click", () => {
@@ -78,6 +83,7 @@ export function elementsView(page, { onJob }) {
     try {
       await api("PUT", `/api/v1/requests/${enc(id)}/retry?failedElements=true`);
       readAt = 0;
+      readAfter = null;
       page.follow();
     } catch (err) {
       banner(main, `Retrying the failed elements failed: ${err.message}`);
@@ -117,18 +123,22 @@ export function elementsView(page, { onJob }) {
   // Reads the elements again (at most every few seconds while the request runs).
   async function refresh(request) {
     const finished = FINISHED.has(stateName(request.state));
+    const finish = finished ? `${request.state}@${request.finishedAt}` : null;
     if (known && elements.length === 0) return;
-    if (Date.now() - readAt < EVERY && !(finished && readAt && !section.dataset.final)) return;
+    if (finished ? finish === readAfter : Date.now() - readAt < EVERY) return;
     readAt = Date.now();
+    const read = ++asked;
+    let answer;
     try {
-      elements = await api("GET", `/api/v1/requests/${enc(id)}/elements`);
+      answer = await api("GET", `/api/v1/requests/${enc(id)}/elements`);
     } catch (_) {
       return;
     }
+    if (read !== asked) return;
+    elements = answer;
+    readAfter = finish;
     known = true;
     section.hidden = elements.length === 0;
-    if (finished) section.dataset.final = "1";
-    else delete section.dataset.final;
     const lines = (request.elements || []).map((s) => describe(s));
     summary.textContent = lines.join(" · ");
     const failed = elements.some((e) => stateName(e.state) === "FAIL");

@@ -13,6 +13,8 @@ export function graphView(page, { onJob, afterDraw }) {
   let drawing = null;
   let drawnFor = null;
   let selected = null;
+  // Whether the page follows the selected job when the drawing is laid out again.
+  let pageFollows = true;
 
   const failedBox = h("div", { id: "failed" });
   const legend = h("div", { class: "legend", "aria-hidden": "true" },
@@ -229,11 +231,26 @@ export function graphView(page, { onJob, afterDraw }) {
   }
 
   // The job shown in the panel is marked (`null`: none); `focus` gives it the focus back.
-  function select(jobId, { focus = false } = {}) {
+  // `page: false`: the job was picked from outside the drawing (the elements table
+  // below it), and a drawing laid out again does not scroll the page back up to it.
+  function select(jobId, { focus = false, page = true } = {}) {
     if (selected && jobNodes.has(selected)) jobNodes.get(selected).g.classList.remove("selected");
     if (!jobId && focus && selected && jobNodes.has(selected)) jobNodes.get(selected).g.focus();
     selected = jobId;
+    pageFollows = page;
     if (jobId && jobNodes.has(jobId)) jobNodes.get(jobId).g.classList.add("selected");
+  }
+
+  // Scrolls the drawing's own box, never the page, the least that brings `g` into it:
+  // a drawing laid out again keeps its selected job in sight without moving the page
+  // under a viewer who picked it from below (and may be about to click something there).
+  function revealInBox(g) {
+    const box = graphWrap.getBoundingClientRect();
+    const r = g.getBoundingClientRect();
+    if (r.left < box.left) graphWrap.scrollLeft -= box.left - r.left;
+    else if (r.right > box.right) graphWrap.scrollLeft += Math.min(r.right - box.right, r.left - box.left);
+    if (r.top < box.top) graphWrap.scrollTop -= box.top - r.top;
+    else if (r.bottom > box.bottom) graphWrap.scrollTop += Math.min(r.bottom - box.bottom, r.top - box.top);
   }
 
   // The frame resized (the window, or the job panel opened or closed): the drawing is
@@ -248,7 +265,10 @@ export function graphView(page, { onJob, afterDraw }) {
       const roomier = drawing.wrapped && (frame.width - drawnFor.width > 60 || Math.abs(frame.height - drawnFor.height) > 60);
       if (overflows || roomier) {
         load().then(() => {
-          if (selected && jobNodes.has(selected)) jobNodes.get(selected).g.scrollIntoView({ block: "nearest", inline: "nearest" });
+          if (!selected || !jobNodes.has(selected)) return;
+          const g = jobNodes.get(selected).g;
+          if (pageFollows) g.scrollIntoView({ block: "nearest", inline: "nearest" });
+          else revealInBox(g);
         });
       }
     }, 150);

@@ -43,7 +43,7 @@ export function requestPage() {
   layout.append(job.panel);
   const elements = elementsView(page, {
     onJob: (jobId) => {
-      graph.select(jobId);
+      graph.select(jobId, { page: false });
       job.open(jobId);
     },
   });

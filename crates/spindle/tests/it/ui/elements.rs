@@ -7,6 +7,8 @@ use super::*;
 /// The element names of the table's rows, in order.
 const ROWS: &str =
     "return [...document.querySelectorAll('#elements tbody tr')].map(r => r.dataset.element)";
+/// Where the retry button is on the screen (px from the viewport's top).
+const RETRY_AT: &str = "return Math.round(document.getElementById('retry-failed-elements').getBoundingClientRect().top)";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleets_elements_are_listed_filtered_sorted_opened_and_retried() {
@@ -81,14 +83,31 @@ async fn a_fleets_elements_are_listed_filtered_sorted_opened_and_retried() {
     );
 
     // A row's name opens its element's job, with its failed try.
+    ui.js("window.drawnBefore = document.querySelector('#graph svg'); return true")
+        .await;
     ui.click("#elements tr[data-element=web-2] button.link")
         .await;
+    let retry_at = ui.js(RETRY_AT).await;
     ui.until(
         "the element's job in the panel",
         "const p = document.getElementById('job-panel'); return !p.hidden && p.textContent.includes('ping') && p.textContent.includes('FAIL')",
         20,
     )
     .await;
+    // The panel narrows the drawing's frame: it is laid out again, its selected job
+    // kept in sight inside its own box, and the page does not move under the viewer
+    // (who is about to click the retry button below it).
+    ui.until(
+        "the drawing laid out again beside the panel",
+        "return document.querySelector('#graph svg') !== window.drawnBefore",
+        20,
+    )
+    .await;
+    assert_eq!(
+        ui.js(RETRY_AT).await,
+        retry_at,
+        "the retry button stayed where it was on the screen"
+    );
 
     // The failed element runs again (and fails again, within the budget).
     ui.until(
