@@ -767,6 +767,7 @@ mod acl;
 mod operations;
 mod recovery;
 mod reports;
+mod resumes;
 mod runners;
 mod store_faults;
 
