@@ -10,29 +10,50 @@ pub(crate) fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-/// Whether the PostgreSQL tests run: when `SPINDLE_TEST_POSTGRES_URL` is set or the
-/// default server answers. `SPINDLE_TEST_POSTGRES=required` (CI) makes a missing server
-/// a failure; otherwise the tests skip, and one line says so.
+/// A database server the tests may run on.
+struct Server {
+    /// Its name in the line that says its tests were skipped.
+    name: &'static str,
+    /// `SPINDLE_TEST_{var}=required` makes a missing server a failure;
+    /// `SPINDLE_TEST_{var}_URL` names another server.
+    var: &'static str,
+    /// The default server's port on 127.0.0.1.
+    port: u16,
+}
+
+/// Whether `server`'s tests run: when its URL is set or the default server answers.
+/// `SPINDLE_TEST_{var}=required` (CI) makes a missing server a failure; otherwise the
+/// tests skip, and one line says so.
+fn available(server: &Server) -> bool {
+    let Server { name, var, port } = server;
+    let required = std::env::var(format!("SPINDLE_TEST_{var}")).is_ok_and(|v| v == "required");
+    if std::env::var_os(format!("SPINDLE_TEST_{var}_URL")).is_some() || required {
+        return true;
+    }
+    let answers = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
+        std::time::Duration::from_secs(2),
+    )
+    .is_ok();
+    if !answers {
+        // Straight to stderr: the test harness captures `eprintln!`.
+        let line = format!(
+            "store: {name} tests skipped: no server at 127.0.0.1:{port} (set SPINDLE_TEST_{var}_URL, or SPINDLE_TEST_{var}=required to fail instead)\n"
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    answers
+}
+
+/// Whether the PostgreSQL tests run ([`available`]).
 pub(crate) fn postgres_available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let required = std::env::var("SPINDLE_TEST_POSTGRES").is_ok_and(|v| v == "required");
-        if std::env::var_os("SPINDLE_TEST_POSTGRES_URL").is_some() || required {
-            return true;
-        }
-        let answers = std::net::TcpStream::connect_timeout(
-            &std::net::SocketAddr::from(([127, 0, 0, 1], 5432)),
-            std::time::Duration::from_secs(2),
-        )
-        .is_ok();
-        if !answers {
-            // Straight to stderr: the test harness captures `eprintln!`.
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"store: PostgreSQL tests skipped: no server at 127.0.0.1:5432 (set SPINDLE_TEST_POSTGRES_URL, or SPINDLE_TEST_POSTGRES=required to fail instead)\n",
-            );
-        }
-        answers
+        available(&Server {
+            name: "PostgreSQL",
+            var: "POSTGRES",
+            port: 5432,
+        })
     })
 }
 
@@ -73,28 +94,15 @@ pub(crate) fn mysql_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
-/// Whether the MySQL tests run: when `SPINDLE_TEST_MYSQL_URL` is set or the default
-/// server answers. `SPINDLE_TEST_MYSQL=required` (CI) makes a missing server a failure;
-/// otherwise the tests skip, and one line says so.
+/// Whether the MySQL tests run ([`available`]).
 pub(crate) fn mysql_available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let required = std::env::var("SPINDLE_TEST_MYSQL").is_ok_and(|v| v == "required");
-        if std::env::var_os("SPINDLE_TEST_MYSQL_URL").is_some() || required {
-            return true;
-        }
-        let answers = std::net::TcpStream::connect_timeout(
-            &std::net::SocketAddr::from(([127, 0, 0, 1], 3306)),
-            std::time::Duration::from_secs(2),
-        )
-        .is_ok();
-        if !answers {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"store: MySQL tests skipped: no server at 127.0.0.1:3306 (set SPINDLE_TEST_MYSQL_URL, or SPINDLE_TEST_MYSQL=required to fail instead)\n",
-            );
-        }
-        answers
+        available(&Server {
+            name: "MySQL",
+            var: "MYSQL",
+            port: 3306,
+        })
     })
 }
 
