@@ -371,8 +371,9 @@ impl Ui {
         }
     }
 
-    /// Clicks the element; if the page replaced it between finding and clicking (its
-    /// periodic refresh re-renders), finds it again.
+    /// Clicks the element once it stays put on the screen ([`Ui::settled`]); if the page
+    /// replaced it between finding and clicking (its periodic refresh re-renders),
+    /// finds it again.
     async fn click(&self, css: &str) {
         use fantoccini::error::{CmdError, ErrorStatus};
         for attempt in 1.. {
@@ -381,7 +382,11 @@ impl Ui {
                 .find(Locator::Css(css))
                 .await
                 .unwrap_or_else(|err| panic!("{}: no {css}: {err}", self.test));
-            match element.click().await {
+            let clicked = match self.settled(&element).await {
+                Ok(()) => element.click().await.map(drop),
+                Err(err) => Err(err),
+            };
+            match clicked {
                 Ok(_) => return,
                 Err(CmdError::Standard(err))
                     if err.error == ErrorStatus::StaleElementReference && attempt < 20 =>
@@ -391,6 +396,31 @@ impl Ui {
                 Err(err) => panic!("{}: clicking {css}: {err}", self.test),
             }
         }
+    }
+
+    /// Brings `element` into view and waits (at most 2 s) until it is where it was 100 ms
+    /// and 200 ms before: WebDriver clicks where it measured the element, and a page still
+    /// laying itself out (a drawing laid out again for the job panel's room) would move it
+    /// from under the click.
+    async fn settled(
+        &self,
+        element: &fantoccini::elements::Element,
+    ) -> Result<(), fantoccini::error::CmdError> {
+        const WHERE: &str = "const e = arguments[0]; e.scrollIntoView({ block: 'nearest', inline: 'nearest' }); \
+             const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]";
+        let arg = serde_json::to_value(element).expect("an element is JSON");
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            seen.push(self.client.execute(WHERE, vec![arg.clone()]).await?);
+            if let [.., a, b, c] = seen.as_slice()
+                && a == b
+                && b == c
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
     }
 
     async fn type_into(&self, css: &str, text: &str) {
