@@ -348,9 +348,13 @@ impl Ui {
                 .await
             {
                 Ok(()) => {}
-                // Redrawn between the focus and the key: the element is gone; again.
+                // Redrawn between the focus and the key: the element is gone (stale, or
+                // detached and so not interactable, as Chrome may say); again.
                 Err(CmdError::Standard(err))
-                    if err.error == ErrorStatus::StaleElementReference && attempt < 5 =>
+                    if matches!(
+                        err.error,
+                        ErrorStatus::StaleElementReference | ErrorStatus::ElementNotInteractable
+                    ) && attempt < 5 =>
                 {
                     continue;
                 }
