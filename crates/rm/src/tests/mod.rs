@@ -56,6 +56,18 @@ pub(crate) async fn env_specs(options: Options, specs: &str) -> Env {
     env_store(options, specs, |store| store).await
 }
 
+/// An [`Env`] on `specs` whose store fails or deadlocks on demand, and that store.
+pub(crate) async fn env_faulty(options: Options, specs: &str) -> (Env, Arc<store::faulty::Faulty>) {
+    let mut faulty = None;
+    let env = env_store(options, specs, |inner| {
+        let store = store::faulty::Faulty::new(inner);
+        faulty = Some(Arc::clone(&store));
+        store
+    })
+    .await;
+    (env, faulty.expect("the store was wrapped"))
+}
+
 /// [`env_specs`], the Manager's store being `wrap` of the SQLite one.
 pub(crate) async fn env_store(
     options: Options,

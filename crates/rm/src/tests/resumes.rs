@@ -117,14 +117,7 @@ async fn a_runner_that_registers_gets_the_waiting_chains_without_waiting_for_the
 /// database's time.
 #[tokio::test]
 async fn resumes_at_once_read_the_runners_once() {
-    let mut faulty = None;
-    let env = env_store(Options::default(), SPECS, |inner| {
-        let store = store::faulty::Faulty::new(inner);
-        faulty = Some(Arc::clone(&store));
-        store
-    })
-    .await;
-    let faulty = faulty.unwrap();
+    let (env, faulty) = env_faulty(Options::default(), SPECS).await;
     register(&env, "ia", "http://jr-a:1").await;
     let mut ids = Vec::new();
     for _ in 0..16 {

@@ -8,21 +8,14 @@ use super::*;
 /// the request stays PENDING, and once the database is back an offer starts it.
 #[tokio::test]
 async fn a_create_stored_before_the_database_went_away_is_created_and_offered_later() {
-    let mut faulty = None;
-    let env = env_store(
+    let (env, faulty) = env_faulty(
         Options {
             jr_url: Some("http://jr1:32307".to_owned()),
             ..Options::default()
         },
         SPECS,
-        |inner| {
-            let store = store::faulty::Faulty::new(inner);
-            faulty = Some(Arc::clone(&store));
-            store
-        },
     )
     .await;
-    let faulty = faulty.unwrap();
     // The create's write succeeds; the start's (and every write after it) fails.
     faulty.fail("write_batch", 1);
     // Created (201), not 503.
@@ -54,14 +47,7 @@ async fn a_create_stored_before_the_database_went_away_is_created_and_offered_la
 /// a third time, and its caller hears 503.
 #[tokio::test]
 async fn a_group_commit_undone_by_a_deadlock_is_tried_again() {
-    let mut faulty = None;
-    let env = env_store(Options::default(), SPECS, |inner| {
-        let store = store::faulty::Faulty::new(inner);
-        faulty = Some(Arc::clone(&store));
-        store
-    })
-    .await;
-    let faulty = faulty.unwrap();
+    let (env, faulty) = env_faulty(Options::default(), SPECS).await;
     faulty.deadlock("write_batch", 2);
     let id = create(&env).await;
     assert_eq!(faulty.calls("write_batch"), 3);
@@ -91,21 +77,14 @@ async fn a_group_commit_undone_by_a_deadlock_is_tried_again() {
 /// hears 201 with the request PENDING, and the request stays queued for the lock.
 #[tokio::test]
 async fn a_create_stored_waiting_for_a_lock_is_created_when_the_database_goes_away() {
-    let mut faulty = None;
-    let env = env_store(
+    let (env, faulty) = env_faulty(
         Options {
             jr_url: Some("http://jr1:32307".to_owned()),
             ..Options::default()
         },
         include_str!("../../../../fixtures/specs/locks.yaml"),
-        |inner| {
-            let store = store::faulty::Faulty::new(inner);
-            faulty = Some(Arc::clone(&store));
-            store
-        },
     )
     .await;
-    let faulty = faulty.unwrap();
     let body = json!({"type": "failover", "args": {"cluster": "db-7"}, "user": "ann"});
     // The first holds the lock.
     send_json(
