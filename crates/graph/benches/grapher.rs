@@ -73,19 +73,8 @@ const THREE_JOBS: &str = "sequences:
         deps: [b]
 ";
 
-/// One `noop` per host (`crates/spindle/benches/scripts/big_request.py`'s spec).
-const BIG: &str = "sequences:
-  big:
-    request: true
-    args:
-      required:
-        - name: hosts
-    nodes:
-      each-host:
-        category: job
-        type: noop
-        each: [hosts:host]
-";
+/// One `noop` per host (`crates/spindle/benches/scripts/big_request.py`'s spec too).
+const BIG: &str = include_str!("../../../fixtures/specs/big.yaml");
 
 /// grapher.md section 7's example.
 const SECTION_7: &str = include_str!("../../../fixtures/specs/retried-sequence.yaml");

@@ -28,18 +28,9 @@ import tempfile
 import time
 import urllib.request
 
-SPECS = """sequences:
-  big:
-    request: true
-    args:
-      required:
-        - name: hosts
-    nodes:
-      each-host:
-        category: job
-        type: noop
-        each: [hosts:host]
-"""
+# One `noop` per host (the grapher bench's spec too).
+with open(os.path.join(os.path.dirname(__file__), "../../../../fixtures/specs/big.yaml")) as spec:
+    SPECS = spec.read()
 
 
 def free_port():
